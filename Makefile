@@ -1,0 +1,39 @@
+# `make run` and `make test` work on a fresh machine: they create .venv, install torch==2.13.0
+# first (the CPU wheel; any other spec pulls several GB of CUDA packages), then the project.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format typecheck bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# The main job: DQN with int8 actors on CartPole-v1, embedded local backend (no services).
+run: $(STAMP)
+	$(BIN)/actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/actor_throughput.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,35 @@
+"""actorq: fast, cheap, large-scale reinforcement learning.
+
+The top-level package stays light: importing ``actorq`` does not import torch, so actor processes
+(which only need numpy, gymnasium and onnxruntime) can import from it freely. The training API is
+loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from actorq.agents.dqn.config import DQNConfig
+    from actorq.experiment import TrainResult, train
+
+__all__ = ["DQNConfig", "TrainResult", "__version__", "make_env", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import actorq` in an actor process never pulls in torch.
+    if name in ("train", "TrainResult"):
+        from actorq import experiment
+
+        return getattr(experiment, name)
+    if name == "DQNConfig":
+        from actorq.agents.dqn.config import DQNConfig
+
+        return DQNConfig
+    if name == "make_env":
+        from actorq.envs import make_env
+
+        return make_env
+    raise AttributeError(f"module 'actorq' has no attribute {name!r}")

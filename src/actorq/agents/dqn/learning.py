@@ -1,0 +1,104 @@
+"""The DQN update rule, readable top to bottom.
+
+DQN (Mnih et al., "Human-level control through deep reinforcement learning", Nature 2015):
+Q-learning with a replay buffer and a periodically copied target network, trained with the
+Huber loss. Double DQN (van Hasselt, Guez & Silver, AAAI 2016): the online network picks the
+next action, the target network values it. Targets are n-step: the adder already summed the
+rewards and folded gamma^n (or 0 at termination) into ``discount``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from actorq.agents.dqn.config import DQNConfig
+from actorq.agents.dqn.networks import MLP
+from actorq.core.interfaces import Learner
+from actorq.core.types import Batch, EnvSpec
+
+
+class DQNLearner(Learner):
+    def __init__(self, cfg: DQNConfig, spec: EnvSpec) -> None:
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        torch.manual_seed(cfg.seed)
+        self.q = MLP(spec.obs_dim, cfg.hidden, spec.num_actions).to(self.device)
+        self.target = copy.deepcopy(self.q)
+        self.target.requires_grad_(False)
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.updates = 0
+
+    def _t(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.cfg
+        obs, next_obs = self._t(batch["obs"]), self._t(batch["next_obs"])
+        action = self._t(batch["action"]).long()
+        reward, discount = self._t(batch["reward"]), self._t(batch["discount"])
+
+        q = self.q(obs).gather(1, action[:, None]).squeeze(1)
+        with torch.no_grad():
+            q_next_target = self.target(next_obs)
+            if cfg.double_q:
+                a_next = self.q(next_obs).argmax(1, keepdim=True)
+                v_next = q_next_target.gather(1, a_next).squeeze(1)
+            else:
+                v_next = q_next_target.max(1).values
+            y = reward + discount * v_next
+        loss = F.huber_loss(q, y, delta=cfg.huber_delta)
+
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
+        self.opt.step()
+
+        self.updates += 1
+        if self.updates % cfg.target_update_period == 0:
+            self.target.load_state_dict(self.q.state_dict())
+        return {
+            "losses/td_loss": float(loss.detach()),
+            "losses/q_values": float(q.detach().mean()),
+            "losses/grad_norm": float(grad_norm),
+        }
+
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.q.export_layers()
+
+    # -- checkpointing: tensors go to safetensors, the rest to JSON ---------------------------
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        tensors: dict[str, torch.Tensor] = {}
+        for k, v in self.q.state_dict().items():
+            tensors[f"q.{k}"] = v
+        for k, v in self.target.state_dict().items():
+            tensors[f"target.{k}"] = v
+        opt = self.opt.state_dict()
+        steps: dict[str, float] = {}
+        for pid, st in opt["state"].items():
+            for name, val in st.items():
+                if name == "step":
+                    steps[str(pid)] = float(val)
+                else:
+                    tensors[f"opt.{pid}.{name}"] = val
+        meta = {"updates": self.updates, "opt_steps": steps, "opt_groups": opt["param_groups"]}
+        return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, meta
+
+    def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+        def sub(prefix: str) -> dict[str, torch.Tensor]:
+            return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+        self.q.load_state_dict(sub("q."))
+        self.target.load_state_dict(sub("target."))
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for k, v in sub("opt.").items():
+            pid, name = k.split(".", 1)
+            state.setdefault(int(pid), {})[name] = v.to(self.device)
+        for pid, step in meta["opt_steps"].items():
+            state.setdefault(int(pid), {})["step"] = torch.tensor(step)
+        self.opt.load_state_dict({"state": state, "param_groups": meta["opt_groups"]})
+        self.updates = int(meta["updates"])

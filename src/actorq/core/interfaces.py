@@ -1,0 +1,68 @@
+"""The seams between components (after Acme's ``Actor``/``VariableSource``/``Learner``).
+
+Each box of the data path (DESIGN.md) is one implementation of one of these; backends wire them
+together. Kept free of torch so actor processes can import them.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+from actorq.core.types import Batch
+
+
+class ParameterSource(abc.ABC):
+    """Where actors read policy snapshots from: a cheap version read, then the bytes."""
+
+    @abc.abstractmethod
+    def latest_version(self) -> int:
+        """Version of the newest published snapshot, or -1 before the first publish."""
+
+    @abc.abstractmethod
+    def fetch(self) -> tuple[int, bytes] | None:
+        """``(version, bytes)`` of the newest snapshot, or None if none is published yet."""
+
+
+class ParameterSink(abc.ABC):
+    """Where the learner publishes snapshots: once per publish, whatever the number of actors."""
+
+    @abc.abstractmethod
+    def publish(self, version: int, data: bytes) -> None: ...
+
+
+class Actor(abc.ABC):
+    """Acts in K environments at once with the latest snapshot it has."""
+
+    @abc.abstractmethod
+    def select_action(self, obs: np.ndarray) -> np.ndarray:
+        """Actions for a batch of observations (one per environment)."""
+
+    @abc.abstractmethod
+    def update(self) -> bool:
+        """Poll the parameter source; swap in a newer snapshot. Returns True if swapped."""
+
+    @abc.abstractmethod
+    def step(self) -> tuple[Batch, list[tuple[float, int]]]:
+        """One vector step: the transitions it completed and the (return, length) of the
+        episodes that ended."""
+
+
+class Learner(abc.ABC):
+    """Owns the fp32 networks and the update rule."""
+
+    @abc.abstractmethod
+    def update(self, batch: Batch) -> dict[str, float]: ...
+
+    @abc.abstractmethod
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The acting network as fp32 ``[(W (in, out), b), ...]`` for the quantizer."""
+
+    @abc.abstractmethod
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(tensors, json_metadata)`` for a safe checkpoint."""
+
+    @abc.abstractmethod
+    def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None: ...

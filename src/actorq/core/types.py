@@ -1,0 +1,83 @@
+"""Plain data types shared by every component (no torch here: actors import this)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class ArraySpec:
+    """Shape (without the batch dimension) and dtype of one field."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def zeros(self, *batch: int) -> np.ndarray:
+        return np.zeros((*batch, *self.shape), dtype=self.dtype)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "dtype": self.dtype}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ArraySpec:
+        return cls(tuple(int(x) for x in d["shape"]), str(d["dtype"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """What an agent needs to know about an environment to build networks and buffers."""
+
+    env_id: str
+    observation: ArraySpec
+    action: ArraySpec
+    #: Number of discrete actions, or 0 for a continuous action space.
+    num_actions: int = 0
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def discrete(self) -> bool:
+        return self.num_actions > 0
+
+    @property
+    def obs_dim(self) -> int:
+        return int(np.prod(self.observation.shape))
+
+    @classmethod
+    def from_spaces(cls, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> EnvSpec:
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise TypeError(f"{env_id}: only Box observation spaces are supported, got {obs_space}")
+        obs = ArraySpec(tuple(obs_space.shape), "float32")
+        if isinstance(act_space, gym.spaces.Discrete):
+            return cls(env_id, obs, ArraySpec((), "int64"), num_actions=int(act_space.n))
+        if isinstance(act_space, gym.spaces.Box):
+            return cls(
+                env_id,
+                obs,
+                ArraySpec(tuple(act_space.shape), "float32"),
+                action_low=tuple(float(x) for x in act_space.low.ravel()),
+                action_high=tuple(float(x) for x in act_space.high.ravel()),
+            )
+        raise TypeError(f"{env_id}: unsupported action space {act_space}")
+
+
+def transition_specs(spec: EnvSpec) -> dict[str, ArraySpec]:
+    """Fields of one n-step transition (s_t, a_t, R_t^(n), discount, s_{t+n}).
+
+    ``discount`` is gamma^n, or 0 when the episode terminated inside the n steps; a time-limit
+    truncation keeps the bootstrap (the state is not terminal, only the episode was cut).
+    """
+    return {
+        "obs": spec.observation,
+        "action": spec.action,
+        "reward": ArraySpec((), "float32"),
+        "discount": ArraySpec((), "float32"),
+        "next_obs": spec.observation,
+    }
+
+
+Batch = dict[str, np.ndarray]

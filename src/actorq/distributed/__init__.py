@@ -1,0 +1,1 @@
+"""Backends that run actors and carry snapshots and transitions: synchronous, local processes."""

@@ -1,0 +1,108 @@
+"""Entry point of one local actor process: ``python -m actorq.distributed.actor_proc CONFIG``.
+
+CONFIG is a JSON file written by the learner (plain data, no pickling). The process attaches to
+the run's shared memory, acts until the control block says stop, and exits by itself if its
+parent dies, so no actor outlives the run. It never imports torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from actorq.core.exploration import EpsilonGreedy
+from actorq.core.loop import VectorActor
+from actorq.core.types import ArraySpec, EnvSpec, transition_specs
+from actorq.distributed import shm
+from actorq.replay.rate_limiter import SampleToInsertRatio
+
+
+def _die_with_parent() -> None:
+    # Linux: ask the kernel to SIGTERM us when the parent exits (even by SIGKILL).
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere the getppid() check in the loop does the same job
+
+
+def run(cfg: dict) -> None:
+    i = int(cfg["actor"])
+    control = shm.ControlBlock(cfg["control"], int(cfg["num_actors"]))
+    h = control.actor(i)
+    es = cfg["env_spec"]
+    spec = EnvSpec(
+        es["env_id"],
+        ArraySpec.from_json(es["observation"]),
+        ArraySpec.from_json(es["action"]),
+        int(es["num_actions"]),
+    )
+    channel = shm.TransitionChannel(
+        cfg["channel"], transition_specs(spec), int(cfg["channel_capacity"]), h
+    )
+    cache = shm.SharedSnapshotCache(cfg["cache"])
+    limiter = SampleToInsertRatio(**cfg["rate_limiter"])
+    k, n = int(cfg["envs_per_actor"]), int(cfg["n_step"])
+    seed = int(cfg["seed"])
+    actor = VectorActor(
+        spec.env_id,
+        spec,
+        k,
+        seed,
+        cache,
+        EpsilonGreedy(np.asarray(cfg["epsilons"]), spec.num_actions, seed),
+        n,
+        float(cfg["gamma"]),
+        runtime=cfg.get("runtime", "ort"),
+        threads=int(cfg.get("threads", 1)),
+    )
+    parent = int(cfg["parent_pid"])
+    h[shm.A_PID] = os.getpid()
+    words = control.words
+    chunk = k * n  # the most one vector step can emit (episode ends flush up to n each)
+    busy, wait = int(h[shm.A_BUSY_NS]), int(h[shm.A_WAIT_NS])  # continue across restarts
+    while not words[shm.STOP]:
+        now = time.monotonic_ns()
+        h[shm.A_HEARTBEAT] = now
+        if actor.update():
+            h[shm.A_VERSION] = actor.version
+        if actor.runtime is None or not (
+            channel.free() >= chunk
+            and limiter.can_insert(k, control.total_inserts(), int(words[shm.SAMPLES]))
+        ):
+            if os.getppid() != parent:
+                break
+            time.sleep(0.0005)
+            wait += time.monotonic_ns() - now
+            h[shm.A_WAIT_NS] = wait
+            continue
+        batch, episodes = actor.step()
+        if batch:
+            channel.write(batch)
+        for ret, length in episodes:
+            channel.write_episode(ret, length)
+        busy += time.monotonic_ns() - now
+        h[shm.A_ENV_STEPS] += k
+        h[shm.A_BUSY_NS] = busy
+        h[shm.A_INFER_NS] = int(actor.inference_s * 1e9)
+        h[shm.A_REJECTED] = actor.rejected
+    actor.close()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner owns Ctrl-C and stops us
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    _die_with_parent()
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""One factory for every environment: ``make_env("gym:CartPole-v1")``.
+
+Ids carry a prefix naming the family; the rest is the family's own id. Gymnasium 1.x API only
+(5-tuple ``step``, ``reset(seed=)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from actorq.core.types import EnvSpec
+from actorq.errors import EnvIdError
+
+#: Prefixes accepted by :func:`make_env`. Families arrive with the issues that need them.
+ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:",)
+
+
+def _split(env_id: str) -> tuple[str, str]:
+    prefix, sep, name = env_id.partition(":")
+    if not sep or not name or f"{prefix}:" not in ACCEPTED_PREFIXES:
+        raise EnvIdError(
+            f"unknown environment id {env_id!r}: expected one of the prefixes "
+            f"{', '.join(ACCEPTED_PREFIXES)} (e.g. 'gym:CartPole-v1')"
+        )
+    return prefix, name
+
+
+def validate_env_id(env_id: str) -> None:
+    """Raise :class:`EnvIdError` (one line) unless ``env_id`` names an environment we can make."""
+    prefix, name = _split(env_id)
+    if prefix == "gym" and name not in gym.registry:
+        close = [k for k in gym.registry if k.lower().startswith(name.split("-")[0].lower()[:4])]
+        hint = f"; did you mean {', '.join(sorted(close)[:5])}?" if close else ""
+        raise EnvIdError(f"unknown Gymnasium id {name!r} in {env_id!r}{hint}")
+
+
+def make_env(env_id: str, **kwargs: object) -> gym.Env:
+    """Make one environment from a prefixed id, e.g. ``"gym:CartPole-v1"``."""
+    validate_env_id(env_id)
+    _, name = _split(env_id)
+    return gym.make(name, **kwargs)
+
+
+def env_factory(env_id: str) -> Callable[[], gym.Env]:
+    validate_env_id(env_id)
+    return lambda: make_env(env_id)
+
+
+def make_vector_env(env_id: str, num_envs: int) -> SyncVectorEnv:
+    """K copies stepped together so an actor infers for all K in one batched call.
+
+    Same-step autoreset: when an episode ends, ``step`` returns the first observation of the
+    next episode and puts the last one in ``info["final_obs"]``, which the n-step adder needs.
+    """
+    factory = env_factory(env_id)
+    return SyncVectorEnv(
+        [factory for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP, copy=False
+    )
+
+
+def env_spec(env_id: str) -> EnvSpec:
+    env = make_env(env_id)
+    try:
+        return EnvSpec.from_spaces(env_id, env.observation_space, env.action_space)
+    finally:
+        env.close()
+
+
+__all__ = [
+    "ACCEPTED_PREFIXES",
+    "env_factory",
+    "env_spec",
+    "make_env",
+    "make_vector_env",
+    "np",
+    "validate_env_id",
+]

@@ -1,0 +1,21 @@
+"""Errors a user can cause. The CLI prints them as one line and exits non-zero."""
+
+
+class ActorQError(Exception):
+    """Base class for errors caused by input (config, files, ids), not by bugs."""
+
+
+class ConfigError(ActorQError, ValueError):
+    """An invalid configuration value."""
+
+
+class EnvIdError(ActorQError, ValueError):
+    """An environment id that no factory accepts."""
+
+
+class SnapshotError(ActorQError):
+    """A policy snapshot that is corrupt, truncated, or carries NaN/Inf."""
+
+
+class CheckpointError(ActorQError):
+    """A checkpoint that is missing, incomplete or corrupt."""

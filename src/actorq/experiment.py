@@ -1,0 +1,436 @@
+"""The learner's loop: one function drives every backend.
+
+``train(config)`` builds the agent, starts the actors (in-process or as local processes), and
+loops: drain actor transitions into replay, update while the rate limiter allows, publish a
+quantized snapshot every ``publish_every`` updates, evaluate the actors' snapshot greedily every
+``eval_every`` environment steps, checkpoint, log. Ctrl-C stops the actors, writes a checkpoint
+and returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq import checkpoint as ckpt
+from actorq.agents.dqn import builder
+from actorq.agents.dqn.config import DQNConfig
+from actorq.core.evaluation import evaluate
+from actorq.distributed.local import LocalBackend, SyncBackend
+from actorq.envs import env_spec, validate_env_id
+from actorq.errors import CheckpointError, ConfigError
+from actorq.logging import MetricLogger
+from actorq.quant.runtimes import make_runtime
+from actorq.quant.snapshot import PolicySnapshot, make_snapshot
+
+EVAL_SEED = 10_000  # periodic evaluations
+FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a run achieved; also written to ``summary.json`` in the run directory."""
+
+    run_dir: str
+    env: str
+    precision: str
+    env_steps: int
+    updates: int
+    wall_time_s: float
+    eval_return: float  # final greedy eval, actors' (quantized) snapshot, held-out seeds
+    eval_return_std: float
+    eval_return_fp32: float  # the same weights at fp32
+    action_agreement: float  # quantized vs fp32 greedy actions on replay states
+    agreement_states: int
+    snapshot_bytes: int
+    fp32_snapshot_bytes: int
+    publishes: int
+    publish_ms: float  # mean time to quantize + encode + publish one snapshot
+    target_return: float | None
+    reached_target: bool
+    time_to_target_s: float | None
+    steps_to_target: int | None
+    actor_restarts: int
+    rejected_snapshots: int
+    interrupted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _default_run_dir(cfg: DQNConfig) -> Path:
+    env = cfg.env.replace(":", "-").replace("/", "-")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"dqn-{env}-{cfg.precision}-s{cfg.seed}-{stamp}"
+
+
+def _registered_threshold(env_id: str) -> float | None:
+    import gymnasium as gym
+
+    _, _, name = env_id.partition(":")
+    spec = gym.registry.get(name)
+    return None if spec is None else spec.reward_threshold
+
+
+def load_run_config(run_dir: Path) -> DQNConfig:
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
+    try:
+        return DQNConfig.from_json(json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError) as e:
+        raise CheckpointError(f"corrupt config.json in {run_dir}: {e}") from None
+
+
+def agreement(a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray) -> float:
+    """Share of states on which two snapshots' greedy actions agree (onnxruntime for both)."""
+    ra, rb = make_runtime(a), make_runtime(b)
+    hits = 0
+    for i in range(0, len(states), 1024):
+        x = states[i : i + 1024]
+        hits += int((ra(x).argmax(1) == rb(x).argmax(1)).sum())
+    return hits / max(len(states), 1)
+
+
+class _Progress:
+    def __init__(self, enabled: bool, total: int, start: int) -> None:
+        self.enabled = enabled
+        if not enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.p = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            transient=False,
+        )
+        self.task = self.p.add_task("train", total=total, completed=start, info="")
+        self.p.start()
+
+    def update(self, steps: int, info: str) -> None:
+        if self.enabled:
+            self.p.update(self.task, completed=steps, info=info)
+
+    def print(self, msg: str) -> None:
+        if self.enabled:
+            self.p.console.print(msg)
+        else:
+            print(msg, flush=True)
+
+    def stop(self) -> None:
+        if self.enabled:
+            self.p.stop()
+
+
+def train(
+    cfg: DQNConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
+) -> TrainResult:
+    """Train DQN with quantized actors; returns a :class:`TrainResult`.
+
+    ``callback(info)`` is called after each log interval with the latest metrics; return
+    ``False`` to stop training early.
+    """
+    if cfg.resume:
+        resume_dir = Path(cfg.resume)
+        saved = load_run_config(resume_dir)
+        # the saved experiment, with this invocation's run-length and display options
+        for f in ("total_steps", "progress", "log_every", "stop_at_target"):
+            setattr(saved, f, getattr(cfg, f))
+        saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
+        cfg = saved
+        loaded = ckpt.load(resume_dir / "checkpoint")
+    cfg.validate()
+    validate_env_id(cfg.env)
+    spec = env_spec(cfg.env)
+    builder.check_spec(spec)
+    target = cfg.target_return if cfg.target_return is not None else _registered_threshold(cfg.env)
+
+    run_dir = Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg)
+    if not cfg.resume and (run_dir / "checkpoint").exists():
+        raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg.run_dir = str(run_dir)
+    if not cfg.resume:
+        (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
+
+    torch.set_num_threads(cfg.learner_threads)
+    random.seed(cfg.seed)
+    learner = builder.make_learner(cfg, spec)
+    replay = builder.make_replay(cfg, spec)
+    limiter = builder.make_rate_limiter(cfg)
+    rng = np.random.default_rng(cfg.seed)
+    pspec = builder.policy_spec(cfg, spec)
+    c: dict[str, Any] = {
+        "env_steps": 0, "updates": 0, "publishes": 0, "version": 0, "episodes": 0,
+        "wall_time_s": 0.0, "time_to_target_s": None, "steps_to_target": None,
+        "last_eval": None,
+    }  # fmt: skip
+    if cfg.resume:
+        tensors, state, replay_path = loaded
+        learner.load_state(tensors, state["learner"])
+        c.update(state["counters"])
+        rng = ckpt.restore_rng(state["rng"]["numpy"])
+        torch.set_rng_state(tensors["rng.torch"])
+        random.setstate((3, tuple(state["rng"]["python"]), None))
+        if replay_path is not None:
+            replay.load(replay_path)
+
+    setup = builder.make_actor_setup(cfg, spec)
+    if cfg.resume:
+        setup.seed = cfg.seed + 104_729 * (c["env_steps"] // 1000 + 1)  # fresh env seeds
+    fp32_bytes = len(make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes())
+
+    def snapshot(version: int) -> PolicySnapshot:
+        return make_snapshot(learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity)  # type: ignore[arg-type]
+
+    first = snapshot(c["version"]).to_bytes()
+    backend: SyncBackend | LocalBackend
+    if cfg.actors == 0:
+        backend = SyncBackend(setup)
+    else:
+        backend = LocalBackend(
+            setup,
+            cfg.actors,
+            run_dir,
+            snapshot_capacity=int(len(first) * 1.1) + 65536,
+            env_steps_offset=c["env_steps"],
+        )
+    logger = MetricLogger(run_dir)
+    progress = _Progress(cfg.progress, cfg.total_steps, c["env_steps"])
+    warn = cfg.cores_warning()
+    if warn:
+        progress.print(f"[yellow]warning:[/] {warn}")
+    progress.print(f"run dir: {run_dir}")
+
+    publish_times: list[float] = []
+    latest_bytes = first
+    backend.publish(c["version"], first)
+
+    def publish() -> None:
+        nonlocal latest_bytes
+        t = time.perf_counter()
+        c["version"] += 1
+        data = snapshot(c["version"]).to_bytes()
+        backend.publish(c["version"], data)
+        publish_times.append(time.perf_counter() - t)
+        latest_bytes = data
+        c["publishes"] += 1
+
+    def save_checkpoint() -> None:
+        tensors, meta = learner.state()
+        tensors["rng.torch"] = torch.get_rng_state()
+        state = {
+            "learner": meta,
+            "counters": c,
+            "rng": {"numpy": ckpt.rng_state(rng), "python": list(random.getstate()[1])},
+        }
+        ckpt.save(run_dir / "checkpoint", tensors, state, replay.save if cfg.save_replay else None)
+
+    # Rate limiting counts this session's inserts and samples (a resumed replay is already in).
+    inserts = samples = 0
+    next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
+    start_wall = time.perf_counter() - c["wall_time_s"]
+    last_log = time.perf_counter()
+    window: dict[str, list[float]] = {}
+    ep_returns: list[float] = []
+    ep_lengths: list[int] = []
+    last = {"steps": c["env_steps"], "updates": c["updates"], "t": last_log, "busy": 0.0,
+            "wait": 0.0, "lwait": 0.0}  # fmt: skip
+    learner_wait = 0.0
+    interrupted = reached = False
+    stop_reason = "budget"
+
+    try:
+        while True:
+            batch = backend.drain()
+            if batch:
+                replay.add(batch)
+                inserts += len(batch["reward"])
+            for ret, length in backend.drain_episodes():
+                ep_returns.append(ret)
+                ep_lengths.append(length)
+            c["episodes"] += 0
+            if limiter.can_sample(cfg.batch_size, inserts, samples):
+                metrics = learner.update(replay.sample(cfg.batch_size, rng))
+                samples += cfg.batch_size
+                backend.set_samples(samples)
+                c["updates"] += 1
+                for k, v in metrics.items():
+                    window.setdefault(k, []).append(v)
+                if c["updates"] % cfg.publish_every == 0:
+                    publish()
+                if c["updates"] % cfg.checkpoint_every == 0:
+                    save_checkpoint()
+            elif backend.synchronous:
+                backend.step_actor()  # type: ignore[union-attr]
+            else:
+                t = time.perf_counter()
+                time.sleep(0.0002)
+                learner_wait += time.perf_counter() - t
+
+            st = backend.stats()
+            c["env_steps"] = st.env_steps
+            now = time.perf_counter()
+            if c["env_steps"] >= next_eval:
+                next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
+                publish()  # evaluate exactly the weights the actors now get
+                snap = PolicySnapshot.from_bytes(latest_bytes)
+                rets = evaluate(make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, EVAL_SEED)
+                c["last_eval"] = float(rets.mean())
+                logger.log(c["env_steps"], {"charts/eval_return": c["last_eval"]})
+                progress.print(
+                    f"eval @ {c['env_steps']:>8} steps, {now - start_wall:6.1f}s: "
+                    f"{rets.mean():7.1f} ± {rets.std():5.1f} ({cfg.precision})"
+                )
+                if target is not None and rets.mean() >= target and c["steps_to_target"] is None:
+                    c["steps_to_target"] = c["env_steps"]
+                    c["time_to_target_s"] = now - start_wall
+                    if cfg.stop_at_target:
+                        reached, stop_reason = True, "target"
+                        break
+            if c["env_steps"] >= cfg.total_steps:
+                break
+            if now - last_log >= cfg.log_every:
+                restarted = backend.supervise()
+                if restarted:
+                    progress.print(f"[yellow]restarted {restarted} actor(s)[/]")
+                dt = now - last["t"]
+                busy = st.actor_busy_s - last["busy"]
+                wait = st.actor_wait_s - last["wait"]
+                lw = learner_wait - last["lwait"]
+                ep_returns_w, ep_lengths_w = ep_returns[-1000:], ep_lengths[-1000:]
+                m: dict[str, float] = {k: float(np.mean(v)) for k, v in window.items()}
+                m.update(
+                    {
+                        "perf/actor_sps": (c["env_steps"] - last["steps"]) / dt,
+                        "perf/learner_ups": (c["updates"] - last["updates"]) / dt,
+                        "perf/learner_wait_frac": lw / dt,
+                        "perf/actor_wait_frac": wait / (busy + wait) if busy + wait > 0 else 0.0,
+                        "comm/snapshot_bytes": float(len(latest_bytes)),
+                        "comm/publishes": float(c["publishes"]),
+                        "comm/publish_ms": 1e3 * float(np.mean(publish_times[-50:]))
+                        if publish_times
+                        else 0.0,
+                        "faults/actor_restarts": float(st.actor_restarts),
+                        "faults/rejected_snapshots": float(st.rejected_snapshots),
+                        "replay/size": float(replay.size),
+                    }
+                )
+                if ep_returns_w:
+                    m["charts/episodic_return"] = float(np.mean(ep_returns_w))
+                    m["charts/episodic_length"] = float(np.mean(ep_lengths_w))
+                c["episodes"] += len(ep_returns)
+                ep_returns.clear()
+                ep_lengths.clear()
+                logger.log(c["env_steps"], m)
+                window.clear()
+                last.update(steps=c["env_steps"], updates=c["updates"], t=now, busy=st.actor_busy_s,
+                            wait=st.actor_wait_s, lwait=learner_wait)  # fmt: skip
+                last_log = now
+                ev = "-" if c["last_eval"] is None else f"{c['last_eval']:.1f}"
+                ret = m.get("charts/episodic_return")
+                progress.update(
+                    c["env_steps"],
+                    f"ups {m['perf/learner_ups']:6.0f} | sps {m['perf/actor_sps']:7.0f} | "
+                    f"return {'-' if ret is None else f'{ret:.1f}'} | eval {ev}",
+                )
+                if callback is not None and callback({**m, **c}) is False:
+                    stop_reason = "callback"
+                    break
+    except KeyboardInterrupt:
+        interrupted, stop_reason = True, "interrupted"
+    finally:
+        st = backend.stats()
+        backend.close()
+        progress.stop()
+
+    c["env_steps"] = st.env_steps
+    c["wall_time_s"] = time.perf_counter() - start_wall
+    save_checkpoint()
+
+    # Final report: held-out greedy evaluation of the final weights, quantized and fp32,
+    # and how often the two pick the same action on states the actors visited.
+    final = snapshot(c["version"] + 1)
+    fp32 = make_snapshot(learner.policy_layers(), pspec, "fp32", c["version"] + 1)
+    q_rets = evaluate(make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED)
+    f_rets = evaluate(make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED)
+    n_states = min(10_000, replay.size)
+    states = replay.sample(n_states, np.random.default_rng(cfg.seed + 1))["obs"] if n_states else np.zeros((0, spec.obs_dim), np.float32)
+    agree = agreement(final, fp32, states) if n_states else float("nan")
+    result = TrainResult(
+        run_dir=str(run_dir),
+        env=cfg.env,
+        precision=cfg.precision,
+        env_steps=c["env_steps"],
+        updates=c["updates"],
+        wall_time_s=c["wall_time_s"],
+        eval_return=float(q_rets.mean()),
+        eval_return_std=float(q_rets.std()),
+        eval_return_fp32=float(f_rets.mean()),
+        action_agreement=agree,
+        agreement_states=n_states,
+        snapshot_bytes=len(latest_bytes),
+        fp32_snapshot_bytes=fp32_bytes,
+        publishes=c["publishes"],
+        publish_ms=1e3 * float(np.mean(publish_times)) if publish_times else 0.0,
+        target_return=target,
+        reached_target=c["steps_to_target"] is not None,
+        time_to_target_s=c["time_to_target_s"],
+        steps_to_target=c["steps_to_target"],
+        actor_restarts=st.actor_restarts,
+        rejected_snapshots=st.rejected_snapshots,
+        interrupted=interrupted,
+    )
+    logger.log(
+        c["env_steps"],
+        {
+            "charts/final_eval_return": result.eval_return,
+            "charts/final_eval_return_fp32": result.eval_return_fp32,
+            "quant/action_agreement": agree,
+        },
+    )
+    logger.close()
+    (run_dir / "summary.json").write_text(json.dumps({**result.to_json(), "stop": stop_reason}, indent=1))
+    print_summary(result, stop_reason)
+    return result
+
+
+def print_summary(r: TrainResult, stop_reason: str = "") -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"actorq · DQN on {r.env} · {r.precision} actors", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    pm = "±"
+    t.add_row("eval return (held-out, 10 ep)", f"{r.eval_return:.1f} {pm} {r.eval_return_std:.1f} ({r.precision})")
+    t.add_row("eval return, same weights fp32", f"{r.eval_return_fp32:.1f}")
+    t.add_row("action agreement vs fp32", f"{100 * r.action_agreement:.2f}% of {r.agreement_states} replay states")
+    tgt = "-" if r.target_return is None else f"{r.target_return:g}"
+    reached = f"yes, at {r.steps_to_target} steps / {r.time_to_target_s:.1f}s" if r.reached_target else "no"
+    t.add_row(f"reached target {tgt}", reached)
+    t.add_row("env steps / learner updates", f"{r.env_steps} / {r.updates}")
+    t.add_row("wall time", f"{r.wall_time_s:.1f}s ({stop_reason})")
+    ratio = r.snapshot_bytes / r.fp32_snapshot_bytes
+    t.add_row("snapshot bytes", f"{r.snapshot_bytes:,} ({100 * ratio:.1f}% of fp32)")
+    t.add_row("publishes", f"{r.publishes} (mean {r.publish_ms:.2f} ms each)")
+    t.add_row("actor restarts / rejected snapshots", f"{r.actor_restarts} / {r.rejected_snapshots}")
+    t.add_row("run dir", r.run_dir)
+    Console().print(t)

@@ -1,0 +1,55 @@
+"""Metrics to TensorBoard and CSV under fixed names (DESIGN.md: Observability)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+class MetricLogger:
+    """Writes ``name, value`` at a step to ``metrics.csv`` (long format, appendable across
+    resumes) and to TensorBoard event files in the run directory."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+        self.run_dir = run_dir
+        path = run_dir / "metrics.csv"
+        new = not path.exists()
+        self._f = open(path, "a", newline="")  # noqa: SIM115
+        self._csv = csv.writer(self._f)
+        if new:
+            self._csv.writerow(["step", "wall_time", "metric", "value"])
+        self._tb: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(run_dir / "tb"))
+            except ImportError:  # tensorboard missing: CSV still works
+                self._tb = None
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        now = time.time()
+        for name, value in metrics.items():
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            self._csv.writerow([step, f"{now:.3f}", name, f"{float(value):.6g}"])
+            if self._tb is not None:
+                self._tb.add_scalar(name, float(value), step)
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """metrics.csv as ``{name: [(step, value), ...]}``."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    with open(run_dir / "metrics.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            out.setdefault(row["metric"], []).append((int(row["step"]), float(row["value"])))
+    return out

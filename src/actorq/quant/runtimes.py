@@ -1,0 +1,177 @@
+"""Inference runtimes for a :class:`PolicySnapshot`: onnxruntime (default), numpy, torch.
+
+Actors run onnxruntime: no torch import, fast at batch 1, and a real int8 path. The int8 graph
+uses onnxruntime's ``DynamicQuantizeMatMul`` (com.microsoft): activations are quantized to uint8
+per call, weights are our int8 with per-column scales, and the bias is added in fp32. On
+AVX512-VNNI it runs a 3×2048 MLP ~7× faster than fp32 at batch 1 (benchmarks/actor_throughput.py).
+fp16 snapshots are a broadcast format: weights are rounded to half precision and computed in fp32
+(onnxruntime's CPU provider has no fast fp16 GEMM on x86).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec
+
+RUNTIMES: tuple[str, ...] = ("ort", "numpy", "torch")
+ONNX_OPSET = 17
+ONNX_IR_VERSION = 9  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 reads at most 13
+
+
+class PolicyRuntime(Protocol):
+    """Maps a batch of observations (B, obs_dim) float32 to outputs (B, out_dim) float32."""
+
+    version: int
+    precision: str
+    spec: PolicySpec
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+def to_onnx(snap: PolicySnapshot) -> bytes:
+    """Serialize the snapshot as a standalone ONNX model (input ``obs``, output ``out``)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    spec = snap.spec
+    nodes, inits = [], []
+
+    def init(name: str, arr: np.ndarray) -> str:
+        arr = np.ascontiguousarray(arr)
+        dt = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        inits.append(helper.make_tensor(name, dt, arr.shape, arr.tobytes(), raw=True))
+        return name
+
+    x = "obs"
+    last = spec.num_layers - 1
+    for i in range(spec.num_layers):
+        w, b = snap.tensors[f"w{i}"], snap.tensors[f"b{i}"]
+        y = f"out" if (i == last and spec.output_activation == "none") else f"z{i}"
+        if snap.precision == "int8":
+            s = snap.tensors[f"s{i}"]
+            if s.shape[0] == 1:  # per-tensor: the kernel takes a scalar or one scale per column
+                s = np.full(w.shape[1], s[0], dtype=np.float32)
+            nodes.append(
+                helper.make_node(
+                    "DynamicQuantizeMatMul",
+                    [x, init(f"w{i}", w), init(f"s{i}", s), "", init(f"b{i}", b)],
+                    [y],
+                    domain="com.microsoft",
+                )
+            )
+        else:
+            wf = init(f"w{i}", w.astype(np.float32))
+            nodes.append(helper.make_node("MatMul", [x, wf], [f"m{i}"]))
+            nodes.append(helper.make_node("Add", [f"m{i}", init(f"b{i}", b)], [y]))
+        act = spec.activation if i < last else spec.output_activation
+        if act != "none":
+            out = "out" if i == last else f"h{i}"
+            nodes.append(helper.make_node({"relu": "Relu", "tanh": "Tanh"}[act], [y], [out]))
+            y = out
+        x = y
+    graph = helper.make_graph(
+        nodes,
+        "actorq_policy",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", spec.obs_dim])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", spec.out_dim])],
+        inits,
+    )
+    opsets = [helper.make_opsetid("", ONNX_OPSET)]
+    if snap.precision == "int8":
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="actorq")
+    model.ir_version = ONNX_IR_VERSION
+    model.doc_string = f"actorq policy v{snap.version} {snap.precision}"
+    del onnx  # imported for its side effect of registering helper
+    return bytes(model.SerializeToString())
+
+
+class OrtRuntime:
+    """onnxruntime CPU session; one intra-op thread by default (one actor per core)."""
+
+    def __init__(self, snap: PolicySnapshot, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        self.version, self.precision, self.spec = snap.version, snap.precision, snap.spec
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        self._sess = ort.InferenceSession(to_onnx(snap), so, providers=["CPUExecutionProvider"])
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(obs, dtype=np.float32)
+        return self._sess.run(None, {"obs": x})[0]  # type: ignore[no-any-return]
+
+
+def _act(x: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "relu":
+        return np.maximum(x, 0, out=x)
+    if kind == "tanh":
+        return np.tanh(x, out=x)
+    return x
+
+
+class NumpyRuntime:
+    """Reference runtime: the snapshot's (dequantized) weights in fp32 numpy.
+
+    For int8 this is weight-only quantization (activations stay fp32), so it differs from the
+    onnxruntime int8 path by the activation rounding; useful as a dependency-free reference.
+    """
+
+    def __init__(self, snap: PolicySnapshot, threads: int = 1) -> None:
+        self.version, self.precision, self.spec = snap.version, snap.precision, snap.spec
+        self._layers = snap.dequantized()
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32)
+        last = len(self._layers) - 1
+        for i, (w, b) in enumerate(self._layers):
+            x = x @ w + b
+            x = _act(x, self.spec.activation if i < last else self.spec.output_activation)
+        return x
+
+
+class TorchRuntime:
+    """Fallback for models onnxruntime cannot run: eager torch, fp32 compute."""
+
+    def __init__(self, snap: PolicySnapshot, threads: int = 1) -> None:
+        import torch
+
+        self._torch = torch
+        torch.set_num_threads(threads)
+        self.version, self.precision, self.spec = snap.version, snap.precision, snap.spec
+        mods: list[torch.nn.Module] = []
+        last = snap.spec.num_layers - 1
+        for i, (w, b) in enumerate(snap.dequantized()):
+            lin = torch.nn.Linear(w.shape[0], w.shape[1])
+            with torch.no_grad():
+                lin.weight.copy_(torch.from_numpy(w.T.copy()))
+                lin.bias.copy_(torch.from_numpy(b))
+            mods.append(lin)
+            act = snap.spec.activation if i < last else snap.spec.output_activation
+            if act == "relu":
+                mods.append(torch.nn.ReLU())
+            elif act == "tanh":
+                mods.append(torch.nn.Tanh())
+        self._net = torch.nn.Sequential(*mods).eval()
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode():
+            out = self._net(torch.from_numpy(np.asarray(obs, dtype=np.float32)))
+        return out.numpy()  # type: ignore[no-any-return]
+
+
+def make_runtime(snap: PolicySnapshot, kind: str = "ort", threads: int = 1) -> PolicyRuntime:
+    if kind == "ort":
+        return OrtRuntime(snap, threads)
+    if kind == "numpy":
+        return NumpyRuntime(snap, threads)
+    if kind == "torch":
+        return TorchRuntime(snap, threads)
+    raise ValueError(f"unknown runtime {kind!r}; expected one of {RUNTIMES}")

@@ -1,0 +1,213 @@
+"""PolicySnapshot: what the learner broadcasts and actors run. Data, never code.
+
+A snapshot is a safetensors blob (a JSON header followed by raw little-endian tensors): the policy
+architecture as JSON (:class:`PolicySpec`), the version, the precision and a checksum of the
+tensor bytes ride in the header's ``__metadata__``; the weights are the tensors. Decoding parses
+JSON and copies arrays — nothing is unpickled or executed. An actor refuses a snapshot whose
+checksum does not match (corruption or a torn read of shared memory) or whose floats are not all
+finite, and keeps running its last good one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+from typing import Any
+
+import numpy as np
+import safetensors.numpy
+
+from actorq.errors import SnapshotError
+from actorq.quant.quantizer import PRECISIONS, Granularity, quantize_int8, to_fp16
+
+FORMAT = "actorq.snapshot/1"
+ACTIVATIONS = ("relu", "tanh", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """An MLP policy: ``obs_dim → hidden... → out_dim``, ``activation`` between layers.
+
+    ``head`` says how actors read the output: ``"q"`` (argmax over action values, DQN) or
+    ``"deterministic"`` (the action itself, after ``output_activation``).
+    """
+
+    obs_dim: int
+    hidden: tuple[int, ...]
+    out_dim: int
+    activation: str = "relu"
+    output_activation: str = "none"
+    head: str = "q"
+
+    def __post_init__(self) -> None:
+        dims = (self.obs_dim, *self.hidden, self.out_dim)
+        if any((not isinstance(d, int)) or d <= 0 for d in dims):
+            raise ValueError(f"layer sizes must be positive integers, got {dims}")
+        if self.activation not in ACTIVATIONS or self.output_activation not in ACTIVATIONS:
+            raise ValueError(f"activations must be among {ACTIVATIONS}")
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return (self.obs_dim, *self.hidden, self.out_dim)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.hidden) + 1
+
+    @property
+    def num_params(self) -> int:
+        d = self.dims
+        return sum(a * b + b for a, b in zip(d[:-1], d[1:], strict=True))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "hidden": list(self.hidden), "kind": "mlp"}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PolicySpec:
+        if d.get("kind", "mlp") != "mlp":
+            raise SnapshotError(f"unsupported policy kind {d.get('kind')!r}")
+        return cls(
+            obs_dim=int(d["obs_dim"]),
+            hidden=tuple(int(h) for h in d["hidden"]),
+            out_dim=int(d["out_dim"]),
+            activation=str(d.get("activation", "relu")),
+            output_activation=str(d.get("output_activation", "none")),
+            head=str(d.get("head", "q")),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySnapshot:
+    """A versioned, checksummed policy at one precision.
+
+    Tensors, per layer ``i``: ``w{i}`` of shape (in, out) — float32, float16 or int8 — plus
+    ``s{i}`` (float32 scales, int8 only) and ``b{i}`` (float32 bias; biases are a rounding
+    error of the size and stay fp32, as in QuaRL and onnxruntime's dynamic quantization).
+    """
+
+    version: int
+    precision: str
+    spec: PolicySpec
+    tensors: dict[str, np.ndarray]
+    granularity: str = "per_channel"
+
+    def checksum(self) -> str:
+        return _checksum(self.tensors)
+
+    def to_bytes(self) -> bytes:
+        meta = {
+            "format": FORMAT,
+            "version": str(self.version),
+            "precision": self.precision,
+            "granularity": self.granularity,
+            "spec": json.dumps(self.spec.to_json(), sort_keys=True),
+            "checksum": self.checksum(),
+        }
+        return bytes(safetensors.numpy.save(self.tensors, metadata=meta))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> PolicySnapshot:
+        """Decode and validate; raises :class:`SnapshotError` on any defect."""
+        data = bytes(data)
+        meta = read_metadata(data)
+        try:
+            tensors = safetensors.numpy.load(data)
+        except Exception as e:  # safetensors raises its own error types
+            raise SnapshotError(f"corrupt snapshot: {e}") from None
+        if _checksum(tensors) != meta.get("checksum"):
+            raise SnapshotError("snapshot checksum mismatch (corrupt or torn copy)")
+        try:
+            spec = PolicySpec.from_json(json.loads(meta["spec"]))
+            snap = cls(
+                version=int(meta["version"]),
+                precision=meta["precision"],
+                spec=spec,
+                tensors=tensors,
+                granularity=meta.get("granularity", "per_channel"),
+            )
+        except (KeyError, ValueError, json.JSONDecodeError) as e:
+            raise SnapshotError(f"snapshot metadata invalid: {e}") from None
+        snap.validate()
+        return snap
+
+    def validate(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise SnapshotError(f"unknown precision {self.precision!r}")
+        dims = self.spec.dims
+        for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+            w, bias = self.tensors.get(f"w{i}"), self.tensors.get(f"b{i}")
+            if w is None or bias is None or w.shape != (a, b) or bias.shape != (b,):
+                raise SnapshotError(f"layer {i}: tensors missing or of the wrong shape")
+            if self.precision == "int8":
+                s = self.tensors.get(f"s{i}")
+                if w.dtype != np.int8 or s is None or s.shape not in ((b,), (1,)):
+                    raise SnapshotError(f"layer {i}: int8 weight or scale malformed")
+        for name, t in self.tensors.items():
+            if t.dtype.kind == "f" and not np.isfinite(t).all():
+                raise SnapshotError(f"snapshot tensor {name!r} has NaN or Inf")
+
+    def dequantized(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(weight (in, out) float32, bias float32) per layer: what the weights represent."""
+        out = []
+        for i in range(self.spec.num_layers):
+            w = self.tensors[f"w{i}"]
+            if self.precision == "int8":
+                w = w.astype(np.float32) * self.tensors[f"s{i}"]
+            out.append((np.asarray(w, dtype=np.float32), self.tensors[f"b{i}"]))
+        return out
+
+
+def _checksum(tensors: dict[str, np.ndarray]) -> str:
+    # blake2b over names, dtypes, shapes and bytes, in name order. Guards against corruption and
+    # torn reads, not against an attacker (nothing in a snapshot can execute anyway).
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(tensors):
+        t = np.ascontiguousarray(tensors[name])
+        h.update(f"{name}|{t.dtype.str}|{t.shape}".encode())
+        h.update(memoryview(t).cast("B"))
+    return h.hexdigest()
+
+
+def read_metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors blob, without loading the tensors."""
+    if len(data) < 8:
+        raise SnapshotError("snapshot truncated")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8 or n > 100_000_000:
+        raise SnapshotError("snapshot header length out of range")
+    try:
+        header = json.loads(data[8 : 8 + n])
+        meta = header.get("__metadata__", {})
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise SnapshotError("snapshot header is not valid JSON") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SnapshotError("not an actorq policy snapshot")
+    return meta
+
+
+def make_snapshot(
+    layers: list[tuple[np.ndarray, np.ndarray]],
+    spec: PolicySpec,
+    precision: str,
+    version: int,
+    granularity: Granularity = "per_channel",
+) -> PolicySnapshot:
+    """Quantize fp32 layers ``[(W (in, out), b), ...]`` into a snapshot at ``precision``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+    tensors: dict[str, np.ndarray] = {}
+    for i, (w, b) in enumerate(layers):
+        if precision == "fp32":
+            tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
+        elif precision == "fp16":
+            tensors[f"w{i}"] = to_fp16(w)
+        else:
+            tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int8(w, granularity)
+        tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
+    return PolicySnapshot(version, precision, spec, tensors, granularity)

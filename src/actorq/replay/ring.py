@@ -1,0 +1,67 @@
+"""A preallocated numpy ring buffer of transitions with uniform sampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from actorq.core.types import ArraySpec, Batch
+
+
+class ReplayBuffer:
+    """Fixed-capacity FIFO of transitions. All memory is allocated up front, so a run that
+    would not fit fails at start, not hours in."""
+
+    def __init__(self, capacity: int, specs: dict[str, ArraySpec]) -> None:
+        if capacity <= 0:
+            raise ValueError(f"replay capacity must be positive, got {capacity}")
+        self.capacity = int(capacity)
+        self.specs = dict(specs)
+        self._data = {k: s.zeros(self.capacity) for k, s in self.specs.items()}
+        self._next = 0  # slot the next item goes to
+        self.size = 0
+        self.inserts = 0  # total ever inserted (monotone; for rate limiting and logs)
+
+    def add(self, batch: Batch) -> None:
+        n = len(next(iter(batch.values())))
+        if n == 0:
+            return
+        if n > self.capacity:  # only the newest `capacity` items would survive anyway
+            batch = {k: v[-self.capacity :] for k, v in batch.items()}
+            self.inserts += n - self.capacity
+            n = self.capacity
+        idx = (self._next + np.arange(n)) % self.capacity
+        for k, arr in self._data.items():
+            arr[idx] = batch[k]
+        self._next = (self._next + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        self.inserts += n
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        if self.size == 0:
+            raise RuntimeError("cannot sample from an empty replay buffer")
+        idx = rng.integers(0, self.size, size=batch_size)
+        return {k: arr[idx] for k, arr in self._data.items()}
+
+    def all(self) -> Batch:
+        """The stored items, oldest first (copies)."""
+        if self.size < self.capacity:
+            return {k: v[: self.size].copy() for k, v in self._data.items()}
+        order = (self._next + np.arange(self.capacity)) % self.capacity
+        return {k: v[order] for k, v in self._data.items()}
+
+    # -- safe persistence (npz, never pickle) ------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        data = self.all()
+        np.savez(path, _inserts=np.int64(self.inserts), **data)
+
+    def load(self, path: str | Path) -> None:
+        with np.load(path, allow_pickle=False) as z:
+            missing = set(self.specs) - set(z.files)
+            if missing:
+                raise ValueError(f"replay file lacks fields {sorted(missing)}")
+            n = len(z["obs"])
+            self._next, self.size = 0, 0
+            self.add({k: z[k] for k in self.specs})
+            self.inserts = int(z["_inserts"]) if "_inserts" in z.files else n
