@@ -82,13 +82,20 @@ def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     st = rng.bit_generator.state
-    return {"bit_generator": st["bit_generator"], "state": {k: str(v) for k, v in st["state"].items()},
-            "has_uint32": st["has_uint32"], "uinteger": st["uinteger"]}
+    return {
+        "bit_generator": st["bit_generator"],
+        "state": {k: str(v) for k, v in st["state"].items()},
+        "has_uint32": st["has_uint32"],
+        "uinteger": st["uinteger"],
+    }
 
 
 def restore_rng(d: dict[str, Any]) -> np.random.Generator:
     bg = getattr(np.random, d["bit_generator"])()
-    bg.state = {"bit_generator": d["bit_generator"],
-                "state": {k: int(v) for k, v in d["state"].items()},
-                "has_uint32": d["has_uint32"], "uinteger": d["uinteger"]}
+    bg.state = {
+        "bit_generator": d["bit_generator"],
+        "state": {k: int(v) for k, v in d["state"].items()},
+        "has_uint32": d["has_uint32"],
+        "uinteger": d["uinteger"],
+    }
     return np.random.Generator(bg)

@@ -33,6 +33,7 @@ from actorq.quant.snapshot import PolicySnapshot, make_snapshot
 
 EVAL_SEED = 10_000  # periodic evaluations
 FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
+CONFIRM_SEED = 30_000  # confirmation of a target reached
 
 
 @dataclasses.dataclass
@@ -164,7 +165,9 @@ def train(
 
     run_dir = Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg)
     if not cfg.resume and (run_dir / "checkpoint").exists():
-        raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir")
+        raise ConfigError(
+            f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg.run_dir = str(run_dir)
     if not cfg.resume:
@@ -198,7 +201,9 @@ def train(
     fp32_bytes = len(make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes())
 
     def snapshot(version: int) -> PolicySnapshot:
-        return make_snapshot(learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity)  # type: ignore[arg-type]
+        return make_snapshot(
+            learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity
+        )  # type: ignore[arg-type]
 
     first = snapshot(c["version"]).to_bytes()
     backend: SyncBackend | LocalBackend
@@ -292,7 +297,9 @@ def train(
                 next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
                 publish()  # evaluate exactly the weights the actors now get
                 snap = PolicySnapshot.from_bytes(latest_bytes)
-                rets = evaluate(make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, EVAL_SEED)
+                rets = evaluate(
+                    make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, EVAL_SEED
+                )
                 c["last_eval"] = float(rets.mean())
                 logger.log(c["env_steps"], {"charts/eval_return": c["last_eval"]})
                 progress.print(
@@ -300,6 +307,16 @@ def train(
                     f"{rets.mean():7.1f} ± {rets.std():5.1f} ({cfg.precision})"
                 )
                 if target is not None and rets.mean() >= target and c["steps_to_target"] is None:
+                    # confirm on fresh seeds before declaring the target reached
+                    seed = CONFIRM_SEED + 100 * c["publishes"]
+                    conf = evaluate(
+                        make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, seed
+                    )
+                    progress.print(
+                        f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}"
+                    )
+                    if conf.mean() < target:
+                        continue
                     c["steps_to_target"] = c["env_steps"]
                     c["time_to_target_s"] = now - start_wall
                     if cfg.stop_at_target:
@@ -372,7 +389,11 @@ def train(
     q_rets = evaluate(make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED)
     f_rets = evaluate(make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED)
     n_states = min(10_000, replay.size)
-    states = replay.sample(n_states, np.random.default_rng(cfg.seed + 1))["obs"] if n_states else np.zeros((0, spec.obs_dim), np.float32)
+    states = (
+        replay.sample(n_states, np.random.default_rng(cfg.seed + 1))["obs"]
+        if n_states
+        else np.zeros((0, spec.obs_dim), np.float32)
+    )
     agree = agreement(final, fp32, states) if n_states else float("nan")
     result = TrainResult(
         run_dir=str(run_dir),
@@ -407,7 +428,9 @@ def train(
         },
     )
     logger.close()
-    (run_dir / "summary.json").write_text(json.dumps({**result.to_json(), "stop": stop_reason}, indent=1))
+    (run_dir / "summary.json").write_text(
+        json.dumps({**result.to_json(), "stop": stop_reason}, indent=1)
+    )
     print_summary(result, stop_reason)
     return result
 
@@ -420,11 +443,21 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     t.add_column(style="bold")
     t.add_column()
     pm = "±"
-    t.add_row("eval return (held-out, 10 ep)", f"{r.eval_return:.1f} {pm} {r.eval_return_std:.1f} ({r.precision})")
+    t.add_row(
+        "eval return (held-out, 10 ep)",
+        f"{r.eval_return:.1f} {pm} {r.eval_return_std:.1f} ({r.precision})",
+    )
     t.add_row("eval return, same weights fp32", f"{r.eval_return_fp32:.1f}")
-    t.add_row("action agreement vs fp32", f"{100 * r.action_agreement:.2f}% of {r.agreement_states} replay states")
+    t.add_row(
+        "action agreement vs fp32",
+        f"{100 * r.action_agreement:.2f}% of {r.agreement_states} replay states",
+    )
     tgt = "-" if r.target_return is None else f"{r.target_return:g}"
-    reached = f"yes, at {r.steps_to_target} steps / {r.time_to_target_s:.1f}s" if r.reached_target else "no"
+    reached = (
+        f"yes, at {r.steps_to_target} steps / {r.time_to_target_s:.1f}s"
+        if r.reached_target
+        else "no"
+    )
     t.add_row(f"reached target {tgt}", reached)
     t.add_row("env steps / learner updates", f"{r.env_steps} / {r.updates}")
     t.add_row("wall time", f"{r.wall_time_s:.1f}s ({stop_reason})")

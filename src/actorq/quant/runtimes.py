@@ -31,8 +31,12 @@ class PolicyRuntime(Protocol):
     def __call__(self, obs: np.ndarray) -> np.ndarray: ...
 
 
-def to_onnx(snap: PolicySnapshot) -> bytes:
-    """Serialize the snapshot as a standalone ONNX model (input ``obs``, output ``out``)."""
+def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
+    """Serialize the snapshot as a standalone ONNX model (input ``obs``, output ``out``).
+
+    With ``fp32_input_layer`` (default) an int8 snapshot's first layer runs in fp32 on its
+    dequantized weights (weight-only quantization); the other layers run int8 kernels.
+    """
     import onnx
     from onnx import TensorProto, helper
 
@@ -49,8 +53,15 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
     last = spec.num_layers - 1
     for i in range(spec.num_layers):
         w, b = snap.tensors[f"w{i}"], snap.tensors[f"b{i}"]
-        y = f"out" if (i == last and spec.output_activation == "none") else f"z{i}"
-        if snap.precision == "int8":
+        y = "out" if (i == last and spec.output_activation == "none") else f"z{i}"
+        if snap.precision == "int8" and i == 0 and fp32_input_layer:
+            # Raw observations mix scales (CartPole: angle ±0.2 rad, velocities ±3): one uint8
+            # grid for all of them would erase the small ones. The input layer is tiny, so it
+            # computes in fp32 on the dequantized int8 weights; bytes on the wire stay int8.
+            wd = (w.astype(np.float32) * snap.tensors[f"s{i}"]).astype(np.float32)
+            nodes.append(helper.make_node("MatMul", [x, init(f"w{i}", wd)], [f"m{i}"]))
+            nodes.append(helper.make_node("Add", [f"m{i}", init(f"b{i}", b)], [y]))
+        elif snap.precision == "int8":
             s = snap.tensors[f"s{i}"]
             if s.shape[0] == 1:  # per-tensor: the kernel takes a scalar or one scale per column
                 s = np.full(w.shape[1], s[0], dtype=np.float32)

@@ -58,7 +58,9 @@ class NStepAdder:
         true_next = next_obs
         if done.any():
             assert final_obs is not None, "final_obs required when an episode ends"
-            true_next = np.where(done.reshape(-1, *([1] * (next_obs.ndim - 1))), final_obs, next_obs)
+            true_next = np.where(
+                done.reshape(-1, *([1] * (next_obs.ndim - 1))), final_obs, next_obs
+            )
 
         parts: list[Batch] = []
         full = (self._len >= n) & ~done

@@ -1,0 +1,164 @@
+"""The ``actorq`` command.
+
+    actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
+    actorq eval RUN_DIR [--precision fp32] [--episodes 10]
+    actorq export RUN_DIR --out policy.onnx [--precision int8]
+
+Errors caused by input (unknown env or precision, bad sizes, a missing or corrupt checkpoint)
+print one line and exit with status 2; Ctrl-C exits with 130 after writing a checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+from actorq.errors import ActorQError
+
+ALGOS = ("dqn",)
+
+
+@dataclasses.dataclass
+class EvalArgs:
+    """Greedy evaluation of a run's latest checkpoint."""
+
+    run_dir: tyro.conf.Positional[str]
+    """Run directory (holds config.json and checkpoint/)."""
+    precision: Literal["fp32", "fp16", "int8"] | None = None
+    """Precision to evaluate at; default: the run's."""
+    episodes: int = 10
+    """Episodes (separately seeded environments)."""
+    seed: int = 20_000
+    """First environment seed."""
+    runtime: Literal["ort", "numpy", "torch"] = "ort"
+    """Inference runtime."""
+
+
+@dataclasses.dataclass
+class ExportArgs:
+    """Export a run's policy as a standalone ONNX model for deployment."""
+
+    run_dir: tyro.conf.Positional[str]
+    """Run directory (holds config.json and checkpoint/)."""
+    out: str = "policy.onnx"
+    """Output file (not overwritten unless --force)."""
+    precision: Literal["fp32", "fp16", "int8"] | None = None
+    """Precision of the exported weights; default: the run's."""
+    force: bool = False
+    """Overwrite --out if it exists."""
+
+
+def _fail(msg: str, code: int = 2) -> int:
+    print(f"actorq: error: {msg}", file=sys.stderr)
+    return code
+
+
+def _load_snapshot(run_dir: str, precision: str | None):  # type: ignore[no-untyped-def]
+    from actorq.agents.dqn import builder
+    from actorq.checkpoint import load
+    from actorq.envs import env_spec
+    from actorq.experiment import load_run_config
+    from actorq.quant.snapshot import make_snapshot
+
+    rd = Path(run_dir)
+    if not rd.is_dir():
+        raise ActorQError(f"run directory not found: {rd}")
+    cfg = load_run_config(rd)
+    tensors, state, _ = load(rd / "checkpoint")
+    spec = env_spec(cfg.env)
+    learner = builder.make_learner(cfg, spec)
+    learner.load_state(tensors, state["learner"])
+    prec = precision or cfg.precision
+    snap = make_snapshot(
+        learner.policy_layers(),
+        builder.policy_spec(cfg, spec),
+        prec,
+        int(state["counters"]["version"]),
+        cfg.granularity,  # type: ignore[arg-type]
+    )
+    return cfg, snap
+
+
+def cmd_eval(a: EvalArgs) -> int:
+    from actorq.core.evaluation import evaluate
+    from actorq.quant.runtimes import make_runtime
+
+    cfg, snap = _load_snapshot(a.run_dir, a.precision)
+    rets = evaluate(make_runtime(snap, a.runtime), cfg.env, a.episodes, a.seed)
+    print(
+        f"{cfg.env} {snap.precision}: mean return {rets.mean():.1f} ± {rets.std():.1f} "
+        f"over {a.episodes} episodes (min {rets.min():.0f}, max {rets.max():.0f})"
+    )
+    return 0
+
+
+def cmd_export(a: ExportArgs) -> int:
+    from actorq.quant.runtimes import to_onnx
+
+    out = Path(a.out)
+    if out.exists() and not a.force:
+        return _fail(f"{out} exists; pass --force to overwrite")
+    _, snap = _load_snapshot(a.run_dir, a.precision)
+    data = to_onnx(snap)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    print(f"wrote {out} ({len(data):,} bytes, {snap.precision}, input 'obs', output 'out')")
+    return 0
+
+
+def cmd_train(algo: str, argv: list[str]) -> int:
+    if algo not in ALGOS:
+        return _fail(f"unknown algorithm {algo!r}; available: {', '.join(ALGOS)}")
+    from actorq.agents.dqn.config import DQNConfig
+
+    cfg = tyro.cli(DQNConfig, args=argv, prog=f"actorq train {algo}")
+    from actorq.experiment import train
+
+    result = train(cfg)
+    return 130 if result.interrupted else 0
+
+
+USAGE = """usage: actorq {train,eval,export} ...
+
+  actorq train dqn [--env ID] [--precision fp32|fp16|int8] [--actors N] ...   (see --help)
+  actorq eval RUN_DIR [--precision P] [--episodes N]
+  actorq export RUN_DIR [--out policy.onnx] [--precision P]
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    try:
+        if cmd == "train":
+            if not rest or rest[0].startswith("-"):
+                if rest and rest[0] in ("-h", "--help"):
+                    print(USAGE)
+                    return 0
+                return _fail(f"say which algorithm to train: actorq train {{{','.join(ALGOS)}}}")
+            return cmd_train(rest[0], rest[1:])
+        if cmd == "eval":
+            return cmd_eval(tyro.cli(EvalArgs, args=rest, prog="actorq eval"))
+        if cmd == "export":
+            return cmd_export(tyro.cli(ExportArgs, args=rest, prog="actorq export"))
+        return _fail(f"unknown command {cmd!r}; expected train, eval or export")
+    except ActorQError as e:
+        return _fail(str(e))
+    except KeyboardInterrupt:
+        return 130
+
+
+def entrypoint() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()
