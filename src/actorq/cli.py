@@ -117,6 +117,10 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     from actorq.agents.dqn.config import DQNConfig
 
     cfg = tyro.cli(DQNConfig, args=argv, prog=f"actorq train {algo}")
+    cfg.validate()
+    warn = cfg.cores_warning()
+    if warn:
+        print(f"actorq: warning: {warn}", file=sys.stderr)
     from actorq.experiment import train
 
     result = train(cfg)

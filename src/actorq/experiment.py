@@ -219,9 +219,6 @@ def train(
         )
     logger = MetricLogger(run_dir)
     progress = _Progress(cfg.progress, cfg.total_steps, c["env_steps"])
-    warn = cfg.cores_warning()
-    if warn:
-        progress.print(f"[yellow]warning:[/] {warn}")
     progress.print(f"run dir: {run_dir}")
 
     publish_times: list[float] = []
@@ -368,7 +365,8 @@ def train(
                     f"ups {m['perf/learner_ups']:6.0f} | sps {m['perf/actor_sps']:7.0f} | "
                     f"return {'-' if ret is None else f'{ret:.1f}'} | eval {ev}",
                 )
-                if callback is not None and callback({**m, **c}) is False:
+                info = {**m, **c, "actor_pids": backend.pids() if isinstance(backend, LocalBackend) else []}
+                if callback is not None and callback(info) is False:
                     stop_reason = "callback"
                     break
     except KeyboardInterrupt:

@@ -29,8 +29,9 @@ def parse_hidden(text: str | tuple[int, ...] | list[int]) -> tuple[int, ...]:
 _HiddenArg = tyro.constructors.PrimitiveConstructorSpec(
     nargs=1,
     metavar="W,W,...",
-    instance_from_str=lambda args: parse_hidden(args[0]),
-    is_instance=lambda x: isinstance(x, tuple),
+    # validated in __post_init__, so a bad value is reported as one line like every config error
+    instance_from_str=lambda args: args[0],
+    is_instance=lambda x: isinstance(x, tuple | str),
     str_from_instance=lambda x: [",".join(str(i) for i in x)],
 )
 
@@ -41,8 +42,9 @@ class DQNConfig:
 
     env: str = "gym:CartPole-v1"
     """Environment id, e.g. gym:CartPole-v1, gym:Acrobot-v1, gym:MountainCar-v0."""
-    precision: Literal["fp32", "fp16", "int8"] = "int8"
-    """Precision of the policy snapshots actors run (the learner always trains in fp32)."""
+    precision: str = "int8"
+    """Precision of the policy snapshots actors run: fp32, fp16 or int8 (the learner always
+    trains in fp32)."""
     granularity: Literal["per_channel", "per_tensor"] = "per_channel"
     """int8 weight scales: one per output channel (default) or one per tensor."""
     actors: int = 2
@@ -114,7 +116,8 @@ class DQNConfig:
     seed: int = 0
     """Seed for networks, exploration, environments and replay sampling."""
     run_dir: str | None = None
-    """Where logs, checkpoints and the config go; default runs/dqn-<env>-<precision>-s<seed>-<time>."""
+    """Where logs, checkpoints and the config go; default
+    runs/dqn-<env>-<precision>-s<seed>-<time>."""
     resume: str | None = None
     """Resume from this run directory's last checkpoint (continues counters and logs)."""
     log_every: float = 2.0
@@ -123,10 +126,16 @@ class DQNConfig:
     """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        self.hidden = parse_hidden(self.hidden)
-        self.validate()
+        # Normalize only; validate() raises. (tyro would wrap an error raised here in a
+        # multi-line box; the CLI validates after parsing and prints one line instead.)
+        try:
+            self.hidden = parse_hidden(self.hidden)
+        except ConfigError:
+            pass
 
     def validate(self) -> None:
+        """Raise :class:`ConfigError` (one line) for the first invalid field."""
+        self.hidden = parse_hidden(self.hidden)
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}"

@@ -1,0 +1,484 @@
+"""Environment steps per second of ONE actor, by policy width, runtime and envs per actor.
+
+What it measures
+----------------
+The real actor loop (:class:`actorq.core.loop.VectorActor`) on ``gym:CartPole-v1``: K
+environments stepped together, one batched policy inference per vector step, epsilon-greedy
+exploration (eps = 0.01 for every env, so ~99% of actions come from the policy) and the n-step
+adder (n = 3, gamma = 0.99). The actor fetches its snapshot from an in-process
+:class:`~actorq.distributed.local._LocalCache`, exactly as in the synchronous backend.
+
+The grid is
+
+* policy ``4 → (W, W, W) → 2`` with W in ``--widths`` (a randomly initialised, seeded actorq
+  :class:`~actorq.agents.dqn.networks.MLP`, exported with ``export_layers()``);
+* runtime: torch fp32 eager (``TorchRuntime`` on an fp32 snapshot), ORT fp32 (``OrtRuntime`` on
+  an fp32 snapshot) and ORT int8 (``OrtRuntime`` on a per-channel int8 snapshot);
+* K in ``--ks`` environments per actor.
+
+Each cell calls ``actor.update()`` once, warms up, calibrates how many ``actor.step()`` calls
+take about ``--seconds`` seconds, then times that fixed number of steps, split into ``--trials``
+equal trials; the median trial is reported as env steps/s = steps * K / time.
+
+For each K it also measures the RAW environment: the same ``make_vector_env(env, K)`` stepped
+with precomputed random actions (no inference, no exploration, no adder). The "cost vs raw env"
+of a cell is raw steps/s / actor steps/s: what the actor loop costs on top of the simulator
+(target: <= 1.5 at width 64). At 3×2048 and K = 1 the targets are ORT int8 >= 4× torch fp32
+and >= 3× ORT fp32.
+
+Everything runs on one core: ``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)`` and one
+onnxruntime intra-op thread, the way each actor process runs.
+
+Command (full benchmark, ~2 minutes with the defaults)::
+
+    .venv/bin/python benchmarks/actor_throughput.py
+
+Quick smoke run::
+
+    .venv/bin/python benchmarks/actor_throughput.py --widths 64,256 --ks 1,16 --seconds 0.3 \\
+        --out /tmp/bench_smoke
+
+Results go to ``<out>/actor_throughput.json`` and ``<out>/actor_throughput.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import argparse
+import datetime as dt
+import json
+import math
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import onnxruntime
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from actorq.agents.dqn.networks import MLP
+from actorq.core.exploration import EpsilonGreedy
+from actorq.core.loop import VectorActor
+from actorq.distributed.local import _LocalCache
+from actorq.envs import env_spec, make_vector_env
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+
+ENV_ID = "gym:CartPole-v1"
+EPSILON = 0.01
+N_STEP = 3
+GAMMA = 0.99
+SEED = 0
+DEPTH = 3
+
+#: (label, runtime kind for VectorActor, snapshot precision)
+RUNTIMES: tuple[tuple[str, str, str], ...] = (
+    ("torch fp32", "torch", "fp32"),
+    ("ORT fp32", "ort", "fp32"),
+    ("ORT int8", "ort", "int8"),
+)
+TORCH_FP32, ORT_FP32, ORT_INT8 = (r[0] for r in RUNTIMES)
+
+#: Targets checked at the end.
+BIG_WIDTH = 2048
+INT8_VS_TORCH_MIN = 4.0
+INT8_VS_ORT_FP32_MIN = 3.0
+SMALL_WIDTH = 64
+LOOP_COST_MAX = 1.5
+
+
+# -- machine info -----------------------------------------------------------------------------
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_flags() -> list[str]:
+    """The SIMD flags that decide int8 GEMM speed (VNNI) and fp32 GEMM speed (AVX-512/AVX2)."""
+    wanted = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in wanted if f in have]
+    except OSError:
+        pass
+    return []
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    try:
+        affinity: int | None = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        affinity = None
+    try:
+        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_flags": cpu_flags(),
+        "cores": os.cpu_count(),
+        "cores_usable": affinity,
+        "load_avg_at_start": load,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "numpy": np.__version__,
+        "gymnasium": gymnasium.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "git_commit": git_commit(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+# -- timing -----------------------------------------------------------------------------------
+def calibrate(run: Callable[[int], float], seconds: float, trials: int) -> int:
+    """Number of calls that take about ``seconds / trials``; ``run(n)`` times n calls."""
+    budget = max(0.02, min(0.25, seconds / 4))  # short pre-run: at most a quarter of the cell
+    n = 4
+    while True:
+        elapsed = run(n)
+        if elapsed >= budget or n >= 1 << 22:
+            break
+        n *= 2 if elapsed <= 0 else min(8, max(2, math.ceil(budget / elapsed)))
+    per_call = elapsed / n
+    return max(4, round(seconds / trials / per_call))
+
+
+def timed_trials(run: Callable[[int], float], n: int, trials: int) -> list[float]:
+    return [run(n) for _ in range(trials)]
+
+
+# -- the two things we time -------------------------------------------------------------------
+def raw_env_sps(k: int, seconds: float, trials: int) -> dict[str, Any]:
+    """Steps/s of the bare vector env with precomputed random actions."""
+    env = make_vector_env(ENV_ID, k)
+    env.reset(seed=SEED)
+    num_actions = int(env.single_action_space.n)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(SEED)
+    pool = rng.integers(0, num_actions, size=(4096, k), dtype=np.int64)
+
+    def run(n: int) -> float:
+        step = env.step
+        t = time.perf_counter()
+        for i in range(n):
+            step(pool[i & 4095])
+        return time.perf_counter() - t
+
+    try:
+        run(64)  # warm-up
+        n = calibrate(run, seconds, trials)
+        times = timed_trials(run, n, trials)
+    finally:
+        env.close()
+    t_med = statistics.median(times)
+    return {
+        "k": k,
+        "vector_steps": n,
+        "trial_s": times,
+        "env_steps_per_s": n * k / t_med,
+        "us_per_vector_step": t_med / n * 1e6,
+    }
+
+
+def actor_sps(
+    snap: PolicySnapshot, runtime: str, k: int, seconds: float, trials: int
+) -> dict[str, Any]:
+    """Steps/s of a VectorActor running ``snap`` with ``runtime``."""
+    spec = env_spec(ENV_ID)
+    cache = _LocalCache()
+    cache.publish(snap.version, snap.to_bytes())
+    explore = EpsilonGreedy(np.full(k, EPSILON), spec.num_actions, SEED)
+    actor = VectorActor(
+        ENV_ID, spec, k, SEED, cache, explore, N_STEP, GAMMA, runtime=runtime, threads=1
+    )
+    if not actor.update() or actor.runtime is None:
+        raise RuntimeError("actor did not load the snapshot")
+
+    def run(n: int) -> float:
+        step = actor.step
+        t = time.perf_counter()
+        for _ in range(n):
+            step()
+        return time.perf_counter() - t
+
+    try:
+        run(32)  # warm-up: first inferences, adder fill, first episode ends
+        n = calibrate(run, seconds, trials)
+        actor.inference_s = 0.0
+        times = timed_trials(run, n, trials)
+        infer_share = actor.inference_s / sum(times)
+    finally:
+        actor.close()
+    t_med = statistics.median(times)
+    return {
+        "vector_steps": n,
+        "trial_s": times,
+        "env_steps_per_s": n * k / t_med,
+        "us_per_vector_step": t_med / n * 1e6,
+        "inference_share": infer_share,
+    }
+
+
+def snapshots_for(width: int) -> dict[str, PolicySnapshot]:
+    torch.manual_seed(SEED + width)
+    hidden = (width,) * DEPTH
+    net = MLP(4, hidden, 2)
+    layers = net.export_layers()
+    spec = PolicySpec(obs_dim=4, hidden=hidden, out_dim=2)
+    return {p: make_snapshot(layers, spec, p, version=1) for p in ("fp32", "int8")}
+
+
+# -- reporting --------------------------------------------------------------------------------
+def fmt_x(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def table_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
+    return [
+        [
+            f"3×{c['width']}",
+            str(c["k"]),
+            c["runtime"],
+            f"{c['env_steps_per_s']:,.0f}",
+            f"{c['us_per_vector_step']:,.1f}",
+            fmt_x(c["cost_vs_raw"]),
+            fmt_x(c["speedup_vs_torch_fp32"]),
+            fmt_x(c["speedup_vs_ort_fp32"]),
+        ]
+        for c in cells
+    ]
+
+
+HEADERS = [
+    "width",
+    "K",
+    "runtime",
+    "env steps/s",
+    "µs / vector step",
+    "cost vs raw env",
+    "speedup vs torch fp32",
+    "speedup vs ORT fp32",
+]
+
+
+def check_targets(cells: list[dict[str, Any]], ks: list[int]) -> list[dict[str, Any]]:
+    by = {(c["width"], c["k"], c["runtime"]): c for c in cells}
+    checks: list[dict[str, Any]] = []
+    big = by.get((BIG_WIDTH, 1, ORT_INT8))
+    big_targets = (
+        ("torch fp32", "speedup_vs_torch_fp32", INT8_VS_TORCH_MIN),
+        ("ORT fp32", "speedup_vs_ort_fp32", INT8_VS_ORT_FP32_MIN),
+    )
+    for baseline, key, bound in big_targets:
+        name = f"3×{BIG_WIDTH}, K=1: ORT int8 ≥ {bound:g}× {baseline}"
+        value = None if big is None else big[key]
+        checks.append(
+            {
+                "target": name,
+                "value": value,
+                "bound": bound,
+                "holds": None if value is None else value >= bound,
+            }
+        )
+    for k in ks:
+        for label, _, _ in RUNTIMES:
+            c = by.get((SMALL_WIDTH, k, label))
+            value = None if c is None else c["cost_vs_raw"]
+            checks.append(
+                {
+                    "target": f"3×{SMALL_WIDTH}, K={k}, {label}: actor loop ≤ "
+                    f"{LOOP_COST_MAX:g}× raw env cost",
+                    "value": value,
+                    "bound": LOOP_COST_MAX,
+                    "holds": None if value is None else value <= LOOP_COST_MAX,
+                }
+            )
+    return checks
+
+
+def verdict(holds: bool | None) -> str:
+    return {True: "PASS", False: "FAIL", None: "not measured"}[holds]
+
+
+def write_markdown(
+    path: Path,
+    machine: dict[str, Any],
+    config: dict[str, Any],
+    raw: dict[int, dict[str, Any]],
+    cells: list[dict[str, Any]],
+    checks: list[dict[str, Any]],
+) -> None:
+    lines = [
+        "# Actor throughput (one actor, one core)",
+        "",
+        f"`{config['command']}`",
+        "",
+        f"- date: {machine['date']}",
+        f"- CPU: {machine['cpu_model']} ({machine['cores']} cores; "
+        f"flags: {', '.join(machine['cpu_flags']) or 'n/a'})",
+        f"- load average at start: {machine['load_avg_at_start']}",
+        f"- python {machine['python']}, torch {machine['torch']}, "
+        f"onnxruntime {machine['onnxruntime']}, numpy {machine['numpy']}, "
+        f"gymnasium {machine['gymnasium']}",
+        f"- env {ENV_ID}, policy 4 → (W, W, W) → 2, eps {EPSILON}, n-step {N_STEP}, "
+        f"~{config['seconds']} s per cell in {config['trials']} trials (median)",
+        "",
+        "Raw env (precomputed random actions, no inference, no adder):",
+        "",
+        "| K | env steps/s | µs / vector step |",
+        "|---|---|---|",
+    ]
+    for k, r in raw.items():
+        lines.append(f"| {k} | {r['env_steps_per_s']:,.0f} | {r['us_per_vector_step']:,.1f} |")
+    lines += ["", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(cells)]
+    lines += ["", "Targets:", ""]
+    for c in checks:
+        v = "—" if c["value"] is None else f"{c['value']:.2f}×"
+        lines.append(f"- {verdict(c['holds'])}: {c['target']} (measured {v})")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def parse_ints(s: str) -> list[int]:
+    try:
+        out = [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+    if not out or any(x <= 0 for x in out):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {s!r}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--widths", type=parse_ints, default=[64, 256, 1024, 2048])
+    ap.add_argument("--ks", type=parse_ints, default=[1, 16])
+    ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell")
+    ap.add_argument("--trials", type=int, default=3, help="the timed steps are split in trials")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+    if args.seconds <= 0 or args.trials <= 0:
+        ap.error("--seconds and --trials must be positive")
+
+    torch.set_num_threads(1)
+    console = Console()
+    args.out.mkdir(parents=True, exist_ok=True)
+    machine = machine_info()
+    config = {
+        "command": "python benchmarks/actor_throughput.py "
+        f"--widths {','.join(map(str, args.widths))} --ks {','.join(map(str, args.ks))} "
+        f"--seconds {args.seconds:g} --trials {args.trials} --out {args.out}",
+        "env": ENV_ID,
+        "widths": args.widths,
+        "depth": DEPTH,
+        "ks": args.ks,
+        "seconds": args.seconds,
+        "trials": args.trials,
+        "epsilon": EPSILON,
+        "n_step": N_STEP,
+        "gamma": GAMMA,
+        "seed": SEED,
+        "threads": 1,
+    }
+    console.print(
+        f"[bold]actor throughput[/] on {machine['cpu_model']} "
+        f"({machine['cores']} cores, load {machine['load_avg_at_start']})"
+    )
+
+    raw: dict[int, dict[str, Any]] = {}
+    for k in args.ks:
+        raw[k] = raw_env_sps(k, args.seconds, args.trials)
+        console.print(f"raw env K={k}: {raw[k]['env_steps_per_s']:,.0f} env steps/s")
+
+    cells: list[dict[str, Any]] = []
+    for width in args.widths:
+        snaps = snapshots_for(width)
+        for k in args.ks:
+            row: dict[str, dict[str, Any]] = {}
+            for label, kind, precision in RUNTIMES:
+                r = actor_sps(snaps[precision], kind, k, args.seconds, args.trials)
+                r.update(
+                    width=width,
+                    k=k,
+                    runtime=label,
+                    runtime_kind=kind,
+                    precision=precision,
+                    snapshot_bytes=len(snaps[precision].to_bytes()),
+                    raw_env_steps_per_s=raw[k]["env_steps_per_s"],
+                    cost_vs_raw=raw[k]["env_steps_per_s"] / r["env_steps_per_s"],
+                )
+                row[label] = r
+                console.print(
+                    f"  3×{width} K={k} {label}: {r['env_steps_per_s']:,.0f} env steps/s",
+                    highlight=False,
+                )
+            for r in row.values():
+                sps = r["env_steps_per_s"]
+                r["speedup_vs_torch_fp32"] = sps / row[TORCH_FP32]["env_steps_per_s"]
+                r["speedup_vs_ort_fp32"] = sps / row[ORT_FP32]["env_steps_per_s"]
+                cells.append(r)
+
+    table = Table(title=f"One actor on {ENV_ID}, 1 thread (policy 4 → (W, W, W) → 2)")
+    for h in HEADERS:
+        table.add_column(h, justify="left" if h == "runtime" else "right")
+    for row_cells in table_rows(cells):
+        table.add_row(*row_cells)
+    console.print(table)
+
+    checks = check_targets(cells, args.ks)
+    console.print("[bold]targets[/]")
+    for c in checks:
+        v = "—" if c["value"] is None else f"{c['value']:.2f}×"
+        color = {True: "green", False: "red", None: "yellow"}[c["holds"]]
+        console.print(f"  [{color}]{verdict(c['holds'])}[/] {c['target']} (measured {v})")
+
+    results = {
+        "benchmark": "actor_throughput",
+        "machine": machine,
+        "config": config,
+        "raw_env": list(raw.values()),
+        "cells": cells,
+        "targets": checks,
+    }
+    json_path = args.out / "actor_throughput.json"
+    md_path = args.out / "actor_throughput.md"
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    write_markdown(md_path, machine, config, raw, cells, checks)
+    console.print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from actorq.envs import env_spec, make_env, make_vector_env
+from actorq.errors import EnvIdError
+
+CLASSIC = ["gym:CartPole-v1", "gym:Acrobot-v1", "gym:MountainCar-v0", "gym:Pendulum-v1"]
+
+
+@pytest.mark.parametrize("env_id", CLASSIC)
+def test_check_env(env_id: str) -> None:
+    env = make_env(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+def test_unknown_ids_fail_with_one_line() -> None:
+    with pytest.raises(EnvIdError) as e:
+        make_env("atari-pong")
+    assert "gym:" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(EnvIdError, match="unknown Gymnasium id"):
+        make_env("gym:NoSuchEnv-v0")
+
+
+def test_spec_and_vector_env() -> None:
+    spec = env_spec("gym:CartPole-v1")
+    assert spec.num_actions == 2 and spec.observation.shape == (4,)
+    assert not env_spec("gym:Pendulum-v1").discrete
+    v = make_vector_env("gym:CartPole-v1", 3)
+    obs, _ = v.reset(seed=0)
+    assert obs.shape == (3, 4)
+    assert isinstance(v.single_action_space, gym.spaces.Discrete)
+    v.close()

@@ -1,0 +1,87 @@
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from actorq.errors import SnapshotError
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+
+
+def layers(spec: PolicySpec, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    d = spec.dims
+    return [
+        (rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a), np.zeros(b, np.float32))
+        for a, b in zip(d[:-1], d[1:], strict=True)
+    ]
+
+
+SPEC = PolicySpec(4, (32, 32), 2)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+def test_roundtrip(precision: str) -> None:
+    snap = make_snapshot(layers(SPEC), SPEC, precision, version=7)
+    back = PolicySnapshot.from_bytes(snap.to_bytes())
+    assert back.version == 7 and back.precision == precision and back.spec == SPEC
+    assert back.checksum() == snap.checksum()
+    for k, v in snap.tensors.items():
+        np.testing.assert_array_equal(back.tensors[k], v)
+
+
+def test_int8_of_wide_policy_is_at_most_27_percent_of_fp32() -> None:
+    spec = PolicySpec(24, (2048, 2048, 2048), 6)
+    ls = layers(spec)
+    fp32 = len(make_snapshot(ls, spec, "fp32", 0).to_bytes())
+    int8 = len(make_snapshot(ls, spec, "int8", 0).to_bytes())
+    fp16 = len(make_snapshot(ls, spec, "fp16", 0).to_bytes())
+    assert int8 / fp32 <= 0.27
+    assert fp16 / fp32 <= 0.51
+
+
+def test_flipped_byte_is_refused() -> None:
+    data = bytearray(make_snapshot(layers(SPEC), SPEC, "int8", 1).to_bytes())
+    data[-10] ^= 0xFF  # inside the tensor data
+    with pytest.raises(SnapshotError, match="checksum"):
+        PolicySnapshot.from_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nonfinite_weights_are_refused(bad: float) -> None:
+    ls = layers(SPEC)
+    ls[1][0][3, 4] = bad
+    snap = make_snapshot(ls, SPEC, "fp32", 1)  # checksum is valid: the learner produced NaN
+    with pytest.raises(SnapshotError, match="NaN or Inf"):
+        PolicySnapshot.from_bytes(snap.to_bytes())
+
+
+def test_fp16_overflow_is_refused() -> None:
+    ls = layers(SPEC)
+    ls[0][0][0, 0] = 1e6
+    with pytest.raises(SnapshotError, match="NaN or Inf"):
+        PolicySnapshot.from_bytes(make_snapshot(ls, SPEC, "fp16", 1).to_bytes())
+
+
+def test_truncated_and_foreign_data_are_refused() -> None:
+    data = make_snapshot(layers(SPEC), SPEC, "int8", 1).to_bytes()
+    for bad in (b"", data[:5], data[: len(data) // 2], b"\x00" * 100):
+        with pytest.raises(SnapshotError):
+            PolicySnapshot.from_bytes(bad)
+    header = json.dumps({"__metadata__": {"format": "something-else"}}).encode()
+    with pytest.raises(SnapshotError, match="not an actorq"):
+        PolicySnapshot.from_bytes(struct.pack("<Q", len(header)) + header)
+
+
+def test_wrong_shapes_are_refused() -> None:
+    snap = make_snapshot(layers(SPEC), SPEC, "fp32", 1)
+    tensors = dict(snap.tensors)
+    tensors["w1"] = tensors["w1"][:, :5].copy()
+    bad = PolicySnapshot(1, "fp32", SPEC, tensors)
+    with pytest.raises(SnapshotError, match="wrong shape"):
+        PolicySnapshot.from_bytes(bad.to_bytes())
+
+
+def test_spec_rejects_nonpositive_sizes() -> None:
+    with pytest.raises(ValueError):
+        PolicySpec(4, (0, 3), 2)
