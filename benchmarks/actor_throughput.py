@@ -54,6 +54,7 @@ import math
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--seconds and --trials must be positive")
 
     torch.set_num_threads(1)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 132)  # no wrapping when piped
     args.out.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
     config = {

@@ -13,11 +13,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tyro
 
 from actorq.errors import ActorQError
+
+if TYPE_CHECKING:
+    from actorq.agents.dqn.config import DQNConfig
+    from actorq.quant.snapshot import PolicySnapshot
 
 ALGOS = ("dqn",)
 
@@ -57,7 +61,7 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
-def _load_snapshot(run_dir: str, precision: str | None):  # type: ignore[no-untyped-def]
+def _load_snapshot(run_dir: str, precision: str | None) -> tuple[DQNConfig, PolicySnapshot]:
     from actorq.agents.dqn import builder
     from actorq.checkpoint import load
     from actorq.envs import env_spec
@@ -78,7 +82,7 @@ def _load_snapshot(run_dir: str, precision: str | None):  # type: ignore[no-unty
         builder.policy_spec(cfg, spec),
         prec,
         int(state["counters"]["version"]),
-        cfg.granularity,  # type: ignore[arg-type]
+        cfg.granularity,
     )
     return cfg, snap
 
@@ -118,7 +122,10 @@ def cmd_train(algo: str, argv: list[str]) -> int:
 
     cfg = tyro.cli(DQNConfig, args=argv, prog=f"actorq train {algo}")
     cfg.validate()
-    warn = cfg.cores_warning()
+    from actorq.envs import validate_env_id
+
+    validate_env_id(cfg.env)
+    warn = cfg.cores_warning()  # only once the input is known to be good
     if warn:
         print(f"actorq: warning: {warn}", file=sys.stderr)
     from actorq.experiment import train

@@ -91,12 +91,16 @@ def load_run_config(run_dir: Path) -> DQNConfig:
         raise CheckpointError(f"corrupt config.json in {run_dir}: {e}") from None
 
 
-def agreement(a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray) -> float:
-    """Share of states on which two snapshots' greedy actions agree (onnxruntime for both)."""
+def agreement(a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16) -> float:
+    """Share of states on which two snapshots' greedy actions agree (onnxruntime for both).
+
+    Inference runs in batches of ``batch`` (the actors' K): dynamic int8 quantization picks its
+    activation scale per call, so the batch an actor uses is part of what it computes.
+    """
     ra, rb = make_runtime(a), make_runtime(b)
     hits = 0
-    for i in range(0, len(states), 1024):
-        x = states[i : i + 1024]
+    for i in range(0, len(states), batch):
+        x = states[i : i + batch]
         hits += int((ra(x).argmax(1) == rb(x).argmax(1)).sum())
     return hits / max(len(states), 1)
 
@@ -203,7 +207,7 @@ def train(
     def snapshot(version: int) -> PolicySnapshot:
         return make_snapshot(
             learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity
-        )  # type: ignore[arg-type]
+        )
 
     first = snapshot(c["version"]).to_bytes()
     backend: SyncBackend | LocalBackend
@@ -256,7 +260,7 @@ def train(
     last = {"steps": c["env_steps"], "updates": c["updates"], "t": last_log, "busy": 0.0,
             "wait": 0.0, "lwait": 0.0}  # fmt: skip
     learner_wait = 0.0
-    interrupted = reached = False
+    interrupted = False
     stop_reason = "budget"
 
     try:
@@ -317,7 +321,7 @@ def train(
                     c["steps_to_target"] = c["env_steps"]
                     c["time_to_target_s"] = now - start_wall
                     if cfg.stop_at_target:
-                        reached, stop_reason = True, "target"
+                        _reached, stop_reason = True, "target"
                         break
             if c["env_steps"] >= cfg.total_steps:
                 break
@@ -359,13 +363,17 @@ def train(
                             wait=st.actor_wait_s, lwait=learner_wait)  # fmt: skip
                 last_log = now
                 ev = "-" if c["last_eval"] is None else f"{c['last_eval']:.1f}"
-                ret = m.get("charts/episodic_return")
+                ep_ret = m.get("charts/episodic_return")
                 progress.update(
                     c["env_steps"],
                     f"ups {m['perf/learner_ups']:6.0f} | sps {m['perf/actor_sps']:7.0f} | "
-                    f"return {'-' if ret is None else f'{ret:.1f}'} | eval {ev}",
+                    f"return {'-' if ep_ret is None else f'{ep_ret:.1f}'} | eval {ev}",
                 )
-                info = {**m, **c, "actor_pids": backend.pids() if isinstance(backend, LocalBackend) else []}
+                info = {
+                    **m,
+                    **c,
+                    "actor_pids": backend.pids() if isinstance(backend, LocalBackend) else [],
+                }
                 if callback is not None and callback(info) is False:
                     stop_reason = "callback"
                     break
@@ -392,7 +400,7 @@ def train(
         if n_states
         else np.zeros((0, spec.obs_dim), np.float32)
     )
-    agree = agreement(final, fp32, states) if n_states else float("nan")
+    agree = agreement(final, fp32, states, cfg.envs_per_actor) if n_states else float("nan")
     result = TrainResult(
         run_dir=str(run_dir),
         env=cfg.env,

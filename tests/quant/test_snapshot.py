@@ -1,3 +1,4 @@
+import itertools
 import json
 import struct
 
@@ -13,7 +14,7 @@ def layers(spec: PolicySpec, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray
     d = spec.dims
     return [
         (rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a), np.zeros(b, np.float32))
-        for a, b in zip(d[:-1], d[1:], strict=True)
+        for a, b in itertools.pairwise(d)
     ]
 
 

@@ -31,7 +31,9 @@ def run(n: int, rewards: list[float], end: str, k: int = 1) -> dict[str, np.ndar
 def by_start(tr: dict[str, np.ndarray]) -> dict[int, tuple[float, float, float]]:
     return {
         int(a): (float(r), float(d), float(o[0]))
-        for a, r, d, o in zip(tr["action"], tr["reward"], tr["discount"], tr["next_obs"], strict=True)
+        for a, r, d, o in zip(
+            tr["action"], tr["reward"], tr["discount"], tr["next_obs"], strict=True
+        )
     }
 
 
@@ -71,7 +73,9 @@ def test_next_episode_starts_clean() -> None:
     adder.observe_first(np.zeros((1, 1), np.float32))
     f, t = np.array([False]), np.array([True])
     one = np.ones(1, np.float32)
-    adder.add(np.zeros(1), one, np.full((1, 1), 100.0, np.float32), t, f, np.ones((1, 1), np.float32))
+    adder.add(
+        np.zeros(1), one, np.full((1, 1), 100.0, np.float32), t, f, np.ones((1, 1), np.float32)
+    )
     b = adder.add(np.zeros(1), one, np.full((1, 1), 101.0, np.float32), f, f, None)
     assert not b  # the new episode has one step: nothing to emit yet
     b = adder.add(np.zeros(1), one, np.full((1, 1), 102.0, np.float32), f, f, None)

@@ -7,6 +7,7 @@ Ids carry a prefix naming the family; the rest is the family's own id. Gymnasium
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +39,7 @@ def validate_env_id(env_id: str) -> None:
         raise EnvIdError(f"unknown Gymnasium id {name!r} in {env_id!r}{hint}")
 
 
-def make_env(env_id: str, **kwargs: object) -> gym.Env:
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """Make one environment from a prefixed id, e.g. ``"gym:CartPole-v1"``."""
     validate_env_id(env_id)
     _, name = _split(env_id)

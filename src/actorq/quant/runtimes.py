@@ -54,14 +54,14 @@ def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
     for i in range(spec.num_layers):
         w, b = snap.tensors[f"w{i}"], snap.tensors[f"b{i}"]
         y = "out" if (i == last and spec.output_activation == "none") else f"z{i}"
-        if snap.precision == "int8" and i == 0 and fp32_input_layer:
+        if w.dtype == np.int8 and i == 0 and fp32_input_layer:
             # Raw observations mix scales (CartPole: angle ±0.2 rad, velocities ±3): one uint8
             # grid for all of them would erase the small ones. The input layer is tiny, so it
             # computes in fp32 on the dequantized int8 weights; bytes on the wire stay int8.
             wd = (w.astype(np.float32) * snap.tensors[f"s{i}"]).astype(np.float32)
             nodes.append(helper.make_node("MatMul", [x, init(f"w{i}", wd)], [f"m{i}"]))
             nodes.append(helper.make_node("Add", [f"m{i}", init(f"b{i}", b)], [y]))
-        elif snap.precision == "int8":
+        elif w.dtype == np.int8:
             s = snap.tensors[f"s{i}"]
             if s.shape[0] == 1:  # per-tensor: the kernel takes a scalar or one scale per column
                 s = np.full(w.shape[1], s[0], dtype=np.float32)
@@ -91,7 +91,7 @@ def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
         inits,
     )
     opsets = [helper.make_opsetid("", ONNX_OPSET)]
-    if snap.precision == "int8":
+    if any(t.dtype == np.int8 for t in snap.tensors.values()):
         opsets.append(helper.make_opsetid("com.microsoft", 1))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="actorq")
     model.ir_version = ONNX_IR_VERSION
@@ -116,7 +116,8 @@ class OrtRuntime:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(obs, dtype=np.float32)
-        return self._sess.run(None, {"obs": x})[0]  # type: ignore[no-any-return]
+        out: np.ndarray = self._sess.run(None, {"obs": x})[0]
+        return out
 
 
 def _act(x: np.ndarray, kind: str) -> np.ndarray:
@@ -175,7 +176,8 @@ class TorchRuntime:
         torch = self._torch
         with torch.inference_mode():
             out = self._net(torch.from_numpy(np.asarray(obs, dtype=np.float32)))
-        return out.numpy()  # type: ignore[no-any-return]
+        result: np.ndarray = out.numpy()
+        return result
 
 
 def make_runtime(snap: PolicySnapshot, kind: str = "ort", threads: int = 1) -> PolicyRuntime:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import struct
 from typing import Any
@@ -59,7 +60,7 @@ class PolicySpec:
     @property
     def num_params(self) -> int:
         d = self.dims
-        return sum(a * b + b for a, b in zip(d[:-1], d[1:], strict=True))
+        return sum(a * b + b for a, b in itertools.pairwise(d))
 
     def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "hidden": list(self.hidden), "kind": "mlp"}
@@ -83,8 +84,9 @@ class PolicySnapshot:
     """A versioned, checksummed policy at one precision.
 
     Tensors, per layer ``i``: ``w{i}`` of shape (in, out) — float32, float16 or int8 — plus
-    ``s{i}`` (float32 scales, int8 only) and ``b{i}`` (float32 bias; biases are a rounding
-    error of the size and stay fp32, as in QuaRL and onnxruntime's dynamic quantization).
+    ``s{i}`` (float32 scales, int8 weights only) and ``b{i}`` (float32 bias; biases are a
+    rounding error of the size and stay fp32, as in QuaRL and onnxruntime's dynamic
+    quantization). An int8 snapshot keeps its output layer in fp32 (see :func:`make_snapshot`).
     """
 
     version: int
@@ -140,14 +142,16 @@ class PolicySnapshot:
         if self.precision not in PRECISIONS:
             raise SnapshotError(f"unknown precision {self.precision!r}")
         dims = self.spec.dims
-        for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        for i, (a, b) in enumerate(itertools.pairwise(dims)):
             w, bias = self.tensors.get(f"w{i}"), self.tensors.get(f"b{i}")
             if w is None or bias is None or w.shape != (a, b) or bias.shape != (b,):
                 raise SnapshotError(f"layer {i}: tensors missing or of the wrong shape")
-            if self.precision == "int8":
+            if w.dtype == np.int8:
                 s = self.tensors.get(f"s{i}")
-                if w.dtype != np.int8 or s is None or s.shape not in ((b,), (1,)):
+                if self.precision != "int8" or s is None or s.shape not in ((b,), (1,)):
                     raise SnapshotError(f"layer {i}: int8 weight or scale malformed")
+            elif w.dtype not in (np.float32, np.float16):
+                raise SnapshotError(f"layer {i}: unsupported weight dtype {w.dtype}")
         for name, t in self.tensors.items():
             if t.dtype.kind == "f" and not np.isfinite(t).all():
                 raise SnapshotError(f"snapshot tensor {name!r} has NaN or Inf")
@@ -157,7 +161,7 @@ class PolicySnapshot:
         out = []
         for i in range(self.spec.num_layers):
             w = self.tensors[f"w{i}"]
-            if self.precision == "int8":
+            if w.dtype == np.int8:
                 w = w.astype(np.float32) * self.tensors[f"s{i}"]
             out.append((np.asarray(w, dtype=np.float32), self.tensors[f"b{i}"]))
         return out
@@ -170,7 +174,7 @@ def _checksum(tensors: dict[str, np.ndarray]) -> str:
     for name in sorted(tensors):
         t = np.ascontiguousarray(tensors[name])
         h.update(f"{name}|{t.dtype.str}|{t.shape}".encode())
-        h.update(memoryview(t).cast("B"))
+        h.update(t.tobytes() if t.nbytes < 4096 else memoryview(t.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
     return h.hexdigest()
 
 
@@ -207,6 +211,11 @@ def make_snapshot(
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
         elif precision == "fp16":
             tensors[f"w{i}"] = to_fp16(w)
+        elif i == len(layers) - 1:
+            # The output layer stays fp32: it is a rounding error of the bytes and compute
+            # (256×2 for CartPole, 2048×6 at the paper's width), and its quantization noise
+            # lands directly on the action values, flipping near-tied greedy actions.
+            tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
         else:
             tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int8(w, granularity)
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)

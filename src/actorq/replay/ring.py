@@ -54,7 +54,8 @@ class ReplayBuffer:
     # -- safe persistence (npz, never pickle) ------------------------------------------------
     def save(self, path: str | Path) -> None:
         data = self.all()
-        np.savez(path, _inserts=np.int64(self.inserts), **data)
+        arrays: dict[str, np.ndarray] = {"_inserts": np.array(self.inserts, np.int64), **data}
+        np.savez(path, **arrays)  # type: ignore[arg-type]
 
     def load(self, path: str | Path) -> None:
         with np.load(path, allow_pickle=False) as z:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Annotated, Any, Literal
@@ -128,10 +129,8 @@ class DQNConfig:
     def __post_init__(self) -> None:
         # Normalize only; validate() raises. (tyro would wrap an error raised here in a
         # multi-line box; the CLI validates after parsing and prints one line instead.)
-        try:
+        with contextlib.suppress(ConfigError):
             self.hidden = parse_hidden(self.hidden)
-        except ConfigError:
-            pass
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` (one line) for the first invalid field."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 from torch import nn
@@ -11,20 +13,20 @@ class MLP(nn.Module):
     def __init__(self, in_dim: int, hidden: tuple[int, ...], out_dim: int) -> None:
         super().__init__()
         dims = (in_dim, *hidden, out_dim)
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers[:-1]:
             x = torch.relu(layer(x))
-        return self.layers[-1](x)  # type: ignore[no-any-return]
+        out: torch.Tensor = self.layers[-1](x)
+        return out
 
     @torch.no_grad()
     def export_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """fp32 ``[(W (in, out), b), ...]``: the layout the snapshot and onnxruntime use."""
-        return [
-            (
-                np.ascontiguousarray(layer.weight.detach().cpu().numpy().T),
-                layer.bias.detach().cpu().numpy().copy(),
-            )
-            for layer in self.layers
-        ]
+        out = []
+        for layer in self.layers:
+            assert isinstance(layer, nn.Linear)
+            w = np.ascontiguousarray(layer.weight.detach().cpu().numpy().T)
+            out.append((w, layer.bias.detach().cpu().numpy().copy()))
+        return out

@@ -1,0 +1,148 @@
+"""The local backend: shared-memory cache, actor restarts, clean shutdown on Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actorq import DQNConfig, train
+from actorq.distributed.shm import SharedSnapshotCache
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+from tests.quant.test_snapshot import layers
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmd and "actor_proc" in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+def test_cache_serves_latest_and_survives_corruption() -> None:
+    spec = PolicySpec(4, (16,), 2)
+    name = f"actorq-test-{os.getpid()}-cache"
+    writer = SharedSnapshotCache(name, capacity=1 << 16, create=True)
+    try:
+        reader = SharedSnapshotCache(name)
+        assert reader.latest_version() == -1 and reader.fetch() is None
+        for v in range(1, 4):
+            writer.publish(v, make_snapshot(layers(spec, v), spec, "int8", v).to_bytes())
+            got = reader.fetch()
+            assert got is not None and got[0] == v
+            assert PolicySnapshot.from_bytes(got[1]).version == v
+        # a corrupted slot is detected by the snapshot checksum
+        slot = int(writer.hdr[1])
+        view = writer._slot(slot)
+        n = int(writer.hdr[4 + slot])
+        view[n - 10] = (view[n - 10] + 1) % 256  # inside the tensor data
+        got = reader.fetch()
+        assert got is not None
+        with pytest.raises(Exception, match="checksum"):
+            PolicySnapshot.from_bytes(got[1])
+        with pytest.raises(ValueError):
+            writer.publish(9, b"x" * (1 << 17))  # larger than a slot
+    finally:
+        writer.file.unlink()
+
+
+def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> None:
+    killed: list[int] = []
+
+    def kill_one(info: dict) -> None:
+        if not killed and info["actor_pids"] and info["env_steps"] > 2_000:
+            pid = info["actor_pids"][0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    r = train(
+        DQNConfig(
+            actors=2,
+            envs_per_actor=4,
+            total_steps=20_000,
+            min_replay_size=500,
+            stop_at_target=False,
+            eval_every=100_000,
+            progress=False,
+            log_every=0.5,
+            run_dir=str(tmp_path),
+        ),
+        callback=kill_one,
+    )
+    assert killed, "no actor was killed"
+    assert r.actor_restarts >= 1
+    assert r.env_steps >= 20_000  # the run went on to its budget
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert any(",faults/actor_restarts,1" in row for row in rows)
+    assert not _procs_mentioning(str(tmp_path))
+
+
+def test_ctrl_c_stops_everything_and_checkpoints(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "actorq.cli", "train", "dqn", "--actors", "2",
+           "--envs-per-actor", "4", "--total-steps", "10000000", "--no-progress",
+           "--run-dir", str(run)]  # fmt: skip
+    p = subprocess.Popen(
+        cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_procs_mentioning(str(run))) < 2:
+            time.sleep(0.2)
+        assert len(_procs_mentioning(str(run))) == 2, "actors did not start"
+        time.sleep(2.0)
+        os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, out.decode()[-2000:]
+    time.sleep(0.5)
+    assert not _procs_mentioning(str(run)), "orphan actor processes"
+    assert (run / "checkpoint" / "manifest.json").is_file()
+    assert not list(Path("/dev/shm").glob(f"actorq-{p.pid}-*"))
+
+
+def test_actors_exit_when_the_learner_is_killed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "actorq.cli", "train", "dqn", "--actors", "2",
+           "--envs-per-actor", "2", "--total-steps", "10000000", "--no-progress",
+           "--run-dir", str(run)]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_procs_mentioning(str(run))) < 2:
+        time.sleep(0.2)
+    p.kill()  # SIGKILL: no cleanup code runs in the learner
+    p.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _procs_mentioning(str(run)):
+        time.sleep(0.2)
+    assert not _procs_mentioning(str(run))
+    for f in Path("/dev/shm").glob(f"actorq-{p.pid}-*"):
+        f.unlink()  # a SIGKILLed learner cannot clean up its shared memory
+
+
+def test_publish_costs_the_learner_the_same_for_any_number_of_readers() -> None:
+    # one shared copy per machine: readers attach to it; publish never touches them
+    spec = PolicySpec(8, (64, 64), 4)
+    data = make_snapshot(layers(spec), spec, "int8", 1).to_bytes()
+    name = f"actorq-test-{os.getpid()}-fan"
+    writer = SharedSnapshotCache(name, capacity=len(data) + 1024, create=True)
+    try:
+        readers = [SharedSnapshotCache(name) for _ in range(16)]
+        writer.publish(1, data)
+        assert all(r.fetch() == (1, data) for r in readers)
+        assert np.all([r.latest_version() == 1 for r in readers])
+    finally:
+        writer.file.unlink()
