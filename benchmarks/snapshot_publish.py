@@ -38,22 +38,18 @@ os.environ["OMP_NUM_THREADS"] = "1"
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import onnxruntime
 import torch
 from rich.console import Console
 from rich.table import Table
 
+from _machine import machine_info
 from actorq.agents.dqn.networks import MLP
 from actorq.quant.quantizer import Granularity
 from actorq.quant.runtimes import OrtRuntime
@@ -91,51 +87,6 @@ PRECISIONS: tuple[tuple[str, str, Granularity], ...] = (
 
 
 # -- machine info -----------------------------------------------------------------------------
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    try:
-        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    return {
-        "cpu_model": cpu_model(),
-        "cores": os.cpu_count(),
-        "load_avg_at_start": load,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "numpy": np.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "git_commit": git_commit(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
 # -- measurement ------------------------------------------------------------------------------
 def ms(seconds: list[float]) -> float:
     return statistics.median(seconds) * 1e3
