@@ -272,7 +272,6 @@ def train(
             for ret, length in backend.drain_episodes():
                 ep_returns.append(ret)
                 ep_lengths.append(length)
-            c["episodes"] += 0
             if limiter.can_sample(cfg.batch_size, inserts, samples):
                 metrics = learner.update(replay.sample(cfg.batch_size, rng))
                 samples += cfg.batch_size
@@ -291,8 +290,7 @@ def train(
                 time.sleep(0.0002)
                 learner_wait += time.perf_counter() - t
 
-            st = backend.stats()
-            c["env_steps"] = st.env_steps
+            c["env_steps"] = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
             if c["env_steps"] >= next_eval:
                 next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
@@ -326,6 +324,7 @@ def train(
             if c["env_steps"] >= cfg.total_steps:
                 break
             if now - last_log >= cfg.log_every:
+                st = backend.stats()
                 restarted = backend.supervise()
                 if restarted:
                     progress.print(f"[yellow]restarted {restarted} actor(s)[/]")

@@ -121,6 +121,9 @@ class SyncBackend:
     def supervise(self) -> int:
         return 0
 
+    def env_steps(self) -> int:
+        return self.actor.env_steps
+
     def stats(self) -> BackendStats:
         a = self.actor
         return BackendStats(a.env_steps, self._busy, 0.0, 0, a.rejected, [a.version])
@@ -254,6 +257,12 @@ class LocalBackend:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs if p is not None]
+
+    def env_steps(self) -> int:
+        w = self.control.words
+        return self._steps_offset + int(
+            w[shm.GLOBAL_WORDS + shm.A_ENV_STEPS :: shm.ACTOR_WORDS].sum()
+        )
 
     def stats(self) -> BackendStats:
         hs = [self.control.actor(i) for i in range(self.n)]

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from actorq.core.types import EnvSpec
@@ -77,6 +76,5 @@ __all__ = [
     "env_spec",
     "make_env",
     "make_vector_env",
-    "np",
     "validate_env_id",
 ]

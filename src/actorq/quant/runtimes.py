@@ -37,7 +37,6 @@ def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
     With ``fp32_input_layer`` (default) an int8 snapshot's first layer runs in fp32 on its
     dequantized weights (weight-only quantization); the other layers run int8 kernels.
     """
-    import onnx
     from onnx import TensorProto, helper
 
     spec = snap.spec
@@ -96,7 +95,6 @@ def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
     model = helper.make_model(graph, opset_imports=opsets, producer_name="actorq")
     model.ir_version = ONNX_IR_VERSION
     model.doc_string = f"actorq policy v{snap.version} {snap.precision}"
-    del onnx  # imported for its side effect of registering helper
     return bytes(model.SerializeToString())
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
 from actorq.core.exploration import apex_epsilons
@@ -60,4 +58,4 @@ def make_actor_setup(cfg: DQNConfig, spec: EnvSpec) -> ActorSetup:
     )
 
 
-__all__ = ["make_actor_setup", "make_learner", "make_rate_limiter", "make_replay", "np"]
+__all__ = ["make_actor_setup", "make_learner", "make_rate_limiter", "make_replay"]
