@@ -81,3 +81,70 @@ def test_next_episode_starts_clean() -> None:
     b = adder.add(np.zeros(1), one, np.full((1, 1), 102.0, np.float32), f, f, None)
     b = adder.add(np.zeros(1), one, np.full((1, 1), 103.0, np.float32), f, f, None)
     assert b["obs"][0, 0] == 100.0  # starts from the reset observation, not the old episode
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_matches_brute_force_on_random_episodes(n: int) -> None:
+    """K envs with random episode ends: every emitted transition equals the one computed
+    from the whole recorded episode, and none is missing or duplicated."""
+    k, steps, gamma = 6, 300, 0.9
+    rng = np.random.default_rng(n)
+    obs_spec = ArraySpec((2,), "float32")
+    adder = NStepAdder(n, gamma, k, obs_spec, ACT)
+    ids = iter(range(1, 10**9))
+
+    def fresh() -> np.ndarray:
+        return np.array([[next(ids), 0.0] for _ in range(k)], np.float32)
+
+    cur = fresh()
+    adder.observe_first(cur)
+    episodes: list[list[list[tuple[float, int, float]]]] = [[[]] for _ in range(k)]
+    ends: list[list[tuple[bool, float]]] = [[] for _ in range(k)]  # (terminated, final id)
+    got = []
+    for _ in range(steps):
+        act = rng.integers(0, 3, k)
+        rew = rng.normal(size=k).astype(np.float32)
+        nxt = fresh()
+        end = rng.random(k) < 0.15
+        term = end & (rng.random(k) < 0.5)
+        trunc = end & ~term
+        final = fresh()  # last observation of the ended episodes
+        for e in range(k):
+            episodes[e][-1].append((float(cur[e, 0]), int(act[e]), float(rew[e])))
+            if end[e]:
+                ends[e].append((bool(term[e]), float(final[e, 0])))
+                episodes[e].append([])
+        # envs that did not end: their next obs is nxt; ended ones reset to nxt as well
+        b = adder.add(act, rew, nxt, term, trunc, final if end.any() else None)
+        if b:
+            got += [
+                (float(o[0]), int(a), float(r), float(d), float(x[0]))
+                for o, a, r, d, x in zip(
+                    b["obs"], b["action"], b["reward"], b["discount"], b["next_obs"], strict=True
+                )
+            ]
+        cur = nxt
+    want = []
+    for e in range(k):
+        for ep, (terminated, final_id) in zip(episodes[e], ends[e], strict=False):
+            T = len(ep)
+            for t in range(T):
+                m = min(n, T - t)
+                ret = sum(gamma**j * ep[t + j][2] for j in range(m))
+                at_end = t + m == T
+                disc = 0.0 if (at_end and terminated) else gamma**m
+                nxt_id = final_id if at_end else ep[t + m][0]
+                want.append((ep[t][0], ep[t][1], ret, disc, nxt_id))
+        # the episode still running: only its complete windows are out
+        ep = episodes[e][-1]
+        for t in range(len(ep) - n + 1):
+            ret = sum(gamma**j * ep[t + j][2] for j in range(n))
+            nxt_id = ep[t + n][0] if t + n < len(ep) else float(cur[e, 0])
+            want.append((ep[t][0], ep[t][1], ret, gamma**n, nxt_id))
+    # each observation id belongs to one step of one env, so it keys its transition
+    assert len(got) == len({g[0] for g in got}) == len(want)
+    by_obs = {w[0]: w for w in want}
+    for g in got:
+        w = by_obs[g[0]]
+        assert (g[1], g[4]) == (w[1], w[4])
+        assert g[2:4] == pytest.approx(w[2:4], rel=1e-5, abs=1e-5)

@@ -19,17 +19,28 @@ def apex_epsilons(count: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarr
 
 
 class EpsilonGreedy:
-    """argmax of action values with probability 1 - eps_k, else uniform, per environment k."""
+    """argmax of action values with probability 1 - eps_k, else uniform, per environment k.
 
-    def __init__(self, epsilons: np.ndarray, num_actions: int, seed: int) -> None:
+    Random numbers are drawn in blocks of ``block`` steps: it runs once per actor step, and one
+    generator call per step would cost more than the argmax itself at small K.
+    """
+
+    def __init__(self, epsilons: np.ndarray, num_actions: int, seed: int, block: int = 512) -> None:
         self.eps = np.asarray(epsilons, np.float64)
         self.num_actions = num_actions
         self.rng = np.random.default_rng(seed)
+        self.block = block
+        self._explore = np.zeros((0, len(self.eps)), bool)
+        self._i = 0
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
         greedy = q.argmax(axis=1)
         k = len(greedy)
-        explore = self.rng.random(k) < self.eps[:k]
+        if self._i >= len(self._explore):
+            self._explore = self.rng.random((self.block, len(self.eps))) < self.eps
+            self._i = 0
+        explore = self._explore[self._i, :k]
+        self._i += 1
         if explore.any():
-            greedy[explore] = self.rng.integers(0, self.num_actions, explore.sum())
-        return greedy.astype(np.int64)
+            greedy[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
+        return greedy

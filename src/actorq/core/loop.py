@@ -87,23 +87,22 @@ class VectorActor(Actor):
     def step(self) -> tuple[Batch, list[tuple[float, int]]]:
         action = self.select_action(self.obs)
         obs, rew, term, trunc, info = self.env.step(action)
-        obs = np.asarray(obs, np.float32)
-        final = info.get("final_obs")
+        obs = np.asarray(obs, np.float32)  # no copy for float32 envs
+        done = term | trunc
         final_arr = None
-        if final is not None:
-            # final_obs is an object array with None for envs that did not end
-            mask = info["_final_obs"]
-            final_arr = np.zeros_like(obs)
-            for i in np.flatnonzero(mask):
-                final_arr[i] = final[i]
-        out = self.adder.add(action, rew, obs, term, trunc, final_arr)
+        episodes: list[tuple[float, int]] = []
         self._ret += rew
         self._len += 1
-        episodes: list[tuple[float, int]] = []
-        done = np.logical_or(term, trunc)
-        for i in np.flatnonzero(done):
-            episodes.append((float(self._ret[i]), int(self._len[i])))
-            self._ret[i], self._len[i] = 0.0, 0
+        if done.any():
+            # SAME_STEP autoreset: ``obs`` already holds the next episodes' first observations;
+            # the ended episodes' last ones are in info["final_obs"] (None for other envs).
+            ended = np.flatnonzero(done)
+            final_arr = obs.copy()
+            final_arr[ended] = np.stack([info["final_obs"][i] for i in ended]).astype(np.float32)
+            for i in ended:
+                episodes.append((float(self._ret[i]), int(self._len[i])))
+            self._ret[ended], self._len[ended] = 0.0, 0
+        out = self.adder.add(action, rew, obs, term, trunc, final_arr)
         self.obs = obs
         self.env_steps += self.k
         return out, episodes

@@ -5,6 +5,10 @@ R = sum_{i<m} gamma^i r_{t+i}; m = n while the episode runs, and shorter at its 
 episode terminates the discount is 0 (no bootstrap); when it is truncated (a time limit) the
 discount is gamma^m and s_{t+m} is the final observation, so the learner bootstraps from it —
 the time limit is not part of the MDP (Pardo et al., 2018).
+
+It runs once per actor step, so it is written to cost a few numpy calls whatever K is: the
+n-step returns of every window age come from one small matrix product, and the transitions a
+step completes are picked with one boolean mask (no Python loop over environments).
 """
 
 from __future__ import annotations
@@ -27,7 +31,17 @@ class NStepAdder:
         self._len = np.zeros(num_envs, np.int64)  # steps of the current episode in the window
         self._cur: np.ndarray | None = None
         self._t = 0
-        self._powers = self.gamma ** np.arange(n + 1)
+        self._powers = (self.gamma ** np.arange(n + 1)).astype(np.float32)
+        # Ring rows of the reward window, oldest to newest, when the newest row is j.
+        self._window = np.stack([(j - n + 1 + np.arange(n)) % n for j in range(n)])
+        # G[a, p]: weight of window position p (p = n-1 is the newest reward) in the return of
+        # the transition that started a steps ago: R_a = sum_{i<=a} gamma^i r_{t-a+i}.
+        self._returns = np.zeros((n, n), np.float32)
+        for a in range(n):
+            for i in range(a + 1):
+                self._returns[a, n - 1 - a + i] = self.gamma**i
+        self._ages = np.arange(n)[:, None]
+        self._full_discount = np.full(num_envs, self._powers[n], np.float32)
 
     def observe_first(self, obs: np.ndarray) -> None:
         self._cur = np.array(obs, copy=True)
@@ -42,7 +56,7 @@ class NStepAdder:
         truncated: np.ndarray,
         final_obs: np.ndarray | None = None,
     ) -> Batch:
-        """Record one vector step; return the transitions it completes.
+        """Record one vector step; return the transitions it completes (new arrays).
 
         ``next_obs`` is what the env returned (for ended envs: the next episode's first
         observation, same-step autoreset); ``final_obs`` holds the last observation of the
@@ -53,56 +67,49 @@ class NStepAdder:
         self._obs[j] = self._cur
         self._act[j] = action
         self._rew[j] = reward
-        self._len = np.minimum(self._len + 1, n)
-        done = np.logical_or(terminated, truncated)
-        true_next = next_obs
-        if done.any():
-            assert final_obs is not None, "final_obs required when an episode ends"
-            true_next = np.where(
-                done.reshape(-1, *([1] * (next_obs.ndim - 1))), final_obs, next_obs
-            )
-
-        parts: list[Batch] = []
-        full = (self._len >= n) & ~done
-        if full.any():
-            s = (self._t - n + 1) % n
-            rows = (s + np.arange(n)) % n
-            ret = self._powers[:n] @ self._rew[rows]  # (K,)
-            ks = np.flatnonzero(full)
-            parts.append(
-                {
-                    "obs": self._obs[s, ks],
-                    "action": self._act[s, ks],
-                    "reward": ret[ks].astype(np.float32),
-                    "discount": np.full(len(ks), self._powers[n], np.float32),
-                    "next_obs": true_next[ks],
-                }
-            )
-        for k in np.flatnonzero(done):
-            m = int(self._len[k])
-            ages = np.arange(m)  # age 0: started at this step; age a: started a steps ago
-            rows = (self._t - ages) % n
-            rew = self._rew[:, k]
-            # R for the transition of age a: sum_{i<=a} gamma^i r_{t-a+i}
-            rets = np.array(
-                [self._powers[: a + 1] @ rew[(self._t - a + np.arange(a + 1)) % n] for a in ages],
-                np.float32,
-            )
-            disc = np.zeros(m, np.float32) if terminated[k] else self._powers[ages + 1]
-            parts.append(
-                {
-                    "obs": self._obs[rows, k],
-                    "action": self._act[rows, k],
-                    "reward": rets,
-                    "discount": disc.astype(np.float32),
-                    "next_obs": np.repeat(true_next[k][None], m, axis=0),
-                }
-            )
-            self._len[k] = 0
+        length = self._len
+        np.minimum(length + 1, n, out=length)
         self._cur = np.array(next_obs, copy=True)
         self._t += 1
-        if not parts:
-            return {}
-        if len(parts) == 1:
-            return parts[0]
-        return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        done = np.logical_or(terminated, truncated)
+        rets = self._returns @ self._rew[self._window[j]]  # (age, K)
+        s = (j + 1) % n  # ring row of the oldest transition (age n - 1)
+
+        if not done.any():
+            if length[0] >= n and length.min() >= n:  # steady state: one window per env
+                return {
+                    "obs": self._obs[s].copy(),
+                    "action": self._act[s].copy(),
+                    "reward": rets[n - 1],
+                    "discount": self._full_discount.copy(),
+                    "next_obs": self._cur.copy(),
+                }
+            ks = np.flatnonzero(length >= n)
+            if not len(ks):
+                return {}
+            return {
+                "obs": self._obs[s, ks],
+                "action": self._act[s, ks],
+                "reward": rets[n - 1, ks],
+                "discount": self._full_discount[ks],
+                "next_obs": self._cur[ks],
+            }
+
+        assert final_obs is not None, "final_obs required when an episode ends"
+        # Transitions to emit, by (age, env): every transition of an episode that ended, and
+        # the full window of every env still running.
+        emit = (self._ages < length) & done
+        emit[n - 1] |= (length >= n) & ~done
+        age, ks = np.nonzero(emit)
+        rows = (j - age) % n
+        ended = done[ks]
+        discount = np.where(np.asarray(terminated)[ks], 0.0, self._powers[age + 1])
+        nxt = np.where(ended.reshape(-1, *([1] * (next_obs.ndim - 1))), final_obs[ks], next_obs[ks])
+        length[done] = 0
+        return {
+            "obs": self._obs[rows, ks],
+            "action": self._act[rows, ks],
+            "reward": rets[age, ks],
+            "discount": discount.astype(np.float32),
+            "next_obs": nxt.astype(self._obs.dtype, copy=False),
+        }
