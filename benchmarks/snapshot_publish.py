@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from rich.console import Console
 from rich.table import Table
@@ -77,13 +78,16 @@ POLICIES: tuple[Policy, ...] = (
     Policy("24→3×2048→6 (paper)", 24, (2048, 2048, 2048), 6),
 )
 
-#: (label, precision, granularity)
-PRECISIONS: tuple[tuple[str, str, Granularity], ...] = (
-    ("fp32", "fp32", "per_channel"),
-    ("fp16", "fp16", "per_channel"),
-    ("int8 per_channel", "int8", "per_channel"),
-    ("int8 per_tensor", "int8", "per_tensor"),
+#: (label, precision, granularity, GPTQ-calibrated rounding)
+PRECISIONS: tuple[tuple[str, str, Granularity, bool], ...] = (
+    ("fp32", "fp32", "per_channel", False),
+    ("fp16", "fp16", "per_channel", False),
+    ("int8 per_channel", "int8", "per_channel", False),
+    ("int8 per_tensor", "int8", "per_tensor", False),
+    ("int8 per_channel + GPTQ", "int8", "per_channel", True),
 )
+#: Calibration states per publish (DQNConfig.calibration_states' default).
+CALIBRATION_STATES = 1024
 
 
 # -- machine info -----------------------------------------------------------------------------
@@ -93,9 +97,18 @@ def ms(seconds: list[float]) -> float:
 
 
 def measure(
-    net: MLP, policy: Policy, precision: str, granularity: Granularity, repeats: int
+    net: MLP,
+    policy: Policy,
+    precision: str,
+    granularity: Granularity,
+    repeats: int,
+    gptq: bool = False,
 ) -> dict[str, Any]:
     spec = policy.spec
+    calib = None
+    if gptq:
+        rng = np.random.default_rng(0)
+        calib = rng.standard_normal((CALIBRATION_STATES, policy.obs_dim)).astype(np.float32)
     parts: dict[str, list[float]] = {
         k: [] for k in ("export", "quantize", "serialize", "publish", "decode", "ort_build")
     }
@@ -104,7 +117,7 @@ def measure(
         t0 = time.perf_counter()
         layers = net.export_layers()
         t1 = time.perf_counter()
-        snap = make_snapshot(layers, spec, precision, version=i + 1, granularity=granularity)
+        snap = make_snapshot(layers, spec, precision, i + 1, granularity, calibration=calib)
         t2 = time.perf_counter()
         data = snap.to_bytes()
         t3 = time.perf_counter()
@@ -248,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(SEED)
         net = MLP(policy.obs_dim, policy.hidden, policy.out_dim)
         fp32_bytes: int | None = None
-        for label, precision, granularity in PRECISIONS:
-            r = measure(net, policy, precision, granularity, args.repeats)
+        for label, precision, granularity, gptq in PRECISIONS:
+            r = measure(net, policy, precision, granularity, args.repeats, gptq)
             if precision == "fp32":
                 fp32_bytes = r["bytes"]
             assert fp32_bytes is not None  # fp32 comes first

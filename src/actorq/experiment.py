@@ -94,8 +94,8 @@ def load_run_config(run_dir: Path) -> DQNConfig:
 def agreement(a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16) -> float:
     """Share of states on which two snapshots' greedy actions agree (onnxruntime for both).
 
-    Inference runs in batches of ``batch`` (the actors' K): dynamic int8 quantization picks its
-    activation scale per call, so the batch an actor uses is part of what it computes.
+    Inference runs in batches of ``batch`` (the actors' K); int8 activations are quantized per
+    state, so the batch size does not change the result (tests/quant/test_runtimes.py).
     """
     ra, rb = make_runtime(a), make_runtime(b)
     hits = 0
@@ -204,9 +204,17 @@ def train(
         setup.seed = cfg.seed + 104_729 * (c["env_steps"] // 1000 + 1)  # fresh env seeds
     fp32_bytes = len(make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes())
 
+    gptq = cfg.uses_gptq()
+
     def snapshot(version: int) -> PolicySnapshot:
+        calib = None
+        if gptq and replay.size:
+            # Fresh replay states per publish, from a generator keyed by (seed, version):
+            # reproducible, resume-safe, and independent of the learner's sampling stream.
+            calib_rng = np.random.default_rng((cfg.seed, version))
+            calib = replay.sample(min(cfg.calibration_states, replay.size), calib_rng)["obs"]
         return make_snapshot(
-            learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity
+            learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity, calib
         )
 
     first = snapshot(c["version"]).to_bytes()

@@ -31,6 +31,44 @@ def test_int8_and_fp32_pick_the_same_actions_on_most_states() -> None:
     assert (a32 == a8).mean() >= 0.97  # random weights: many near-ties; trained nets do better
 
 
+@pytest.mark.parametrize("granularity", ["per_channel", "per_tensor"])
+def test_int8_action_of_a_state_does_not_depend_on_the_rest_of_the_batch(
+    granularity: str,
+) -> None:
+    """Activations are quantized per row: a batch of K gives what K single calls give, even
+    when one state's activations are 100× larger than the others'."""
+    spec = PolicySpec(8, (128, 128, 128), 4)
+    snap = make_snapshot(layers(spec, seed=5), spec, "int8", 1, granularity)  # type: ignore[arg-type]
+    rt = make_runtime(snap)
+    x = np.random.default_rng(3).standard_normal((16, 8)).astype(np.float32)
+    x[0] *= 100.0
+    batched = rt(x)
+    single = np.concatenate([rt(x[i : i + 1]) for i in range(16)])
+    np.testing.assert_allclose(batched, single, rtol=1e-5, atol=1e-5 * np.abs(single).max())
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_int8_graph_computes_exactly_the_documented_arithmetic(activation: str) -> None:
+    """numpy emulation of the int8 layers (uint8 activations, one scale per row; int8 weights)
+    matches onnxruntime to float rounding. Catches graph rewrites that change the math (an
+    onnxruntime fusion once applied the row scales wrongly)."""
+    spec = PolicySpec(8, (128, 128, 128), 4, activation=activation)
+    rng = np.random.default_rng(4)
+    ls = [(w, rng.standard_normal(b.shape).astype(np.float32)) for w, b in layers(spec, seed=7)]
+    snap = make_snapshot(ls, spec, "int8", 1)
+    x = rng.standard_normal((64, 8)).astype(np.float32) * 3
+    h = x
+    for i, (w, b) in enumerate(snap.dequantized()):
+        if snap.tensors[f"w{i}"].dtype == np.int8:
+            qmax = 255.0 if activation == "relu" else 127.0  # uint8 levels vs symmetric int8
+            xs = np.maximum(np.abs(h).max(1, keepdims=True), 1e-30) / qmax
+            h = np.round(h / xs) * xs
+        h = h @ w + b
+        if i < spec.num_layers - 1:
+            h = np.maximum(h, 0) if activation == "relu" else np.tanh(h)
+    np.testing.assert_allclose(make_runtime(snap)(x), h, rtol=1e-4, atol=1e-4 * np.abs(h).max())
+
+
 def test_onnx_runtime_path_does_not_import_torch() -> None:
     code = (
         "import sys, numpy as np\n"

@@ -1,16 +1,17 @@
 """Inference runtimes for a :class:`PolicySnapshot`: onnxruntime (default), numpy, torch.
 
-Actors run onnxruntime: no torch import, fast at batch 1, and a real int8 path. The int8 graph
-uses onnxruntime's ``DynamicQuantizeMatMul`` (com.microsoft): activations are quantized to uint8
-per call, weights are our int8 with per-column scales, and the bias is added in fp32. On
-AVX512-VNNI it runs a 3×2048 MLP ~7× faster than fp32 at batch 1 (benchmarks/actor_throughput.py).
+Actors run onnxruntime: no torch import, fast at batch 1, and a real int8 path. An int8 layer
+quantizes its input activations to uint8 with one scale per row, multiplies them with our int8
+weights in exact int32 (``MatMulInteger``), and rescales by row scale × per-column weight scale
+in fp32. On AVX512-VNNI a 3×2048 MLP runs several times faster than fp32 at batch 1
+(benchmarks/actor_throughput.py).
 fp16 snapshots are a broadcast format: weights are rounded to half precision and computed in fp32
 (onnxruntime's CPU provider has no fast fp16 GEMM on x86).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,11 +32,11 @@ class PolicyRuntime(Protocol):
     def __call__(self, obs: np.ndarray) -> np.ndarray: ...
 
 
-def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
+def to_onnx(snap: PolicySnapshot) -> bytes:
     """Serialize the snapshot as a standalone ONNX model (input ``obs``, output ``out``).
 
-    With ``fp32_input_layer`` (default) an int8 snapshot's first layer runs in fp32 on its
-    dequantized weights (weight-only quantization); the other layers run int8 kernels.
+    int8 layers quantize their input activations per row and run an integer matmul (see
+    :func:`_int8_linear`); fp32 and fp16 layers run an fp32 MatMul.
     """
     from onnx import TensorProto, helper
 
@@ -53,25 +54,9 @@ def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
     for i in range(spec.num_layers):
         w, b = snap.tensors[f"w{i}"], snap.tensors[f"b{i}"]
         y = "out" if (i == last and spec.output_activation == "none") else f"z{i}"
-        if w.dtype == np.int8 and i == 0 and fp32_input_layer:
-            # Raw observations mix scales (CartPole: angle ±0.2 rad, velocities ±3): one uint8
-            # grid for all of them would erase the small ones. The input layer is tiny, so it
-            # computes in fp32 on the dequantized int8 weights; bytes on the wire stay int8.
-            wd = (w.astype(np.float32) * snap.tensors[f"s{i}"]).astype(np.float32)
-            nodes.append(helper.make_node("MatMul", [x, init(f"w{i}", wd)], [f"m{i}"]))
-            nodes.append(helper.make_node("Add", [f"m{i}", init(f"b{i}", b)], [y]))
-        elif w.dtype == np.int8:
-            s = snap.tensors[f"s{i}"]
-            if s.shape[0] == 1:  # per-tensor: the kernel takes a scalar or one scale per column
-                s = np.full(w.shape[1], s[0], dtype=np.float32)
-            nodes.append(
-                helper.make_node(
-                    "DynamicQuantizeMatMul",
-                    [x, init(f"w{i}", w), init(f"s{i}", s), "", init(f"b{i}", b)],
-                    [y],
-                    domain="com.microsoft",
-                )
-            )
+        if w.dtype == np.int8:
+            relu_input = i > 0 and spec.activation == "relu"
+            nodes += _int8_linear(x, y, i, w, snap.tensors[f"s{i}"], b, init, relu_input)
         else:
             wf = init(f"w{i}", w.astype(np.float32))
             nodes.append(helper.make_node("MatMul", [x, wf], [f"m{i}"]))
@@ -90,12 +75,70 @@ def to_onnx(snap: PolicySnapshot, fp32_input_layer: bool = True) -> bytes:
         inits,
     )
     opsets = [helper.make_opsetid("", ONNX_OPSET)]
-    if any(t.dtype == np.int8 for t in snap.tensors.values()):
-        opsets.append(helper.make_opsetid("com.microsoft", 1))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="actorq")
     model.ir_version = ONNX_IR_VERSION
     model.doc_string = f"actorq policy v{snap.version} {snap.precision}"
     return bytes(model.SerializeToString())
+
+
+def _int8_linear(
+    x: str,
+    y: str,
+    i: int,
+    w: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    init: Any,
+    nonnegative: bool,
+) -> list[Any]:
+    """``y = x @ (w * scale) + bias`` with int8 weights and uint8 activations, exact int32 sums.
+
+    Activations are quantized with one scale per row (per state), not per call: with
+    onnxruntime's fused DynamicQuantizeMatMul the scale is shared by the whole batch, so one
+    state with large activations coarsens the others and an actor's action for a state would
+    depend on which states its other environments happen to be in. Per row, the batch of K
+    computes exactly what K calls of batch 1 would, at the same speed at 3×2048 (measured in
+    docs/results.md).
+    """
+    from onnx import TensorProto, helper
+
+    p = f"q{i}_"
+    if scale.shape[0] == 1:  # per-tensor weights: the same scale for every column
+        scale = np.full(w.shape[1], scale[0], dtype=np.float32)
+    if nonnegative:  # post-ReLU: uint8 with zero point 0 uses all 256 levels
+        absmax, qmax, zero_point = [x], 255.0, []
+        to_uint8 = [helper.make_node("Cast", [p + "xr"], [p + "xq"], to=TensorProto.UINT8)]
+        prologue = []
+    else:  # signed inputs: symmetric levels -127..127, stored with zero point 128
+        absmax, qmax, zero_point = [p + "abs"], 127.0, [init(p + "zp", np.array([128], np.uint8))]
+        prologue = [helper.make_node("Abs", [x], [p + "abs"])]
+        to_uint8 = [
+            helper.make_node(
+                "Add", [p + "xr", init(p + "128", np.array([128.0], np.float32))], [p + "xu"]
+            ),
+            helper.make_node("Cast", [p + "xu"], [p + "xq"], to=TensorProto.UINT8),
+        ]
+    return [
+        *prologue,
+        helper.make_node("ReduceMax", absmax, [p + "amax"], keepdims=1, axes=[1]),
+        helper.make_node(
+            "Max", [p + "amax", init(p + "tiny", np.array([1e-30], np.float32))], [p + "m"]
+        ),
+        helper.make_node(
+            "Div", [p + "m", init(p + "qmax", np.array([qmax], np.float32))], [p + "xs"]
+        ),
+        helper.make_node("Div", [x, p + "xs"], [p + "xd"]),
+        helper.make_node("Round", [p + "xd"], [p + "xr"]),
+        *to_uint8,
+        helper.make_node("MatMulInteger", [p + "xq", init(f"w{i}", w), *zero_point], [p + "acc"]),
+        helper.make_node("Cast", [p + "acc"], [p + "accf"], to=TensorProto.FLOAT),
+        # Column scales, then row scales, then bias. In the other order (row × column scales
+        # first) onnxruntime 1.31's MatMulIntegerToFloat fusion folds the bias in wrongly
+        # (tests/quant/test_runtimes.py checks this graph against a numpy emulation).
+        helper.make_node("Mul", [p + "accf", init(f"s{i}", scale[None, :])], [p + "mc"]),
+        helper.make_node("Mul", [p + "mc", p + "xs"], [p + "mm"]),
+        helper.make_node("Add", [p + "mm", init(f"b{i}", bias)], [y]),
+    ]
 
 
 class OrtRuntime:

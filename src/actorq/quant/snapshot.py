@@ -86,7 +86,8 @@ class PolicySnapshot:
     Tensors, per layer ``i``: ``w{i}`` of shape (in, out) — float32, float16 or int8 — plus
     ``s{i}`` (float32 scales, int8 weights only) and ``b{i}`` (float32 bias; biases are a
     rounding error of the size and stay fp32, as in QuaRL and onnxruntime's dynamic
-    quantization). An int8 snapshot keeps its output layer in fp32 (see :func:`make_snapshot`).
+    quantization). An int8 snapshot keeps its input and output layers in fp32 (see
+    :func:`make_snapshot`).
     """
 
     version: int
@@ -201,22 +202,42 @@ def make_snapshot(
     precision: str,
     version: int,
     granularity: Granularity = "per_channel",
+    calibration: np.ndarray | None = None,
 ) -> PolicySnapshot:
-    """Quantize fp32 layers ``[(W (in, out), b), ...]`` into a snapshot at ``precision``."""
+    """Quantize fp32 layers ``[(W (in, out), b), ...]`` into a snapshot at ``precision``.
+
+    ``calibration``: observations (n, obs_dim), e.g. from replay. When given, int8 weights are
+    rounded with GPTQ on each layer's fp32 inputs (:mod:`actorq.quant.calibration`) instead of
+    to nearest; the format and the scales are the same either way.
+    """
+    from actorq.quant.calibration import gptq_int8
+
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
     tensors: dict[str, np.ndarray] = {}
+    x = None
+    if calibration is not None and precision == "int8" and len(calibration):
+        x = np.asarray(calibration, np.float32)
     for i, (w, b) in enumerate(layers):
         if precision == "fp32":
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
         elif precision == "fp16":
             tensors[f"w{i}"] = to_fp16(w)
-        elif i == len(layers) - 1:
-            # The output layer stays fp32: it is a rounding error of the bytes and compute
-            # (256×2 for CartPole, 2048×6 at the paper's width), and its quantization noise
-            # lands directly on the action values, flipping near-tied greedy actions.
+        elif i in (0, len(layers) - 1):
+            # The input and output layers stay fp32 (as in most int8 deployments): together
+            # they are <1% of a 3×2048 policy's bytes and compute, and their quantization noise
+            # is the most harmful. Input: raw observations mix scales (CartPole: angle ±0.2 rad,
+            # velocities ±3), and with only obs_dim weights per channel one large weight sets
+            # the scale of the small ones. Output: its noise lands directly on the action
+            # values and flips near-tied greedy actions.
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
+        elif x is not None:
+            tensors[f"w{i}"], tensors[f"s{i}"] = gptq_int8(w, x, granularity)
         else:
             tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int8(w, granularity)
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
+        if x is not None and i < len(layers) - 1:
+            x = x @ w + b  # the next layer's fp32 inputs on the calibration states
+            act = spec.activation
+            x = np.maximum(x, 0) if act == "relu" else (np.tanh(x) if act == "tanh" else x)
     return PolicySnapshot(version, precision, spec, tensors, granularity)

@@ -27,7 +27,8 @@ class DQNLearner(Learner):
         self.cfg = cfg
         self.device = torch.device(cfg.device)
         torch.manual_seed(cfg.seed)
-        self.q = MLP(spec.obs_dim, cfg.hidden, spec.num_actions).to(self.device)
+        self.q = MLP(spec.obs_dim, cfg.hidden, spec.num_actions, dueling=cfg.dueling)
+        self.q.to(self.device)
         self.target = copy.deepcopy(self.q)
         self.target.requires_grad_(False)
         self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)

@@ -1,4 +1,4 @@
-"""Q-network: an MLP whose layers map one-to-one onto a PolicySnapshot's layers."""
+"""Q-networks whose exported layers map one-to-one onto a PolicySnapshot's plain MLP layers."""
 
 from __future__ import annotations
 
@@ -10,16 +10,44 @@ from torch import nn
 
 
 class MLP(nn.Module):
-    def __init__(self, in_dim: int, hidden: tuple[int, ...], out_dim: int) -> None:
+    """ReLU MLP Q-network, optionally with a dueling head.
+
+    Dueling (Wang et al., "Dueling Network Architectures for Deep RL", ICML 2016):
+    ``Q = V + A - mean(A)``. The last hidden layer is split in two halves, a value stream and
+    an advantage stream, each with its own linear head. Why it is the default in actorq: the
+    greedy action depends only on the advantage stream, whose activations are on the scale of
+    the action gap rather than of the return, so int8 noise in the hidden layers flips far fewer
+    near-tied actions than in a plain head (measured in docs/results.md). Both streams read the
+    same input, so the whole network is still a plain MLP once exported: the last hidden layer
+    is the concatenation of the streams, and the output layer is block-structured.
+    """
+
+    def __init__(
+        self, in_dim: int, hidden: tuple[int, ...], out_dim: int, dueling: bool = False
+    ) -> None:
         super().__init__()
-        dims = (in_dim, *hidden, out_dim)
+        if dueling and (hidden[-1] < 2 or hidden[-1] % 2):
+            raise ValueError(f"a dueling head needs an even last hidden width, got {hidden[-1]}")
+        self.dueling = dueling
+        self.out_dim = out_dim
+        dims = (in_dim, *hidden)
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
+        if dueling:
+            half = hidden[-1] // 2
+            self.value = nn.Linear(half, 1)
+            self.advantage = nn.Linear(half, out_dim)
+        else:
+            self.head = nn.Linear(hidden[-1], out_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers[:-1]:
+        for layer in self.layers:
             x = torch.relu(layer(x))
-        out: torch.Tensor = self.layers[-1](x)
-        return out
+        if not self.dueling:
+            out: torch.Tensor = self.head(x)
+            return out
+        hv, ha = x.chunk(2, dim=-1)
+        a = self.advantage(ha)
+        return self.value(hv) + a - a.mean(dim=-1, keepdim=True)
 
     @torch.no_grad()
     def export_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -27,6 +55,21 @@ class MLP(nn.Module):
         out = []
         for layer in self.layers:
             assert isinstance(layer, nn.Linear)
-            w = np.ascontiguousarray(layer.weight.detach().cpu().numpy().T)
-            out.append((w, layer.bias.detach().cpu().numpy().copy()))
+            out.append(_numpy(layer.weight.T, layer.bias))
+        if not self.dueling:
+            out.append(_numpy(self.head.weight.T, self.head.bias))
+            return out
+        # Fold V + A - mean(A) into one (hidden, actions) matrix acting on [hv, ha].
+        wv, bv = self.value.weight, self.value.bias  # (1, half), (1,)
+        wa, ba = self.advantage.weight, self.advantage.bias  # (n, half), (n,)
+        wa_c, ba_c = wa - wa.mean(0, keepdim=True), ba - ba.mean()
+        w = torch.cat([wv.T.expand(-1, self.out_dim), wa_c.T], dim=0)
+        out.append(_numpy(w, bv + ba_c))
         return out
+
+
+def _numpy(w: torch.Tensor, b: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    return (
+        np.ascontiguousarray(w.detach().cpu().numpy(), dtype=np.float32),
+        b.detach().cpu().numpy().astype(np.float32, copy=True),
+    )
