@@ -1,0 +1,97 @@
+"""The D4PG update rule, readable top to bottom.
+
+D4PG (Barth-Maron et al., "Distributed Distributional Deterministic Policy Gradients", ICLR
+2018): DDPG's deterministic policy gradient (Lillicrap et al., 2016) with a categorical
+distributional critic (C51), n-step returns and target networks. The critic minimizes the cross
+entropy to the projected target distribution of r + γⁿ Z'(s', π'(s')); the policy ascends the
+critic's expected value E[Z(s, π(s))]. Targets are updated every ``target_update_period``
+learner steps (Acme's D4PG), not by Polyak averaging.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from actorq.agents.d4pg.categorical import categorical_projection
+from actorq.agents.d4pg.networks import DistributionalCritic, Policy
+from actorq.core.types import Batch
+
+
+class D4PGLearner:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        policy_hidden: tuple[int, ...] = (256, 256, 256),
+        critic_hidden: tuple[int, ...] = (512, 512, 256),
+        num_atoms: int = 51,
+        v_min: float = -150.0,
+        v_max: float = 150.0,
+        policy_lr: float = 1e-4,
+        critic_lr: float = 1e-4,
+        target_update_period: int = 100,
+        max_grad_norm: float = 40.0,
+        device: str = "cpu",
+        seed: int = 0,
+    ) -> None:
+        torch.manual_seed(seed)
+        self.device = torch.device(device)
+        self.policy = Policy(obs_dim, policy_hidden, act_dim).to(self.device)
+        self.critic = DistributionalCritic(obs_dim, act_dim, critic_hidden, num_atoms)
+        self.critic.to(self.device)
+        self.target_policy = copy.deepcopy(self.policy).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.atoms = torch.linspace(v_min, v_max, num_atoms, device=self.device)
+        self.policy_opt = torch.optim.Adam(self.policy.parameters(), lr=policy_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=critic_lr)
+        self.target_update_period = target_update_period
+        self.max_grad_norm = max_grad_norm
+        self.updates = 0
+
+    def _t(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
+
+    @torch.no_grad()
+    def target_distribution(self, batch: Batch) -> torch.Tensor:
+        """The projected n-step target: r + d·Z'(s', π'(s')) on the critic's atoms."""
+        next_obs = self._t(batch["next_obs"])
+        probs = F.softmax(self.target_critic(next_obs, self.target_policy(next_obs)), dim=-1)
+        return categorical_projection(
+            self.atoms, probs, self._t(batch["reward"]), self._t(batch["discount"])
+        )
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        obs, action = self._t(batch["obs"]), self._t(batch["action"])
+        target = self.target_distribution(batch)
+
+        logits = self.critic(obs, action)
+        critic_loss = -(target * F.log_softmax(logits, dim=-1)).sum(-1).mean()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
+        self.critic_opt.step()
+
+        # Policy: maximize the expected return under the (just updated) critic.
+        q = (F.softmax(self.critic(obs, self.policy(obs)), dim=-1) * self.atoms).sum(-1)
+        policy_loss = -q.mean()
+        self.policy_opt.zero_grad(set_to_none=True)
+        policy_loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.policy_opt.step()
+
+        self.updates += 1
+        if self.updates % self.target_update_period == 0:
+            self.target_policy.load_state_dict(self.policy.state_dict())
+            self.target_critic.load_state_dict(self.critic.state_dict())
+        return {
+            "losses/critic_loss": float(critic_loss.detach()),
+            "losses/policy_loss": float(policy_loss.detach()),
+            "losses/q_values": float(q.detach().mean()),
+        }
+
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.policy.export_layers()
