@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from actorq.agents.d4pg.config import D4PGConfig
     from actorq.agents.dqn.config import DQNConfig
     from actorq.experiment import TrainResult, train
 
-__all__ = ["DQNConfig", "TrainResult", "__version__", "make_env", "train"]
+__all__ = ["D4PGConfig", "DQNConfig", "TrainResult", "__version__", "make_env", "train"]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,6 +29,10 @@ def __getattr__(name: str) -> Any:
         from actorq.agents.dqn.config import DQNConfig
 
         return DQNConfig
+    if name == "D4PGConfig":
+        from actorq.agents.d4pg.config import D4PGConfig
+
+        return D4PGConfig
     if name == "make_env":
         from actorq.envs import make_env
 

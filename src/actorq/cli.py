@@ -1,6 +1,7 @@
 """The ``actorq`` command.
 
     actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
+    actorq train d4pg --env dmc:cartpole-balance --precision int8
     actorq eval RUN_DIR [--precision fp32] [--episodes 10]
     actorq export RUN_DIR --out policy.onnx [--precision int8]
 
@@ -20,10 +21,10 @@ import tyro
 from actorq.errors import ActorQError
 
 if TYPE_CHECKING:
-    from actorq.agents.dqn.config import DQNConfig
+    from actorq.config import ExperimentConfig
     from actorq.quant.snapshot import PolicySnapshot
 
-ALGOS = ("dqn",)
+ALGOS = ("dqn", "d4pg")
 
 
 @dataclasses.dataclass
@@ -61,8 +62,8 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
-def _load_snapshot(run_dir: str, precision: str | None) -> tuple[DQNConfig, PolicySnapshot]:
-    from actorq.agents.dqn import builder
+def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfig, PolicySnapshot]:
+    from actorq.agents import builder_for
     from actorq.checkpoint import load
     from actorq.envs import env_spec
     from actorq.experiment import load_run_config
@@ -72,6 +73,7 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[DQNConfig, Poli
     if not rd.is_dir():
         raise ActorQError(f"run directory not found: {rd}")
     cfg = load_run_config(rd)
+    builder = builder_for(cfg)
     tensors, state, _ = load(rd / "checkpoint")
     spec = env_spec(cfg.env)
     learner = builder.make_learner(cfg, spec)
@@ -92,7 +94,7 @@ def cmd_eval(a: EvalArgs) -> int:
     from actorq.quant.runtimes import make_runtime
 
     cfg, snap = _load_snapshot(a.run_dir, a.precision)
-    rets = evaluate(make_runtime(snap, a.runtime), cfg.env, a.episodes, a.seed)
+    rets = evaluate(make_runtime(snap, a.runtime), cfg.env, a.episodes, a.seed, cfg.env_kwargs())
     print(
         f"{cfg.env} {snap.precision}: mean return {rets.mean():.1f} ± {rets.std():.1f} "
         f"over {a.episodes} episodes (min {rets.min():.0f}, max {rets.max():.0f})"
@@ -118,9 +120,9 @@ def cmd_export(a: ExportArgs) -> int:
 def cmd_train(algo: str, argv: list[str]) -> int:
     if algo not in ALGOS:
         return _fail(f"unknown algorithm {algo!r}; available: {', '.join(ALGOS)}")
-    from actorq.agents.dqn.config import DQNConfig
+    from actorq.agents import config_class
 
-    cfg = tyro.cli(DQNConfig, args=argv, prog=f"actorq train {algo}")
+    cfg = tyro.cli(config_class(algo), args=argv, prog=f"actorq train {algo}")
     cfg.validate()
     from actorq.envs import validate_env_id
 
@@ -137,6 +139,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
 USAGE = """usage: actorq {train,eval,export} ...
 
   actorq train dqn [--env ID] [--precision fp32|fp16|int8] [--actors N] ...   (see --help)
+  actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
 """

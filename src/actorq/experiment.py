@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from actorq import checkpoint as ckpt
-from actorq.agents.dqn import builder
-from actorq.agents.dqn.config import DQNConfig
+from actorq.agents import AGENTS, builder_for, config_class
+from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
 from actorq.distributed.local import LocalBackend, SyncBackend
 from actorq.envs import env_spec, validate_env_id
@@ -49,7 +49,9 @@ class TrainResult:
     eval_return: float  # final greedy eval, actors' (quantized) snapshot, held-out seeds
     eval_return_std: float
     eval_return_fp32: float  # the same weights at fp32
-    action_agreement: float  # quantized vs fp32 greedy actions on replay states
+    # Quantized vs fp32 actions on replay states: share of identical greedy actions (discrete),
+    # or share of states whose every action component is within 0.05 (continuous, in [-1, 1]).
+    action_agreement: float
     agreement_states: int
     snapshot_bytes: int
     fp32_snapshot_bytes: int
@@ -62,15 +64,17 @@ class TrainResult:
     actor_restarts: int
     rejected_snapshots: int
     interrupted: bool = False
+    agent: str = "dqn"
+    action_mean_abs_diff: float | None = None  # continuous: mean |a_quantized - a_fp32|
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _default_run_dir(cfg: DQNConfig) -> Path:
+def _default_run_dir(cfg: ExperimentConfig) -> Path:
     env = cfg.env.replace(":", "-").replace("/", "-")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"dqn-{env}-{cfg.precision}-s{cfg.seed}-{stamp}"
+    return Path("runs") / f"{cfg.agent}-{env}-{cfg.precision}-s{cfg.seed}-{stamp}"
 
 
 def _registered_threshold(env_id: str) -> float | None:
@@ -81,13 +85,17 @@ def _registered_threshold(env_id: str) -> float | None:
     return None if spec is None else spec.reward_threshold
 
 
-def load_run_config(run_dir: Path) -> DQNConfig:
+def load_run_config(run_dir: Path) -> ExperimentConfig:
     path = run_dir / "config.json"
     if not path.is_file():
         raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
     try:
-        return DQNConfig.from_json(json.loads(path.read_text()))
-    except (json.JSONDecodeError, TypeError) as e:
+        d = json.loads(path.read_text())
+        agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
+        if agent not in AGENTS:
+            raise CheckpointError(f"{path}: unknown agent {agent!r}")
+        return config_class(agent).from_json(d)
+    except (json.JSONDecodeError, TypeError, AttributeError) as e:
         raise CheckpointError(f"corrupt config.json in {run_dir}: {e}") from None
 
 
@@ -103,6 +111,15 @@ def agreement(a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: i
         x = states[i : i + batch]
         hits += int((ra(x).argmax(1) == rb(x).argmax(1)).sum())
     return hits / max(len(states), 1)
+
+
+def action_closeness(
+    a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, tol: float = 0.05
+) -> tuple[float, float]:
+    """Continuous policies: ``(mean |a - b|, share of states with every |a_i - b_i| <= tol)``,
+    actions in the policy's [-1, 1] space."""
+    da = np.abs(make_runtime(a)(states) - make_runtime(b)(states))
+    return float(da.mean()), float((da.max(axis=1) <= tol).mean())
 
 
 class _Progress:
@@ -145,9 +162,10 @@ class _Progress:
 
 
 def train(
-    cfg: DQNConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
+    cfg: ExperimentConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
 ) -> TrainResult:
-    """Train DQN with quantized actors; returns a :class:`TrainResult`.
+    """Train an agent (DQN, D4PG: the config's type says which) with quantized actors;
+    returns a :class:`TrainResult`.
 
     ``callback(info)`` is called after each log interval with the latest metrics; return
     ``False`` to stop training early.
@@ -163,6 +181,8 @@ def train(
         loaded = ckpt.load(resume_dir / "checkpoint")
     cfg.validate()
     validate_env_id(cfg.env)
+    builder = builder_for(cfg)
+    env_kw = cfg.env_kwargs()
     spec = env_spec(cfg.env)
     builder.check_spec(spec)
     target = cfg.target_return if cfg.target_return is not None else _registered_threshold(cfg.env)
@@ -305,7 +325,7 @@ def train(
                 publish()  # evaluate exactly the weights the actors now get
                 snap = PolicySnapshot.from_bytes(latest_bytes)
                 rets = evaluate(
-                    make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, EVAL_SEED
+                    make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, EVAL_SEED, env_kw
                 )
                 c["last_eval"] = float(rets.mean())
                 logger.log(c["env_steps"], {"charts/eval_return": c["last_eval"]})
@@ -317,7 +337,7 @@ def train(
                     # confirm on fresh seeds before declaring the target reached
                     seed = CONFIRM_SEED + 100 * c["publishes"]
                     conf = evaluate(
-                        make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, seed
+                        make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, seed, env_kw
                     )
                     progress.print(
                         f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}"
@@ -399,15 +419,25 @@ def train(
     # and how often the two pick the same action on states the actors visited.
     final = snapshot(c["version"] + 1)
     fp32 = make_snapshot(learner.policy_layers(), pspec, "fp32", c["version"] + 1)
-    q_rets = evaluate(make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED)
-    f_rets = evaluate(make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED)
+    q_rets = evaluate(
+        make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
+    )
+    f_rets = evaluate(
+        make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
+    )
     n_states = min(10_000, replay.size)
     states = (
         replay.sample(n_states, np.random.default_rng(cfg.seed + 1))["obs"]
         if n_states
         else np.zeros((0, spec.obs_dim), np.float32)
     )
-    agree = agreement(final, fp32, states, cfg.envs_per_actor) if n_states else float("nan")
+    mad = None
+    if not n_states:
+        agree = float("nan")
+    elif pspec.head == "q":
+        agree = agreement(final, fp32, states, cfg.envs_per_actor)
+    else:
+        mad, agree = action_closeness(final, fp32, states)
     result = TrainResult(
         run_dir=str(run_dir),
         env=cfg.env,
@@ -431,6 +461,8 @@ def train(
         actor_restarts=st.actor_restarts,
         rejected_snapshots=st.rejected_snapshots,
         interrupted=interrupted,
+        agent=cfg.agent,
+        action_mean_abs_diff=mad,
     )
     logger.log(
         c["env_steps"],
@@ -438,6 +470,7 @@ def train(
             "charts/final_eval_return": result.eval_return,
             "charts/final_eval_return_fp32": result.eval_return_fp32,
             "quant/action_agreement": agree,
+            **({} if mad is None else {"quant/action_mean_abs_diff": mad}),
         },
     )
     logger.close()
@@ -452,7 +485,9 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"actorq · DQN on {r.env} · {r.precision} actors", show_header=False)
+    t = Table(
+        title=f"actorq · {r.agent.upper()} on {r.env} · {r.precision} actors", show_header=False
+    )
     t.add_column(style="bold")
     t.add_column()
     pm = "±"
@@ -461,10 +496,17 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
         f"{r.eval_return:.1f} {pm} {r.eval_return_std:.1f} ({r.precision})",
     )
     t.add_row("eval return, same weights fp32", f"{r.eval_return_fp32:.1f}")
-    t.add_row(
-        "action agreement vs fp32",
-        f"{100 * r.action_agreement:.2f}% of {r.agreement_states} replay states",
-    )
+    if r.action_mean_abs_diff is None:
+        t.add_row(
+            "action agreement vs fp32",
+            f"{100 * r.action_agreement:.2f}% of {r.agreement_states} replay states",
+        )
+    else:
+        t.add_row(
+            "actions vs fp32",
+            f"mean |Δa| {r.action_mean_abs_diff:.4f}; {100 * r.action_agreement:.2f}% of "
+            f"{r.agreement_states} replay states within 0.05",
+        )
     tgt = "-" if r.target_return is None else f"{r.target_return:g}"
     reached = (
         f"yes, at {r.steps_to_target} steps / {r.time_to_target_s:.1f}s"

@@ -1,3 +1,5 @@
+import importlib.util
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -6,9 +8,21 @@ from actorq.envs import env_spec, make_env, make_vector_env
 from actorq.errors import EnvIdError
 
 CLASSIC = ["gym:CartPole-v1", "gym:Acrobot-v1", "gym:MountainCar-v0", "gym:Pendulum-v1"]
+_no_control = pytest.mark.skipif(
+    importlib.util.find_spec("dm_control") is None, reason="needs the [control] extra"
+)
+CONTROL = [
+    pytest.param(e, marks=_no_control)
+    for e in (
+        "dmc:cartpole-balance",
+        "dmc:cartpole-swingup",
+        "dmc:walker-stand",
+        "gym:HalfCheetah-v5",
+    )
+]
 
 
-@pytest.mark.parametrize("env_id", CLASSIC)
+@pytest.mark.parametrize("env_id", CLASSIC + CONTROL)
 def test_check_env(env_id: str) -> None:
     env = make_env(env_id)
     check_env(env.unwrapped, skip_render_check=True)

@@ -2,25 +2,42 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from actorq.core.exploration import to_env_action
 from actorq.envs import make_vector_env
 from actorq.quant.runtimes import PolicyRuntime
 
 
 def evaluate(
-    runtime: PolicyRuntime, env_id: str, episodes: int = 10, seed: int = 10_000
+    runtime: PolicyRuntime,
+    env_id: str,
+    episodes: int = 10,
+    seed: int = 10_000,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Run one greedy episode in each of ``episodes`` environments (seeds seed..seed+E-1),
-    in lock-step with batched inference; return the episode returns."""
-    env = make_vector_env(env_id, episodes)
+    in lock-step with batched inference; return the episode returns.
+
+    A ``q`` policy acts by argmax; a ``deterministic`` one outputs actions in [-1, 1], mapped to
+    the environment's bounds as the actors do.
+    """
+    env = make_vector_env(env_id, episodes, **(env_kwargs or {}))
     try:
+        space = env.single_action_space
+        low = np.asarray(getattr(space, "low", -1.0), np.float32)
+        high = np.asarray(getattr(space, "high", 1.0), np.float32)
         obs, _ = env.reset(seed=[seed + i for i in range(episodes)])
         returns = np.zeros(episodes)
         alive = np.ones(episodes, bool)
         while alive.any():
             out = runtime(np.asarray(obs, np.float32))
-            action = out.argmax(axis=1) if runtime.spec.head == "q" else out
+            if runtime.spec.head == "q":
+                action = out.argmax(axis=1)
+            else:
+                action = to_env_action(out, low, high)
             obs, rew, term, trunc, _ = env.step(action)
             returns += np.where(alive, rew, 0.0)
             alive &= ~np.logical_or(term, trunc)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from actorq.core.exploration import to_env_action
 from actorq.core.interfaces import Actor, ParameterSource
 from actorq.core.types import Batch, EnvSpec
 from actorq.envs import make_vector_env
@@ -39,8 +41,15 @@ class VectorActor(Actor):
         gamma: float,
         runtime: str = "ort",
         threads: int = 1,
+        env_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        self.env = make_vector_env(env_id, num_envs)
+        self.env = make_vector_env(env_id, num_envs, **(env_kwargs or {}))
+        # Continuous policies act in [-1, 1] (what replay stores); the env gets its own bounds.
+        self._bounds = (
+            None
+            if spec.discrete
+            else (np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32))
+        )
         self.k = num_envs
         self.source = source
         self.explore = explore
@@ -57,7 +66,8 @@ class VectorActor(Actor):
         self._ret = np.zeros(num_envs, np.float64)
         self._len = np.zeros(num_envs, np.int64)
         self.env_steps = 0
-        self.inference_s = 0.0
+        self.inference_s = 0.0  # time inside the policy runtime
+        self.env_s = 0.0  # time inside env.step (the simulator, resets included)
 
     def update(self) -> bool:
         if self.source.latest_version() == self.version:
@@ -86,7 +96,10 @@ class VectorActor(Actor):
 
     def step(self) -> tuple[Batch, list[tuple[float, int]]]:
         action = self.select_action(self.obs)
-        obs, rew, term, trunc, info = self.env.step(action)
+        env_action = action if self._bounds is None else to_env_action(action, *self._bounds)
+        t = time.perf_counter()
+        obs, rew, term, trunc, info = self.env.step(env_action)
+        self.env_s += time.perf_counter() - t
         obs = np.asarray(obs, np.float32)  # no copy for float32 envs
         done = term | trunc
         final_arr = None

@@ -14,9 +14,7 @@ import signal
 import sys
 import time
 
-import numpy as np
-
-from actorq.core.exploration import EpsilonGreedy
+from actorq.core.exploration import make_exploration
 from actorq.core.loop import VectorActor
 from actorq.core.types import ArraySpec, EnvSpec, transition_specs
 from actorq.distributed import shm
@@ -42,6 +40,8 @@ def run(cfg: dict) -> None:
         ArraySpec.from_json(es["observation"]),
         ArraySpec.from_json(es["action"]),
         int(es["num_actions"]),
+        tuple(float(x) for x in es.get("action_low", ())),
+        tuple(float(x) for x in es.get("action_high", ())),
     )
     channel = shm.TransitionChannel(
         cfg["channel"], transition_specs(spec), int(cfg["channel_capacity"]), h
@@ -56,11 +56,12 @@ def run(cfg: dict) -> None:
         k,
         seed,
         cache,
-        EpsilonGreedy(np.asarray(cfg["epsilons"]), spec.num_actions, seed),
+        make_exploration(spec.num_actions, cfg["noise"], seed),
         n,
         float(cfg["gamma"]),
         runtime=cfg.get("runtime", "ort"),
         threads=int(cfg.get("threads", 1)),
+        env_kwargs=cfg.get("env_kwargs", {}),
     )
     parent = int(cfg["parent_pid"])
     h[shm.A_PID] = os.getpid()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.core.exploration import EpsilonGreedy
+from actorq.core.exploration import make_exploration
 from actorq.core.interfaces import ParameterSink, ParameterSource
 from actorq.core.loop import VectorActor
 from actorq.core.types import Batch, EnvSpec, transition_specs
@@ -32,13 +32,14 @@ class ActorSetup:
 
     env_spec: EnvSpec
     envs_per_actor: int
-    epsilons: list[list[float]]  # per actor, per env
+    noise: list[list[float]]  # per actor, per env: epsilon (discrete) or sigma (continuous)
     n_step: int
     gamma: float
     seed: int
     rate_limiter: SampleToInsertRatio
     runtime: str = "ort"
     threads: int = 1
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -85,11 +86,12 @@ class SyncBackend:
             s.envs_per_actor,
             s.seed,
             self.cache,
-            EpsilonGreedy(np.asarray(s.epsilons[0]), s.env_spec.num_actions, s.seed),
+            make_exploration(s.env_spec.num_actions, s.noise[0], s.seed),
             s.n_step,
             s.gamma,
             s.runtime,
             s.threads,
+            s.env_kwargs,
         )
         self._episodes: list[tuple[float, int]] = []
         self._pending: Batch = {}
@@ -194,9 +196,12 @@ class LocalBackend:
                 "observation": es.observation.to_json(),
                 "action": es.action.to_json(),
                 "num_actions": es.num_actions,
+                "action_low": list(es.action_low),
+                "action_high": list(es.action_high),
             },
+            "env_kwargs": s.env_kwargs,
             "envs_per_actor": s.envs_per_actor,
-            "epsilons": s.epsilons[i],
+            "noise": s.noise[i],
             "n_step": s.n_step,
             "gamma": s.gamma,
             # distinct per actor and per restart, so a restarted actor does not replay history

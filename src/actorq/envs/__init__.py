@@ -1,4 +1,5 @@
-"""One factory for every environment: ``make_env("gym:CartPole-v1")``.
+"""One factory for every environment: ``make_env("gym:CartPole-v1")``,
+``make_env("dmc:walker-stand")``.
 
 Ids carry a prefix naming the family; the rest is the family's own id. Gymnasium 1.x API only
 (5-tuple ``step``, ``reset(seed=)``).
@@ -16,7 +17,7 @@ from actorq.core.types import EnvSpec
 from actorq.errors import EnvIdError
 
 #: Prefixes accepted by :func:`make_env`. Families arrive with the issues that need them.
-ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:",)
+ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:")
 
 
 def _split(env_id: str) -> tuple[str, str]:
@@ -32,6 +33,11 @@ def _split(env_id: str) -> tuple[str, str]:
 def validate_env_id(env_id: str) -> None:
     """Raise :class:`EnvIdError` (one line) unless ``env_id`` names an environment we can make."""
     prefix, name = _split(env_id)
+    if prefix == "dmc":
+        from actorq.envs.dmc import parse_dmc_id
+
+        parse_dmc_id(name)
+        return
     if prefix == "gym" and name not in gym.registry:
         close = [k for k in gym.registry if k.lower().startswith(name.split("-")[0].lower()[:4])]
         hint = f"; did you mean {', '.join(sorted(close)[:5])}?" if close else ""
@@ -39,24 +45,31 @@ def validate_env_id(env_id: str) -> None:
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """Make one environment from a prefixed id, e.g. ``"gym:CartPole-v1"``."""
+    """Make one environment from a prefixed id: ``"gym:CartPole-v1"``, ``"dmc:walker-stand"``.
+
+    ``kwargs`` go to the family's constructor (``gym.make``; for ``dmc:``, ``action_repeat``).
+    """
     validate_env_id(env_id)
-    _, name = _split(env_id)
+    prefix, name = _split(env_id)
+    if prefix == "dmc":
+        from actorq.envs.dmc import DMCEnv, parse_dmc_id
+
+        return DMCEnv(*parse_dmc_id(name), **kwargs)
     return gym.make(name, **kwargs)
 
 
-def env_factory(env_id: str) -> Callable[[], gym.Env]:
+def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
     validate_env_id(env_id)
-    return lambda: make_env(env_id)
+    return lambda: make_env(env_id, **kwargs)
 
 
-def make_vector_env(env_id: str, num_envs: int) -> SyncVectorEnv:
+def make_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> SyncVectorEnv:
     """K copies stepped together so an actor infers for all K in one batched call.
 
     Same-step autoreset: when an episode ends, ``step`` returns the first observation of the
     next episode and puts the last one in ``info["final_obs"]``, which the n-step adder needs.
     """
-    factory = env_factory(env_id)
+    factory = env_factory(env_id, **kwargs)
     return SyncVectorEnv(
         [factory for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP, copy=False
     )

@@ -41,29 +41,36 @@ def gptq_int8(
         raise ValueError(f"expected w (in, out) and x (n, in), got {w.shape} and {x.shape}")
     _, scale = quantize_int8(w, granularity)
     n_in = w.shape[0]
-    x32 = np.asarray(x, np.float32)
-    h = (x32.T @ x32).astype(np.float64)  # float32 products: 2× faster, plenty for a Hessian
-    diag = np.diag(h).copy()
+    # The dense linear algebra runs in torch, which the learner (the only caller) has already
+    # pinned to its thread budget; numpy's BLAS would spawn a thread per core and, on a machine
+    # whose cores are busy with actors, run 4× slower than single-threaded.
+    import torch
+
+    xt = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    h = (xt.T @ xt).double()  # float32 products: 2× faster, plenty for a Hessian
+    diag = torch.diagonal(h).clone()
     dead = diag == 0
-    h[dead, dead] = 1.0  # an input that is always 0: its weights round freely (no compensation)
-    h[np.diag_indices(n_in)] += damp * max(float(np.mean(diag)), 1e-12)
+    idx = torch.nonzero(dead).flatten()
+    h[idx, idx] = 1.0  # an input that is always 0: its weights round freely (no compensation)
+    h += damp * max(float(diag.mean()), 1e-12) * torch.eye(n_in, dtype=torch.float64)
     # Upper Cholesky factor of H^-1: row i holds how the error of row i spreads to rows > i.
     try:
-        u = np.linalg.cholesky(np.linalg.inv(h)).T
-    except np.linalg.LinAlgError:
+        u = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h))).T.numpy()
+    except RuntimeError:  # torch.linalg.LinAlgError subclasses RuntimeError
         return quantize_int8(w, granularity)  # degenerate inputs: fall back to plain rounding
-    work = np.array(w, np.float64)
-    s = scale.astype(np.float64)
-    q = np.empty(w.shape, np.int8)
+    work = torch.tensor(w, dtype=torch.float64)
+    ut = torch.from_numpy(u)
+    st = torch.from_numpy(scale.astype(np.float64))
+    q = torch.empty(w.shape, dtype=torch.float64)
     for i0 in range(0, n_in, block):
         i1 = min(i0 + block, n_in)
         wb = work[i0:i1]
-        err = np.empty_like(wb)
+        err = torch.empty_like(wb)
         for i in range(i1 - i0):
-            qi = np.clip(np.rint(wb[i] / s), -INT8_QMAX, INT8_QMAX)
+            qi = torch.clamp(torch.round(wb[i] / st), -INT8_QMAX, INT8_QMAX)
             q[i0 + i] = qi
-            e = (wb[i] - qi * s) / u[i0 + i, i0 + i]
-            wb[i + 1 :] -= np.outer(u[i0 + i, i0 + i + 1 : i1], e)
+            e = (wb[i] - qi * st) / ut[i0 + i, i0 + i]
+            wb[i + 1 :] -= torch.outer(ut[i0 + i, i0 + i + 1 : i1], e)
             err[i] = e
-        work[i1:] -= u[i0:i1, i1:].T @ err  # the block's errors, onto the rows after it
-    return q, scale
+        work[i1:] -= ut[i0:i1, i1:].T @ err  # the block's errors, onto the rows after it
+    return q.numpy().astype(np.int8), scale

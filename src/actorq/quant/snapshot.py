@@ -196,6 +196,15 @@ def read_metadata(data: bytes) -> dict[str, str]:
     return meta
 
 
+def _matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    # torch, pinned to the learner's threads (numpy's BLAS would use every core; see
+    # actorq.quant.calibration). Only the learner calibrates, and it has torch.
+    import torch
+
+    xt = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    return (xt @ torch.from_numpy(np.ascontiguousarray(w, np.float32))).numpy()
+
+
 def make_snapshot(
     layers: list[tuple[np.ndarray, np.ndarray]],
     spec: PolicySpec,
@@ -237,7 +246,7 @@ def make_snapshot(
             tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int8(w, granularity)
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
         if x is not None and i < len(layers) - 1:
-            x = x @ w + b  # the next layer's fp32 inputs on the calibration states
+            x = _matmul(x, w) + b  # the next layer's fp32 inputs on the calibration states
             act = spec.activation
             x = np.maximum(x, 0) if act == "relu" else (np.tanh(x) if act == "tanh" else x)
     return PolicySnapshot(version, precision, spec, tensors, granularity)

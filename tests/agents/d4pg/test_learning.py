@@ -73,3 +73,18 @@ def test_critic_fits_a_fixed_batch_and_policy_climbs_it() -> None:
     assert policy_gap() < 0.5 * gap0
     layers = learner.policy_layers()
     assert [w.shape for w, _ in layers] == [(3, 32), (32, 32), (32, 1)]
+
+
+def test_state_round_trip_restores_networks_and_optimizers() -> None:
+    from safetensors.torch import load, save
+
+    a = small()
+    b = batch(64, 3)
+    for _ in range(3):
+        a.update(b)
+    tensors, meta = a.state()
+    restored = small()
+    restored.load_state(load(save(tensors)), meta)  # through safetensors bytes, as on disk
+    assert restored.updates == 3
+    ra, rb = a.update(b), restored.update(b)  # same state -> the same next step
+    assert ra == rb

@@ -11,6 +11,7 @@ learner steps (Acme's D4PG), not by Polyak averaging.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,10 +19,12 @@ import torch.nn.functional as F
 
 from actorq.agents.d4pg.categorical import categorical_projection
 from actorq.agents.d4pg.networks import DistributionalCritic, Policy
+from actorq.agents.state import pack, unpack
+from actorq.core.interfaces import Learner
 from actorq.core.types import Batch
 
 
-class D4PGLearner:
+class D4PGLearner(Learner):
     def __init__(
         self,
         obs_dim: int,
@@ -95,3 +98,22 @@ class D4PGLearner:
 
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return self.policy.export_layers()
+
+    # -- checkpointing: tensors go to safetensors, the rest to JSON ---------------------------
+    def _parts(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        modules = {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_policy": self.target_policy,
+            "target_critic": self.target_critic,
+        }
+        return modules, {"policy_opt": self.policy_opt, "critic_opt": self.critic_opt}
+
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        tensors, meta = pack(*self._parts())
+        meta["updates"] = self.updates
+        return tensors, meta
+
+    def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+        unpack(tensors, meta, *self._parts(), self.device)
+        self.updates = int(meta["updates"])

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.networks import MLP
+from actorq.agents.state import pack, unpack
 from actorq.core.interfaces import Learner
 from actorq.core.types import Batch, EnvSpec
 
@@ -73,33 +74,15 @@ class DQNLearner(Learner):
 
     # -- checkpointing: tensors go to safetensors, the rest to JSON ---------------------------
     def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        tensors: dict[str, torch.Tensor] = {}
-        for k, v in self.q.state_dict().items():
-            tensors[f"q.{k}"] = v
-        for k, v in self.target.state_dict().items():
-            tensors[f"target.{k}"] = v
-        opt = self.opt.state_dict()
-        steps: dict[str, float] = {}
-        for pid, st in opt["state"].items():
-            for name, val in st.items():
-                if name == "step":
-                    steps[str(pid)] = float(val)
-                else:
-                    tensors[f"opt.{pid}.{name}"] = val
-        meta = {"updates": self.updates, "opt_steps": steps, "opt_groups": opt["param_groups"]}
-        return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, meta
+        tensors, meta = pack({"q": self.q, "target": self.target}, {"opt": self.opt})
+        meta["updates"] = self.updates
+        return tensors, meta
 
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
-        def sub(prefix: str) -> dict[str, torch.Tensor]:
-            return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-
-        self.q.load_state_dict(sub("q."))
-        self.target.load_state_dict(sub("target."))
-        state: dict[int, dict[str, torch.Tensor]] = {}
-        for k, v in sub("opt.").items():
-            pid, name = k.split(".", 1)
-            state.setdefault(int(pid), {})[name] = v.to(self.device)
-        for pid, step in meta["opt_steps"].items():
-            state.setdefault(int(pid), {})["step"] = torch.tensor(step)
-        self.opt.load_state_dict({"state": state, "param_groups": meta["opt_groups"]})
+        if "opt_steps" in meta:  # checkpoints written before agents shared agents/state.py
+            meta = {
+                **meta,
+                "optimizers": {"opt": {"steps": meta["opt_steps"], "groups": meta["opt_groups"]}},
+            }
+        unpack(tensors, meta, {"q": self.q, "target": self.target}, {"opt": self.opt}, self.device)
         self.updates = int(meta["updates"])

@@ -1,0 +1,79 @@
+"""D4PG experiment configuration: one dataclass, every field documented (it is the CLI's --help).
+
+Defaults follow the published agent as Acme ships it (Barth-Maron et al., ICLR 2018; Acme's
+D4PG on the Control Suite): policy 256×256×256, critic LayerNorm MLP 512×512×256, 51 atoms on
+[-150, 150], n-step 5, batch 256, Adam 1e-4 for both networks, target networks copied every
+100 updates, Gaussian exploration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from actorq.config import ExperimentConfig, Widths
+from actorq.errors import ConfigError
+
+
+@dataclasses.dataclass
+class D4PGConfig(ExperimentConfig):
+    """Train D4PG with quantized actors (ActorQ) on the embedded local backend."""
+
+    agent: ClassVar[str] = "d4pg"
+    width_fields: ClassVar[tuple[str, ...]] = ("policy_hidden_sizes", "critic_hidden_sizes")
+
+    env: str = "dmc:cartpole-balance"
+    """Environment id with continuous actions: dmc:<domain>-<task> (DeepMind Control Suite) or
+    a Gymnasium MuJoCo id such as gym:HalfCheetah-v5 (both need the [control] extra)."""
+    action_repeat: int = 1
+    """Control steps each action is repeated for (dmc: ids only); rewards are summed."""
+    policy_hidden_sizes: Widths = (256, 256, 256)
+    """Hidden widths of the policy (what actors run, quantized), e.g. 2048,2048,2048."""
+    critic_hidden_sizes: Widths = (512, 512, 256)
+    """Hidden widths of the distributional critic (LayerNorm on the first layer)."""
+    num_atoms: int = 51
+    """Atoms of the categorical return distribution."""
+    v_min: float = -150.0
+    """Lowest atom (return)."""
+    v_max: float = 150.0
+    """Highest atom (return)."""
+    n_step: int = 5
+    """n of the n-step return targets."""
+    batch_size: int = 256
+    """Learner minibatch size."""
+    policy_learning_rate: float = 1e-4
+    """Adam learning rate of the policy."""
+    critic_learning_rate: float = 1e-4
+    """Adam learning rate of the critic."""
+    target_update_period: int = 100
+    """Learner updates between copies of the online networks into the target networks."""
+    max_grad_norm: float = 40.0
+    """Gradient norm clip (each network)."""
+    sigma_min: float = 0.1
+    """Exploration noise of the least exploratory environment instance (actions in [-1, 1])."""
+    sigma_max: float = 0.5
+    """Exploration noise of the most exploratory instance; the others are log-spaced between."""
+    target_return: float | None = None
+    """Stop once the greedy evaluation mean reaches this (e.g. 900 for dmc:cartpole-balance);
+    default: none (Control Suite tasks register no threshold), so runs use total_steps."""
+    total_steps: int = 200_000
+    """Budget of environment steps (all actors together)."""
+    eval_every: int = 20_000
+    """Environment steps between greedy evaluations with the actors' snapshot."""
+
+    def policy_hidden(self) -> tuple[int, ...]:
+        return tuple(self.policy_hidden_sizes)
+
+    def env_kwargs(self) -> dict[str, Any]:
+        return {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
+
+    def validate(self) -> None:
+        super().validate()
+        if self.num_atoms < 2 or not self.v_min < self.v_max:
+            raise ConfigError("--num-atoms must be >= 2 and --v-min < --v-max")
+        if min(self.policy_learning_rate, self.critic_learning_rate) <= 0:
+            raise ConfigError("learning rates must be positive")
+        if self.action_repeat < 1 or self.target_update_period < 1:
+            raise ConfigError("--action-repeat and --target-update-period must be >= 1")
+        if not 0 <= self.sigma_min <= self.sigma_max:
+            raise ConfigError("need 0 <= --sigma-min <= --sigma-max")

@@ -1,0 +1,55 @@
+"""Learner state for checkpoints: torch modules and optimizers as safetensors-ready tensors plus
+JSON metadata (never pickled). Shared by every agent's ``Learner.state()/load_state()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def pack(
+    modules: dict[str, torch.nn.Module], optimizers: dict[str, torch.optim.Optimizer]
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``({"<module>.<param>": t, "<opt>.<param id>.<state>": t}, {"optimizers": {...}})``."""
+    tensors: dict[str, torch.Tensor] = {}
+    for name, m in modules.items():
+        for k, v in m.state_dict().items():
+            tensors[f"{name}.{k}"] = v
+    meta: dict[str, Any] = {"optimizers": {}}
+    for name, opt in optimizers.items():
+        sd = opt.state_dict()
+        steps: dict[str, float] = {}
+        for pid, st in sd["state"].items():
+            for key, val in st.items():
+                if key == "step":  # a scalar: JSON, not a tensor
+                    steps[str(pid)] = float(val)
+                else:
+                    tensors[f"{name}.{pid}.{key}"] = val
+        meta["optimizers"][name] = {"steps": steps, "groups": sd["param_groups"]}
+    return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, meta
+
+
+def unpack(
+    tensors: dict[str, Any],
+    meta: dict[str, Any],
+    modules: dict[str, torch.nn.Module],
+    optimizers: dict[str, torch.optim.Optimizer],
+    device: torch.device,
+) -> None:
+    """Inverse of :func:`pack`, in place."""
+
+    def sub(prefix: str) -> dict[str, torch.Tensor]:
+        return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+    for name, m in modules.items():
+        m.load_state_dict(sub(f"{name}."))
+    for name, opt in optimizers.items():
+        saved = meta["optimizers"][name]
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for k, v in sub(f"{name}.").items():
+            pid, key = k.split(".", 1)
+            state.setdefault(int(pid), {})[key] = v.to(device)
+        for pid, step in saved["steps"].items():
+            state.setdefault(int(pid), {})["step"] = torch.tensor(step)
+        opt.load_state_dict({"state": state, "param_groups": saved["groups"]})
