@@ -231,7 +231,7 @@ def make_snapshot(
         if precision == "fp32":
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
         elif precision == "fp16":
-            tensors[f"w{i}"] = to_fp16(w)
+            tensors[f"w{i}"] = np.ascontiguousarray(to_fp16(w))
         elif i in (0, len(layers) - 1):
             # The input and output layers stay fp32 (as in most int8 deployments): together
             # they are <1% of a 3×2048 policy's bytes and compute, and their quantization noise
@@ -240,10 +240,13 @@ def make_snapshot(
             # the scale of the small ones. Output: its noise lands directly on the action
             # values and flips near-tied greedy actions.
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
-        elif x is not None:
-            tensors[f"w{i}"], tensors[f"s{i}"] = gptq_int8(w, x, granularity)
         else:
-            tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int8(w, granularity)
+            # ``w`` may be a transposed view of the learner's weights: quantize in place, then
+            # lay out only the int8 result (4× fewer bytes to move than the fp32 input).
+            q, tensors[f"s{i}"] = (
+                gptq_int8(w, x, granularity) if x is not None else quantize_int8(w, granularity)
+            )
+            tensors[f"w{i}"] = np.ascontiguousarray(q)
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
         if x is not None and i < len(layers) - 1:
             x = _matmul(x, w) + b  # the next layer's fp32 inputs on the calibration states

@@ -28,10 +28,11 @@ class Policy(nn.Module):
 
     @torch.no_grad()
     def export_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """fp32 ``[(W (in, out), b), ...]``: the layout the snapshot and onnxruntime use."""
+        """fp32 ``[(W (in, out), b), ...]``: the layout the snapshot and onnxruntime use (the
+        weights are transposed views of the live parameters, as in the DQN network)."""
         return [
             (
-                np.ascontiguousarray(layer.weight.detach().cpu().numpy().T, dtype=np.float32),
+                layer.weight.detach().cpu().numpy().T,
                 layer.bias.detach().cpu().numpy().astype(np.float32, copy=True),
             )
             for layer in self.layers
