@@ -58,19 +58,22 @@ def gptq_int8(
         u = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h))).T.numpy()
     except RuntimeError:  # torch.linalg.LinAlgError subclasses RuntimeError
         return quantize_int8(w, granularity)  # degenerate inputs: fall back to plain rounding
-    work = torch.tensor(w, dtype=torch.float64)
-    ut = torch.from_numpy(u)
-    st = torch.from_numpy(scale.astype(np.float64))
-    q = torch.empty(w.shape, dtype=torch.float64)
+    # The row loop is many small vector ops: numpy's per-call overhead is lower than torch's
+    # (no BLAS involved); the block update is a real matmul: torch, on the learner's threads.
+    work = np.array(w, np.float64)
+    s = scale.astype(np.float64)
+    q = np.empty(w.shape, np.float64)
     for i0 in range(0, n_in, block):
         i1 = min(i0 + block, n_in)
         wb = work[i0:i1]
-        err = torch.empty_like(wb)
+        err = np.empty_like(wb)
         for i in range(i1 - i0):
-            qi = torch.clamp(torch.round(wb[i] / st), -INT8_QMAX, INT8_QMAX)
+            qi = np.clip(np.rint(wb[i] / s), -INT8_QMAX, INT8_QMAX)
             q[i0 + i] = qi
-            e = (wb[i] - qi * st) / ut[i0 + i, i0 + i]
-            wb[i + 1 :] -= torch.outer(ut[i0 + i, i0 + i + 1 : i1], e)
+            e = (wb[i] - qi * s) / u[i0 + i, i0 + i]
+            wb[i + 1 :] -= np.multiply.outer(u[i0 + i, i0 + i + 1 : i1], e)
             err[i] = e
-        work[i1:] -= ut[i0:i1, i1:].T @ err  # the block's errors, onto the rows after it
-    return q.numpy().astype(np.int8), scale
+        if i1 < n_in:  # the block's errors, onto the rows after it
+            upd = torch.from_numpy(np.ascontiguousarray(u[i0:i1, i1:].T)) @ torch.from_numpy(err)
+            work[i1:] -= upd.numpy()
+    return q.astype(np.int8), scale
