@@ -22,9 +22,11 @@ equal trials; the median trial is reported as env steps/s = steps * K / time.
 
 For each K it also measures the RAW environment: the same ``make_vector_env(env, K)`` stepped
 with precomputed random actions (no inference, no exploration, no adder). The "cost vs raw env"
-of a cell is raw steps/s / actor steps/s: what the actor loop costs on top of the simulator
-(target: <= 1.5 at width 64). At 3×2048 and K = 1 the targets are ORT int8 >= 4× torch fp32
-and >= 3× ORT fp32.
+of a cell is raw steps/s / actor steps/s. Because a policy's episodes are not a random policy's
+(an untrained net pushes CartPole over in ~10 steps, so its env resets twice as often), each
+cell also times ``env.step`` inside the actor loop: "cost vs its env.step" is the loop's time
+over the simulator time of the same episodes. Target for both: <= 1.5 at width 64. At 3×2048
+and K = 1 the targets are ORT int8 >= 4× torch fp32 and >= 3× ORT fp32.
 
 Everything runs on one core: ``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)`` and one
 onnxruntime intra-op thread, the way each actor process runs.
@@ -167,9 +169,12 @@ def actor_sps(
     try:
         run(32)  # warm-up: first inferences, adder fill, first episode ends
         n = calibrate(run, seconds, trials)
-        actor.inference_s = 0.0
+        actor.inference_s = actor.env_s = 0.0
         times = timed_trials(run, n, trials)
         infer_share = actor.inference_s / sum(times)
+        # The loop's cost over the simulator it drove, in the same run: same episodes and
+        # resets (a policy's episodes differ in length from the raw baseline's random ones).
+        cost_vs_own_env = sum(times) / actor.env_s
     finally:
         actor.close()
     t_med = statistics.median(times)
@@ -179,6 +184,7 @@ def actor_sps(
         "env_steps_per_s": n * k / t_med,
         "us_per_vector_step": t_med / n * 1e6,
         "inference_share": infer_share,
+        "cost_vs_own_env": cost_vs_own_env,
     }
 
 
@@ -205,6 +211,7 @@ def table_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
             f"{c['env_steps_per_s']:,.0f}",
             f"{c['us_per_vector_step']:,.1f}",
             fmt_x(c["cost_vs_raw"]),
+            fmt_x(c["cost_vs_own_env"]),
             fmt_x(c["speedup_vs_torch_fp32"]),
             fmt_x(c["speedup_vs_ort_fp32"]),
         ]
@@ -219,6 +226,7 @@ HEADERS = [
     "env steps/s",
     "µs / vector step",
     "cost vs raw env",
+    "cost vs its env.step",
     "speedup vs torch fp32",
     "speedup vs ORT fp32",
 ]
@@ -246,16 +254,20 @@ def check_targets(cells: list[dict[str, Any]], ks: list[int]) -> list[dict[str, 
     for k in ks:
         for label, _, _ in RUNTIMES:
             c = by.get((SMALL_WIDTH, k, label))
-            value = None if c is None else c["cost_vs_raw"]
-            checks.append(
-                {
-                    "target": f"3×{SMALL_WIDTH}, K={k}, {label}: actor loop ≤ "
-                    f"{LOOP_COST_MAX:g}× raw env cost",
-                    "value": value,
-                    "bound": LOOP_COST_MAX,
-                    "holds": None if value is None else value <= LOOP_COST_MAX,
-                }
-            )
+            for key, what in (
+                ("cost_vs_raw", "raw env (random actions, separate run)"),
+                ("cost_vs_own_env", "its own env.step time (same episodes)"),
+            ):
+                value = None if c is None else c[key]
+                checks.append(
+                    {
+                        "target": f"3×{SMALL_WIDTH}, K={k}, {label}: actor loop ≤ "
+                        f"{LOOP_COST_MAX:g}× {what}",
+                        "value": value,
+                        "bound": LOOP_COST_MAX,
+                        "holds": None if value is None else value <= LOOP_COST_MAX,
+                    }
+                )
     return checks
 
 

@@ -92,15 +92,17 @@ def test_ctrl_c_stops_everything_and_checkpoints(tmp_path: Path) -> None:
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "actorq.cli", "train", "dqn", "--actors", "2",
            "--envs-per-actor", "4", "--total-steps", "10000000", "--no-progress",
+           "--no-stop-at-target",  # it must still be running when Ctrl-C comes
            "--run-dir", str(run)]  # fmt: skip
     p = subprocess.Popen(
         cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(_procs_mentioning(str(run))) < 2:
+        actors = str(run / "actors")  # actor processes' config paths (not the learner's args)
+        while time.monotonic() < deadline and len(_procs_mentioning(actors)) < 2:
             time.sleep(0.2)
-        assert len(_procs_mentioning(str(run))) == 2, "actors did not start"
+        assert len(_procs_mentioning(actors)) == 2, "actors did not start"
         time.sleep(2.0)
         os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
         out, _ = p.communicate(timeout=60)
