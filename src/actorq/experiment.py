@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -120,6 +122,33 @@ def action_closeness(
     actions in the policy's [-1, 1] space."""
     da = np.abs(make_runtime(a)(states) - make_runtime(b)(states))
     return float(da.mean()), float((da.max(axis=1) <= tol).mean())
+
+
+class _StopOnCtrlC:
+    """Ctrl-C asks the learner loop to stop at its next iteration; a second Ctrl-C interrupts
+    at once.
+
+    A flag rather than Python's default KeyboardInterrupt: that exception is raised wherever
+    the main thread happens to be, and when that is a finalizer (``__del__`` of an env or a
+    session, run by the garbage collector) Python prints "Exception ignored" and drops it, so
+    an unlucky Ctrl-C would be lost and the run would go on. Only installed in the main thread.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._prev: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._prev = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def restore(self) -> None:
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, self._prev)
+            self._prev = None
 
 
 class _Progress:
@@ -290,9 +319,12 @@ def train(
     learner_wait = 0.0
     interrupted = False
     stop_reason = "budget"
+    stop = _StopOnCtrlC()
 
     try:
         while True:
+            if stop.requested:
+                raise KeyboardInterrupt
             batch = backend.drain()
             if batch:
                 replay.add(batch)
@@ -407,6 +439,7 @@ def train(
     except KeyboardInterrupt:
         interrupted, stop_reason = True, "interrupted"
     finally:
+        stop.restore()
         st = backend.stats()
         backend.close()
         progress.stop()
