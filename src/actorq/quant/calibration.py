@@ -55,7 +55,9 @@ def gptq_int8(
     h += damp * max(float(diag.mean()), 1e-12) * torch.eye(n_in, dtype=torch.float64)
     # Upper Cholesky factor of H^-1: row i holds how the error of row i spreads to rows > i.
     try:
-        u = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h))).T.numpy()
+        u = np.ascontiguousarray(
+            torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h))).T.numpy()
+        )
     except RuntimeError:  # torch.linalg.LinAlgError subclasses RuntimeError
         return quantize_int8(w, granularity)  # degenerate inputs: fall back to plain rounding
     # The row loop is many small vector ops: numpy's per-call overhead is lower than torch's
