@@ -96,6 +96,17 @@ LOOP_COST_MAX = 1.5
 
 
 # -- timing -----------------------------------------------------------------------------------
+def rates(n: int, k: int, times: list[float]) -> dict[str, Any]:
+    """Steps/s and µs per vector step from the median of trials of ``n`` vector steps."""
+    t_med = statistics.median(times)
+    return {
+        "vector_steps": n,
+        "trial_s": times,
+        "env_steps_per_s": n * k / t_med,
+        "us_per_vector_step": t_med / n * 1e6,
+    }
+
+
 def calibrate(run: Callable[[int], float], seconds: float, trials: int) -> int:
     """Number of calls that take about ``seconds / trials``; ``run(n)`` times n calls."""
     budget = max(0.02, min(0.25, seconds / 4))  # short pre-run: at most a quarter of the cell
@@ -135,14 +146,7 @@ def raw_env_sps(k: int, seconds: float, trials: int) -> dict[str, Any]:
         times = timed_trials(run, n, trials)
     finally:
         env.close()
-    t_med = statistics.median(times)
-    return {
-        "k": k,
-        "vector_steps": n,
-        "trial_s": times,
-        "env_steps_per_s": n * k / t_med,
-        "us_per_vector_step": t_med / n * 1e6,
-    }
+    return {"k": k, **rates(n, k, times)}
 
 
 def actor_sps(
@@ -177,12 +181,8 @@ def actor_sps(
         cost_vs_own_env = sum(times) / actor.env_s
     finally:
         actor.close()
-    t_med = statistics.median(times)
     return {
-        "vector_steps": n,
-        "trial_s": times,
-        "env_steps_per_s": n * k / t_med,
-        "us_per_vector_step": t_med / n * 1e6,
+        **rates(n, k, times),
         "inference_share": infer_share,
         "cost_vs_own_env": cost_vs_own_env,
     }

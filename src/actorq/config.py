@@ -48,7 +48,7 @@ class ExperimentConfig:
     """Fields every agent's experiment has. Subclasses redeclare a field to change its default."""
 
     agent: ClassVar[str] = ""
-    #: Fields holding layer widths (parsed from "W,W,...").
+    #: Fields holding layer widths (parsed from "W,W,..."); the first is the acting network's.
     width_fields: ClassVar[tuple[str, ...]] = ()
 
     env: str = "gym:CartPole-v1"
@@ -131,8 +131,9 @@ class ExperimentConfig:
                 setattr(self, name, parse_hidden(getattr(self, name), _flag(name)))
 
     def policy_hidden(self) -> tuple[int, ...]:
-        """Hidden widths of the network actors run (what gets quantized)."""
-        raise NotImplementedError
+        """Hidden widths of the network actors run (what gets quantized): the first of
+        ``width_fields`` by convention."""
+        return tuple(getattr(self, self.width_fields[0]))
 
     def env_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``make_env`` (e.g. a Control Suite task's action repeat)."""

@@ -248,7 +248,7 @@ def make_snapshot(
             )
             tensors[f"w{i}"] = np.ascontiguousarray(q)
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
-        if x is not None and i < len(layers) - 1:
+        if x is not None and i < len(layers) - 2:  # the next layer is an int8 one
             x = _matmul(x, w) + b  # the next layer's fp32 inputs on the calibration states
             act = spec.activation
             x = np.maximum(x, 0) if act == "relu" else (np.tanh(x) if act == "tanh" else x)

@@ -61,9 +61,6 @@ class D4PGConfig(ExperimentConfig):
     eval_every: int = 20_000
     """Environment steps between greedy evaluations with the actors' snapshot."""
 
-    def policy_hidden(self) -> tuple[int, ...]:
-        return tuple(self.policy_hidden_sizes)
-
     def env_kwargs(self) -> dict[str, Any]:
         return {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
 

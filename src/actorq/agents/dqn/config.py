@@ -5,10 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Self
 
-from actorq.config import ExperimentConfig, Widths, parse_hidden
+from actorq.config import ExperimentConfig, Widths
 from actorq.errors import ConfigError
-
-__all__ = ["DQNConfig", "parse_hidden"]
 
 
 @dataclasses.dataclass
@@ -43,9 +41,6 @@ class DQNConfig(ExperimentConfig):
     epsilon^(1 + epsilon_alpha * i / (N - 1))."""
     epsilon_alpha: float = 7.0
     """Ape-X exploration exponent spread."""
-
-    def policy_hidden(self) -> tuple[int, ...]:
-        return tuple(self.hidden)
 
     def validate(self) -> None:
         super().validate()
