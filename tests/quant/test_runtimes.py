@@ -9,13 +9,13 @@ from actorq.quant.snapshot import PolicySpec, make_snapshot
 from tests.quant.test_snapshot import layers
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8", "int4"])
 def test_runtimes_agree_with_numpy_reference(precision: str) -> None:
     spec = PolicySpec(6, (64, 64), 3)
     snap = make_snapshot(layers(spec), spec, precision, 1)
     x = np.random.default_rng(1).standard_normal((32, 6)).astype(np.float32)
     ref = make_runtime(snap, "numpy")(x)
-    tol = 0.05 if precision == "int8" else 1e-4  # ORT int8 also quantizes activations
+    tol = 0.05 if precision in ("int8", "int4") else 1e-4  # ORT also quantizes activations
     for kind in RUNTIMES:
         out = make_runtime(snap, kind)(x)
         assert out.shape == (32, 3)

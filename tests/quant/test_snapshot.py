@@ -21,7 +21,7 @@ def layers(spec: PolicySpec, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray
 SPEC = PolicySpec(4, (32, 32), 2)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8", "int4"])
 def test_roundtrip(precision: str) -> None:
     snap = make_snapshot(layers(SPEC), SPEC, precision, version=7)
     back = PolicySnapshot.from_bytes(snap.to_bytes())

@@ -5,6 +5,12 @@ Learning", TMLR 2022) quantizes each policy the learner publishes with uniform a
 quantization and lets actors explore with it. We use the symmetric variant (zero point 0) for
 weights, per output channel by default: one scale per column of a (in, out) weight matrix, so a
 column of small weights does not lose its resolution to a column of large ones.
+
+4-bit weights are quantized block-wise instead (:func:`quantize_int4`): one scale per block of 32
+consecutive input rows of each output column, the layout of onnxruntime's ``MatMulNBits``
+contrib operator (the block-wise 4-bit scheme of GPTQ-style weight-only LLM deployments,
+Frantar et al., ICLR 2023). With 15 levels a per-column scale would spend most of them on the
+column's single largest weight; a scale per 32 weights keeps the error local.
 """
 
 from __future__ import annotations
@@ -13,11 +19,17 @@ from typing import Literal
 
 import numpy as np
 
-Precision = Literal["fp32", "fp16", "int8"]
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+Precision = Literal["fp32", "fp16", "int8", "int4"]
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8", "int4")
 Granularity = Literal["per_channel", "per_tensor"]
 
 INT8_QMAX = 127  # symmetric: [-127, 127], so negation never overflows
+# Symmetric [-7, 7]: the 16th level (-8) is left unused so that |w - q * scale| <= scale / 2
+# holds for every weight of a block whatever its sign (onnxruntime's own symmetric quantizer
+# maps the largest weight to -8 and clips its opposite to 7, an error of a whole step).
+INT4_QMAX = 7
+INT4_BLOCK = 32  # weights per scale along the input dimension (MatMulNBits block_size)
+INT4_ZERO = 8  # MatMulNBits' default zero point for 4 bits: a stored nibble c means c - 8
 
 
 def quantize_int8(
@@ -55,3 +67,58 @@ def to_fp16(w: np.ndarray) -> np.ndarray:
     then refuses, so an fp16 overflow can never reach an actor silently."""
     with np.errstate(over="ignore"):
         return np.asarray(w, dtype=np.float32).astype(np.float16)
+
+
+def int4_blocks(in_dim: int) -> int:
+    """Blocks of :data:`INT4_BLOCK` input rows (the last one zero-padded) of a 4-bit weight."""
+    return -(-in_dim // INT4_BLOCK)
+
+
+def quantize_int4(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quantize a (in, out) float matrix to 4 bits, symmetric, one scale per block of 32 inputs.
+
+    Returns ``(packed, scale)`` in onnxruntime's ``com.microsoft::MatMulNBits`` layout (bits=4,
+    block_size=32, no zero-point input), so an actor hands both to its session unchanged:
+
+    * ``packed``: uint8 ``(out, blocks, 16)``, ``blocks = ceil(in / 32)``. Byte ``j`` of block
+      ``k`` of column ``n`` holds input rows ``32k + 2j`` (low nibble) and ``32k + 2j + 1``
+      (high nibble) as ``q + 8``, ``q`` in [-7, 7]; rows past ``in`` (padding) hold q = 0;
+    * ``scale``: float32 ``(out, blocks)``.
+
+    ``dequantize_int4(packed, scale, in)`` gives back ``w`` to within ``scale / 2`` per block.
+    """
+    if w.ndim != 2:
+        raise ValueError(f"expected a 2-D weight, got shape {w.shape}")
+    n_in, n_out = w.shape
+    nb = int4_blocks(n_in)
+    # (out, blocks, 32): each block is contiguous, in the order MatMulNBits reads it.
+    padded = np.zeros((n_out, nb * INT4_BLOCK), np.float32)
+    padded[:, :n_in] = np.asarray(w, dtype=np.float32).T
+    wb = padded.reshape(n_out, nb, INT4_BLOCK)
+    scale = np.abs(wb).max(axis=2) / np.float32(INT4_QMAX)
+    # A block of zeros (or of subnormals whose scale underflows to 0) gets scale 1: any scale
+    # represents 0 exactly, and 0/0 would put NaN codes in the padding.
+    scale[scale == 0] = 1.0
+    q = np.rint(wb / scale[..., None])
+    np.clip(q, -INT4_QMAX, INT4_QMAX, out=q)
+    codes = (q + INT4_ZERO).astype(np.uint8)
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return np.ascontiguousarray(packed, dtype=np.uint8), scale
+
+
+def unpack_int4(packed: np.ndarray, in_dim: int) -> np.ndarray:
+    """The signed 4-bit values of :func:`quantize_int4`'s ``packed``, as int8 ``(in, out)``."""
+    n_out, nb, half = packed.shape
+    codes = np.empty((n_out, nb, 2 * half), np.int8)
+    codes[..., 0::2] = packed & 0x0F
+    codes[..., 1::2] = packed >> 4
+    codes -= INT4_ZERO
+    return codes.reshape(n_out, nb * 2 * half)[:, :in_dim].T
+
+
+def dequantize_int4(packed: np.ndarray, scale: np.ndarray, in_dim: int) -> np.ndarray:
+    """Inverse of :func:`quantize_int4` (exact up to the rounding it did): float32 (in, out)."""
+    n_out, nb, half = packed.shape
+    q = unpack_int4(packed, nb * 2 * half).T.reshape(n_out, nb, 2 * half).astype(np.float32)
+    w = (q * scale[..., None].astype(np.float32)).reshape(n_out, -1)[:, :in_dim]
+    return np.ascontiguousarray(w.T)

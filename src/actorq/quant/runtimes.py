@@ -5,6 +5,9 @@ quantizes its input activations to uint8 with one scale per row, multiplies them
 weights in exact int32 (``MatMulInteger``), and rescales by row scale × per-column weight scale
 in fp32. On AVX512-VNNI a 3×2048 MLP runs several times faster than fp32 at batch 1
 (benchmarks/actor_throughput.py).
+An int4 layer is one ``com.microsoft::MatMulNBits`` node (4-bit weights, a scale per block of 32
+inputs) at ``accuracy_level=4``: onnxruntime quantizes the activations to int8 per row and per
+block of 32 and sums in int32 with VNNI, instead of dequantizing the weights to fp32.
 fp16 snapshots are a broadcast format: weights are rounded to half precision and computed in fp32
 (onnxruntime's CPU provider has no fast fp16 GEMM on x86).
 """
@@ -19,6 +22,10 @@ from actorq.quant.snapshot import PolicySnapshot, PolicySpec
 
 RUNTIMES: tuple[str, ...] = ("ort", "numpy", "torch")
 ONNX_OPSET = 17
+MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators (MatMulNBits)
+# MatMulNBits' accuracy_level 4 = int8 compute: ~3x faster than level 0 (fp32 compute on
+# dequantized weights) at 3×2048 (/work/shared/PROBES.md), at the cost of int8 activations.
+INT4_ACCURACY_LEVEL = 4
 ONNX_IR_VERSION = 9  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 reads at most 13
 
 
@@ -36,7 +43,8 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
     """Serialize the snapshot as a standalone ONNX model (input ``obs``, output ``out``).
 
     int8 layers quantize their input activations per row and run an integer matmul (see
-    :func:`_int8_linear`); fp32 and fp16 layers run an fp32 MatMul.
+    :func:`_int8_linear`); int4 layers run ``MatMulNBits`` (see :func:`_int4_linear`); fp32
+    and fp16 layers run an fp32 MatMul.
     """
     from onnx import TensorProto, helper
 
@@ -57,6 +65,8 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
         if w.dtype == np.int8:
             relu_input = i > 0 and spec.activation == "relu"
             nodes += _int8_linear(x, y, i, w, snap.tensors[f"s{i}"], b, init, relu_input)
+        elif w.dtype == np.uint8:
+            nodes += _int4_linear(x, y, i, w, snap.tensors[f"s{i}"], b, init, spec.dims[i])
         else:
             wf = init(f"w{i}", w.astype(np.float32))
             nodes.append(helper.make_node("MatMul", [x, wf], [f"m{i}"]))
@@ -75,6 +85,8 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
         inits,
     )
     opsets = [helper.make_opsetid("", ONNX_OPSET)]
+    if any(n.domain == MS_DOMAIN for n in nodes):
+        opsets.append(helper.make_opsetid(MS_DOMAIN, 1))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="actorq")
     model.ir_version = ONNX_IR_VERSION
     model.doc_string = f"actorq policy v{snap.version} {snap.precision}"
@@ -141,6 +153,42 @@ def _int8_linear(
     ]
 
 
+def _int4_linear(
+    x: str,
+    y: str,
+    i: int,
+    packed: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    init: Any,
+    in_dim: int,
+) -> list[Any]:
+    """``y = x @ dequant(packed, scale) + bias`` with onnxruntime's ``MatMulNBits``.
+
+    The snapshot already holds B in the operator's layout (``(N, blocks, 16)`` uint8, low nibble
+    first, values offset by the default zero point 8) and the scales as ``(N, blocks)``, so no
+    zero-point input is needed. At ``accuracy_level=4`` onnxruntime quantizes each row of ``x``
+    per block of 32 to int8 (scale = block absmax / 127): per row, so as with the int8 layers a
+    state's output does not depend on the rest of the batch (tests/quant/test_int4.py).
+    The bias is a separate Add, as for the fp32 layers.
+    """
+    from onnx import helper
+
+    n_out = packed.shape[0]
+    matmul = helper.make_node(
+        "MatMulNBits",
+        [x, init(f"w{i}", packed), init(f"s{i}", scale.astype(np.float32, copy=False))],
+        [f"m{i}"],
+        domain=MS_DOMAIN,
+        K=in_dim,
+        N=n_out,
+        bits=4,
+        block_size=2 * packed.shape[2],
+        accuracy_level=INT4_ACCURACY_LEVEL,
+    )
+    return [matmul, helper.make_node("Add", [f"m{i}", init(f"b{i}", bias)], [y])]
+
+
 class OrtRuntime:
     """onnxruntime CPU session; one intra-op thread by default (one actor per core)."""
 
@@ -172,8 +220,9 @@ def _act(x: np.ndarray, kind: str) -> np.ndarray:
 class NumpyRuntime:
     """Reference runtime: the snapshot's (dequantized) weights in fp32 numpy.
 
-    For int8 this is weight-only quantization (activations stay fp32), so it differs from the
-    onnxruntime int8 path by the activation rounding; useful as a dependency-free reference.
+    For int8 and int4 this is weight-only quantization (activations stay fp32), so it differs
+    from the onnxruntime paths by their activation rounding; useful as a dependency-free
+    reference.
     """
 
     def __init__(self, snap: PolicySnapshot, threads: int = 1) -> None:

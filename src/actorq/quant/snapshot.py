@@ -21,7 +21,16 @@ import numpy as np
 import safetensors.numpy
 
 from actorq.errors import SnapshotError
-from actorq.quant.quantizer import PRECISIONS, Granularity, quantize_int8, to_fp16
+from actorq.quant.quantizer import (
+    INT4_BLOCK,
+    PRECISIONS,
+    Granularity,
+    dequantize_int4,
+    int4_blocks,
+    quantize_int4,
+    quantize_int8,
+    to_fp16,
+)
 
 FORMAT = "actorq.snapshot/1"
 ACTIVATIONS = ("relu", "tanh", "none")
@@ -86,8 +95,10 @@ class PolicySnapshot:
     Tensors, per layer ``i``: ``w{i}`` of shape (in, out) — float32, float16 or int8 — plus
     ``s{i}`` (float32 scales, int8 weights only) and ``b{i}`` (float32 bias; biases are a
     rounding error of the size and stay fp32, as in QuaRL and onnxruntime's dynamic
-    quantization). An int8 snapshot keeps its input and output layers in fp32 (see
-    :func:`make_snapshot`).
+    quantization). An int4 layer's ``w{i}`` is uint8 ``(out, ceil(in / 32), 16)``, two 4-bit
+    weights per byte, and ``s{i}`` float32 ``(out, ceil(in / 32))``, one scale per block of 32
+    inputs (:func:`~actorq.quant.quantizer.quantize_int4`, the ``MatMulNBits`` layout). int8 and
+    int4 snapshots keep their input and output layers in fp32 (see :func:`make_snapshot`).
     """
 
     version: int
@@ -145,6 +156,19 @@ class PolicySnapshot:
         dims = self.spec.dims
         for i, (a, b) in enumerate(itertools.pairwise(dims)):
             w, bias = self.tensors.get(f"w{i}"), self.tensors.get(f"b{i}")
+            if w is not None and w.dtype == np.uint8:  # packed 4-bit: its own shape
+                s, blocks = self.tensors.get(f"s{i}"), (b, int4_blocks(a))
+                if (
+                    self.precision != "int4"
+                    or w.shape != (*blocks, INT4_BLOCK // 2)
+                    or s is None
+                    or s.dtype != np.float32
+                    or s.shape != blocks
+                    or bias is None
+                    or bias.shape != (b,)
+                ):
+                    raise SnapshotError(f"layer {i}: int4 weight or scale malformed")
+                continue
             if w is None or bias is None or w.shape != (a, b) or bias.shape != (b,):
                 raise SnapshotError(f"layer {i}: tensors missing or of the wrong shape")
             if w.dtype == np.int8:
@@ -164,6 +188,8 @@ class PolicySnapshot:
             w = self.tensors[f"w{i}"]
             if w.dtype == np.int8:
                 w = w.astype(np.float32) * self.tensors[f"s{i}"]
+            elif w.dtype == np.uint8:
+                w = dequantize_int4(w, self.tensors[f"s{i}"], self.spec.dims[i])
             out.append((np.asarray(w, dtype=np.float32), self.tensors[f"b{i}"]))
         return out
 
@@ -217,7 +243,9 @@ def make_snapshot(
 
     ``calibration``: observations (n, obs_dim), e.g. from replay. When given, int8 weights are
     rounded with GPTQ on each layer's fp32 inputs (:mod:`actorq.quant.calibration`) instead of
-    to nearest; the format and the scales are the same either way.
+    to nearest; the format and the scales are the same either way. int4 weights are always
+    rounded to nearest, block-wise (``granularity`` does not apply: the snapshot records
+    ``block32``).
     """
     from actorq.quant.calibration import gptq_int8
 
@@ -233,13 +261,15 @@ def make_snapshot(
         elif precision == "fp16":
             tensors[f"w{i}"] = np.ascontiguousarray(to_fp16(w))
         elif i in (0, len(layers) - 1):
-            # The input and output layers stay fp32 (as in most int8 deployments): together
+            # The input and output layers stay fp32 (as in most int8 and int4 deployments): together
             # they are <1% of a 3×2048 policy's bytes and compute, and their quantization noise
             # is the most harmful. Input: raw observations mix scales (CartPole: angle ±0.2 rad,
             # velocities ±3), and with only obs_dim weights per channel one large weight sets
             # the scale of the small ones. Output: its noise lands directly on the action
             # values and flips near-tied greedy actions.
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
+        elif precision == "int4":
+            tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int4(w)
         else:
             # ``w`` may be a transposed view of the learner's weights: quantize in place, then
             # lay out only the int8 result (4× fewer bytes to move than the fp32 input).
@@ -252,4 +282,6 @@ def make_snapshot(
             x = _matmul(x, w) + b  # the next layer's fp32 inputs on the calibration states
             act = spec.activation
             x = np.maximum(x, 0) if act == "relu" else (np.tanh(x) if act == "tanh" else x)
+    if precision == "int4":
+        return PolicySnapshot(version, precision, spec, tensors, f"block{INT4_BLOCK}")
     return PolicySnapshot(version, precision, spec, tensors, granularity)
