@@ -32,17 +32,31 @@ INT4_BLOCK = 32  # weights per scale along the input dimension (MatMulNBits bloc
 INT4_ZERO = 8  # MatMulNBits' default zero point for 4 bits: a stored nibble c means c - 8
 
 
-def quantize_int8(
-    w: np.ndarray, granularity: Granularity = "per_channel"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Quantize a (in, out) float matrix to int8 with symmetric scales.
+MIN_BITS, MAX_BITS = 2, 8  # uniform integer widths: below 2 bits nothing is left but the sign
 
+
+def check_bits(bits: int) -> int:
+    """``bits`` as an int if it is an integer from 2 to 8; otherwise a ``ValueError`` saying so."""
+    if isinstance(bits, bool) or not isinstance(bits, int | np.integer):
+        raise ValueError(f"bits must be an integer from {MIN_BITS} to {MAX_BITS}, got {bits!r}")
+    if not MIN_BITS <= bits <= MAX_BITS:
+        raise ValueError(f"bits must be from {MIN_BITS} to {MAX_BITS}, got {bits}")
+    return int(bits)
+
+
+def quantize_uniform(
+    w: np.ndarray, bits: int, granularity: Granularity = "per_channel"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Quantize a (in, out) float matrix to ``bits``-bit integers (2..8) with symmetric scales.
+
+    Levels are ``-qmax..qmax`` with ``qmax = 2**(bits - 1) - 1`` (int8: ±127; 2 bits: -1, 0, 1).
     Returns ``(q, scale)`` with ``q`` int8 of the same shape and ``scale`` float32 of shape
     ``(out,)`` (per channel) or ``(1,)`` (per tensor), such that ``q * scale ≈ w`` with
     ``|w - q * scale| <= scale / 2`` elementwise.
     """
     if w.ndim != 2:
         raise ValueError(f"expected a 2-D weight, got shape {w.shape}")
+    qmax = 2 ** (check_bits(bits) - 1) - 1
     w = np.asarray(w, dtype=np.float32)
     if granularity == "per_channel":
         absmax = np.abs(w).max(axis=0)
@@ -51,14 +65,21 @@ def quantize_int8(
     else:
         raise ValueError(f"unknown granularity {granularity!r}")
     # An all-zero channel gets scale 1 (any scale represents 0 exactly); avoids 0/0.
-    scale = np.where(absmax > 0, absmax / INT8_QMAX, 1.0).astype(np.float32)
+    scale = np.where(absmax > 0, absmax / qmax, 1.0).astype(np.float32)
     q = np.rint(w / scale)
-    np.clip(q, -INT8_QMAX, INT8_QMAX, out=q)
+    np.clip(q, -qmax, qmax, out=q)
     return q.astype(np.int8), scale
 
 
+def quantize_int8(
+    w: np.ndarray, granularity: Granularity = "per_channel"
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quantize_uniform` at 8 bits: int8 in [-127, 127], the format of int8 snapshots."""
+    return quantize_uniform(w, 8, granularity)
+
+
 def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`quantize_int8` (exact up to the rounding it did)."""
+    """Inverse of :func:`quantize_uniform` (exact up to the rounding it did)."""
     return q.astype(np.float32) * scale.astype(np.float32)
 
 

@@ -1,0 +1,196 @@
+"""Precision auto-select: the fastest snapshot precision that still acts like fp32, measured here.
+
+Which precision pays depends on the hardware and the policy: QuaRL (Lam et al., TMLR 2022)
+reports int8 actors several times faster than fp32 at the paper's 3×2048 policies, while at
+width 256 framework overhead dominates and quantization only adds noise
+(/work/shared/PROBES.md, docs/results.md). So rather than fix a precision, an experiment can
+measure: :func:`select_precision` builds the actors' runtime at each candidate precision, times
+it at the actors' batch size on this machine, checks how often it picks fp32's action, and
+returns the fastest candidate that agrees often enough. int4 is block-wise 4-bit
+(onnxruntime's ``MatMulNBits``, :mod:`actorq.quant.runtimes`).
+
+``"auto"`` is a configuration-level choice that resolves to one of
+:data:`~actorq.quant.quantizer.PRECISIONS` through this module; it is never a snapshot precision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from actorq.quant.quantizer import PRECISIONS, Granularity
+from actorq.quant.runtimes import PolicyRuntime, make_runtime
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+
+DEFAULT_CANDIDATES: tuple[str, ...] = ("fp32", "fp16", "int8", "int4")
+
+#: ``timer(runtime, batch) -> seconds per call``; injectable so tests can fix the latencies.
+Timer = Callable[[PolicyRuntime, np.ndarray], float]
+
+
+def measure_latency(
+    runtime: PolicyRuntime, batch: np.ndarray, warmup: int = 10, repeats: int = 31
+) -> float:
+    """Median seconds of one ``runtime(batch)`` call, after ``warmup`` untimed calls.
+
+    The median of single calls, not a mean: on a shared machine a call now and then is slowed
+    by another process, and a median of 31 ignores up to 15 of those.
+    """
+    for _ in range(warmup):
+        runtime(batch)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        runtime(batch)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One measured precision: a row of :meth:`PrecisionChoice.table`."""
+
+    precision: str
+    latency_us: float  # median µs per call at batch K
+    agreement: float  # share of sample states acting like fp32 (fp32 itself: 1.0)
+    snapshot_bytes: int
+    eligible: bool  # agreement >= min_agreement
+    chosen: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionChoice:
+    """The result of :func:`select_precision`: ``precision`` and every candidate measured."""
+
+    precision: str
+    candidates: tuple[Candidate, ...]
+    batch_size: int
+    min_agreement: float
+    agreement_metric: str  # how agreement was measured, for the log
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per candidate (JSON/CSV-ready), plus a ``speedup_vs_fp32`` column."""
+        fp32 = next(c for c in self.candidates if c.precision == "fp32").latency_us
+        return [
+            {**dataclasses.asdict(c), "speedup_vs_fp32": fp32 / c.latency_us if c.latency_us else 0}
+            for c in self.candidates
+        ]
+
+    def table(self) -> str:
+        """A markdown table for logs and reports."""
+        lines = [
+            f"precision auto-select at batch {self.batch_size} ({self.agreement_metric}, "
+            f"needs ≥ {self.min_agreement:.2%}): {self.precision}",
+            "",
+            "| precision | µs / call | vs fp32 | agreement | snapshot bytes | chosen |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in self.rows():
+            mark = "**yes**" if r["chosen"] else ("" if r["eligible"] else "below threshold")
+            lines.append(
+                f"| {r['precision']} | {r['latency_us']:,.1f} | {r['speedup_vs_fp32']:.2f}× | "
+                f"{r['agreement']:.2%} | {r['snapshot_bytes']:,} | {mark} |"
+            )
+        return "\n".join(lines)
+
+
+def select_precision(
+    source: PolicySnapshot | Sequence[tuple[np.ndarray, np.ndarray]],
+    observations: np.ndarray,
+    batch_size: int,
+    *,
+    spec: PolicySpec | None = None,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    min_agreement: float = 0.99,
+    action_atol: float = 0.05,
+    min_speedup: float = 1.1,
+    runtime: str = "ort",
+    threads: int = 1,
+    granularity: Granularity = "per_channel",
+    calibration: np.ndarray | None = None,
+    timer: Timer | None = None,
+) -> PrecisionChoice:
+    """Pick the fastest precision whose actions agree with fp32, measured on this machine.
+
+    Contract (what ``--precision auto`` relies on):
+
+    * ``source``: the policy in fp32 — an fp32 :class:`PolicySnapshot`, or the learner's
+      exported layers ``[(W (in, out), b), ...]`` together with ``spec``. A quantized snapshot
+      is refused (``ValueError``): quantizing it again would compound the rounding.
+    * ``observations``: (n, obs_dim) sample states, e.g. from replay or a few random-policy
+      episodes; agreement is measured on all n of them. Latency is measured on a batch of
+      exactly ``batch_size`` rows (the first ones, repeated if n < K): ``batch_size`` is the
+      actor's K (environments per actor), since which precision is fastest depends on it.
+    * For each precision in ``candidates`` (fp32 is always measured too: it is the reference
+      and the fallback), a snapshot is made with :func:`make_snapshot` (``granularity`` and
+      ``calibration`` as the learner would use them) and ``make_runtime(snap, runtime,
+      threads)`` is built — the actors' own runtime, so call this in a process placed like an
+      actor. ``timer(runtime, batch)`` gives seconds per call (default :func:`measure_latency`:
+      warm-up, then the median of 31 calls).
+    * Agreement vs fp32: for a ``q`` head, the share of states with the same argmax; for a
+      ``deterministic`` head, the share whose actions are all within ``action_atol`` of fp32's.
+      A candidate is eligible when agreement ≥ ``min_agreement``.
+    * Result: the eligible candidate with the lowest latency, provided it is at least
+      ``min_speedup`` × faster than fp32 (a precision that is not clearly faster is not worth
+      its rounding, and a noise-level difference must not flip the choice); otherwise
+      ``"fp32"``. The returned :class:`PrecisionChoice` lists every candidate (latency,
+      agreement, snapshot bytes, eligible, chosen) for the log: ``.table()`` (markdown) and
+      ``.rows()`` (dicts).
+    * Cost: one snapshot and one runtime per candidate plus ~40 calls each: well under a
+      second at 3×2048, once per experiment (not per publish).
+
+    Raises ``ValueError`` for an unknown candidate (``"auto"`` included), ``batch_size < 1``,
+    observations of the wrong shape, or ``min_agreement`` outside [0, 1].
+    """
+    if isinstance(source, PolicySnapshot):
+        if source.precision != "fp32":
+            raise ValueError(f"select_precision needs an fp32 source, got {source.precision}")
+        layers, spec = source.dequantized(), source.spec
+    else:
+        if spec is None:
+            raise ValueError("pass spec= with exported layers")
+        layers = list(source)
+    unknown = [c for c in candidates if c not in PRECISIONS]
+    if unknown:
+        raise ValueError(f"unknown candidate precision(s) {unknown}; expected among {PRECISIONS}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not 0.0 <= min_agreement <= 1.0:
+        raise ValueError(f"min_agreement must be in [0, 1], got {min_agreement}")
+    obs = np.asarray(observations, dtype=np.float32)
+    if obs.ndim != 2 or obs.shape[1] != spec.obs_dim or len(obs) == 0:
+        raise ValueError(f"observations must be (n >= 1, {spec.obs_dim}), got {obs.shape}")
+    batch = np.ascontiguousarray(obs[np.arange(batch_size) % len(obs)])
+    timer = timer or measure_latency
+    discrete = spec.head == "q"
+
+    precisions = ["fp32", *dict.fromkeys(c for c in candidates if c != "fp32")]
+    measured: list[tuple[str, float, float, int]] = []
+    ref: np.ndarray | None = None
+    for p in precisions:
+        snap = make_snapshot(layers, spec, p, 0, granularity, calibration)
+        rt = make_runtime(snap, runtime, threads)
+        out = rt(obs)
+        if ref is None:  # fp32 comes first
+            ref = out
+        if discrete:
+            agree = float((out.argmax(axis=1) == ref.argmax(axis=1)).mean())
+        else:
+            agree = float((np.abs(out - ref).max(axis=1) <= action_atol).mean())
+        measured.append((p, timer(rt, batch) * 1e6, agree, len(snap.to_bytes())))
+
+    fp32_us = measured[0][1]
+    eligible = [m for m in measured if m[2] >= min_agreement]
+    best = min(eligible, key=lambda m: m[1])  # fp32 (agreement 1.0) is always eligible
+    choice = best[0] if best[1] * min_speedup <= fp32_us else "fp32"
+    rows = tuple(
+        Candidate(p, us, agree, nbytes, agree >= min_agreement, p == choice)
+        for p, us, agree, nbytes in measured
+    )
+    metric = "same greedy action" if discrete else f"actions within {action_atol:g}"
+    return PrecisionChoice(choice, rows, batch_size, min_agreement, metric)

@@ -1,0 +1,104 @@
+import numpy as np
+import pytest
+
+from actorq.quant.autoselect import select_precision
+from actorq.quant.runtimes import PolicyRuntime
+from actorq.quant.snapshot import PolicySpec, make_snapshot
+from tests.quant.test_snapshot import layers
+
+SPEC = PolicySpec(8, (256, 256, 256), 4)
+OBS = np.random.default_rng(2).standard_normal((2000, 8)).astype(np.float32)
+
+
+class FixedTimer:
+    """Reports fixed latencies by precision, and records the batches it was given."""
+
+    def __init__(self, us: dict[str, float]) -> None:
+        self.us = us
+        self.seen: list[tuple[str, tuple[int, ...]]] = []
+
+    def __call__(self, rt: PolicyRuntime, batch: np.ndarray) -> float:
+        self.seen.append((rt.precision, batch.shape))
+        return self.us[rt.precision] * 1e-6
+
+
+FAST_INT4 = {"fp32": 100.0, "fp16": 100.0, "int8": 30.0, "int4": 20.0}
+
+
+def test_picks_the_fastest_precision_that_agrees_with_fp32() -> None:
+    ls = layers(SPEC, seed=3)
+    timer = FixedTimer(FAST_INT4)
+    lenient = select_precision(ls, OBS, 16, spec=SPEC, min_agreement=0.5, timer=timer)
+    assert lenient.precision == "int4"
+    assert timer.seen == [(p, (16, 8)) for p in ("fp32", "fp16", "int8", "int4")]
+    rows = {r["precision"]: r for r in lenient.rows()}
+    assert rows["fp32"]["agreement"] == 1.0
+    assert rows["int4"]["speedup_vs_fp32"] == pytest.approx(5.0)
+    # int4 flips ~9% of this random net's greedy actions, int8 <1% (test_int4, test_runtimes)
+    assert rows["int4"]["agreement"] < 0.97 <= rows["int8"]["agreement"]
+    strict = select_precision(ls, OBS, 16, spec=SPEC, min_agreement=0.97, timer=timer)
+    assert strict.precision == "int8"
+    assert [c.chosen for c in strict.candidates] == [False, False, True, False]
+    assert not strict.candidates[3].eligible and "below threshold" in strict.table()
+    assert "| int8 | 30.0 | 3.33× |" in strict.table()
+
+
+def test_fp32_when_nothing_is_clearly_faster_or_nothing_else_agrees() -> None:
+    ls = layers(SPEC, seed=3)
+    slower = FixedTimer({"fp32": 10.0, "fp16": 11.0, "int8": 12.0, "int4": 13.0})
+    assert (
+        select_precision(ls, OBS, 1, spec=SPEC, min_agreement=0.0, timer=slower).precision == "fp32"
+    )
+    # 5% faster is within min_speedup (1.1): not worth the rounding
+    near = FixedTimer({"fp32": 100.0, "fp16": 100.0, "int8": 95.0, "int4": 95.0})
+    assert (
+        select_precision(ls, OBS, 1, spec=SPEC, min_agreement=0.0, timer=near).precision == "fp32"
+    )
+    only_fp32 = select_precision(
+        ls, OBS, 1, spec=SPEC, min_agreement=1.0, timer=FixedTimer(FAST_INT4)
+    )
+    assert only_fp32.precision == "fp32"  # fp16 may agree fully here, but is no faster
+    assert [c.eligible for c in only_fp32.candidates][2:] == [False, False]
+
+
+def test_continuous_agreement_is_the_share_of_close_actions() -> None:
+    spec = PolicySpec(8, (256, 256), 2, output_activation="tanh", head="deterministic")
+    snap = make_snapshot(layers(spec, seed=1), spec, "fp32", 5)  # an fp32 snapshot as source
+    timer = FixedTimer(FAST_INT4)
+    loose = select_precision(snap, OBS, 4, candidates=("int8",), action_atol=0.5, timer=timer)
+    tight = select_precision(snap, OBS, 4, candidates=("int8",), action_atol=1e-6, timer=timer)
+    assert [c.precision for c in loose.candidates] == ["fp32", "int8"]  # fp32 always measured
+    assert loose.precision == "int8" and loose.candidates[1].agreement == 1.0
+    assert tight.precision == "fp32" and tight.candidates[1].agreement < 0.1
+    assert "within 1e-06" in tight.table()
+
+
+def test_bad_arguments_are_refused() -> None:
+    ls = layers(SPEC)
+    int8 = make_snapshot(ls, SPEC, "int8", 1)
+    with pytest.raises(ValueError, match="fp32 source"):
+        select_precision(int8, OBS, 1)
+    with pytest.raises(ValueError, match="spec="):
+        select_precision(ls, OBS, 1)
+    with pytest.raises(ValueError, match="unknown candidate"):
+        select_precision(ls, OBS, 1, spec=SPEC, candidates=("fp32", "auto"))
+    with pytest.raises(ValueError, match="batch_size"):
+        select_precision(ls, OBS, 0, spec=SPEC)
+    with pytest.raises(ValueError, match="observations"):
+        select_precision(ls, OBS[:, :5], 1, spec=SPEC)
+    with pytest.raises(ValueError, match="min_agreement"):
+        select_precision(ls, OBS, 1, spec=SPEC, min_agreement=1.5)
+
+
+def test_measured_on_this_machine_quantized_beats_fp32_at_3x2048() -> None:
+    """The real timer: at the paper's 3×2048 width int8 and int4 run ~3-5× faster than fp32
+    at batch 1 (PROBES.md, docs/results.md), so even on a busy machine both beat fp32 and the
+    choice is one of them."""
+    spec = PolicySpec(24, (2048, 2048, 2048), 6)
+    obs = np.random.default_rng(0).standard_normal((256, 24)).astype(np.float32)
+    choice = select_precision(
+        layers(spec, seed=0), obs, 1, spec=spec, candidates=("int8", "int4"), min_agreement=0.0
+    )
+    us = {c.precision: c.latency_us for c in choice.candidates}
+    assert us["int8"] < us["fp32"] and us["int4"] < us["fp32"], choice.table()
+    assert choice.precision in ("int8", "int4"), choice.table()
