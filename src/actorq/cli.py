@@ -142,6 +142,7 @@ USAGE = """usage: actorq {train,eval,export} ...
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
+  actorq graphopt list | baselines --graph NAME [--cluster 4xgpu-pcie]   (graph optimization)
 """
 
 
@@ -163,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_eval(tyro.cli(EvalArgs, args=rest, prog="actorq eval"))
         if cmd == "export":
             return cmd_export(tyro.cli(ExportArgs, args=rest, prog="actorq export"))
+        if cmd == "graphopt":  # graph suite and placement baselines: actorq.graphopt.cli
+            from actorq.graphopt.cli import main as graphopt_main
+
+            return graphopt_main(rest)
         return _fail(f"unknown command {cmd!r}; expected train, eval or export")
     except ActorQError as e:
         return _fail(str(e))

@@ -19,3 +19,7 @@ class SnapshotError(ActorQError):
 
 class CheckpointError(ActorQError):
     """A checkpoint that is missing, incomplete or corrupt."""
+
+
+class GraphError(ActorQError, ValueError):
+    """A computation graph, cluster, placement or graph name that the graphopt tools reject."""

@@ -17,7 +17,7 @@ from actorq.core.types import EnvSpec
 from actorq.errors import EnvIdError
 
 #: Prefixes accepted by :func:`make_env`. Families arrive with the issues that need them.
-ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:")
+ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:", "graphopt:")
 
 
 def _split(env_id: str) -> tuple[str, str]:
@@ -38,6 +38,11 @@ def validate_env_id(env_id: str) -> None:
 
         parse_dmc_id(name)
         return
+    if prefix == "graphopt":  # graphopt:<task>/<graph>, see actorq.graphopt.envs
+        from actorq.graphopt.envs import validate_graphopt_id
+
+        validate_graphopt_id(name)
+        return
     if prefix == "gym" and name not in gym.registry:
         close = [k for k in gym.registry if k.lower().startswith(name.split("-")[0].lower()[:4])]
         hint = f"; did you mean {', '.join(sorted(close)[:5])}?" if close else ""
@@ -55,6 +60,10 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         from actorq.envs.dmc import DMCEnv, parse_dmc_id
 
         return DMCEnv(*parse_dmc_id(name), **kwargs)
+    if prefix == "graphopt":
+        from actorq.graphopt.envs import make_graphopt_env
+
+        return make_graphopt_env(name, **kwargs)
     return gym.make(name, **kwargs)
 
 

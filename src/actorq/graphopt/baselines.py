@@ -1,0 +1,453 @@
+"""Classical baselines for placement, scheduling and fusion: what a learned policy must beat.
+
+Each baseline returns a :class:`Decision` (a device per op, optionally a priority per op and a
+fuse bit per edge); :func:`run_baselines` scores them all with the simulator.
+
+* ``single`` — every op on the fastest device (the reference GO reports speedups against).
+* ``expert`` — the human-expert heuristic GO and HDP compare with (Zhou et al., NeurIPS 2020;
+  Zhou et al., 2019): cut the forward ops, in topological order, into contiguous pieces of equal
+  compute, one per device (layer-wise model parallelism); gradient and update ops go with their
+  forward op (:attr:`Graph.anchor`).
+* ``metis`` — a min-cut partition (Karypis & Kumar, SIAM J. Sci. Comput. 1998, via pymetis) of the
+  anchor-contracted graph, edge weights = tensor bytes, vertex weights = half compute share, half
+  memory share, so no device gets more than its part of either.
+* ``heft`` — Heterogeneous Earliest Finish Time (Topcuoglu et al., IEEE TPDS 2002): ops by
+  decreasing upward rank, each to the device where it finishes first (non-insertion variant);
+  priorities = the ranks.
+* ``m-etf`` — memory-constrained Earliest Task First from Baechi (Jeon et al., SoCC 2020; ETF:
+  Hwang et al., SIAM J. Comput. 1989): repeatedly schedule the (ready op, device) pair that can
+  start first among devices with memory left for the op's parameters and output.
+* ``+cp`` — critical-path priorities: each op's priority is its bottom level (longest remaining
+  path including transfers) under the given placement.
+* ``+fuse`` — greedy fusion: fuse every legal chain edge (one consumer, one producer, same
+  device), XLA's producer–consumer fusion restricted to where it can never delay an op.
+* ``random`` — random search over contiguous splits with random cut points and device order.
+* ``anneal`` — simulated annealing from the best classical placement, moving runs of ops between
+  devices, with a budget of simulator calls.
+
+Search baselines score a decision by step time, and an infeasible one by a value worse than any
+feasible one (:func:`penalized`), so they also repair placements that do not fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from actorq.errors import GraphError
+from actorq.graphopt.simulator import SimResult, Simulator, _jit
+
+
+@dataclasses.dataclass
+class Decision:
+    placement: np.ndarray
+    priority: np.ndarray | None = None
+    fusion: np.ndarray | None = None
+
+
+@dataclasses.dataclass
+class BaselineResult:
+    name: str
+    decision: Decision
+    result: SimResult
+    seconds: float
+    """Wall time the baseline took to decide (simulations included for search baselines)."""
+
+
+def penalized(sim: Simulator, r: SimResult) -> float:
+    """Step time if feasible, else twice the serial time on the fastest device scaled by the
+    memory excess, which ranks any infeasible decision below every feasible one that is not
+    absurdly slow."""
+    if r.feasible:
+        return r.step_time
+    serial = float(sim.op_times(sim.cluster.fastest_device()).sum())
+    return max(r.step_time, serial) * (2.0 + r.memory_excess)
+
+
+# ---- placements ----------------------------------------------------------------------------
+
+
+def single_device(sim: Simulator) -> Decision:
+    d = sim.cluster.fastest_device()
+    return Decision(np.full(sim.graph.num_ops, d, dtype=np.int64))
+
+
+def _anchor_groups(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Anchor roots in topological order, each op's group index, and each group's mean time."""
+    g = sim.graph
+    assert g.anchor is not None
+    roots = g.topo_order[g.anchor[g.topo_order] == g.topo_order]
+    gi = np.empty(g.num_ops, dtype=np.int64)
+    gi[roots] = np.arange(roots.size)
+    gi = gi[g.anchor]
+    w = np.bincount(gi, weights=sim.op_times().mean(1), minlength=roots.size)
+    return roots, gi, w
+
+
+def expert(sim: Simulator) -> Decision:
+    """Contiguous split of the forward order balanced by compute (module docstring)."""
+    _, gi, w = _anchor_groups(sim)
+    nd = sim.cluster.num_devices
+    cum = np.cumsum(w) - w / 2  # the piece a group falls in is decided by its midpoint
+    piece = np.minimum((cum / w.sum() * nd).astype(np.int64), nd - 1)
+    return Decision(piece[gi])
+
+
+def metis(sim: Simulator, seed: int = 0) -> Decision:
+    """METIS k-way partition with compute+memory vertex weights (module docstring)."""
+    try:
+        import pymetis
+    except ImportError:
+        raise GraphError("the metis baseline needs pymetis: pip install 'actorq[graph]'") from None
+    g, nd = sim.graph, sim.cluster.num_devices
+    if nd == 1:
+        return single_device(sim)
+    roots, gi, w = _anchor_groups(sim)
+    k = roots.size
+    mem = np.bincount(gi, weights=g.param_bytes + g.out_bytes, minlength=k)
+    share = 0.5 * w / max(w.sum(), 1e-30) + 0.5 * mem / max(mem.sum(), 1e-30)
+    vw = np.maximum(1, np.round(share * 1e7)).astype(np.int64)
+    a, b = gi[g.src], gi[g.dst]
+    keep = a != b
+    a, b, eb = a[keep], b[keep], g.edge_bytes[keep]
+    # undirected, duplicates merged: METIS wants a symmetric simple graph
+    key = np.minimum(a, b) * k + np.maximum(a, b)
+    uk, inv = np.unique(key, return_inverse=True)
+    wts = np.bincount(inv, weights=eb)
+    ua, ub = uk // k, uk % k
+    s2, d2 = np.concatenate([ua, ub]), np.concatenate([ub, ua])
+    ew = np.concatenate([wts, wts])
+    ew = np.maximum(1, np.round(ew / max(ew.max(), 1.0) * 1e4)).astype(np.int64)
+    order = np.lexsort((d2, s2))
+    xadj = np.concatenate([[0], np.cumsum(np.bincount(s2, minlength=k))])
+    opts = pymetis.Options(seed=seed)
+    _, parts = pymetis.part_graph(
+        nd, xadj=xadj, adjncy=d2[order], vweights=vw, eweights=ew[order], options=opts
+    )
+    return Decision(np.asarray(parts, dtype=np.int64)[gi])
+
+
+def _comm_model(sim: Simulator) -> tuple[float, float]:
+    """Mean link latency and inverse bandwidth over device pairs (for HEFT's averages)."""
+    c = sim.cluster
+    off = ~np.eye(c.num_devices, dtype=bool)
+    if not off.any():
+        return 0.0, 0.0
+    return float(c.latency[off].mean()), float((1.0 / c.bandwidth[off]).mean())
+
+
+@_jit
+def _bottom_level(
+    topo: np.ndarray, out_ptr: np.ndarray, out_dst: np.ndarray, edge_cost: np.ndarray,
+    t: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Longest path to a sink: ``b[u] = t[u] + max over out-edges e=(u,v) of cost[e] + b[v]``."""
+    b = np.zeros(t.shape[0])
+    for k in range(topo.shape[0] - 1, -1, -1):
+        u = topo[k]
+        best = 0.0
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            best = max(best, edge_cost[e] + b[out_dst[e]])
+        b[u] = t[u] + best
+    return b
+
+
+def upward_rank(sim: Simulator) -> np.ndarray:
+    """HEFT's rank_u: mean op time + the costliest path (mean transfers) to a sink."""
+    g = sim.graph
+    lat, inv_bw = _comm_model(sim)
+    cost = lat + g.edge_bytes[g.out_edges] * inv_bw
+    return _bottom_level(g.topo_order, g.out_ptr, g.dst[g.out_edges], cost, sim.op_times().mean(1))
+
+
+@_jit
+def _start(
+    u: int, d: int, free_at: float, in_ptr: np.ndarray, in_src: np.ndarray, in_b: np.ndarray,
+    fin: np.ndarray, dev: np.ndarray, lat: np.ndarray, bw: np.ndarray,
+) -> float:  # fmt: skip
+    """Earliest start of ``u`` on ``d``: the device is free and every input has arrived."""
+    s = free_at
+    for k in range(in_ptr[u], in_ptr[u + 1]):
+        p = in_src[k]
+        t = fin[p]
+        if dev[p] != d:
+            t += lat[dev[p], d] + in_b[k] / bw[dev[p], d]
+        s = max(s, t)
+    return s
+
+
+@_jit
+def _heft(
+    order: np.ndarray, in_ptr: np.ndarray, in_src: np.ndarray, in_b: np.ndarray,
+    times: np.ndarray, lat: np.ndarray, bw: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    n, nd = times.shape
+    dev = np.zeros(n, dtype=np.int64)
+    aft = np.zeros(n)
+    avail = np.zeros(nd)
+    for u in order:
+        best_d, best_f = 0, np.inf
+        for d in range(nd):
+            f = _start(u, d, avail[d], in_ptr, in_src, in_b, aft, dev, lat, bw) + times[u, d]
+            if f < best_f:
+                best_d, best_f = d, f
+        dev[u], aft[u] = best_d, best_f
+        avail[best_d] = best_f
+    return dev
+
+
+def _in_csr(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = sim.graph
+    ie = np.argsort(g.dst, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(g.dst, minlength=g.num_ops))])
+    return ptr.astype(np.int64), g.src[ie], g.edge_bytes[ie]
+
+
+def heft(sim: Simulator) -> Decision:
+    rank = upward_rank(sim)
+    order = np.lexsort((sim.graph.topo_rank, -rank)).astype(np.int64)
+    ptr, isrc, ib = _in_csr(sim)
+    c = sim.cluster
+    dev = _heft(order, ptr, isrc, ib, sim.op_times(), c.latency, c.bandwidth)
+    return Decision(dev, priority=rank)
+
+
+@_jit
+def _metf(
+    in_ptr: np.ndarray, in_src: np.ndarray, in_b: np.ndarray,
+    out_ptr: np.ndarray, out_dst: np.ndarray, indeg: np.ndarray,
+    times: np.ndarray, lat: np.ndarray, bw: np.ndarray,
+    need: np.ndarray, cap: np.ndarray, level: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    n, nd = times.shape
+    dev = np.full(n, -1, dtype=np.int64)
+    fin = np.zeros(n)
+    avail = np.zeros(nd)
+    used = np.zeros(nd)
+    left = indeg.copy()
+    ready = np.empty(n, dtype=np.int64)
+    nready = 0
+    for u in range(n):
+        if left[u] == 0:
+            ready[nready] = u
+            nready += 1
+    seq = np.zeros(n, dtype=np.int64)
+    for step in range(n):
+        best_i, best_d, best_s, best_l = -1, -1, np.inf, -np.inf
+        fb_i, fb_d, fb_s, fb_free = -1, -1, np.inf, -np.inf  # fallback if nothing fits
+        for i in range(nready):
+            u = ready[i]
+            for d in range(nd):
+                s = _start(u, d, avail[d], in_ptr, in_src, in_b, fin, dev, lat, bw)
+                if used[d] + need[u] <= cap[d]:
+                    if s < best_s or (s == best_s and level[u] > best_l):
+                        best_i, best_d, best_s, best_l = i, d, s, level[u]
+                else:
+                    free = cap[d] - used[d]
+                    if free > fb_free or (free == fb_free and s < fb_s):
+                        fb_i, fb_d, fb_s, fb_free = i, d, s, free
+        if best_i < 0:
+            best_i, best_d, best_s = fb_i, fb_d, fb_s
+        u = ready[best_i]
+        ready[best_i] = ready[nready - 1]
+        nready -= 1
+        dev[u], fin[u] = best_d, best_s + times[u, best_d]
+        avail[best_d] = fin[u]
+        used[best_d] += need[u]
+        seq[u] = step
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            v = out_dst[e]
+            left[v] -= 1
+            if left[v] == 0:
+                ready[nready] = v
+                nready += 1
+    return dev, seq
+
+
+def m_etf(sim: Simulator, memory_fraction: float = 0.9) -> Decision:
+    """m-ETF (module docstring). Memory per op = its parameters + output, never freed — the
+    conservative count Baechi uses, since a training step keeps activations for the backward."""
+    g, c = sim.graph, sim.cluster
+    ptr, isrc, ib = _in_csr(sim)
+    cap = c.arrays()[2] * memory_fraction
+    dev, seq = _metf(
+        ptr, isrc, ib, g.out_ptr, g.dst[g.out_edges], g.in_degree, sim.op_times(),
+        c.latency, c.bandwidth, g.param_bytes + g.out_bytes, cap, upward_rank(sim),
+    )  # fmt: skip
+    return Decision(dev, priority=-seq.astype(np.float64))
+
+
+# ---- priorities and fusion -----------------------------------------------------------------
+
+
+def critical_path_priority(sim: Simulator, placement: np.ndarray) -> np.ndarray:
+    """Bottom level under ``placement``: ops on the longest remaining path run first."""
+    g, c = sim.graph, sim.cluster
+    dev = sim.check_placement(placement)
+    t = sim.op_times()[np.arange(g.num_ops), dev]
+    du, dv = dev[g.src], dev[g.dst]
+    cost = np.where(du != dv, c.latency[du, dv] + g.edge_bytes / c.bandwidth[du, dv], 0.0)
+    oe = g.out_edges
+    return _bottom_level(g.topo_order, g.out_ptr, g.dst[oe], cost[oe], t)
+
+
+def greedy_fusion(sim: Simulator, placement: np.ndarray) -> np.ndarray:
+    """Fuse every legal chain edge: one consumer, same device, and the consumer has no other
+    producer. A fused chain starts when its head could have and nothing else waits on its inner
+    tensors, so in the roofline model fusing it never delays an op and always saves the per-op
+    overhead and the inner tensors' memory traffic."""
+    g = sim.graph
+    dev = sim.check_placement(placement)
+    return sim.fusable_edges & (dev[g.src] == dev[g.dst]) & (g.in_degree[g.dst] == 1)
+
+
+def with_cp(sim: Simulator, d: Decision) -> Decision:
+    return Decision(d.placement, critical_path_priority(sim, d.placement), d.fusion)
+
+
+# ---- search ----------------------------------------------------------------------------------
+
+
+def random_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
+    """Best of ``budget`` random contiguous splits (random cut points and device order), with
+    HEFT-rank priorities."""
+    rng = np.random.default_rng(seed)
+    _, gi, w = _anchor_groups(sim)
+    nd = sim.cluster.num_devices
+    prio = upward_rank(sim)
+    cum = np.cumsum(w) / w.sum()
+    best: tuple[float, np.ndarray] | None = None
+    for _ in range(budget):
+        k = int(rng.integers(1, nd + 1))  # use 1..nd devices
+        cuts = np.sort(rng.random(k - 1))
+        piece = np.searchsorted(cuts, cum - 1e-12)
+        devs = rng.permutation(nd)[:k]
+        p = devs[piece][gi]
+        score = penalized(sim, sim.run(p, prio))
+        if best is None or score < best[0]:
+            best = (score, p)
+    assert best is not None
+    return Decision(best[1], prio)
+
+
+def anneal(
+    sim: Simulator,
+    start: Decision,
+    budget: int = 200,
+    seed: int = 0,
+    t0: float = 0.05,
+) -> Decision:
+    """Simulated annealing (Kirkpatrick et al., 1983) over placements from ``start``.
+
+    A move reassigns a run of consecutive anchor groups (in topological order, geometric length,
+    so both fine and coarse moves happen) to one device; gradient ops move with their forward op.
+    Acceptance is Metropolis on the relative change of :func:`penalized` with a temperature that
+    falls linearly from ``t0`` to 0 over ``budget`` simulator calls. Priorities: HEFT ranks.
+    """
+    rng = np.random.default_rng(seed)
+    roots, gi, _ = _anchor_groups(sim)
+    nd = sim.cluster.num_devices
+    prio = upward_rank(sim) if start.priority is None else start.priority
+    fuse = start.fusion is not None  # keep fusing greedily if the start fused
+
+    def score(p: np.ndarray) -> float:
+        return penalized(sim, sim.run(p, prio, greedy_fusion(sim, p) if fuse else None))
+
+    cur = start.placement[roots].copy()
+    cur_s = score(cur[gi])
+    best = cur
+    if nd > 1:
+        best = _anneal_loop(score, cur, cur_s, gi, nd, budget, rng, t0)
+    p = best[gi]
+    return Decision(p, prio, greedy_fusion(sim, p) if fuse else None)
+
+
+def _anneal_loop(
+    score: Callable[[np.ndarray], float],
+    cur: np.ndarray,
+    cur_s: float,
+    gi: np.ndarray,
+    nd: int,
+    budget: int,
+    rng: np.random.Generator,
+    t0: float,
+) -> np.ndarray:
+    k = cur.size
+    best_s, best = cur_s, cur.copy()
+    mean_len = max(1.0, k / (8 * nd))
+    for i in range(budget):
+        temp = t0 * (1 - i / budget)
+        a = int(rng.integers(k))
+        run = min(k - a, int(rng.geometric(1 / mean_len)))
+        cand = cur.copy()
+        cand[a : a + run] = rng.integers(nd)
+        s = score(cand[gi])
+        delta = (s - cur_s) / cur_s
+        if delta <= 0 or (temp > 0 and rng.random() < math.exp(-delta / temp)):
+            cur, cur_s = cand, s
+            if s < best_s:
+                best_s, best = s, cand.copy()
+    return best
+
+
+# ---- all of them -----------------------------------------------------------------------------
+
+NAMES = (
+    "single",
+    "expert",
+    "expert+cp",
+    "metis+cp",
+    "heft",
+    "m-etf",
+    "best+fuse",
+    "random",
+    "anneal",
+)
+
+
+def run_baselines(
+    sim: Simulator,
+    names: tuple[str, ...] = NAMES,
+    budget: int = 100,
+    seed: int = 0,
+) -> list[BaselineResult]:
+    """Run the named baselines (in order) and score each with the simulator.
+
+    ``best+fuse`` applies greedy fusion to the best feasible decision found before it; ``anneal``
+    starts from it too. ``budget`` is the number of simulator calls of each search baseline.
+    """
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise GraphError(f"unknown baseline(s) {unknown}; available: {', '.join(NAMES)}")
+    out: list[BaselineResult] = []
+
+    def best_so_far() -> Decision:
+        if not out:
+            return with_cp(sim, expert(sim))
+        return min(out, key=lambda b: penalized(sim, b.result)).decision
+
+    makers: dict[str, Callable[[], Decision]] = {
+        "single": lambda: single_device(sim),
+        "expert": lambda: expert(sim),
+        "expert+cp": lambda: with_cp(sim, expert(sim)),
+        "metis+cp": lambda: with_cp(sim, metis(sim, seed)),
+        "heft": lambda: heft(sim),
+        "m-etf": lambda: m_etf(sim),
+        "best+fuse": lambda: _fused(sim, best_so_far()),
+        "random": lambda: random_search(sim, budget, seed),
+        "anneal": lambda: anneal(sim, best_so_far(), budget, seed),
+    }
+    for name in names:
+        t = time.perf_counter()
+        d = makers[name]()
+        secs = time.perf_counter() - t
+        out.append(BaselineResult(name, d, sim.run(d.placement, d.priority, d.fusion), secs))
+    return out
+
+
+def _fused(sim: Simulator, d: Decision) -> Decision:
+    return Decision(d.placement, d.priority, greedy_fusion(sim, d.placement))

@@ -1,0 +1,204 @@
+"""Cluster model: devices and the links between them.
+
+A device runs one op at a time (one compute stream) and is described by its peak FLOP/s, memory
+bandwidth, memory capacity and a fixed per-op overhead (kernel launch and framework dispatch). An
+op's time on a device is the roofline estimate ``overhead + max(flops / flop_s, bytes / mem_bw)``,
+the cost model of GO's and Placeto's simulators (Zhou et al., NeurIPS 2020; Addanki et al.,
+NeurIPS 2019). A link between two devices has a bandwidth and a latency; a transfer of ``b`` bytes
+takes ``latency + b / bandwidth`` and transfers on the same link go one after another.
+
+Presets (``{2,4,8}xgpu-{pcie,nvlink}``, plus ``1xgpu``) use V100-class numbers. They are
+*effective* rates, not datasheet peaks, chosen so that the roofline lands where measured kernels
+do:
+
+========================  ===============  ==============================================
+constant                  value            why
+========================  ===============  ==============================================
+``flop_s``                10 TFLOP/s       V100 fp32 peak is 15.7; large GEMMs reach ~70%
+``mem_bw``                750 GB/s         HBM2 peak 900 GB/s; streaming kernels ~80%
+``memory``                16 GiB           V100 16 GB
+``op_overhead``           5 µs             kernel launch + TF/PyTorch dispatch per op
+PCIe link bandwidth       12 GB/s          PCIe 3.0 x16 (15.75 GB/s peak) measured copies
+PCIe link latency         10 µs            cudaMemcpyPeer through the host bridge
+NVLink link bandwidth     45 GB/s          NVLink 2, 2 bricks per pair (50 GB/s peak)
+NVLink link latency       5 µs             direct peer copy
+========================  ===============  ==============================================
+
+A cluster file (JSON) overrides any of this::
+
+    {"devices": [{"name": "gpu0", "flop_s": 1e13, "mem_bw": 7.5e11, "memory": 1.7e10,
+                  "op_overhead": 5e-6}, ...],
+     "link": {"bandwidth": 1.2e10, "latency": 1e-5},
+     "links": [{"src": 0, "dst": 1, "bandwidth": 4.5e10, "latency": 5e-6}]}
+
+``link`` is the default for every pair; ``links`` (optional) overrides single pairs in both
+directions. Every device field is required: a missing one is an error naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.errors import GraphError
+
+DEVICE_FIELDS = ("flop_s", "mem_bw", "memory", "op_overhead")
+LINK_FIELDS = ("bandwidth", "latency")
+
+GPU = {"flop_s": 10e12, "mem_bw": 750e9, "memory": 16 * 2**30, "op_overhead": 5e-6}
+LINKS = {"pcie": (12e9, 10e-6), "nvlink": (45e9, 5e-6)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    name: str
+    flop_s: float
+    """Effective FLOP/s."""
+    mem_bw: float
+    """Effective memory bandwidth, bytes/s."""
+    memory: float
+    """Memory capacity, bytes."""
+    op_overhead: float
+    """Fixed cost of every op (kernel launch, dispatch), seconds."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Cluster:
+    """Devices plus ``bandwidth[i, j]`` (bytes/s) and ``latency[i, j]`` (s) between them."""
+
+    name: str
+    devices: tuple[Device, ...]
+    bandwidth: np.ndarray
+    latency: np.ndarray
+
+    def __post_init__(self) -> None:
+        d = len(self.devices)
+        if d == 0:
+            raise GraphError(f"cluster {self.name!r} has no devices")
+        for dev in self.devices:
+            for f in DEVICE_FIELDS:
+                v = getattr(dev, f)
+                ok = np.isfinite(v) and (v >= 0 if f == "op_overhead" else v > 0)
+                if not ok:
+                    raise GraphError(
+                        f"cluster {self.name!r}: device {dev.name!r} has {f}={v!r} "
+                        f"(must be {'>= 0' if f == 'op_overhead' else '> 0'})"
+                    )
+        for arr, what in ((self.bandwidth, "bandwidth"), (self.latency, "latency")):
+            if arr.shape != (d, d):
+                raise GraphError(f"cluster {self.name!r}: {what} matrix is not {d}x{d}")
+        off = ~np.eye(d, dtype=bool)
+        if np.any(~(self.bandwidth[off] > 0)) or np.any(~(self.latency[off] >= 0)):
+            raise GraphError(f"cluster {self.name!r}: link bandwidth must be > 0, latency >= 0")
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``flop_s, mem_bw, memory, op_overhead`` as float64 arrays, one entry per device."""
+        return tuple(  # type: ignore[return-value]
+            np.array([getattr(d, f) for d in self.devices], dtype=np.float64) for f in DEVICE_FIELDS
+        )
+
+    def op_times(self, flops: np.ndarray, bytes_moved: np.ndarray) -> np.ndarray:
+        """Roofline time of each op on each device: shape ``(num_ops, num_devices)``."""
+        f, bw, _, oh = self.arrays()
+        return oh[None, :] + np.maximum(flops[:, None] / f[None, :], bytes_moved[:, None] / bw)
+
+    def fastest_device(self) -> int:
+        return int(np.argmax([d.flop_s for d in self.devices]))
+
+    def describe(self) -> str:
+        d = self.devices[0]
+        bw = self.bandwidth[0, 1] if self.num_devices > 1 else float("nan")
+        return (
+            f"{self.name}: {self.num_devices} x ({d.flop_s / 1e12:g} TFLOP/s, "
+            f"{d.mem_bw / 1e9:g} GB/s, {d.memory / 2**30:g} GiB), link {bw / 1e9:g} GB/s"
+        )
+
+
+def _uniform(name: str, devices: list[Device], bw: float, lat: float) -> Cluster:
+    d = len(devices)
+    return Cluster(name, tuple(devices), np.full((d, d), bw), np.full((d, d), lat))
+
+
+def preset_names() -> list[str]:
+    return ["1xgpu"] + [f"{n}xgpu-{k}" for k in LINKS for n in (2, 4, 8)]
+
+
+def get_cluster(spec: str | Path) -> Cluster:
+    """A preset name (``4xgpu-pcie``, ``8xgpu-nvlink``, ``1xgpu``) or a path to a JSON file."""
+    s = str(spec)
+    m = re.fullmatch(r"(\d+)xgpu(?:-(pcie|nvlink))?", s)
+    if m:
+        n, kind = int(m.group(1)), m.group(2) or "pcie"
+        if not 1 <= n <= 64:
+            raise GraphError(f"cluster {s!r}: 1 to 64 GPUs")
+        devs = [Device(f"gpu{i}", **GPU) for i in range(n)]
+        return _uniform(s, devs, *LINKS[kind])
+    p = Path(s)
+    if p.suffix == ".json" or p.exists():
+        return load_cluster(p)
+    raise GraphError(
+        f"unknown cluster {s!r}; presets: {', '.join(preset_names())}, or a .json file"
+    )
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """Read a cluster file (format in the module docstring); every missing field is named."""
+    p = Path(path)
+    if not p.is_file():
+        raise GraphError(f"cluster file not found: {p}")
+    try:
+        d = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise GraphError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    return cluster_from_dict(d, name=p.stem, where=str(p))
+
+
+def _num(obj: dict[str, Any], field: str, where: str) -> float:
+    if field not in obj:
+        raise GraphError(f"{where}: missing field {field!r}")
+    v = obj[field]
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise GraphError(f"{where}: field {field!r} must be a number, got {v!r}")
+    return float(v)
+
+
+def cluster_from_dict(d: Any, name: str = "cluster", where: str = "cluster") -> Cluster:
+    if not isinstance(d, dict):
+        raise GraphError(f"{where}: expected a JSON object with 'devices' and 'link'")
+    for k in ("devices", "link"):
+        if k not in d:
+            raise GraphError(f"{where}: missing field {k!r}")
+    if not isinstance(d["devices"], list) or not d["devices"]:
+        raise GraphError(f"{where}: 'devices' must be a non-empty list")
+    devs = []
+    for i, dv in enumerate(d["devices"]):
+        if not isinstance(dv, dict):
+            raise GraphError(f"{where}: devices[{i}] must be an object")
+        w = f"{where}: devices[{i}]"
+        devs.append(
+            Device(str(dv.get("name", f"dev{i}")), **{f: _num(dv, f, w) for f in DEVICE_FIELDS})
+        )
+    if not isinstance(d["link"], dict):
+        raise GraphError(f"{where}: 'link' must be an object")
+    bw0, lat0 = (_num(d["link"], f, f"{where}: link") for f in LINK_FIELDS)
+    n = len(devs)
+    bw, lat = np.full((n, n), bw0), np.full((n, n), lat0)
+    for li, ln in enumerate(d.get("links", [])):
+        w = f"{where}: links[{li}]"
+        if not isinstance(ln, dict):
+            raise GraphError(f"{w} must be an object")
+        i, j = int(_num(ln, "src", w)), int(_num(ln, "dst", w))
+        if not (0 <= i < n and 0 <= j < n) or i == j:
+            raise GraphError(f"{w}: src/dst must be two different devices in 0..{n - 1}")
+        bw[i, j] = bw[j, i] = _num(ln, "bandwidth", w)
+        lat[i, j] = lat[j, i] = _num(ln, "latency", w)
+    return Cluster(str(d.get("name", name)), tuple(devs), bw, lat)

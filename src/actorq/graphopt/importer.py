@@ -1,0 +1,309 @@
+"""Import a PyTorch model into the graph IR, with per-op FLOPs and bytes.
+
+:func:`from_torch` traces the module with ``torch.fx.symbolic_trace`` (Python loops unroll, which
+is how recurrent models become the large graphs GO works on), then runs the traced graph once on
+*meta* tensors — shapes only, no memory and no arithmetic — under a dispatch mode that sees every
+aten op each fx node issues. Per fx node:
+
+* **FLOPs**: aten ops with a formula in ``torch.utils.flop_counter`` (matmuls, convolutions,
+  attention) use it; every other op that produces a new tensor counts one FLOP per element of its
+  largest operand (elementwise ops, norms, reductions); views count zero.
+* **bytes read** = the tensors it takes (activations and parameters); **bytes written** and
+  **output bytes** = the tensors it creates (0 for a view, which aliases its input).
+* **parameter bytes** = the parameters it uses, counted once per parameter tensor (on the first op
+  that uses it — an LSTM cell reused at every step owns its weights once).
+
+``getitem`` on a tuple output is folded into the edge (the edge carries the selected tensor), and
+``placeholder`` inputs become ``input`` ops; parameters are not ops.
+
+Training steps (``training=True``) get a mirrored backward pass, the way TensorFlow's gradient
+graph looks to GO's placer:
+
+* for every forward op ``v`` that depends on a parameter, an op ``v/grad`` with
+  ``2 x`` the forward FLOPs if ``v`` owns parameters (input and weight gradients), ``1 x``
+  otherwise, reading ``v``'s inputs (saved activations), its own output and its output gradient;
+* edges ``grad(w) <- grad(v)`` for every forward edge ``w -> v`` (the gradient flows back, same
+  tensor size), ``grad(v) <- u`` for every forward input ``u`` of ``v`` (saved activations) and
+  ``grad(v) <- v`` (the output, which e.g. ``tanh``'s backward needs, and which seeds the loss);
+* for every parameter-owning module (or attribute), one ``<name>/update`` op after all grad ops
+  that touch it: SGD with momentum, ~3 FLOPs per parameter, holding the gradient buffer and the
+  momentum (2 x parameter bytes) on its device.
+
+The IR then holds the whole memory of a training step: weights on the forward ops, gradient
+buffers and optimizer state on the update ops, activations kept alive until their backward op.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from actorq.errors import GraphError
+from actorq.graphopt.ir import Graph
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+
+
+def _nbytes(x: Any) -> float:
+    return float(sum(t.numel() * t.element_size() for t in _tensors(x)))
+
+
+def _is_view(func: Any) -> bool:
+    """An aten op whose outputs alias an input (``view``, ``transpose``, ``chunk``...)."""
+    return any(r.alias_info is not None for r in func._schema.returns)
+
+
+class _FlopCounter(TorchDispatchMode):
+    """Counts the FLOPs of the aten ops run while active (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0.0
+        self.views_only = True
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        if packet in flop_registry:
+            self.flops += float(flop_registry[packet](*args, **kwargs, out_val=out))
+            self.views_only = False
+        elif not _is_view(func):
+            sizes = [t.numel() for t in _tensors((args, kwargs, out))]
+            self.flops += float(max(sizes, default=0))
+            self.views_only = False
+        return out
+
+
+def _op_type(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
+    if node.op == "call_module":
+        return type(gm.get_submodule(str(node.target))).__name__.lower()
+    if node.op == "call_function":
+        return str(getattr(node.target, "__name__", node.target)).lstrip("_")
+    return str(node.target)
+
+
+def _param_keys(gm: torch.fx.GraphModule, node: torch.fx.Node) -> dict[str, float]:
+    """Parameter tensors a node uses, by name, with their bytes."""
+    keys: dict[str, float] = {}
+    if node.op == "call_module":
+        mod = gm.get_submodule(str(node.target))
+        for pn, p in mod.named_parameters(recurse=True):
+            keys[f"{node.target}.{pn}"] = float(p.numel() * p.element_size())
+    for a in node.all_input_nodes:
+        if a.op == "get_attr":
+            t = operator.attrgetter(str(a.target))(gm)
+            if isinstance(t, torch.Tensor):
+                keys[str(a.target)] = float(t.numel() * t.element_size())
+    return keys
+
+
+def from_torch(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    name: str,
+    *,
+    training: bool = True,
+    meta: dict[str, Any] | None = None,
+) -> Graph:
+    """Trace ``module`` on ``example_inputs`` into a :class:`Graph` (see the module docstring).
+
+    The module and inputs may live on any device; they are moved to ``meta`` for the shape pass,
+    so a model far larger than this machine's memory imports fine.
+    """
+    try:
+        gm = torch.fx.symbolic_trace(module)
+    except Exception as e:  # fx raises many types for untraceable code
+        raise GraphError(f"cannot trace {name!r} with torch.fx: {type(e).__name__}: {e}") from None
+    gm = gm.to("meta")
+    inputs = [x.to("meta") for x in example_inputs]
+
+    values: dict[torch.fx.Node, Any] = {}
+    flops: dict[torch.fx.Node, float] = {}
+    views: dict[torch.fx.Node, bool] = {}
+    counter = _FlopCounter()
+
+    class _Run(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            counter.flops, counter.views_only = 0.0, True
+            with counter:
+                out = super().run_node(n)
+            values[n], flops[n], views[n] = out, counter.flops, counter.views_only
+            return out
+
+    with torch.no_grad():
+        _Run(gm).run(*inputs)
+
+    # ---- forward ops --------------------------------------------------------------------------
+    index: dict[torch.fx.Node, int] = {}
+    names: list[str] = []
+    types: list[str] = []
+    cols: dict[str, list[float]] = {
+        k: [] for k in ("flops", "bytes_read", "bytes_written", "out_bytes", "param_bytes")
+    }
+    keys_of: list[list[str]] = []
+    src: list[int] = []
+    dst: list[int] = []
+    eb: list[float] = []
+    key_bytes: dict[str, float] = {}
+
+    def producer(a: torch.fx.Node) -> tuple[torch.fx.Node, float] | None:
+        """The op an argument comes from, folding ``getitem`` chains, and the tensor bytes."""
+        nbytes = _nbytes(values[a])
+        while (
+            a.op == "call_function"
+            and a.target is operator.getitem
+            and isinstance(a.args[0], torch.fx.Node)
+        ):
+            a = a.args[0]
+        if a.op in ("get_attr", "output") or a not in index:
+            return None
+        return a, nbytes
+
+    for node in gm.graph.nodes:
+        if node.op in ("output", "get_attr"):
+            continue
+        if node.op == "call_function" and node.target is operator.getitem:
+            continue
+        i = len(names)
+        index[node] = i
+        names.append(node.name)
+        types.append("input" if node.op == "placeholder" else _op_type(gm, node))
+        pkeys = _param_keys(gm, node)
+        own = {k: b for k, b in pkeys.items() if k not in key_bytes}
+        key_bytes.update(own)
+        keys_of.append(list(pkeys))
+        out_b = _nbytes(values[node])
+        read = sum(pkeys.values())
+        for a in node.all_input_nodes:
+            pr = producer(a)
+            if pr is not None:
+                src.append(index[pr[0]])
+                dst.append(i)
+                eb.append(pr[1])
+                read += pr[1]
+        created = 0.0 if views[node] and node.op != "placeholder" else out_b
+        cols["flops"].append(flops[node] if node.op != "placeholder" else 0.0)
+        cols["bytes_read"].append(read)
+        cols["bytes_written"].append(created if node.op != "placeholder" else 0.0)
+        cols["out_bytes"].append(created)
+        cols["param_bytes"].append(sum(own.values()))
+    nf = len(names)
+    if nf == 0:
+        raise GraphError(f"model {name!r} traced to an empty graph")
+
+    anchor = list(range(nf))
+    if training:
+        _add_backward(names, types, cols, keys_of, key_bytes, src, dst, eb, anchor)
+    arr = {k: np.array(v, dtype=np.float64) for k, v in cols.items()}
+    return Graph(
+        name=name,
+        op_names=names,
+        op_types=types,
+        **arr,
+        src=np.array(src, dtype=np.int64),
+        dst=np.array(dst, dtype=np.int64),
+        edge_bytes=np.array(eb, dtype=np.float64),
+        meta={"training": training, "forward_ops": nf, **(meta or {})},
+        anchor=np.array(anchor, dtype=np.int64),
+    )
+
+
+def _add_backward(
+    names: list[str],
+    types: list[str],
+    cols: dict[str, list[float]],
+    keys_of: list[list[str]],
+    key_bytes: dict[str, float],
+    src: list[int],
+    dst: list[int],
+    eb: list[float],
+    anchor: list[int],
+) -> None:
+    """Append the mirrored backward pass and optimizer updates (module docstring); each new op
+    is anchored to (colocated by default with) the forward op it belongs to."""
+    nf = len(anchor)
+    fwd_edges = list(zip(src, dst, eb, strict=True))
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(nf)]
+    for s, d, b in fwd_edges:
+        preds[d].append((s, b))
+    # an op needs a gradient if it uses parameters or any of its inputs does (forward is topo)
+    needs = [False] * nf
+    for v in range(nf):
+        needs[v] = bool(keys_of[v]) or any(needs[s] for s, _ in preds[v])
+    grad = [-1] * nf
+    key_seen: set[str] = set()
+    for v in range(nf):
+        if not needs[v]:
+            continue
+        g = len(names)
+        grad[v] = g
+        anchor.append(v)
+        names.append(f"{names[v]}/grad")
+        types.append(f"{types[v]}_grad")
+        out_grad = cols["out_bytes"][v] or cols["bytes_written"][v]
+        in_grads = sum(b for s, b in preds[v] if needs[s])
+        cols["flops"].append(cols["flops"][v] * (2.0 if keys_of[v] else 1.0))
+        cols["bytes_read"].append(cols["bytes_read"][v] + 2 * out_grad)
+        cols["bytes_written"].append(in_grads + (cols["bytes_read"][v] if keys_of[v] else 0.0))
+        cols["out_bytes"].append(in_grads)
+        cols["param_bytes"].append(0.0)
+    # edges: output -> own grad; saved inputs -> grad; grad flows back along every edge
+    for v in range(nf):
+        if grad[v] < 0:
+            continue
+        src.append(v)
+        dst.append(grad[v])
+        eb.append(cols["out_bytes"][v])
+        for s, b in preds[v]:
+            src.append(s)
+            dst.append(grad[v])
+            eb.append(b)
+    for s, d, b in fwd_edges:
+        if grad[s] >= 0 and grad[d] >= 0:
+            src.append(grad[d])
+            dst.append(grad[s])
+            eb.append(b)
+    # an op's gradient also waits for every consumer's gradient: already implied by the edges
+    # above, since each consumer d of s adds grad(d) -> grad(s).
+    # one update per parameter owner (a module, or a bare parameter attribute)
+    owner_bytes: dict[str, float] = {}
+    owner_users: dict[str, set[int]] = {}
+    for v in range(nf):
+        for k in keys_of[v]:
+            owner = k.rsplit(".", 1)[0]
+            if owner not in owner_users:
+                owner_users[owner] = set()
+            if k not in key_seen:
+                key_seen.add(k)
+                owner_bytes[owner] = owner_bytes.get(owner, 0.0) + key_bytes[k]
+            owner_users[owner].add(v)
+    for owner, vs in owner_users.items():
+        pb = owner_bytes.get(owner, 0.0)
+        if pb <= 0:
+            continue
+        u = len(names)
+        anchor.append(min(vs))
+        names.append(f"{owner}/update")
+        types.append("update")
+        cols["flops"].append(3.0 * pb / 4.0)  # ~3 FLOPs per fp32 parameter
+        cols["bytes_read"].append(3.0 * pb)  # weight, gradient, momentum
+        cols["bytes_written"].append(2.0 * pb)  # weight, momentum
+        cols["out_bytes"].append(0.0)  # in place
+        cols["param_bytes"].append(2.0 * pb)  # gradient buffer + momentum
+        for v in sorted(vs):
+            src.append(grad[v])
+            dst.append(u)
+            eb.append(pb)

@@ -1,0 +1,389 @@
+"""Graph IR: the computation graph every graphopt tool reads.
+
+A :class:`Graph` is a DAG of ops. Each op has a type, FLOPs, bytes read and written (its memory
+traffic, which the simulator's roofline uses), output bytes (the memory it allocates; 0 for a view
+that aliases its input) and parameter bytes (weights, gradient buffers or optimizer state that
+stay resident on its device for the whole step). Each edge carries the size of the tensor it moves
+(what a cross-device transfer costs). Costs are per step, the same quantities GO's simulator and
+Placeto's use (Zhou et al., NeurIPS 2020; Addanki et al., NeurIPS 2019).
+
+Arrays, not objects: an 80k-op graph is a handful of numpy arrays, so the simulator and the
+environments never loop over Python objects.
+
+On-disk formats (both safe: no pickle, no code):
+
+* ``.json``: ``{"format": "actorq.graphopt/1", "name": ..., "meta": {...}, "ops": [{"name",
+  "type", "flops", "bytes_read", "bytes_written", "out_bytes", "param_bytes"}, ...], "edges":
+  [{"src", "dst", "bytes"}, ...]}``, where ``src``/``dst`` are op names or indices. Meant for
+  small, hand-written graphs.
+* ``.npz`` (``numpy.savez_compressed``, loaded with ``allow_pickle=False``): the arrays named as
+  the :class:`Graph` fields, op types as int codes into ``type_vocab``, plus a JSON ``header``
+  string (format, name, meta). Meant for the large generated graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.errors import GraphError
+
+FORMAT = "actorq.graphopt/1"
+COST_FIELDS = ("flops", "bytes_read", "bytes_written", "out_bytes", "param_bytes")
+
+
+@dataclasses.dataclass(eq=False)
+class Graph:
+    """A computation graph (a DAG). Validated on construction: a bad graph never gets further.
+
+    Raises :class:`GraphError` naming the op or edge for mismatched lengths, negative or
+    non-finite costs, edges to ops that do not exist, self-loops and cycles.
+    """
+
+    name: str
+    op_names: list[str]
+    op_types: list[str]
+    flops: np.ndarray
+    bytes_read: np.ndarray
+    bytes_written: np.ndarray
+    out_bytes: np.ndarray
+    param_bytes: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    edge_bytes: np.ndarray
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    anchor: np.ndarray | None = None
+    """Colocation hint: ``anchor[i]`` is the op whose device op ``i`` shares by default (a
+    gradient op its forward op, as TensorFlow's ``colocate_gradients_with_ops``); ``i`` itself
+    when none. Baselines use it; the simulator does not enforce it."""
+
+    def __post_init__(self) -> None:
+        n = len(self.op_names)
+        if n == 0:
+            raise GraphError(f"graph {self.name!r} has no ops")
+        if len(self.op_types) != n:
+            raise GraphError(f"graph {self.name!r}: {len(self.op_types)} op types for {n} ops")
+        for f in COST_FIELDS:
+            a = np.ascontiguousarray(getattr(self, f), dtype=np.float64)
+            if a.shape != (n,):
+                raise GraphError(
+                    f"graph {self.name!r}: field {f!r} has shape {a.shape}, not ({n},)"
+                )
+            bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
+            if bad.size:
+                i = int(bad[0])
+                raise GraphError(
+                    f"graph {self.name!r}: op {self.op_names[i]!r} has {f}={a[i]!r} "
+                    "(costs must be finite and >= 0)"
+                )
+            setattr(self, f, a)
+        self.src = np.ascontiguousarray(self.src, dtype=np.int64).reshape(-1)
+        self.dst = np.ascontiguousarray(self.dst, dtype=np.int64).reshape(-1)
+        self.edge_bytes = np.ascontiguousarray(self.edge_bytes, dtype=np.float64).reshape(-1)
+        m = self.src.size
+        if self.dst.size != m or self.edge_bytes.size != m:
+            raise GraphError(f"graph {self.name!r}: src, dst and edge_bytes differ in length")
+        out = np.flatnonzero((self.src < 0) | (self.src >= n) | (self.dst < 0) | (self.dst >= n))
+        if out.size:
+            e = int(out[0])
+            raise GraphError(
+                f"graph {self.name!r}: edge {e} ({self.src[e]} -> {self.dst[e]}) names an op "
+                f"that does not exist (ops are 0..{n - 1})"
+            )
+        bad = np.flatnonzero(~np.isfinite(self.edge_bytes) | (self.edge_bytes < 0))
+        if bad.size:
+            e = int(bad[0])
+            raise GraphError(
+                f"graph {self.name!r}: edge {self.op_names[self.src[e]]!r} -> "
+                f"{self.op_names[self.dst[e]]!r} has bytes={self.edge_bytes[e]!r} (must be >= 0)"
+            )
+        loops = np.flatnonzero(self.src == self.dst)
+        if loops.size:
+            raise GraphError(
+                f"graph {self.name!r}: op {self.op_names[self.src[loops[0]]]!r} feeds itself "
+                "(a cycle)"
+            )
+        if self.anchor is None:
+            self.anchor = np.arange(n, dtype=np.int64)
+        self.anchor = np.ascontiguousarray(self.anchor, dtype=np.int64).reshape(-1)
+        if self.anchor.shape != (n,):
+            raise GraphError(f"graph {self.name!r}: anchor has {self.anchor.size} entries, not {n}")
+        bad = np.flatnonzero((self.anchor < 0) | (self.anchor >= n))
+        if bad.size == 0:
+            bad = np.flatnonzero(self.anchor[self.anchor] != self.anchor)
+        if bad.size:
+            i = int(bad[0])
+            raise GraphError(
+                f"graph {self.name!r}: op {self.op_names[i]!r} has anchor {self.anchor[i]}, "
+                "which must be an op anchored to itself"
+            )
+        _ = self.topo_order  # raises on a cycle
+
+    # ---- derived structure, computed once per graph -------------------------------------------
+    @property
+    def num_ops(self) -> int:
+        return len(self.op_names)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.src.size)
+
+    @functools.cached_property
+    def out_ptr(self) -> np.ndarray:
+        """CSR pointer: op ``u``'s out-edges are ``out_edges[out_ptr[u]:out_ptr[u + 1]]``."""
+        counts = np.bincount(self.src, minlength=self.num_ops)
+        ptr = np.zeros(self.num_ops + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        return ptr
+
+    @functools.cached_property
+    def out_edges(self) -> np.ndarray:
+        """Edge ids sorted by source op (stable, so edge order within an op is kept)."""
+        return np.argsort(self.src, kind="stable").astype(np.int64)
+
+    @functools.cached_property
+    def in_degree(self) -> np.ndarray:
+        return np.bincount(self.dst, minlength=self.num_ops).astype(np.int64)
+
+    @functools.cached_property
+    def out_degree(self) -> np.ndarray:
+        return np.bincount(self.src, minlength=self.num_ops).astype(np.int64)
+
+    @functools.cached_property
+    def topo_order(self) -> np.ndarray:
+        """A topological order (Kahn's, smallest index first among ready ops, so it is stable).
+
+        Raises :class:`GraphError` naming an op on a cycle.
+        """
+        order = _kahn(self.num_ops, self.out_ptr, self.dst[self.out_edges], self.in_degree.copy())
+        if order.size < self.num_ops:
+            left = np.ones(self.num_ops, dtype=bool)
+            left[order] = False
+            cyc = _find_cycle(self, left)
+            names = " -> ".join(repr(self.op_names[i]) for i in cyc)
+            raise GraphError(f"graph {self.name!r} has a cycle: {names}")
+        return order
+
+    @functools.cached_property
+    def topo_rank(self) -> np.ndarray:
+        """Position of each op in :attr:`topo_order`."""
+        rank = np.empty(self.num_ops, dtype=np.int64)
+        rank[self.topo_order] = np.arange(self.num_ops)
+        return rank
+
+    @functools.cached_property
+    def depth(self) -> np.ndarray:
+        """Longest path (in edges) from any source to each op."""
+        d = [0] * self.num_ops
+        ptr, nbr = self.out_ptr.tolist(), self.dst[self.out_edges].tolist()
+        for u in self.topo_order.tolist():
+            du = d[u] + 1
+            for v in nbr[ptr[u] : ptr[u + 1]]:
+                if d[v] < du:
+                    d[v] = du
+        return np.array(d, dtype=np.int64)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ops": self.num_ops,
+            "edges": self.num_edges,
+            "gflops": float(self.flops.sum() / 1e9),
+            "param_mb": float(self.param_bytes.sum() / 2**20),
+            "activation_mb": float(self.out_bytes.sum() / 2**20),
+            **{k: v for k, v in self.meta.items() if isinstance(v, (int, float, str, bool))},
+        }
+
+    # ---- saving and loading ------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write ``.json`` or ``.npz`` (by suffix), atomically."""
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        if p.suffix == ".json":
+            tmp.write_text(json.dumps(self.to_json()))
+        elif p.suffix == ".npz":
+            vocab = sorted(set(self.op_types))
+            code = {t: i for i, t in enumerate(vocab)}
+            header = {"format": FORMAT, "name": self.name, "meta": self.meta, "type_vocab": vocab}
+            with tmp.open("wb") as f:
+                np.savez_compressed(
+                    f,
+                    header=np.array(json.dumps(header)),
+                    op_names=np.array(self.op_names, dtype=str),
+                    op_type_codes=np.array([code[t] for t in self.op_types], dtype=np.int32),
+                    src=self.src,
+                    dst=self.dst,
+                    edge_bytes=self.edge_bytes,
+                    anchor=np.asarray(self.anchor),
+                    **{k: getattr(self, k) for k in COST_FIELDS},
+                )
+        else:
+            raise GraphError(f"unknown graph file type {p.suffix!r} (use .json or .npz)")
+        tmp.replace(p)
+        return p
+
+    def to_json(self) -> dict[str, Any]:
+        assert self.anchor is not None
+        ops = [
+            {"name": self.op_names[i], "type": self.op_types[i]}
+            | {f: float(getattr(self, f)[i]) for f in COST_FIELDS}
+            | ({"anchor": int(self.anchor[i])} if self.anchor[i] != i else {})
+            for i in range(self.num_ops)
+        ]
+        edges = [
+            {"src": int(s), "dst": int(d), "bytes": float(b)}
+            for s, d, b in zip(self.src, self.dst, self.edge_bytes, strict=True)
+        ]
+        return {"format": FORMAT, "name": self.name, "meta": self.meta, "ops": ops, "edges": edges}
+
+
+def _kahn(n: int, ptr: np.ndarray, nbr: np.ndarray, indeg: np.ndarray) -> np.ndarray:
+    import heapq
+
+    ready = [int(i) for i in np.flatnonzero(indeg == 0)]
+    heapq.heapify(ready)
+    order: list[int] = []
+    ptr_l, nbr_l, indeg_l = ptr.tolist(), nbr.tolist(), indeg.tolist()
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in nbr_l[ptr_l[u] : ptr_l[u + 1]]:
+            indeg_l[v] -= 1
+            if indeg_l[v] == 0:
+                heapq.heappush(ready, v)
+    return np.array(order, dtype=np.int64)
+
+
+def _find_cycle(g: Graph, left: np.ndarray) -> list[int]:
+    """Ops left after Kahn's all have a predecessor that is also left: walk back to a repeat."""
+    pred: dict[int, int] = {}
+    for s, d in zip(g.src.tolist(), g.dst.tolist(), strict=True):
+        if left[s] and left[d]:
+            pred.setdefault(d, s)
+    u = int(np.flatnonzero(left)[0])
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    while u not in seen:
+        seen[u] = len(path)
+        path.append(u)
+        u = pred[u]
+    cyc = path[seen[u] :][::-1]
+    return [*cyc, cyc[0]]
+
+
+def make_graph(
+    name: str,
+    ops: Sequence[dict[str, Any]],
+    edges: Sequence[tuple[int | str, int | str, float] | dict[str, Any]],
+    meta: dict[str, Any] | None = None,
+) -> Graph:
+    """Build a graph from op dicts (``name``, ``type`` and the cost fields; missing costs are 0)
+    and edges ``(src, dst, bytes)`` or ``{"src", "dst", "bytes"}`` naming ops by name or index."""
+    names = [str(o.get("name", f"op{i}")) for i, o in enumerate(ops)]
+    index = {nm: i for i, nm in enumerate(names)}
+    if len(index) != len(names):
+        dup = next(nm for nm in names if names.count(nm) > 1)
+        raise GraphError(f"graph {name!r}: op name {dup!r} is used twice")
+    cols: dict[str, list[float]] = {f: [] for f in COST_FIELDS}
+    for i, o in enumerate(ops):
+        unknown = set(o) - {"name", "type", "anchor", *COST_FIELDS}
+        if unknown:
+            raise GraphError(
+                f"graph {name!r}: op {names[i]!r} has unknown field(s) {sorted(unknown)}"
+            )
+        for f in COST_FIELDS:
+            v = o.get(f, 0.0)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise GraphError(f"graph {name!r}: op {names[i]!r} has non-numeric {f}={v!r}")
+            cols[f].append(float(v))
+
+    def ref(x: int | str, k: int) -> int:
+        if isinstance(x, str):
+            if x not in index:
+                what = f"edge {k}" if k >= 0 else "an anchor"
+                raise GraphError(f"graph {name!r}: {what} names op {x!r}, which does not exist")
+            return index[x]
+        return int(x)
+
+    src, dst, eb = [], [], []
+    for k, e in enumerate(edges):
+        if isinstance(e, dict):
+            missing = {"src", "dst", "bytes"} - set(e)
+            if missing:
+                raise GraphError(f"graph {name!r}: edge {k} lacks field(s) {sorted(missing)}")
+            s, d, b = e["src"], e["dst"], e["bytes"]
+        else:
+            s, d, b = e
+        src.append(ref(s, k))
+        dst.append(ref(d, k))
+        eb.append(float(b))
+    anchor = [ref(o["anchor"], -1) if "anchor" in o else i for i, o in enumerate(ops)]
+    if any(not 0 <= a < len(names) for a in anchor):
+        i = next(i for i, a in enumerate(anchor) if not 0 <= a < len(names))
+        raise GraphError(f"graph {name!r}: op {names[i]!r} has an anchor that does not exist")
+    return Graph(
+        name=name,
+        anchor=np.array(anchor, dtype=np.int64),
+        op_names=names,
+        op_types=[str(o.get("type", "op")) for o in ops],
+        **{f: np.array(cols[f]) for f in COST_FIELDS},
+        src=np.array(src, dtype=np.int64),
+        dst=np.array(dst, dtype=np.int64),
+        edge_bytes=np.array(eb, dtype=np.float64),
+        meta=dict(meta or {}),
+    )
+
+
+def load_graph(path: str | Path) -> Graph:
+    """Read a graph written by :meth:`Graph.save` (or hand-written JSON). Never unpickles."""
+    p = Path(path)
+    if not p.is_file():
+        raise GraphError(f"graph file not found: {p}")
+    if p.suffix == ".json":
+        try:
+            d = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise GraphError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        if not isinstance(d, dict):
+            raise GraphError(f"{p}: expected a JSON object with 'ops' and 'edges'")
+        for k in ("ops", "edges"):
+            if k not in d:
+                raise GraphError(f"{p}: missing field {k!r}")
+        if d.get("format", FORMAT) != FORMAT:
+            raise GraphError(f"{p}: unknown format {d.get('format')!r} (expected {FORMAT!r})")
+        return make_graph(str(d.get("name", p.stem)), d["ops"], d["edges"], d.get("meta"))
+    if p.suffix == ".npz":
+        try:
+            z = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise GraphError(f"{p}: not a readable npz file ({e})") from None
+        with z:
+            need = {"header", "op_names", "op_type_codes", "src", "dst", "edge_bytes", *COST_FIELDS}
+            missing = sorted(need - set(z.files))
+            if missing:
+                raise GraphError(f"{p}: missing field(s) {missing}")
+            header = json.loads(str(z["header"]))
+            if header.get("format") != FORMAT:
+                raise GraphError(f"{p}: unknown format {header.get('format')!r}")
+            vocab = header["type_vocab"]
+            codes = z["op_type_codes"]
+            if codes.size and (codes.min() < 0 or codes.max() >= len(vocab)):
+                raise GraphError(f"{p}: op type code out of range")
+            return Graph(
+                name=header["name"],
+                op_names=[str(s) for s in z["op_names"]],
+                op_types=[vocab[c] for c in codes.tolist()],
+                **{f: z[f] for f in COST_FIELDS},
+                src=z["src"],
+                dst=z["dst"],
+                edge_bytes=z["edge_bytes"],
+                meta=header.get("meta", {}),
+                anchor=z["anchor"] if "anchor" in z.files else None,
+            )
+    raise GraphError(f"unknown graph file type {p.suffix!r} (use .json or .npz)")
