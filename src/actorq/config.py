@@ -103,6 +103,23 @@ class ExperimentConfig:
     """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
     save_replay: bool = True
     """Include the replay buffer in checkpoints (npz), for a faithful resume."""
+    backend: Literal["local", "ray"] = "local"
+    """Where actors run: local (processes on this machine sharing memory; no services) or ray
+    (Ray actors, sharded replay, a parameter cache per node; needs the [distributed] extra)."""
+    ray_address: str | None = None
+    """backend=ray: the cluster to join ("auto", "ray://host:10001", "host:6379"); default:
+    start Ray on this machine."""
+    replay_shards: int = 2
+    """backend=ray: replay shards (Ray actors, each with its own share of the rate limiter);
+    actors insert into a shard on their node, the learner samples from all."""
+    cache: Literal["node", "none"] = "node"
+    """backend=ray: how snapshots reach actors. node: published once, one cache per node,
+    actors read their node's shared memory. none: every actor pulls from a parameter server on
+    the learner's node (to measure what a cache saves)."""
+    prefetch: int = 4
+    """backend=ray: learner batches fetched ahead by a background thread (bounded queue)."""
+    actor_cpus: float = 0.5
+    """backend=ray: CPUs Ray reserves per actor; fractional, so several actors share a core."""
     runtime: Literal["ort", "numpy", "torch"] = "ort"
     """Actor inference runtime: onnxruntime (default), numpy reference, torch fallback."""
     actor_threads: int = 1
@@ -162,6 +179,9 @@ class ExperimentConfig:
             "calibration_states": self.calibration_states,
             "learner_threads": self.learner_threads,
             "samples_per_insert": self.samples_per_insert,
+            "replay_shards": self.replay_shards,
+            "prefetch": self.prefetch,
+            "actor_cpus": self.actor_cpus,
         }
         for name, v in positive.items():
             if v <= 0:
@@ -172,6 +192,12 @@ class ExperimentConfig:
             raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}")
         if self.min_replay_size > self.replay_size:
             raise ConfigError("--min-replay-size cannot exceed --replay-size")
+        if self.backend not in ("local", "ray"):
+            raise ConfigError(f"unknown backend {self.backend!r}; expected local or ray")
+        if self.backend == "ray" and self.actors == 0:
+            raise ConfigError("--backend ray needs --actors >= 1 (0 means one in-process actor)")
+        if self.cache not in ("node", "none"):
+            raise ConfigError(f"unknown cache {self.cache!r}; expected node or none")
         if self.runtime not in ("ort", "numpy", "torch"):
             raise ConfigError(f"unknown runtime {self.runtime!r}")
         if self.device.startswith("cuda"):

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,12 +26,16 @@ from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
 from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
+from actorq.core.types import Batch, transition_specs
 from actorq.distributed.local import LocalBackend, SyncBackend
 from actorq.envs import env_spec, validate_env_id
 from actorq.errors import CheckpointError, ConfigError
 from actorq.logging import MetricLogger
 from actorq.quant.runtimes import make_runtime
 from actorq.quant.snapshot import PolicySnapshot, make_snapshot
+
+if TYPE_CHECKING:
+    from actorq.distributed.ray_backend import RayBackend
 
 EVAL_SEED = 10_000  # periodic evaluations
 FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
@@ -205,6 +209,7 @@ def train(
         # the saved experiment, with this invocation's run-length and display options
         for f in ("total_steps", "progress", "log_every", "stop_at_target"):
             setattr(saved, f, getattr(cfg, f))
+        saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
         saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
         cfg = saved
         loaded = ckpt.load(resume_dir / "checkpoint")
@@ -229,7 +234,8 @@ def train(
     torch.set_num_threads(cfg.learner_threads)
     random.seed(cfg.seed)
     learner = builder.make_learner(cfg, spec)
-    replay = builder.make_replay(cfg, spec)
+    # backend="ray" keeps replay in shards (Ray actors); the local backends in this process.
+    replay: Any = builder.make_replay(cfg, spec) if cfg.backend == "local" else None
     limiter = builder.make_rate_limiter(cfg)
     rng = np.random.default_rng(cfg.seed)
     pspec = builder.policy_spec(cfg, spec)
@@ -245,7 +251,7 @@ def train(
         rng = ckpt.restore_rng(state["rng"]["numpy"])
         torch.set_rng_state(tensors["rng.torch"])
         random.setstate((3, tuple(state["rng"]["python"]), None))
-        if replay_path is not None:
+        if replay_path is not None and replay is not None:
             replay.load(replay_path)
 
     setup = builder.make_actor_setup(cfg, spec)
@@ -257,7 +263,7 @@ def train(
 
     def snapshot(version: int) -> PolicySnapshot:
         calib = None
-        if gptq and replay.size:
+        if gptq and replay is not None and replay.size:
             # Fresh replay states per publish, from a generator keyed by (seed, version):
             # reproducible, resume-safe, and independent of the learner's sampling stream.
             calib_rng = np.random.default_rng((cfg.seed, version))
@@ -267,17 +273,25 @@ def train(
         )
 
     first = snapshot(c["version"]).to_bytes()
-    backend: SyncBackend | LocalBackend
-    if cfg.actors == 0:
-        backend = SyncBackend(setup)
+    capacity = int(len(first) * 1.1) + 65536
+    backend: SyncBackend | LocalBackend | RayBackend
+    data: LocalInput | RayBackend
+    if cfg.backend == "ray":
+        from actorq.distributed.ray_backend import RayBackend
+
+        backend = RayBackend(cfg, setup, transition_specs(spec), capacity, c["env_steps"])
+        replay = backend.replay
+        if cfg.resume and loaded[2] is not None:
+            replay.load(loaded[2])
+        data = backend
     else:
-        backend = LocalBackend(
-            setup,
-            cfg.actors,
-            run_dir,
-            snapshot_capacity=int(len(first) * 1.1) + 65536,
-            env_steps_offset=c["env_steps"],
-        )
+        if cfg.actors == 0:
+            backend = SyncBackend(setup)
+        else:
+            backend = LocalBackend(
+                setup, cfg.actors, run_dir, capacity, env_steps_offset=c["env_steps"]
+            )
+        data = LocalInput(backend, replay, limiter, cfg.batch_size, rng)
     logger = MetricLogger(run_dir)
     progress = _Progress(cfg.progress, cfg.total_steps, c["env_steps"])
     progress.print(f"run dir: {run_dir}")
@@ -306,8 +320,6 @@ def train(
         }
         ckpt.save(run_dir / "checkpoint", tensors, state, replay.save if cfg.save_replay else None)
 
-    # Rate limiting counts this session's inserts and samples (a resumed replay is already in).
-    inserts = samples = 0
     next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
     start_wall = time.perf_counter() - c["wall_time_s"]
     last_log = time.perf_counter()
@@ -316,7 +328,6 @@ def train(
     ep_lengths: list[int] = []
     last = {"steps": c["env_steps"], "updates": c["updates"], "t": last_log, "busy": 0.0,
             "wait": 0.0, "lwait": 0.0}  # fmt: skip
-    learner_wait = 0.0
     interrupted = False
     stop_reason = "budget"
     stop = _StopOnCtrlC()
@@ -325,17 +336,12 @@ def train(
         while True:
             if stop.requested:
                 raise KeyboardInterrupt
-            batch = backend.drain()
-            if batch:
-                replay.add(batch)
-                inserts += len(batch["reward"])
+            batch = data.next_batch()
             for ret, length in backend.drain_episodes():
                 ep_returns.append(ret)
                 ep_lengths.append(length)
-            if limiter.can_sample(cfg.batch_size, inserts, samples):
-                metrics = learner.update(replay.sample(cfg.batch_size, rng))
-                samples += cfg.batch_size
-                backend.set_samples(samples)
+            if batch is not None:
+                metrics = learner.update(batch)
                 c["updates"] += 1
                 for k, v in metrics.items():
                     window.setdefault(k, []).append(v)
@@ -345,10 +351,6 @@ def train(
                     save_checkpoint()
             elif backend.synchronous:
                 backend.step_actor()  # type: ignore[union-attr]
-            else:
-                t = time.perf_counter()
-                time.sleep(0.0002)
-                learner_wait += time.perf_counter() - t
 
             c["env_steps"] = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
@@ -391,6 +393,7 @@ def train(
                 dt = now - last["t"]
                 busy = st.actor_busy_s - last["busy"]
                 wait = st.actor_wait_s - last["wait"]
+                learner_wait = data.learner_wait_s
                 lw = learner_wait - last["lwait"]
                 ep_returns_w, ep_lengths_w = ep_returns[-1000:], ep_lengths[-1000:]
                 m: dict[str, float] = {k: float(np.mean(v)) for k, v in window.items()}
@@ -408,6 +411,7 @@ def train(
                         "faults/actor_restarts": float(st.actor_restarts),
                         "faults/rejected_snapshots": float(st.rejected_snapshots),
                         "replay/size": float(replay.size),
+                        **st.extra,
                     }
                 )
                 if ep_returns_w:
@@ -428,29 +432,31 @@ def train(
                     f"ups {m['perf/learner_ups']:6.0f} | sps {m['perf/actor_sps']:7.0f} | "
                     f"return {'-' if ep_ret is None else f'{ep_ret:.1f}'} | eval {ev}",
                 )
-                info = {
-                    **m,
-                    **c,
-                    "actor_pids": backend.pids() if isinstance(backend, LocalBackend) else [],
-                }
-                if callback is not None and callback(info) is False:
+                if (
+                    callback is not None
+                    and callback({**m, **c, "backend": backend, "actor_pids": backend.pids()})
+                    is False
+                ):
                     stop_reason = "callback"
                     break
     except KeyboardInterrupt:
         interrupted, stop_reason = True, "interrupted"
     finally:
         stop.restore()
-        st = backend.stats()
-        backend.close()
-        progress.stop()
-
-    c["env_steps"] = st.env_steps
-    c["wall_time_s"] = time.perf_counter() - start_wall
-    save_checkpoint()
+        try:
+            st = backend.stats()
+            c["env_steps"] = st.env_steps
+            c["wall_time_s"] = time.perf_counter() - start_wall
+            # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
+            final_states = _final_states(replay, cfg.seed)
+            final = snapshot(c["version"] + 1)
+            save_checkpoint()
+        finally:
+            backend.close()
+            progress.stop()
 
     # Final report: held-out greedy evaluation of the final weights, quantized and fp32,
     # and how often the two pick the same action on states the actors visited.
-    final = snapshot(c["version"] + 1)
     fp32 = make_snapshot(learner.policy_layers(), pspec, "fp32", c["version"] + 1)
     q_rets = evaluate(
         make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
@@ -458,12 +464,8 @@ def train(
     f_rets = evaluate(
         make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
     )
-    n_states = min(10_000, replay.size)
-    states = (
-        replay.sample(n_states, np.random.default_rng(cfg.seed + 1))["obs"]
-        if n_states
-        else np.zeros((0, spec.obs_dim), np.float32)
-    )
+    states = final_states if final_states is not None else np.zeros((0, spec.obs_dim), np.float32)
+    n_states = len(states)
     mad = None
     if not n_states:
         agree = float("nan")
@@ -512,6 +514,52 @@ def train(
     )
     print_summary(result, stop_reason)
     return result
+
+
+class LocalInput:
+    """The learner's input on the local backends: move the actors' transitions into the
+    in-process replay, then sample a batch whenever the rate limiter allows (sampling a numpy
+    ring is microseconds, so no prefetch thread: it would only contend for the GIL)."""
+
+    def __init__(
+        self,
+        backend: SyncBackend | LocalBackend,
+        replay: Any,
+        limiter: Any,
+        batch_size: int,
+        rng: np.random.Generator,
+    ) -> None:
+        self.backend, self.replay, self.limiter = backend, replay, limiter
+        self.batch_size, self.rng = batch_size, rng
+        # Counts this session's inserts and samples (a resumed replay is already in).
+        self.inserts = self.samples = 0
+        self.learner_wait_s = 0.0
+
+    def next_batch(self) -> Batch | None:
+        batch = self.backend.drain()
+        if batch:
+            self.replay.add(batch)
+            self.inserts += len(batch["reward"])
+        if self.limiter.can_sample(self.batch_size, self.inserts, self.samples):
+            self.samples += self.batch_size
+            self.backend.set_samples(self.samples)
+            return self.replay.sample(self.batch_size, self.rng)
+        if not self.backend.synchronous:
+            t = time.perf_counter()
+            time.sleep(0.0002)
+            self.learner_wait_s += time.perf_counter() - t
+        return None
+
+
+def _final_states(replay: Any, seed: int, n: int = 10_000) -> np.ndarray | None:
+    """Replay states for the final quantized-vs-fp32 comparison (None if replay is empty)."""
+    try:
+        size = replay.size
+        if not size:
+            return None
+        return np.asarray(replay.sample(min(n, size), np.random.default_rng(seed + 1))["obs"])
+    except Exception:  # a backend failing at shutdown must not lose the run's summary
+        return None
 
 
 def print_summary(r: TrainResult, stop_reason: str = "") -> None:

@@ -50,6 +50,7 @@ class BackendStats:
     actor_restarts: int
     rejected_snapshots: int
     versions: list[int]
+    extra: dict[str, float] = dataclasses.field(default_factory=dict)  # backend-specific metrics
 
 
 class _LocalCache(ParameterSink, ParameterSource):
@@ -122,6 +123,9 @@ class SyncBackend:
 
     def supervise(self) -> int:
         return 0
+
+    def pids(self) -> list[int]:
+        return []
 
     def env_steps(self) -> int:
         return self.actor.env_steps

@@ -1,0 +1,441 @@
+"""The processes of the Ray backend: actors, replay shards, node caches, a parameter server.
+
+Plain classes, made Ray actors by :mod:`actorq.distributed.ray_backend` (``ray.remote(cls)``).
+Light on purpose: nothing here imports torch, so an actor costs what Ray, gymnasium and
+onnxruntime cost and no more. What they exchange is bytes and JSON (:mod:`.wire`).
+
+The parameter cache tier (Menger; Google 2020) has two implementations of one abstraction —
+a :class:`ParameterSink` the learner publishes to and a :class:`ParameterSource` actors read:
+
+* ``cache="node"``: the learner ``ray.put``\\ s each snapshot once and hands the reference to
+  one :class:`NodeCache` per node; the cache pulls the bytes (learner egress: once per node)
+  and writes them into the node's shared-memory :class:`SharedSnapshotCache`, the very class
+  the local backend uses. Actors read their own node's copy: a version read is a shared-memory
+  load, not a message. A cache level only needs ``publish(version, [ref])``, so a level of
+  relays (learner → per-rack caches → node caches, Menger's hierarchy) stacks in front of the
+  node caches without changing them (:class:`RelayCache`).
+* ``cache="none"``: every actor asks a :class:`ParameterServer` on the learner's node for the
+  version, and pulls the bytes from it — what systems without a cache do, kept to measure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+
+from actorq.core.interfaces import ParameterSource
+from actorq.distributed import wire
+from actorq.distributed.shm import SharedSnapshotCache, shm_dir
+from actorq.replay.rate_limiter import SampleToInsertRatio
+
+
+def node_id() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+# -- parameter cache tier ---------------------------------------------------------------------
+class NodeCache:
+    """One per node: holds the latest snapshot in the node's shared memory for its actors."""
+
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name = name
+        (shm_dir() / name).unlink(missing_ok=True)  # a fresh inode; stale readers keep theirs
+        self.cache = SharedSnapshotCache(name, capacity, create=True)
+        self.pulls = 0
+        self.bytes_pulled = 0
+        self.latest = -1
+
+    def publish(self, version: int, refs: list[Any]) -> None:
+        import ray
+
+        if version <= self.latest:  # a late message for an older version
+            return
+        data = ray.get(refs[0])  # the one transfer from upstream to this node
+        self.cache.publish(version, data)
+        self.latest = version
+        self.pulls += 1
+        self.bytes_pulled += len(data)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "node": node_id(),
+            "name": self.name,
+            "pulls": self.pulls,
+            "bytes_pulled": self.bytes_pulled,
+            "version": self.latest,
+        }
+
+    def close(self) -> None:
+        (shm_dir() / self.name).unlink(missing_ok=True)
+
+
+class RelayCache:
+    """An intermediate cache level: pulls each snapshot once from upstream, re-publishes it to
+    its children (node caches or more relays). Upstream egress grows with relays, not nodes."""
+
+    def __init__(self, children: list[Any]) -> None:
+        self.children = children
+        self.latest = -1
+        self.bytes_pulled = 0
+
+    def publish(self, version: int, refs: list[Any]) -> None:
+        import ray
+
+        if version <= self.latest:
+            return
+        data = ray.get(refs[0])
+        self.bytes_pulled += len(data)
+        self.latest = version
+        ref = ray.put(data)  # owned here: children pull from this relay's node
+        for child in self.children:
+            child.publish.remote(version, [ref])
+        # Keep the object alive until the children have it (they pull asynchronously).
+        self._ref = ref
+
+    def info(self) -> dict[str, Any]:
+        return {"node": node_id(), "bytes_pulled": self.bytes_pulled, "version": self.latest}
+
+
+class ParameterServer:
+    """``cache="none"``: the learner's node serves every actor's version reads and pulls."""
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.data = b""
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.fetches = 0
+        self.bytes_served = 0
+
+    def publish(self, version: int, refs: list[Any]) -> None:
+        import ray
+
+        data = ray.get(refs[0])
+        with self.lock:
+            if version > self.version:
+                self.version, self.data = version, data
+
+    def latest_version(self) -> int:
+        with self.lock:
+            self.requests += 1
+            return self.version
+
+    def fetch(self) -> tuple[int, bytes]:
+        with self.lock:
+            self.fetches += 1
+            self.bytes_served += len(self.data)
+            return self.version, self.data
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "node": node_id(),
+            "requests": self.requests,
+            "fetches": self.fetches,
+            "bytes_served": self.bytes_served,
+        }
+
+
+class RemoteSource(ParameterSource):
+    """Actor side of ``cache="none"``: a message to the parameter server per version read
+    (at most one per ``poll_s``) and per fetch."""
+
+    def __init__(self, server: Any, poll_s: float = 0.05) -> None:
+        self.server, self.poll_s = server, poll_s
+        self._v, self._t = -1, 0.0
+
+    def latest_version(self) -> int:
+        import ray
+
+        now = time.monotonic()
+        if now - self._t >= self.poll_s:
+            self._v, self._t = int(ray.get(self.server.latest_version.remote())), now
+        return self._v
+
+    def fetch(self) -> tuple[int, bytes] | None:
+        import ray
+
+        version, data = ray.get(self.server.fetch.remote())
+        return None if version < 0 else (int(version), bytes(data))
+
+
+class ThrottledSource(ParameterSource):
+    """Reads a node's shared-memory cache, but at most once per ``poll_s`` (benchmarks use it
+    so both cache modes poll at the same rate)."""
+
+    def __init__(self, inner: ParameterSource, poll_s: float) -> None:
+        self.inner, self.poll_s = inner, poll_s
+        self._v, self._t = -1, 0.0
+
+    def latest_version(self) -> int:
+        now = time.monotonic()
+        if now - self._t >= self.poll_s:
+            self._v, self._t = self.inner.latest_version(), now
+        return self._v
+
+    def fetch(self) -> tuple[int, bytes] | None:
+        return self.inner.fetch()
+
+
+def make_source(tier: dict[str, Any], poll_s: float = 0.0) -> tuple[ParameterSource, str]:
+    """The parameter source for an actor on this node; returns ``(source, where)``."""
+    if tier["mode"] == "none":
+        import ray
+
+        server = ray.get_actor(tier["server"], namespace=tier["namespace"])
+        return RemoteSource(server, poll_s or 0.05), "server"
+    here = node_id()
+    names: dict[str, str] = tier["caches"]
+    if here not in names:
+        raise RuntimeError(f"no parameter cache on node {here[:8]} (known: {list(names)})")
+    src: ParameterSource = SharedSnapshotCache(names[here])
+    return (ThrottledSource(src, poll_s) if poll_s else src), here
+
+
+# -- sharded replay ---------------------------------------------------------------------------
+class ReplayShard:
+    """One shard of the replay (Menger): a ring buffer with its own samples-per-insert limiter.
+
+    An async Ray actor: an insert the limiter refuses waits here (so the inserting actor
+    blocks, as with Reverb), a sample waits for enough data, and neither stops the other. The
+    learner samples whole batches from whichever shard can serve first; since every shard
+    keeps ``inserts * spi - samples`` within its own buffer, the sum over shards stays within
+    the sum of the buffers. Counters actors send along with their transitions (env steps,
+    busy/wait time, finished episodes) collect here until the learner drains them.
+    """
+
+    def __init__(
+        self, index: int, specs_json: str, capacity: int, limiter_json: str, seed: int
+    ) -> None:
+        from actorq.core.types import ArraySpec
+        from actorq.replay.ring import ReplayBuffer
+
+        specs = {k: ArraySpec.from_json(v) for k, v in json.loads(specs_json).items()}
+        self.index = index
+        self.replay = ReplayBuffer(capacity, specs)
+        self.limiter = SampleToInsertRatio(**json.loads(limiter_json))
+        self.rng = np.random.default_rng((seed, index, uuid.uuid4().int & 0xFFFF))
+        self.inserts = self.samples = 0
+        self.incarnation = uuid.uuid4().hex[:12]
+        self._cond: asyncio.Condition | None = None
+        self._pending: dict[str, Any] = self._empty_counters()
+
+    @staticmethod
+    def _empty_counters() -> dict[str, Any]:
+        return {"env_steps": 0, "busy_s": 0.0, "wait_s": 0.0, "episodes": [], "actors": {}}
+
+    def _c(self) -> asyncio.Condition:
+        if self._cond is None:  # created inside the actor's event loop
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    async def insert(self, payload: bytes) -> int:
+        batch, meta = wire.decode_batch(payload)
+        n = len(batch["reward"]) if "reward" in batch else 0
+        cond = self._c()
+        if n:
+            async with cond:
+                await cond.wait_for(lambda: self.limiter.can_insert(n, self.inserts, self.samples))
+                self.replay.add(batch)
+                self.inserts += n
+                cond.notify_all()
+        p = self._pending
+        p["env_steps"] += int(meta.get("env_steps", 0))
+        p["busy_s"] += float(meta.get("busy_s", 0.0))
+        p["wait_s"] += float(meta.get("wait_s", 0.0))
+        p["episodes"].extend(meta.get("episodes", []))
+        if "actor" in meta:
+            p["actors"][str(meta["actor"])] = meta.get("status", {})
+        return n
+
+    async def sample(self, n: int) -> bytes:
+        cond = self._c()
+        async with cond:
+            await cond.wait_for(lambda: self.limiter.can_sample(n, self.inserts, self.samples))
+            self.samples += n
+            cond.notify_all()
+            batch = self.replay.sample(n, self.rng)
+        return wire.encode_batch(batch, {"shard": self.index})
+
+    async def peek(self, n: int, seed: int) -> bytes:
+        """Up to ``n`` random items, outside the rate limiter (calibration, evaluation)."""
+        if self.replay.size == 0:
+            return wire.encode_batch({})
+        return wire.encode_batch(self.replay.sample(n, np.random.default_rng(seed)))
+
+    async def drain_stats(self) -> str:
+        out = {
+            **self._pending,
+            "index": self.index,
+            "incarnation": self.incarnation,
+            "size": self.replay.size,
+            "inserts": self.inserts,
+            "samples": self.samples,
+            "pid": os.getpid(),
+            "node": node_id(),
+        }
+        self._pending = self._empty_counters()
+        return json.dumps(out)
+
+    async def dump(self) -> bytes:
+        return wire.encode_batch(self.replay.all() if self.replay.size else {})
+
+    async def load(self, payload: bytes, inserts: int) -> None:
+        batch, _ = wire.decode_batch(payload)
+        if batch:
+            self.replay.add(batch)
+        # Restored items count as inserted, so sampling resumes at once.
+        self.inserts = self.replay.inserts = max(inserts, self.replay.size)
+        self.samples = int(self.inserts * self.limiter.samples_per_insert - self.limiter.offset)
+        self.samples = max(self.samples, 0)
+
+
+# -- actors -----------------------------------------------------------------------------------
+class RayActorWorker:
+    """An actor as a Ray actor: the same :class:`VectorActor` as the local backend, reading
+    snapshots from its node's cache and inserting transitions into its replay shard.
+
+    ``run()`` loops until ``stop()``; it keeps one insert in flight while it steps on, and
+    blocks (counted as wait) only when a second chunk is ready before the shard accepted the
+    first — which is how the shard's rate limiter slows it down.
+    """
+
+    def __init__(self, cfg_json: str, tier_json: str, shard: str, namespace: str) -> None:
+        import ray
+
+        # Everything arrives as JSON and names (no pickled handles in the constructor's
+        # arguments, which Ray keeps to re-run it on a restart).
+        self.cfg = json.loads(cfg_json)
+        self.tier = {**json.loads(tier_json), "namespace": namespace}
+        self.shard = ray.get_actor(shard, namespace=namespace)
+        self._stop = threading.Event()
+        self.incarnation = uuid.uuid4().hex[:12]
+        self._actor: Any = None
+        self._where = ""
+
+    def info(self) -> dict[str, Any]:
+        a = self._actor
+        return {
+            "pid": os.getpid(),
+            "node": node_id(),
+            "torch_imported": "torch" in sys.modules,
+            "incarnation": self.incarnation,
+            "version": -1 if a is None else a.version,
+            "cache": self._where,  # node id of the cache it reads, or "server"
+            "env_steps": 0 if a is None else a.env_steps,
+        }
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _await(self, ref: Any) -> bool:
+        """Wait for an insert (the shard's rate limiter holds us here); False if it failed.
+        Returns early when asked to stop, so a stopped learner never strands an actor."""
+        import ray
+
+        while not self._stop.is_set():
+            try:
+                ray.get(ref, timeout=0.25)
+                return True
+            except ray.exceptions.GetTimeoutError:
+                continue
+            except ray.exceptions.RayError:
+                return False
+        return True
+
+    def run(self) -> dict[str, Any]:
+
+        from actorq.core.exploration import make_exploration
+        from actorq.core.loop import VectorActor
+        from actorq.core.types import ArraySpec, EnvSpec
+
+        cfg = self.cfg
+        es = cfg["env_spec"]
+        spec = EnvSpec(
+            es["env_id"],
+            ArraySpec.from_json(es["observation"]),
+            ArraySpec.from_json(es["action"]),
+            int(es["num_actions"]),
+            tuple(float(x) for x in es.get("action_low", ())),
+            tuple(float(x) for x in es.get("action_high", ())),
+        )
+        source, where = make_source(self.tier, float(cfg.get("poll_s", 0.0)))
+        seed = int(cfg["seed"]) + 7919 * (int(self.incarnation[:6], 16) % 1000)
+        actor = VectorActor(
+            spec.env_id,
+            spec,
+            int(cfg["envs_per_actor"]),
+            seed,
+            source,
+            make_exploration(spec.num_actions, cfg["noise"], seed),
+            int(cfg["n_step"]),
+            float(cfg["gamma"]),
+            runtime=cfg.get("runtime", "ort"),
+            threads=int(cfg.get("threads", 1)),
+            env_kwargs=cfg.get("env_kwargs", {}),
+        )
+        self._actor, self._where = actor, where
+        chunk = int(cfg.get("insert_chunk", 64))
+        pending: list[dict[str, np.ndarray]] = []
+        pending_n = 0
+        episodes: list[list[float]] = []
+        steps = 0
+        busy = wait = 0.0
+        inflight: Any = None
+        lost_inserts = 0
+        k = actor.k
+
+        def send() -> None:
+            nonlocal pending, pending_n, episodes, steps, busy, wait, inflight
+            meta = {
+                "actor": cfg["actor"],
+                "env_steps": steps,
+                "busy_s": busy,
+                "wait_s": wait,
+                "episodes": episodes,
+                "status": {
+                    "version": actor.version,
+                    "rejected": actor.rejected,
+                    "cache": where,
+                    "incarnation": self.incarnation,
+                    "lost_inserts": lost_inserts,
+                    "inference_s": actor.inference_s,
+                },
+            }
+            batch = wire.concat(pending) if pending else {}
+            inflight = self.shard.insert.remote(wire.encode_batch(batch, meta))
+            pending, pending_n, episodes, steps, busy, wait = [], 0, [], 0, 0.0, 0.0
+
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            actor.update()
+            if actor.runtime is None:
+                time.sleep(0.005)
+                continue
+            batch, eps = actor.step()
+            if batch:
+                pending.append(batch)
+                pending_n += len(batch["reward"])
+            episodes.extend([r, float(n)] for r, n in eps)
+            steps += k
+            t1 = time.perf_counter()
+            busy += t1 - t0
+            if pending_n >= chunk:
+                if inflight is not None:
+                    if not self._await(inflight):
+                        lost_inserts += 1  # the shard died with it: those items are gone
+                    inflight = None
+                    wait += time.perf_counter() - t1
+                if not self._stop.is_set():
+                    send()
+        actor.close()
+        return {"env_steps": actor.env_steps, "incarnation": self.incarnation}

@@ -1,0 +1,583 @@
+"""``backend="ray"``: the same experiment on Ray, with Menger's two fixes built in.
+
+Menger (Google, 2020) found that with many actors the learner is throttled by parameter reads
+and starved by its input pipeline. Here:
+
+* **Parameter cache tier** — the learner publishes each snapshot once (``ray.put``); one
+  :class:`~actorq.distributed.ray_actors.NodeCache` per node pulls it and writes it into the
+  node's shared memory, where that node's actors read it (``cache="node"``). Learner egress per
+  publish grows with nodes, not actors. ``cache="none"`` makes every actor pull from a
+  parameter server on the learner's node, to measure the difference.
+* **Sharded replay** — ``replay_shards`` Ray actors, each with its own rate limiter; actors
+  insert into a shard on their node; the learner samples across shards.
+* **Prefetching input pipeline** — a background thread keeps sample requests in flight to every
+  shard and fills a bounded queue; the learner only waits when that queue is empty
+  (``perf/learner_wait_frac``).
+* **Faults** — Ray restarts a killed actor (``max_restarts``) and :meth:`RayBackend.supervise`
+  resumes its loop; a killed shard comes back empty, its lost items counted in ``faults/*``.
+
+Ray is an optional dependency (``pip install 'actorq[distributed]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import queue
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.core.types import ArraySpec, Batch
+from actorq.distributed import ray_actors, wire
+from actorq.distributed.local import ActorSetup, BackendStats
+from actorq.errors import ConfigError
+from actorq.replay.rate_limiter import SampleToInsertRatio
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("backend 'ray' needs Ray: pip install 'actorq[distributed]'") from None
+    return ray
+
+
+def init_ray(address: str | None) -> bool:
+    """Connect to ``address`` (a running cluster) or start Ray on this machine.
+    Returns True if this call started Ray (so the backend shuts it down at the end)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": "ERROR",
+        "log_to_driver": False,  # actor errors surface through supervise(); logs stay in Ray's
+        "configure_logging": True,
+    }
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs["num_cpus"] = os.cpu_count() or 1
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as e:
+        raise ConfigError(f"cannot connect to Ray at {address!r}: {e}") from None
+    return True
+
+
+def _affinity(node: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+
+
+def cpu_nodes() -> list[str]:
+    """Alive nodes with CPUs, the driver's (learner's) node first."""
+    ray = import_ray()
+    here = ray.get_runtime_context().get_node_id()
+    nodes = sorted(
+        n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0
+    )
+    return sorted(nodes, key=lambda n: n != here)
+
+
+def shard_limiter(
+    limiter: SampleToInsertRatio, shards: int, batch_size: int, max_chunk: int
+) -> SampleToInsertRatio:
+    """Each shard's limiter: the global ratio, 1/shards of the warm-up and of the error
+    buffer — but never a buffer so small that one batch and one insert chunk could deadlock."""
+    floor = SampleToInsertRatio.min_error_buffer(batch_size, limiter.samples_per_insert, max_chunk)
+    return SampleToInsertRatio(
+        limiter.samples_per_insert,
+        max(1, math.ceil(limiter.min_size_to_sample / shards)),
+        max(limiter.error_buffer / shards, floor),
+    )
+
+
+class ParameterTier:
+    """Learner side of the cache tier (a :class:`ParameterSink`): one ``ray.put`` per publish,
+    the reference handed to each node cache (or to the parameter server with
+    ``cache="none"``)."""
+
+    def __init__(self, mode: str, nodes: list[str], capacity: int, tag: str) -> None:
+        ray = import_ray()
+        self.mode = mode
+        self.caches: dict[str, Any] = {}
+        self.names: dict[str, str] = {}
+        self.server: Any = None
+        if mode == "node":
+            cls = ray.remote(ray_actors.NodeCache)
+            for n in nodes:
+                name = f"{tag}-cache-{n[:12]}"
+                self.names[n] = name
+                self.caches[n] = cls.options(
+                    num_cpus=0, scheduling_strategy=_affinity(n), max_restarts=0
+                ).remote(name, capacity)
+            ray.get([c.info.remote() for c in self.caches.values()])  # files exist before actors
+        elif mode == "none":
+            self.server_name = f"{tag}-server"
+            self.server = (
+                ray.remote(ray_actors.ParameterServer)
+                .options(
+                    name=self.server_name,
+                    num_cpus=0,
+                    scheduling_strategy=_affinity(nodes[0]),
+                    max_concurrency=32,
+                )
+                .remote()
+            )
+        else:
+            raise ConfigError(f"unknown cache mode {mode!r}; expected node or none")
+        self._ref: Any = None
+
+    def for_actors(self) -> str:
+        """What an actor needs to find its source: JSON with names, not handles."""
+        server = self.server_name if self.mode == "none" else None
+        return json.dumps({"mode": self.mode, "caches": self.names, "server": server})
+
+    def publish(self, version: int, data: bytes) -> None:
+        ray = import_ray()
+        ref = ray.put(data)  # once, whatever the number of nodes and actors
+        for t in self.caches.values() if self.mode == "node" else [self.server]:
+            t.publish.remote(version, [ref])  # in a list: passed as a reference, not resolved
+        self._ref = ref
+
+    def egress(self) -> dict[str, float]:
+        """Bytes that left the learner's node for snapshots, as the tier's ends count them."""
+        ray = import_ray()
+        if self.mode == "node":
+            infos = ray.get([c.info.remote() for c in self.caches.values()], timeout=10)
+            return {
+                "comm/learner_egress_bytes": float(sum(i["bytes_pulled"] for i in infos)),
+                "comm/cache_nodes": float(len(infos)),
+            }
+        info = ray.get(self.server.info.remote(), timeout=10)
+        return {
+            "comm/learner_egress_bytes": float(info["bytes_served"]),
+            "comm/server_requests": float(info["requests"]),
+        }
+
+    def close(self) -> None:
+        ray = import_ray()
+        with contextlib.suppress(Exception):
+            ray.get([c.close.remote() for c in self.caches.values()], timeout=5)
+        for h in [*self.caches.values(), self.server]:
+            if h is not None:
+                with contextlib.suppress(Exception):
+                    ray.kill(h)
+
+
+class ShardedReplay:
+    """The learner's view of the replay shards, for what is not the training stream: its size,
+    calibration and evaluation states (sampled outside the rate limiter), and checkpoints in
+    the same npz format as the local ring buffer (so a run can resume on either backend)."""
+
+    def __init__(self, backend: RayBackend) -> None:
+        self._b = backend
+
+    @property
+    def size(self) -> int:
+        return self._b.replay_size()
+
+    def sample(self, n: int, rng: np.random.Generator) -> Batch:
+        recent = self._b.recent
+        if recent is not None and len(recent["reward"]) >= n:
+            # The learner's recent batches are uniform draws from the shards already: drawing
+            # from them (GPTQ calibration at every publish) saves a round trip to every shard.
+            idx = rng.choice(len(recent["reward"]), size=n, replace=False)
+            return {k: v[idx] for k, v in recent.items()}
+        return self.sample_shards(n, rng)
+
+    def sample_shards(self, n: int, rng: np.random.Generator) -> Batch:
+        """``n`` items drawn from every shard in proportion to its size."""
+        ray = import_ray()
+        sizes = np.array(self._b.shard_sizes(), np.float64)
+        if sizes.sum() == 0:
+            raise RuntimeError("cannot sample from an empty replay")
+        counts = np.floor(n * sizes / sizes.sum()).astype(int)
+        counts[int(np.argmax(sizes))] += n - counts.sum()
+        refs = [
+            s.peek.remote(int(c), int(rng.integers(2**31)))
+            for s, c in zip(self._b.shards, counts, strict=True)
+            if c > 0
+        ]
+        parts = [wire.decode_batch(b)[0] for b in ray.get(refs, timeout=60)]
+        return wire.concat([p for p in parts if p])
+
+    def save(self, path: str | Path) -> None:
+        ray = import_ray()
+        parts = [
+            wire.decode_batch(b)[0] for b in ray.get([s.dump.remote() for s in self._b.shards])
+        ]
+        parts = [p for p in parts if p]
+        if not parts:
+            parts = [{k: s.zeros(0) for k, s in self._b.specs.items()}]
+        inserts = np.array(sum(self._b.shard_inserts()), np.int64)
+        np.savez(path, _inserts=inserts, **wire.concat(parts))  # type: ignore[arg-type]
+
+    def load(self, path: str | Path) -> None:
+        ray = import_ray()
+        with np.load(path, allow_pickle=False) as z:
+            missing = set(self._b.specs) - set(z.files)
+            if missing:
+                raise ValueError(f"replay file lacks fields {sorted(missing)}")
+            data = {k: z[k] for k in self._b.specs}
+            total = int(z["_inserts"]) if "_inserts" in z.files else len(data["reward"])
+        n, s = len(data["reward"]), len(self._b.shards)
+        refs = []
+        for j, shard in enumerate(self._b.shards):
+            part = {k: v[j::s] for k, v in data.items()}
+            refs.append(shard.load.remote(wire.encode_batch(part), total // s if n else 0))
+        ray.get(refs)
+
+
+class Prefetcher:
+    """Keeps one sample request in flight per shard and a bounded queue of ready batches, so
+    the learner's next batch is usually already there (Menger's input pipeline)."""
+
+    def __init__(self, backend: RayBackend, batch_size: int, depth: int) -> None:
+        self._b, self.batch_size = backend, batch_size
+        self.q: queue.Queue[Batch] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self.errors = 0
+        self.wait_s = 0.0
+        self._t = threading.Thread(target=self._run, name="actorq-prefetch", daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        ray = import_ray()
+        inflight: dict[Any, int] = {}
+        while not self._stop.is_set():
+            for j, shard in enumerate(self._b.shards):
+                if j not in inflight.values():
+                    inflight[shard.sample.remote(self.batch_size)] = j
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.2)
+            for ref in ready:
+                j = inflight.pop(ref)
+                try:
+                    batch, _ = wire.decode_batch(ray.get(ref))
+                except ray.exceptions.RayError:
+                    self.errors += 1  # a dead or restarting shard: ask again next round
+                    time.sleep(0.05)
+                    continue
+                while not self._stop.is_set():
+                    try:
+                        self.q.put(batch, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+        for ref in inflight:
+            ray.cancel(ref, force=False)
+
+    def get(self, timeout: float) -> Batch | None:
+        t = time.perf_counter()
+        try:
+            return self.q.get(timeout=timeout)
+        except queue.Empty:
+            self.wait_s += time.perf_counter() - t
+            return None
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=2.0)
+
+
+@dataclasses.dataclass
+class _ShardState:
+    incarnation: str = ""
+    size: int = 0
+    inserts: int = 0
+    pid: int = 0
+    node: str = ""
+
+
+class RayBackend:
+    """N Ray actors, ``replay_shards`` replay shards and a parameter cache tier; the surface the
+    learner loop drives (``publish``, ``next_batch``, ``drain_episodes``, ``stats``, ``close``)
+    is the local backend's, plus the replay (:attr:`replay`)."""
+
+    synchronous = False
+
+    def __init__(
+        self,
+        cfg: Any,
+        setup: ActorSetup,
+        specs: dict[str, ArraySpec],
+        snapshot_capacity: int,
+        env_steps_offset: int = 0,
+        poll_s: float = 0.0,
+    ) -> None:
+        self._ray = import_ray()
+        self._closed = False
+        self._started = init_ray(cfg.ray_address)
+        self.specs = specs
+        self.n = cfg.actors
+        try:
+            self._build(cfg, setup, snapshot_capacity, poll_s)
+        except BaseException:
+            self.close()
+            raise
+        self._steps = env_steps_offset
+        self._lock = threading.Lock()
+        self._episodes: list[tuple[float, int]] = []
+        self._busy = self._wait = 0.0
+        self._status: dict[str, dict[str, Any]] = {}
+        self.actor_restarts = 0
+        self.shard_restarts = 0
+        self.items_lost = 0
+        self._shard_state = [_ShardState() for _ in self.shards]
+        self._stop = threading.Event()
+        self._stats_t = threading.Thread(target=self._poll_loop, name="actorq-stats", daemon=True)
+        self._stats_t.start()
+        self.replay = ShardedReplay(self)
+        self._ring: Batch | None = None
+        self._ring_n = 0
+        self.prefetcher = Prefetcher(self, cfg.batch_size, cfg.prefetch)
+
+    def _build(self, cfg: Any, setup: ActorSetup, capacity: int, poll_s: float) -> None:
+        ray = import_ray()
+        self.nodes = cpu_nodes()
+        tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.tier = ParameterTier(cfg.cache, self.nodes, capacity, tag)
+        self.shards: list[Any] = []
+        self.actors: list[Any] = []
+        self._runs: dict[Any, int] = {}
+        s = setup
+        k, n = s.envs_per_actor, s.n_step
+        chunk = max(64, k)
+        limiter = shard_limiter(s.rate_limiter, cfg.replay_shards, cfg.batch_size, chunk + k * n)
+        self.shard_limiter = limiter
+        specs_json = json.dumps({name: spec.to_json() for name, spec in self.specs.items()})
+        cap = max(1, cfg.replay_size // cfg.replay_shards)
+        shard_cls = ray.remote(ray_actors.ReplayShard)
+        shard_node = []
+        shard_names = [f"{tag}-shard{j}" for j in range(cfg.replay_shards)]
+        for j, name in enumerate(shard_names):
+            node = self.nodes[j % len(self.nodes)]
+            shard_node.append(node)
+            self.shards.append(
+                shard_cls.options(
+                    name=name, num_cpus=0, scheduling_strategy=_affinity(node), max_restarts=-1
+                ).remote(j, specs_json, cap, json.dumps(dataclasses.asdict(limiter)), s.seed)
+            )
+        namespace = ray.get_runtime_context().namespace
+        actor_cls = ray.remote(ray_actors.RayActorWorker)
+        tier = self.tier.for_actors()
+        es = s.env_spec
+        for i in range(cfg.actors):
+            node = self.nodes[i % len(self.nodes)]
+            local = [j for j, sn in enumerate(shard_node) if sn == node]
+            shard = shard_names[local[i % len(local)] if local else i % len(self.shards)]
+            acfg = {
+                "actor": i,
+                "env_spec": {
+                    "env_id": es.env_id,
+                    "observation": es.observation.to_json(),
+                    "action": es.action.to_json(),
+                    "num_actions": es.num_actions,
+                    "action_low": list(es.action_low),
+                    "action_high": list(es.action_high),
+                },
+                "env_kwargs": s.env_kwargs,
+                "envs_per_actor": k,
+                "noise": s.noise[i],
+                "n_step": n,
+                "gamma": s.gamma,
+                "seed": s.seed + 1000 * (i + 1),
+                "runtime": s.runtime,
+                "threads": s.threads,
+                "insert_chunk": chunk,
+                "poll_s": poll_s,
+            }
+            h = actor_cls.options(
+                num_cpus=cfg.actor_cpus,
+                scheduling_strategy=_affinity(node),
+                max_restarts=-1,
+                max_concurrency=2,  # run() in one thread; stop()/info() in the other
+            ).remote(json.dumps(acfg), tier, shard, namespace)
+            self.actors.append(h)
+            self._runs[h.run.remote()] = i
+
+    # -- learner-facing surface --------------------------------------------------------------
+    def publish(self, version: int, data: bytes) -> None:
+        self.tier.publish(version, data)
+
+    RECENT = 4096  # learner batches kept for calibration states (see ShardedReplay.sample)
+
+    def next_batch(self, timeout: float = 0.002) -> Batch | None:
+        batch = self.prefetcher.get(timeout)
+        if batch is not None:
+            self._remember(batch)
+        return batch
+
+    def _remember(self, batch: Batch) -> None:
+        n = len(batch["reward"])
+        if self._ring is None:
+            self._ring = {
+                k: np.zeros((self.RECENT, *v.shape[1:]), v.dtype) for k, v in batch.items()
+            }
+        idx = (self._ring_n + np.arange(n)) % self.RECENT
+        for k, v in self._ring.items():
+            v[idx] = batch[k]
+        self._ring_n += n
+
+    @property
+    def recent(self) -> Batch | None:
+        if self._ring is None:
+            return None
+        m = min(self._ring_n, self.RECENT)
+        return {k: v[:m] for k, v in self._ring.items()}
+
+    @property
+    def learner_wait_s(self) -> float:
+        return self.prefetcher.wait_s
+
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        with self._lock:
+            out, self._episodes = self._episodes, []
+        return out
+
+    def env_steps(self) -> int:
+        return self._steps
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(0.2):
+            with contextlib.suppress(Exception):
+                self._poll()
+
+    def _poll(self) -> None:
+        ray = self._ray
+        refs = [s.drain_stats.remote() for s in self.shards]
+        for j, ref in enumerate(refs):
+            try:
+                d = json.loads(ray.get(ref, timeout=5.0))
+            except Exception:
+                continue  # dead or restarting: its counters come back with it
+            st = self._shard_state[j]
+            with self._lock:
+                if st.incarnation and d["incarnation"] != st.incarnation:
+                    self.shard_restarts += 1
+                    self.items_lost += st.size
+                st.incarnation, st.size, st.inserts = d["incarnation"], d["size"], d["inserts"]
+                st.pid, st.node = d["pid"], d["node"]
+                self._steps += int(d["env_steps"])
+                self._busy += float(d["busy_s"])
+                self._wait += float(d["wait_s"])
+                self._episodes.extend((float(r), int(n)) for r, n in d["episodes"])
+                self._status.update(d["actors"])
+
+    def shard_sizes(self) -> list[int]:
+        return [s.size for s in self._shard_state]
+
+    def shard_inserts(self) -> list[int]:
+        return [s.inserts for s in self._shard_state]
+
+    def replay_size(self) -> int:
+        return sum(self.shard_sizes())
+
+    def wait_for_data(self, min_size: int, timeout: float) -> None:
+        """Block until the shards hold ``min_size`` items (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while self.replay_size() < min_size and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def set_samples(self, samples: int) -> None:
+        pass  # each shard counts its own samples
+
+    def supervise(self) -> int:
+        """Resume the loop of actors Ray restarted; a bug in an actor raises here."""
+        ray = self._ray
+        if not self._runs:
+            return 0
+        done, _ = ray.wait(list(self._runs), num_returns=len(self._runs), timeout=0)
+        restarted = 0
+        for ref in done:
+            i = self._runs.pop(ref)
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                self.actor_restarts += 1
+                restarted += 1
+            except ray.exceptions.RayTaskError as e:
+                raise RuntimeError(f"actor {i} failed: {e}") from None
+            # returned normally only if stopped; either way, it acts again until close()
+            self._runs[self.actors[i].run.remote()] = i
+        return restarted
+
+    def processes(self) -> dict[str, list[int]]:
+        """Process ids of actors and replay shards (tests kill them)."""
+        ray = self._ray
+        infos = ray.get([a.info.remote() for a in self.actors], timeout=30)
+        return {
+            "actors": [int(i["pid"]) for i in infos],
+            "replay_shards": [s.pid for s in self._shard_state],
+        }
+
+    def actor_info(self) -> list[dict[str, Any]]:
+        """Per actor: pid, node, whether torch got imported, and (once it has inserted) the
+        snapshot version it runs and the node whose cache it reads."""
+        infos = self._ray.get([a.info.remote() for a in self.actors], timeout=30)
+        with self._lock:
+            for i, d in enumerate(infos):
+                d.update(self._status.get(str(i), {}))
+        return infos
+
+    def pids(self) -> list[int]:
+        return self.processes()["actors"]
+
+    def stats(self) -> BackendStats:
+        with self._lock:
+            versions = [int(v.get("version", -1)) for v in self._status.values()]
+            rejected = sum(int(v.get("rejected", 0)) for v in self._status.values())
+            lost = sum(int(v.get("lost_inserts", 0)) for v in self._status.values())
+            extra = {
+                "faults/replay_shard_restarts": float(self.shard_restarts),
+                "faults/replay_items_lost": float(self.items_lost),
+                "faults/actor_lost_inserts": float(lost),
+                "faults/prefetch_errors": float(self.prefetcher.errors),
+            }
+            st = BackendStats(
+                env_steps=self._steps,
+                actor_busy_s=self._busy,
+                actor_wait_s=self._wait,
+                actor_restarts=self.actor_restarts,
+                rejected_snapshots=rejected,
+                versions=versions,
+                extra=extra,
+            )
+        with contextlib.suppress(Exception):
+            st.extra.update(self.tier.egress())
+        return st
+
+    def close(self, timeout: float = 5.0) -> None:
+        ray = self._ray
+        if self._closed:
+            return
+        self._closed = True
+        # close() also runs on a half-built backend (a failed start): look before touching.
+        if hasattr(self, "_stop"):
+            self._stop.set()
+        if hasattr(self, "prefetcher"):
+            self.prefetcher.close()
+        actors = getattr(self, "actors", [])
+        runs = list(getattr(self, "_runs", {}))
+        with contextlib.suppress(Exception):
+            for a in actors:
+                a.stop.remote()
+            if runs:
+                ray.wait(runs, num_returns=len(runs), timeout=timeout)
+        for h in [*actors, *getattr(self, "shards", [])]:
+            with contextlib.suppress(Exception):
+                ray.kill(h)
+        if hasattr(self, "tier"):
+            self.tier.close()
+        if self._started:
+            ray.shutdown()
