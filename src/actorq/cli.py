@@ -143,6 +143,8 @@ USAGE = """usage: actorq {train,eval,export} ...
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
   actorq graphopt list | baselines --graph NAME [--cluster 4xgpu-pcie]   (graph optimization)
+  actorq bench SPEC.toml [--results DIR] [--dry-run]      (benchmark matrix, resumable)
+  actorq report RESULTS_DIR                               (RESULTS_DIR/report.md + plots)
 """
 
 
@@ -168,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             from actorq.graphopt.cli import main as graphopt_main
 
             return graphopt_main(rest)
+        if cmd in ("bench", "report"):  # benchmark matrices and their reports: actorq.bench
+            from actorq.bench.cli import cmd_bench, cmd_report
+
+            return cmd_bench(rest) if cmd == "bench" else cmd_report(rest)
         return _fail(f"unknown command {cmd!r}; expected train, eval or export")
     except ActorQError as e:
         return _fail(str(e))

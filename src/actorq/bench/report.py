@@ -1,0 +1,546 @@
+"""``actorq report RESULTS``: a markdown report with plots from a benchmark results directory.
+
+What it reports is what QuaRL (Lam et al., TMLR 2022) reports for ActorQ, per task and precision:
+the speedup in time to reach a target return over fp32 actors, the return reached, and the
+energy and CO2 of training with their fp32/quantized ratios; plus where the time goes (learner-
+or actor-bound), actor throughput against policy width, and snapshot sizes.
+
+Aggregates over seeds follow rliable (Agarwal et al., "Deep Reinforcement Learning at the Edge of
+the Statistical Precipice", NeurIPS 2021): the interquartile mean (IQM) with 95% stratified
+bootstrap confidence intervals, for final returns and at every point of the learning curves.
+
+Definitions (the report repeats them):
+
+* time to target: the run's ``time_to_target_s``: wall-clock seconds from the start of the
+  learner's loop to the first periodic greedy evaluation whose mean reached the target and was
+  confirmed on fresh seeds. Per task × precision it is the mean over the seeds that reached it;
+  seeds that never did are counted and shown, never dropped silently.
+* speedup: mean fp32 time to target / mean time to target at the precision.
+* energy: ``energy_kwh`` / ``energy_kg_co2`` of each run's ``summary.json`` (whole machine, the
+  whole run); ratio: mean fp32 energy per run / mean energy per run at the precision.
+* curves: a run that stopped (e.g. at its target) keeps its last evaluation afterwards; the
+  wall-clock origin of a run is its first metrics row minus one logging interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import json
+import math
+import re
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.bench.runner import read_summary
+from actorq.bench.spec import width_slug
+from actorq.energy import SUMMARY_ESTIMATED, SUMMARY_KG_CO2, SUMMARY_KWH
+from actorq.errors import ActorQError
+
+EVAL = "charts/eval_return"
+PRECISION_ORDER = ("fp32", "fp16", "int8", "int4")
+
+
+@dataclasses.dataclass
+class Run:
+    """One cell of the results directory, finished or not."""
+
+    name: str
+    task: str
+    agent: str
+    env: str
+    precision: str
+    seed: int
+    width: tuple[int, ...]
+    summary: dict[str, Any] | None  # None: failed or unfinished
+    why: str | None  # why it did not finish (failed.json), if known
+    log_every: float
+    rows: list[tuple[int, float, str, float]]  # metrics.csv: (step, wall_time, metric, value)
+
+    @property
+    def finished(self) -> bool:
+        return self.summary is not None
+
+    def series(self, metric: str) -> list[float]:
+        return [v for _, _, m, v in self.rows if m == metric]
+
+    def mean_of(self, metric: str) -> float | None:
+        xs = self.series(metric)
+        return float(np.mean(xs)) if xs else None
+
+    def eval_curve(self) -> list[tuple[int, float, float]]:
+        """(env steps, seconds since the run's start, eval return) per periodic evaluation."""
+        if not self.rows:
+            return []
+        perf = [w for _, w, m, _ in self.rows if m.startswith("perf/")]
+        t0 = (min(perf) if perf else min(w for _, w, _, _ in self.rows)) - self.log_every
+        return [(s, max(w - t0, 0.0), v) for s, w, m, v in self.rows if m == EVAL]
+
+    def summary_value(self, key: str) -> Any:
+        return None if self.summary is None else self.summary.get(key)
+
+
+def _read_rows(path: Path) -> list[tuple[int, float, str, float]]:
+    try:
+        with open(path, newline="") as f:
+            return [
+                (int(r["step"]), float(r["wall_time"]), r["metric"], float(r["value"]))
+                for r in csv.DictReader(f)
+            ]
+    except (OSError, KeyError, ValueError):
+        return []
+
+
+def load_runs(results: Path) -> list[Run]:
+    """Every cell directory under ``results`` (one with cell.json or config.json)."""
+    runs = []
+    for d in sorted(p for p in results.iterdir() if p.is_dir()):
+        meta: dict[str, Any] = {}
+        for name in ("cell.json", "config.json"):
+            with contextlib.suppress(OSError, ValueError):
+                meta[name] = json.loads((d / name).read_text())
+        if not meta:
+            continue
+        cell = meta.get("cell.json", {})
+        cfg = meta.get("config.json") or cell.get("config", {})
+        agent = cfg.get("agent") or cell.get("agent", "dqn")
+        env = cfg.get("env") or cell.get("env", "?")
+        width = cell.get("width") or cfg.get("hidden") or cfg.get("policy_hidden_sizes") or []
+        why = None
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            why = json.loads((d / "failed.json").read_text()).get("why")
+        runs.append(
+            Run(
+                name=d.name,
+                task=cell.get("task") or f"{agent}-{env.replace(':', '-').replace('/', '-')}",
+                agent=agent,
+                env=env,
+                precision=cfg.get("precision") or cell.get("precision", "?"),
+                seed=int(cfg.get("seed", cell.get("seed", 0))),
+                width=tuple(int(w) for w in width),
+                summary=read_summary(d),
+                why=why,
+                log_every=float(cfg.get("log_every", 2.0)),
+                rows=_read_rows(d / "metrics.csv"),
+            )
+        )
+    return runs
+
+
+# ---------------------------------------------------------------- statistics (rliable)
+
+
+def _rliable() -> Any:
+    try:
+        from rliable import library as rly
+    except ImportError:
+        raise ActorQError(
+            "actorq report needs rliable and matplotlib: pip install 'actorq[bench]'"
+        ) from None
+    return rly
+
+
+def iqm(x: np.ndarray, axis: int | None = None) -> Any:
+    """Interquartile mean: the 25%-trimmed mean (rliable's ``aggregate_iqm``)."""
+    from scipy.stats import trim_mean
+
+    return trim_mean(x, proportiontocut=0.25, axis=axis)
+
+
+def iqm_ci(values: Sequence[float], reps: int, seed: int = 0) -> tuple[float, float, float]:
+    """(IQM, CI low, CI high) over runs: rliable's 95% stratified bootstrap (percentile)."""
+    rly = _rliable()
+    scores = np.asarray(values, dtype=float).reshape(-1, 1)
+    with warnings.catch_warnings():  # arch deprecates the RandomState rliable passes it
+        warnings.simplefilter("ignore", FutureWarning)
+        point, interval = rly.get_interval_estimates(
+            {"x": scores},
+            lambda s: np.array([iqm(s)]),
+            reps=reps,
+            random_state=np.random.RandomState(seed),
+        )
+    return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
+
+
+def curve_iqm_ci(
+    scores: np.ndarray, reps: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-point IQM and 95% CI of a (runs, points) matrix, runs resampled jointly across points
+    (rliable's sample-efficiency curves)."""
+    rly = _rliable()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        point, interval = rly.get_interval_estimates(
+            {"x": scores[:, None, :]},
+            lambda s: iqm(s[:, 0, :], axis=0),
+            reps=reps,
+            random_state=np.random.RandomState(seed),
+        )
+    return point["x"], interval["x"][0], interval["x"][1]
+
+
+def _hold_last(points: list[tuple[float, float]], grid: np.ndarray) -> np.ndarray:
+    """Each grid point's value: the last (x, value) at or before it; NaN before the first."""
+    out = np.full(len(grid), np.nan)
+    if not points:
+        return out
+    xs = np.array([p[0] for p in points])
+    vs = np.array([p[1] for p in points])
+    order = np.argsort(xs, kind="stable")
+    xs, vs = xs[order], vs[order]
+    idx = np.searchsorted(xs, grid, side="right") - 1
+    ok = idx >= 0
+    out[ok] = vs[idx[ok]]
+    return out
+
+
+# ---------------------------------------------------------------- tables
+
+
+@dataclasses.dataclass
+class Group:
+    """The runs of one task (label + policy width) at one precision."""
+
+    task: str
+    width: tuple[int, ...]
+    precision: str
+    runs: list[Run]
+
+    @property
+    def finished(self) -> list[Run]:
+        return [r for r in self.runs if r.finished]
+
+    def ttt(self) -> list[float]:
+        return [
+            float(r.summary_value("time_to_target_s"))
+            for r in self.finished
+            if r.summary_value("reached_target") and r.summary_value("time_to_target_s") is not None
+        ]
+
+    def energy(self, key: str) -> list[float]:
+        return [
+            float(r.summary_value(key)) for r in self.finished if r.summary_value(key) is not None
+        ]
+
+
+def _prec_key(p: str) -> tuple[int, str]:
+    return (PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER), p)
+
+
+def group_runs(runs: list[Run]) -> dict[tuple[str, tuple[int, ...]], list[Group]]:
+    """``{(task, width): [Group per precision, fp32 first]}``."""
+    out: dict[tuple[str, tuple[int, ...]], dict[str, list[Run]]] = {}
+    for r in runs:
+        out.setdefault((r.task, r.width), {}).setdefault(r.precision, []).append(r)
+    return {
+        k: [
+            Group(k[0], k[1], p, sorted(rs, key=lambda r: r.seed))
+            for p, rs in sorted(v.items(), key=lambda kv: _prec_key(kv[0]))
+        ]
+        for k, v in sorted(out.items())
+    }
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def _fmt(x: float | None, spec: str = ".1f", none: str = "—") -> str:
+    return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
+    """(speedup, text): mean fp32 time to target / mean time to target at g's precision."""
+    n, k = len(g.finished), len(g.ttt())
+    if fp32 is None:
+        return None, "no fp32 cells"
+    if not n:
+        return None, "no finished runs"
+    if not k:
+        return None, f"never reached (0/{n})"
+    f = fp32.ttt()
+    if not f:
+        return None, f"fp32 never reached (0/{len(fp32.finished)})"
+    s = float(np.mean(f)) / float(np.mean(g.ttt()))
+    partial = (
+        ""
+        if k == n and len(f) == len(fp32.finished)
+        else f" ({k}/{n} vs fp32 {len(f)}/{len(fp32.finished)} reached)"
+    )
+    return s, f"{s:.2f}×{partial}"
+
+
+def _ratio(fp32: Group | None, g: Group, key: str) -> tuple[float | None, str]:
+    if fp32 is None:
+        return None, "—"
+    a, b = _mean(fp32.energy(key)), _mean(g.energy(key))
+    if a is None or b is None:
+        return None, "not recorded"
+    if b <= 0:
+        return None, "—"
+    return a / b, f"{a / b:.2f}×"
+
+
+def _energy_text(g: Group, key: str, spec: str) -> str:
+    xs = g.energy(key)
+    if not xs:
+        return "not recorded"
+    n = len(g.finished)
+    return format(float(np.mean(xs)), spec) + ("" if len(xs) == n else f" ({len(xs)}/{n} runs)")
+
+
+def bound(learner_wait: float | None, actor_wait: float | None) -> str:
+    """Which side limits the run: the learner waiting for data means the actors are the
+    bottleneck (actor-bound); actors held back by the rate limiter mean the learner is."""
+    if learner_wait is None or actor_wait is None:
+        return "—"
+    if max(learner_wait, actor_wait) < 0.1:
+        return "balanced"
+    return "actor-bound" if learner_wait > actor_wait else "learner-bound"
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def _plot_curves(groups: list[Group], path: Path, reps: int, target: float | None) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=90)
+    drawn = False
+    for g in groups:
+        curves = [r.eval_curve() for r in g.finished]
+        curves = [c for c in curves if c]
+        if not curves:
+            continue
+        for ax, col, label in ((axes[0], 1, "wall-clock seconds"), (axes[1], 0, "env steps")):
+            end = max(max(p[col] for p in c) for c in curves)
+            if col == 0:
+                grid = np.array(sorted({p[0] for c in curves for p in c}), dtype=float)
+            else:
+                grid = np.linspace(0.0, end, 60)
+            m = np.stack([_hold_last([(p[col], p[2]) for p in c], grid) for c in curves])
+            keep = ~np.isnan(m).any(axis=0)
+            if not keep.any():
+                continue
+            mid, lo, hi = curve_iqm_ci(m[:, keep], reps=reps)
+            (line,) = ax.plot(grid[keep], mid, label=f"{g.precision} (n={len(curves)})")
+            ax.fill_between(grid[keep], lo, hi, alpha=0.2, color=line.get_color())
+            ax.set_xlabel(label)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return False
+    for ax in axes:
+        if target is not None:
+            ax.axhline(target, ls="--", lw=1, color="gray")
+        ax.set_ylabel("eval return (IQM, 95% CI)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    g0 = groups[0]
+    fig.suptitle(f"{g0.task} · policy {width_slug(g0.width)[1:]}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _plot_throughput(rows: list[dict[str, Any]], path: Path) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({r["task"] for r in rows if r["busy_sps"] is not None})
+    if not tasks:
+        return False
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.4), dpi=90, squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+        mine = [r for r in rows if r["task"] == task and r["busy_sps"] is not None]
+        widths = sorted({tuple(r["width"]) for r in mine}, key=lambda w: (sum(w), w))
+        for prec in sorted({r["precision"] for r in mine}, key=_prec_key):
+            pts = {tuple(r["width"]): r["busy_sps"] for r in mine if r["precision"] == prec}
+            xs = [i for i, w in enumerate(widths) if w in pts]
+            ax.plot(xs, [pts[widths[i]] for i in xs], marker="o", label=prec)
+        ax.set_xticks(range(len(widths)), [width_slug(w)[1:] for w in widths], fontsize=7)
+        ax.set_title(task, fontsize=9)
+        ax.set_xlabel("policy hidden widths")
+        ax.set_ylabel("actor env steps/s while busy")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- the report
+
+
+def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
+    """The report's markdown and its numbers (also written as report.json); writes the PNGs."""
+    runs = load_runs(results)
+    if not runs:
+        raise ActorQError(f"{results}: no run directories (cell.json or config.json) found")
+    _rliable()
+    groups = group_runs(runs)
+    lines: list[str] = [f"# Benchmark report: {results.name}", ""]
+    try:
+        sessions = json.loads((results / "machine.json").read_text())["sessions"]
+        m = sessions[-1]
+        lines += [
+            f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores "
+            f"({m.get('cores_usable')} usable), load at start {m.get('load_avg_at_start')}; "
+            f"torch {m.get('torch')}, onnxruntime {m.get('onnxruntime')}; "
+            f"commit {str(m.get('git_commit'))[:10]}; {len(sessions)} bench session(s), "
+            f"last {m.get('date')}.",
+            "",
+        ]
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        pass
+    lines += [
+        f"Made by `actorq report {results}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f" from {len(runs)} cell(s). Aggregates over seeds: IQM with 95% stratified bootstrap CIs "
+        f"(rliable, {reps} resamples; Agarwal et al., NeurIPS 2021).",
+        "",
+        "## Per task: speedup, return, energy (QuaRL's table)",
+        "",
+        "Time to target: mean over the seeds that reached the target (confirmed on fresh seeds), "
+        "from the start of the learner's loop; speedup = fp32 time / time at the precision. "
+        "Energy: whole machine, whole run, mean per run; ratio = fp32 / precision.",
+        "",
+        "| task | policy | precision | runs | reached target | time to target s | speedup vs fp32 "
+        "| final return IQM [95% CI] | kWh per run | kg CO2 per run | kWh ratio | CO2 ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    data: dict[str, Any] = {"table": [], "perf": [], "failed": []}
+    estimated = False
+    for (task, width), gs in groups.items():
+        fp32 = next((g for g in gs if g.precision == "fp32"), None)
+        for g in gs:
+            fin = g.finished
+            n_fail = len(g.runs) - len(fin)
+            targets = {r.summary_value("target_return") for r in fin}
+            tgt = next(iter(targets)) if len(targets) == 1 else None
+            reached = f"{len(g.ttt())}/{len(fin)}" + (f" (≥ {tgt:g})" if tgt is not None else "")
+            spd, spd_text = speedup_cell(g, fp32)
+            finals = [float(r.summary_value("eval_return")) for r in fin]
+            ret = iqm_ci(finals, reps) if finals else None
+            kr, kr_text = _ratio(fp32, g, SUMMARY_KWH)
+            cr, cr_text = _ratio(fp32, g, SUMMARY_KG_CO2)
+            estimated |= any(r.summary_value(SUMMARY_ESTIMATED) for r in fin)
+            lines.append(
+                f"| {task} | {width_slug(width)[1:]} | {g.precision} | {len(fin)}"
+                + (f" (+{n_fail} failed)" if n_fail else "")
+                + f" | {reached} | {_fmt(_mean(g.ttt()))} | {spd_text} | "
+                + ("—" if ret is None else f"{ret[0]:.1f} [{ret[1]:.1f}, {ret[2]:.1f}]")
+                + f" | {_energy_text(g, SUMMARY_KWH, '.3g')}"
+                + f" | {_energy_text(g, SUMMARY_KG_CO2, '.3g')} | {kr_text} | {cr_text} |"
+            )
+            data["table"].append(
+                {
+                    "task": task, "width": list(width), "precision": g.precision,
+                    "runs": len(fin), "failed": n_fail, "reached": len(g.ttt()),
+                    "target": tgt, "time_to_target_s": _mean(g.ttt()), "speedup": spd,
+                    "return_iqm": None if ret is None else ret[0],
+                    "return_ci": None if ret is None else [ret[1], ret[2]],
+                    "kwh": _mean(g.energy(SUMMARY_KWH)), "kg_co2": _mean(g.energy(SUMMARY_KG_CO2)),
+                    "kwh_ratio": kr, "co2_ratio": cr,
+                }
+            )  # fmt: skip
+    if estimated:
+        lines += [
+            "",
+            "Energy is estimated: this machine has no RAPL counters, so codecarbon models CPU "
+            "power from its TDP and load (and RAM power from its size); it covers the whole "
+            "machine, other processes included.",
+        ]
+
+    # where the time goes, throughput, snapshots
+    lines += [
+        "",
+        "## Where the time goes: wait fractions, throughput, snapshot size",
+        "",
+        "Means over each run's log intervals, then over seeds. Learner wait: share of time the "
+        "learner waited for data (actor-bound when it dominates); actor wait: share of the actors' "
+        "time held back by the rate limiter (learner-bound). Actor steps/s is the system's rate; "
+        '"while busy" divides it by (1 − actor wait): what the actors sustain when not held back.',
+        "",
+        "| task | policy | precision | learner wait | actor wait | bound | actor steps/s "
+        "| while busy | snapshot bytes | of fp32 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (task, width), gs in groups.items():
+        for g in gs:
+            fin = g.finished
+            lw = _mean([x for r in fin if (x := r.mean_of("perf/learner_wait_frac")) is not None])
+            aw = _mean([x for r in fin if (x := r.mean_of("perf/actor_wait_frac")) is not None])
+            sps = _mean([x for r in fin if (x := r.mean_of("perf/actor_sps")) is not None])
+            busy = None if sps is None or aw is None or aw >= 1 else sps / (1 - aw)
+            snap = _mean([float(r.summary_value("snapshot_bytes")) for r in fin])
+            f32 = _mean([float(r.summary_value("fp32_snapshot_bytes")) for r in fin])
+            share = None if snap is None or not f32 else snap / f32
+            lines.append(
+                f"| {task} | {width_slug(width)[1:]} | {g.precision} | {_fmt(lw, '.2f')} | "
+                f"{_fmt(aw, '.2f')} | {bound(lw, aw)} | {_fmt(sps, '.0f')} | {_fmt(busy, '.0f')} | "
+                f"{_fmt(snap, ',.0f')} | {_fmt(None if share is None else 100 * share, '.1f')}% |"
+            )
+            data["perf"].append(
+                {
+                    "task": task, "width": list(width), "precision": g.precision,
+                    "learner_wait_frac": lw, "actor_wait_frac": aw, "bound": bound(lw, aw),
+                    "actor_sps": sps, "busy_sps": busy, "snapshot_bytes": snap,
+                    "snapshot_share_of_fp32": share,
+                }
+            )  # fmt: skip
+
+    lines += ["", "## Learning curves", ""]
+    for (task, width), gs in groups.items():
+        png = f"curves-{_slug(task)}-{width_slug(width)}.png"
+        tgts = {r.summary_value("target_return") for g in gs for r in g.finished}
+        tgt = next(iter(tgts)) if len(tgts) == 1 else None
+        if _plot_curves(gs, results / png, max(reps // 4, 100), tgt):
+            lines.append(f"![{task} {width_slug(width)}]({png})")
+            lines.append("")
+    several_widths = any(len({w for (t, w) in groups if t == task}) > 1 for task, _ in groups)
+    if several_widths and _plot_throughput(data["perf"], results / "throughput_vs_width.png"):
+        lines += [
+            "## Actor throughput vs policy width",
+            "",
+            "![throughput](throughput_vs_width.png)",
+            "",
+        ]
+
+    failed = [r for r in runs if not r.finished]
+    if failed:
+        lines += ["## Cells without a complete summary", ""]
+        for r in failed:
+            lines.append(f"- {r.name}: {r.why or 'unfinished (no complete summary.json)'}")
+            data["failed"].append({"name": r.name, "why": r.why})
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n", data
+
+
+def write_report(results: Path, reps: int = 2000) -> Path:
+    """Write ``results/report.md`` (and ``report.json``, the PNGs); returns the report's path."""
+    if not results.is_dir():
+        raise ActorQError(f"results directory not found: {results}")
+    text, data = build_report(results, reps)
+    (results / "report.json").write_text(json.dumps(data, indent=1))
+    path = results / "report.md"
+    tmp = path.with_name("report.md.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path

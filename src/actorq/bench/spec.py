@@ -1,0 +1,243 @@
+"""A benchmark matrix from a small TOML file: agent × env × precision × seed × policy width.
+
+QuaRL (Lam et al., TMLR 2022) compares, per task, fp32 actors with quantized ones over several
+seeds; a spec names those tasks and axes once, and every cell is one ``actorq.train`` run::
+
+    name = "smoke"
+    precisions = ["fp32", "int8"]      # axes for every task (a task may override them)
+    seeds = [0, 1]
+    timeout_s = 900                    # optional: a cell running longer is killed, marked failed
+    country = "USA"                    # optional: grid for the CO2 of each run (actorq.energy)
+
+    [defaults]                         # config fields for every cell
+    actors = 1
+
+    [[tasks]]
+    agent = "dqn"                      # dqn | d4pg
+    env = "gym:CartPole-v1"
+    widths = ["64,64", "256,256"]      # optional axis: the policy's hidden widths
+    label = "cartpole"                 # optional: the task's name in cell names and the report
+    [tasks.config]                     # config fields for this task's cells
+    total_steps = 20000
+    target_return = 475
+
+Keys under ``[defaults]`` and ``[tasks.config]`` are exactly the fields of the agent's config
+dataclass (``actorq.agents.config_class``); ``env``, ``precision``, ``seed``, ``run_dir``,
+``resume`` and ``progress`` belong to the matrix and cannot be set there. :func:`load_spec`
+checks names and value types, then :meth:`Spec.validate` builds and validates every cell's config,
+so a bad spec fails in one line before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from actorq.agents import AGENTS, config_class
+from actorq.config import ExperimentConfig, parse_hidden
+from actorq.energy import DEFAULT_COUNTRY
+from actorq.errors import ActorQError
+
+
+class SpecError(ActorQError):
+    """A benchmark spec that names an unknown agent, field, precision or env, or a bad value."""
+
+
+#: config fields the matrix sets itself
+RESERVED = frozenset({"env", "precision", "seed", "run_dir", "resume", "progress"})
+_TOP_KEYS = frozenset({"name", "precisions", "seeds", "timeout_s", "country", "defaults", "tasks"})
+_TASK_KEYS = frozenset({"agent", "env", "label", "widths", "precisions", "seeds", "config"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One run of the matrix; ``name`` is its results subdirectory (deterministic)."""
+
+    name: str
+    task: str  # the task's label: the report's row
+    agent: str
+    env: str
+    precision: str
+    seed: int
+    width: tuple[int, ...]  # the policy's hidden widths
+    config: dict[str, Any]  # every config field the spec sets (matrix axes included)
+
+    def make_config(self) -> ExperimentConfig:
+        return config_class(self.agent).from_json(self.config)
+
+
+@dataclasses.dataclass
+class Spec:
+    name: str
+    path: Path
+    text: str  # the TOML as written (copied next to the results)
+    cells: list[Cell]
+    timeout_s: float | None
+    country: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def validate(self) -> None:
+        """Build each cell's config and run its checks (values, precision, env id)."""
+        from actorq.envs import validate_env_id
+
+        for cell in self.cells:
+            try:
+                cfg = cell.make_config()
+                cfg.validate()
+                validate_env_id(cfg.env)
+            except ActorQError as e:
+                raise SpecError(f"{self.path}: cell {cell.name}: {e}") from None
+
+
+def width_slug(width: tuple[int, ...]) -> str:
+    return "w" + "x".join(str(w) for w in width)
+
+
+def _env_slug(env: str) -> str:
+    return env.replace(":", "-").replace("/", "-")
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    """Whether a TOML value fits a config field's annotation (int, float, bool, str, Literal,
+    optional, widths)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(hint) if a is not type(None))
+    if origin is tuple:  # widths: "W,W,..." or [W, W, ...]
+        return isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, int) for v in value)
+        )
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    return True  # a type this checker does not know: the config's validate() decides
+
+
+def _check_fields(where: str, agent: str, fields: dict[str, Any]) -> None:
+    cls = config_class(agent)
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key, value in fields.items():
+        if key in RESERVED:
+            raise SpecError(f"{where}: {key!r} is set by the matrix (tasks, precisions, seeds)")
+        if key not in known:
+            raise SpecError(f"{where}: {key!r} is not a {cls.__name__} field")
+        if not _type_ok(value, hints[key]):
+            raise SpecError(f"{where}: {key} = {value!r} does not fit its type {hints[key]}")
+
+
+def _unique_list(where: str, v: Any, kind: type) -> list[Any]:
+    if not isinstance(v, list) or not v or not all(isinstance(x, kind) for x in v):
+        raise SpecError(f"{where} must be a non-empty list of {kind.__name__}")
+    if len(set(v)) != len(v):
+        raise SpecError(f"{where} has repeated values: {v}")
+    return list(v)
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and check a spec: keys, agents, field names and types; cells named uniquely.
+
+    Values that need a config to judge (precision, widths, env ids) are checked by
+    :meth:`Spec.validate`.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+        raw = tomllib.loads(text)
+    except OSError as e:
+        raise SpecError(f"cannot read spec {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: invalid TOML: {e}") from None
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise SpecError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+    name = raw.get("name", path.stem)
+    precisions = _unique_list(f"{path}: precisions", raw.get("precisions", ["fp32", "int8"]), str)
+    seeds = _unique_list(f"{path}: seeds", raw.get("seeds", [0]), int)
+    defaults = raw.get("defaults", {})
+    tasks = raw.get("tasks")
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{path}: [defaults] must be a table of config fields")
+    if not isinstance(tasks, list) or not tasks:
+        raise SpecError(f"{path}: no [[tasks]]")
+    timeout = raw.get("timeout_s")
+    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        raise SpecError(f"{path}: timeout_s must be a positive number")
+    country = raw.get("country", DEFAULT_COUNTRY)
+    if not isinstance(country, str):
+        raise SpecError(f"{path}: country must be an ISO 3166 alpha-3 code such as 'USA'")
+
+    cells: list[Cell] = []
+    for i, task in enumerate(tasks):
+        where = f"{path}: tasks[{i}]"
+        if not isinstance(task, dict):
+            raise SpecError(f"{where} must be a table")
+        unknown = set(task) - _TASK_KEYS
+        if unknown:
+            raise SpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        agent = task.get("agent")
+        if agent not in AGENTS:
+            raise SpecError(
+                f"{where}: unknown agent {agent!r}; expected one of {', '.join(AGENTS)}"
+            )
+        env = task.get("env")
+        if not isinstance(env, str) or not env:
+            raise SpecError(f'{where}: missing env (e.g. env = "gym:CartPole-v1")')
+        overrides = task.get("config", {})
+        if not isinstance(overrides, dict):
+            raise SpecError(f"{where}: config must be a table of config fields")
+        _check_fields(f"{path}: [defaults] (for {agent})", agent, defaults)
+        _check_fields(f"{where}.config", agent, overrides)
+        fields = {**defaults, **overrides}
+        cls = config_class(agent)
+        wfield = cls.width_fields[0]
+        try:
+            if "widths" in task:
+                if wfield in fields:
+                    raise SpecError(f"{where}: set either widths or config.{wfield}, not both")
+                widths = [
+                    parse_hidden(w, f"{where}.widths")
+                    for w in _unique_list(f"{where}.widths", task["widths"], str)
+                ]
+            else:
+                widths = [parse_hidden(fields.get(wfield, getattr(cls(), wfield)), wfield)]
+        except ActorQError as e:
+            raise SpecError(str(e)) from None
+        label = task.get("label", f"{agent}-{_env_slug(env)}")
+        if not isinstance(label, str) or not label or "/" in label:
+            raise SpecError(f"{where}: label must be a non-empty name without '/'")
+        t_prec = _unique_list(f"{where}.precisions", task.get("precisions", precisions), str)
+        t_seeds = _unique_list(f"{where}.seeds", task.get("seeds", seeds), int)
+        for width in widths:
+            for prec in t_prec:
+                for seed in t_seeds:
+                    config = {
+                        **fields,
+                        wfield: list(width),
+                        "env": env,
+                        "precision": prec,
+                        "seed": seed,
+                        "progress": False,
+                    }
+                    cell_name = f"{label}-{width_slug(width)}-{prec}-s{seed}"
+                    cells.append(Cell(cell_name, label, agent, env, prec, seed, width, config))
+    names = [c.name for c in cells]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SpecError(f"{path}: two cells named {dup[0]}; give the tasks distinct labels")
+    return Spec(name, path, text, cells, None if timeout is None else float(timeout), country)

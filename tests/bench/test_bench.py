@@ -1,0 +1,188 @@
+"""`actorq bench`: spec checking, resumable matrix, one process per cell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actorq.bench.runner import is_finished, run_matrix
+from actorq.bench.spec import Cell, SpecError, load_spec
+from actorq.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """
+name = "t"
+precisions = ["fp32", "int8"]
+seeds = [0, 1]
+
+[defaults]
+actors = 0
+
+[[tasks]]
+agent = "dqn"
+env = "gym:CartPole-v1"
+widths = ["64,64", "128,128"]
+[tasks.config]
+total_steps = 2000
+
+[[tasks]]
+agent = "d4pg"
+env = "dmc:cartpole-balance"
+precisions = ["fp32"]
+seeds = [3]
+"""
+
+
+def _spec(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "spec.toml"
+    p.write_text(text)
+    return p
+
+
+def test_cells_are_the_product_of_the_axes_with_deterministic_names(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, GOOD))
+    names = [c.name for c in spec.cells]
+    assert len(names) == 2 * 2 * 2 + 1
+    assert "dqn-gym-CartPole-v1-w128x128-int8-s1" in names
+    assert "d4pg-dmc-cartpole-balance-w256x256x256-fp32-s3" in names  # the default width
+    cell = next(c for c in spec.cells if c.name == "dqn-gym-CartPole-v1-w64x64-int8-s0")
+    cfg = cell.make_config()
+    assert (cfg.hidden, cfg.precision, cfg.seed, cfg.actors, cfg.total_steps) == (
+        (64, 64), "int8", 0, 0, 2000,
+    )  # fmt: skip
+    assert cfg.progress is False
+    spec.validate()
+    assert load_spec(_spec(tmp_path, GOOD)).cells == spec.cells  # deterministic
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (('agent = "dqn"', 'agent = "ppo"'), "unknown agent 'ppo'"),
+        (("total_steps = 2000", "total_stepz = 2000"), "'total_stepz' is not a DQNConfig field"),
+        (("total_steps = 2000", 'total_steps = "many"'), "does not fit its type"),
+        (("total_steps = 2000", "seed = 4"), "'seed' is set by the matrix"),
+        (('env = "gym:CartPole-v1"\n', ""), "missing env"),
+        (('"fp32", "int8"]', '"fp32", "int3"]'), "unknown precision 'int3'"),
+        (("gym:CartPole-v1", "gym:NoSuchEnv-v0"), "unknown Gymnasium id"),
+        (('widths = ["64,64", "128,128"]', 'widths = ["64,x"]'), "positive integers"),
+        (("[defaults]", "[defaultz]"), "unknown key(s) defaultz"),
+        (("actors = 0", "hidden = [32]"), "either widths or config.hidden"),
+        (("seeds = [0, 1]", "seeds = [0, 0]"), "repeated values"),
+    ],
+)
+def test_bad_spec_is_one_line_and_nothing_runs(
+    edit: tuple[str, str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert edit[0] in GOOD
+    path = _spec(tmp_path, GOOD.replace(*edit))
+    results = tmp_path / "results"
+    assert main(["bench", str(path), "--results", str(results), "--no-progress"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and needle in err[0], err
+    assert not results.exists()
+
+
+def test_missing_spec_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read spec"):
+        load_spec(tmp_path / "nope.toml")
+
+
+def test_committed_specs_parse() -> None:
+    smoke = load_spec(REPO / "benchmarks/specs/smoke.toml")
+    smoke.validate()
+    quarl = load_spec(REPO / "benchmarks/specs/quarl_table.toml")
+    envs = {c.env for c in quarl.cells}
+    assert {"gym:CartPole-v1", "gym:Acrobot-v1", "gym:MountainCar-v0"} <= envs
+    assert {c.precision for c in quarl.cells} == {"fp32", "fp16", "int8", "int4"}
+    assert {c.seed for c in quarl.cells} == {0, 1, 2}
+    assert all(c.width == (2048, 2048, 2048) for c in quarl.cells if c.agent == "dqn")
+
+
+def _fake_summary(cell: Cell, cell_dir: Path, **extra: object) -> None:
+    (cell_dir / "summary.json").write_text(
+        json.dumps(
+            {"env": cell.env, "precision": cell.precision, "env_steps": 100,
+             "eval_return": 1.0, "wall_time_s": 2.0, "interrupted": False, **extra}
+        )
+    )  # fmt: skip
+
+
+def test_finished_cells_are_skipped_failures_recorded_partial_cells_rerun(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, GOOD))
+    results = tmp_path / "results"
+    calls: list[str] = []
+
+    def runner(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+        calls.append(cell.name)
+        assert json.loads((cell_dir / "cell.json").read_text())["config"] == cell.config
+        if cell.precision == "int8" and cell.seed == 1:
+            return 1  # a crash: recorded, and the matrix goes on
+        _fake_summary(cell, cell_dir)
+        return 0
+
+    out = run_matrix(spec, results, runner, progress=False)
+    assert calls == [c.name for c in spec.cells]
+    assert sorted(out.failed) == sorted(c.name for c in spec.cells if c.name.endswith("int8-s1"))
+    assert len(out.ran) == len(spec.cells) - 2
+    failed = json.loads((results / out.failed[0] / "failed.json").read_text())
+    assert failed["status"] == 1
+    assert (results / "spec.toml").read_text() == spec.path.read_text()
+    assert "cpu_model" in json.loads((results / "machine.json").read_text())["sessions"][0]
+
+    # a partial cell (checkpoint, no summary) and an interrupted one start over, cleanly
+    partial = results / out.ran[0]
+    (partial / "summary.json").unlink()
+    (partial / "checkpoint").mkdir()
+    interrupted = results / out.ran[1]
+    _fake_summary(spec.cells[1], interrupted, interrupted=True)
+    calls.clear()
+    out2 = run_matrix(spec, results, runner, progress=False)
+    assert sorted(calls) == sorted([partial.name, interrupted.name, *out.failed])
+    assert not (partial / "checkpoint").exists()
+    assert len(out2.skipped) == len(spec.cells) - 4
+    assert len(json.loads((results / "machine.json").read_text())["sessions"]) == 2
+
+    calls.clear()
+    run_matrix(spec, results, lambda c, d, t: _fake_summary(c, d) or 0, progress=False)
+    assert all(is_finished(results / c.name) for c in spec.cells)
+    calls.clear()
+    out4 = run_matrix(spec, results, runner, progress=False)
+    assert calls == [] and len(out4.skipped) == len(spec.cells)
+
+
+def test_real_cell_in_a_subprocess(tmp_path: Path) -> None:
+    """One tiny real run through `actorq bench`: a fresh process, summary with energy keys."""
+    path = _spec(
+        tmp_path,
+        """
+precisions = ["int8"]
+seeds = [0]
+timeout_s = 120
+[defaults]
+actors = 0
+envs_per_actor = 4
+total_steps = 1500
+min_replay_size = 500
+eval_every = 1000
+eval_episodes = 2
+log_every = 0.5
+save_replay = false
+[[tasks]]
+agent = "dqn"
+env = "gym:CartPole-v1"
+widths = ["32,32"]
+""",
+    )
+    results = tmp_path / "r"
+    assert main(["bench", str(path), "--results", str(results), "--no-progress"]) == 0
+    cell_dir = results / "dqn-gym-CartPole-v1-w32x32-int8-s0"
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    assert summary["precision"] == "int8" and summary["env_steps"] >= 1500
+    assert {"energy_kwh", "energy_kg_co2", "energy_estimated"} <= set(summary)
+    pytest.importorskip("codecarbon")
+    assert summary["energy_kwh"] > 0
+    assert "codecarbon INFO" not in (cell_dir / "log.txt").read_text()  # codecarbon kept quiet

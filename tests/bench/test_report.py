@@ -1,0 +1,160 @@
+"""`actorq report` on a synthetic results directory whose numbers are worked out by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actorq.bench.report import bound, iqm, iqm_ci, load_runs
+from actorq.cli import main
+
+pytest.importorskip("rliable")
+pytest.importorskip("matplotlib")
+
+T0 = 1_700_000_000.0
+
+
+def _cell(
+    results: Path,
+    task: str,
+    precision: str,
+    seed: int,
+    *,
+    ttt: float | None,
+    final: float,
+    kwh: float | None = None,
+    snapshot_bytes: int = 1000,
+    target: float = 475.0,
+    learner_wait: float = 0.5,
+    actor_wait: float = 0.1,
+    sps: float = 900.0,
+) -> None:
+    """A cell directory as `actorq bench` + experiment.train leave it."""
+    name = f"{task}-w64x64-{precision}-s{seed}"
+    d = results / name
+    d.mkdir(parents=True)
+    cfg = {"agent": "dqn", "env": "gym:CartPole-v1", "precision": precision, "seed": seed,
+           "hidden": [64, 64], "log_every": 2.0}  # fmt: skip
+    cell = {"name": name, "task": task, "agent": "dqn", "env": "gym:CartPole-v1",
+            "precision": precision, "seed": seed, "width": [64, 64], "config": cfg}  # fmt: skip
+    (d / "cell.json").write_text(json.dumps(cell))
+    (d / "config.json").write_text(json.dumps(cfg))
+    summary: dict[str, Any] = {
+        "run_dir": str(d), "env": "gym:CartPole-v1", "precision": precision,
+        "env_steps": 30000, "updates": 900, "wall_time_s": (ttt or 200.0) + 1.0,
+        "eval_return": final, "eval_return_std": 0.0, "eval_return_fp32": final,
+        "action_agreement": 1.0, "agreement_states": 100, "snapshot_bytes": snapshot_bytes,
+        "fp32_snapshot_bytes": 1000, "publishes": 10, "publish_ms": 1.0,
+        "target_return": target, "reached_target": ttt is not None, "time_to_target_s": ttt,
+        "steps_to_target": 20000 if ttt is not None else None, "actor_restarts": 0,
+        "rejected_snapshots": 0, "interrupted": False, "agent": "dqn",
+        "action_mean_abs_diff": None, "stop": "target" if ttt is not None else "budget",
+    }  # fmt: skip
+    if kwh is not None:
+        summary.update(energy_kwh=kwh, energy_kg_co2=0.4 * kwh, energy_estimated=True)
+    (d / "summary.json").write_text(json.dumps(summary))
+    with open(d / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "wall_time", "metric", "value"])
+        for i in range(1, 4):  # log intervals of 2 s, evaluations every 10k steps
+            t = T0 + 2.0 * i
+            w.writerow([1000 * i, f"{t:.3f}", "perf/actor_sps", sps])
+            w.writerow([1000 * i, f"{t:.3f}", "perf/learner_wait_frac", learner_wait])
+            w.writerow([1000 * i, f"{t:.3f}", "perf/actor_wait_frac", actor_wait])
+            w.writerow([1000 * i, f"{t:.3f}", "comm/snapshot_bytes", snapshot_bytes])
+            w.writerow([10000 * i, f"{t + 0.5:.3f}", "charts/eval_return", 100.0 * i])
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    r = tmp_path / "results"
+    # fp32: 3 of 4 seeds reach the target, mean 100 s; int8: all 4, mean 50 s -> speedup 2.00
+    for seed, ttt, final in [(0, 100.0, 100.0), (1, 120.0, 200.0), (2, 80.0, 300.0),
+                             (3, None, 400.0)]:  # fmt: skip
+        _cell(r, "cartpole", "fp32", seed, ttt=ttt, final=final, kwh=0.004)
+    for seed, final in enumerate([500.0, 500.0, 500.0, 10.0]):
+        _cell(r, "cartpole", "int8", seed, ttt=50.0, final=final, kwh=0.002,
+              snapshot_bytes=280, learner_wait=0.05, actor_wait=0.6)  # fmt: skip
+    # fp16: no energy recorded; never reaches the target
+    for seed in range(2):
+        _cell(r, "cartpole", "fp16", seed, ttt=None, final=50.0)
+    # a cell that crashed: cell.json and failed.json only
+    bad = r / "cartpole-w64x64-fp16-s2"
+    bad.mkdir()
+    (bad / "cell.json").write_text(json.dumps({"task": "cartpole", "agent": "dqn",
+        "env": "gym:CartPole-v1", "precision": "fp16", "seed": 2, "width": [64, 64],
+        "config": {"precision": "fp16", "seed": 2, "env": "gym:CartPole-v1"}}))  # fmt: skip
+    (bad / "failed.json").write_text(json.dumps({"status": 1, "why": "exit status 1"}))
+    return r
+
+
+def _row(text: str, prefix: str) -> str:
+    """The one row of the first table (per task: speedup, return, energy) with this prefix."""
+    table = text.split("## Where the time goes")[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith(prefix)]
+    assert len(rows) == 1, (prefix, rows)
+    return rows[0]
+
+
+def test_report_table_matches_hand_computation(results: Path) -> None:
+    assert main(["report", str(results), "--reps", "300"]) == 0
+    text = (results / "report.md").read_text()
+    data = json.loads((results / "report.json").read_text())
+
+    fp32 = _row(text, "| cartpole | 64x64 | fp32 |")
+    int8 = _row(text, "| cartpole | 64x64 | int8 |")
+    fp16 = _row(text, "| cartpole | 64x64 | fp16 |")
+    # reached 3/4, mean time to target (100 + 120 + 80) / 3 = 100; IQM of 100..400 = 250
+    assert "| 3/4 (≥ 475) | 100.0 | 1.00× (3/4 vs fp32 3/4 reached) | 250.0 [" in fp32
+    # int8: 50 s -> 100 / 50 = 2.00×; IQM of [10, 500, 500, 500] trims 10 and one 500 -> 500
+    assert "| 4/4 (≥ 475) | 50.0 | 2.00× (4/4 vs fp32 3/4 reached) | 500.0 [" in int8
+    # energy: 0.004 vs 0.002 kWh per run -> 2.00×, CO2 at one intensity -> 2.00× as well
+    assert "| 0.002 | 0.0008 | 2.00× | 2.00× |" in int8
+    assert "| 0.004 | 0.0016 | 1.00× | 1.00× |" in fp32
+    assert "never reached (0/2)" in fp16 and "(+1 failed)" in fp16
+    assert fp16.endswith("| not recorded | not recorded | not recorded | not recorded |")
+
+    rows = {r["precision"]: r for r in data["table"]}
+    assert rows["int8"]["speedup"] == pytest.approx(2.0)
+    assert rows["fp32"]["time_to_target_s"] == pytest.approx(100.0)
+    assert rows["int8"]["return_iqm"] == pytest.approx(500.0)
+    lo, hi = rows["fp32"]["return_ci"]
+    assert 100.0 <= lo <= 250.0 <= hi <= 400.0
+    assert rows["fp16"]["kwh"] is None and rows["fp16"]["failed"] == 1
+
+    # wait fractions and throughput: fp32 learner waits 0.5 -> actor-bound; int8 actors held
+    # back 0.6 -> learner-bound; while busy: 900 / (1 - 0.6) = 2250
+    perf = {r["precision"]: r for r in data["perf"]}
+    assert perf["fp32"]["bound"] == "actor-bound" and perf["int8"]["bound"] == "learner-bound"
+    assert perf["int8"]["busy_sps"] == pytest.approx(2250.0)
+    assert "| 0.05 | 0.60 | learner-bound | 900 | 2250 | 280 | 28.0% |" in text
+    assert "Energy is estimated" in text
+    assert "cartpole-w64x64-fp16-s2: exit status 1" in text
+    png = results / "curves-cartpole-w64x64.png"
+    assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+    assert "(curves-cartpole-w64x64.png)" in text
+
+
+def test_eval_curve_origin_and_iqm() -> None:
+    assert iqm(np.array([10.0, 500.0, 500.0, 500.0])) == pytest.approx(500.0)
+    mid, lo, hi = iqm_ci([1.0, 2.0, 3.0, 4.0], reps=200)
+    assert mid == pytest.approx(2.5) and lo <= mid <= hi
+    assert bound(0.02, 0.05) == "balanced" and bound(None, 0.5) == "—"
+
+
+def test_curve_times_start_one_log_interval_before_the_first_row(results: Path) -> None:
+    run = next(r for r in load_runs(results) if r.name == "cartpole-w64x64-int8-s0")
+    # first perf row at T0 + 2 s with log_every 2 s -> origin T0; evals 0.5 s after each row
+    assert run.eval_curve() == [(10000, 2.5, 100.0), (20000, 4.5, 200.0), (30000, 6.5, 300.0)]
+
+
+def test_report_of_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "no run directories" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing")]) == 2
