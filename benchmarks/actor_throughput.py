@@ -13,7 +13,8 @@ The grid is
 * policy ``4 → (W, W, W) → 2`` with W in ``--widths`` (a randomly initialised, seeded actorq
   :class:`~actorq.agents.dqn.networks.MLP`, exported with ``export_layers()``);
 * runtime: torch fp32 eager (``TorchRuntime`` on an fp32 snapshot), ORT fp32 (``OrtRuntime`` on
-  an fp32 snapshot) and ORT int8 (``OrtRuntime`` on a per-channel int8 snapshot);
+  an fp32 snapshot), ORT int8 (``OrtRuntime`` on a per-channel int8 snapshot) and ORT int4
+  (``OrtRuntime`` on a block-wise int4 snapshot: ``MatMulNBits``, 32 weights per scale);
 * K in ``--ks`` environments per actor.
 
 Each cell calls ``actor.update()`` once, warms up, calibrates how many ``actor.step()`` calls
@@ -84,8 +85,9 @@ RUNTIMES: tuple[tuple[str, str, str], ...] = (
     ("torch fp32", "torch", "fp32"),
     ("ORT fp32", "ort", "fp32"),
     ("ORT int8", "ort", "int8"),
+    ("ORT int4", "ort", "int4"),
 )
-TORCH_FP32, ORT_FP32, ORT_INT8 = (r[0] for r in RUNTIMES)
+TORCH_FP32, ORT_FP32, ORT_INT8 = (r[0] for r in RUNTIMES[:3])
 
 #: Targets checked at the end.
 BIG_WIDTH = 2048
@@ -194,7 +196,7 @@ def snapshots_for(width: int) -> dict[str, PolicySnapshot]:
     net = MLP(4, hidden, 2)
     layers = net.export_layers()
     spec = PolicySpec(obs_dim=4, hidden=hidden, out_dim=2)
-    return {p: make_snapshot(layers, spec, p, version=1) for p in ("fp32", "int8")}
+    return {p: make_snapshot(layers, spec, p, version=1) for p in ("fp32", "int8", "int4")}
 
 
 # -- reporting --------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ What it measures
 ----------------
 For the policies ``4 → (W, W, W) → 2`` with W in 64, 256, 1024, 2048, plus the paper's
 ``24 → (2048, 2048, 2048) → 6`` (a randomly initialised, seeded actorq
-:class:`~actorq.agents.dqn.networks.MLP`), and for each precision fp32, fp16, int8 per-channel
-and int8 per-tensor:
+:class:`~actorq.agents.dqn.networks.MLP`), and for each precision fp32, fp16, int8 per-channel,
+int8 per-tensor, int8 per-channel with GPTQ rounding and int4 (block-wise, 32 weights per fp32
+scale):
 
 * **bytes**: ``len(snapshot.to_bytes())``, what goes on the wire / into the shared cache, and its
   ratio to the fp32 snapshot of the same policy;
@@ -85,6 +86,7 @@ PRECISIONS: tuple[tuple[str, str, Granularity, bool], ...] = (
     ("int8 per_channel", "int8", "per_channel", False),
     ("int8 per_tensor", "int8", "per_tensor", False),
     ("int8 per_channel + GPTQ", "int8", "per_channel", True),
+    ("int4 block32", "int4", "per_channel", False),  # granularity does not apply to int4
 )
 #: Calibration states per publish (DQNConfig.calibration_states' default).
 CALIBRATION_STATES = 1024
@@ -141,7 +143,7 @@ def measure(
         "out_dim": policy.out_dim,
         "num_params": spec.num_params,
         "precision": precision,
-        "granularity": granularity if precision == "int8" else None,
+        "granularity": {"int8": granularity, "int4": "block32"}.get(precision),
         "bytes": len(data),
         "repeats": repeats,
     }

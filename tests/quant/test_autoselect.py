@@ -1,3 +1,5 @@
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -17,9 +19,9 @@ class FixedTimer:
         self.us = us
         self.seen: list[tuple[str, tuple[int, ...]]] = []
 
-    def __call__(self, rt: PolicyRuntime, batch: np.ndarray) -> float:
-        self.seen.append((rt.precision, batch.shape))
-        return self.us[rt.precision] * 1e-6
+    def __call__(self, rts: Sequence[PolicyRuntime], batch: np.ndarray) -> list[float]:
+        self.seen += [(rt.precision, batch.shape) for rt in rts]
+        return [self.us[rt.precision] * 1e-6 for rt in rts]
 
 
 FAST_INT4 = {"fp32": 100.0, "fp16": 100.0, "int8": 30.0, "int4": 20.0}
@@ -88,6 +90,8 @@ def test_bad_arguments_are_refused() -> None:
         select_precision(ls, OBS[:, :5], 1, spec=SPEC)
     with pytest.raises(ValueError, match="min_agreement"):
         select_precision(ls, OBS, 1, spec=SPEC, min_agreement=1.5)
+    with pytest.raises(ValueError, match="timer returned 1 latencies for 2"):
+        select_precision(ls, OBS, 1, spec=SPEC, candidates=("int8",), timer=lambda r, b: [1.0])
 
 
 def test_measured_on_this_machine_quantized_beats_fp32_at_3x2048() -> None:

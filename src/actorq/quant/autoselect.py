@@ -29,26 +29,33 @@ from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 
 DEFAULT_CANDIDATES: tuple[str, ...] = ("fp32", "fp16", "int8", "int4")
 
-#: ``timer(runtime, batch) -> seconds per call``; injectable so tests can fix the latencies.
-Timer = Callable[[PolicyRuntime, np.ndarray], float]
+#: ``timer(runtimes, batch) -> seconds per call of each runtime``; injectable so that tests can
+#: fix the latencies. All candidates are timed in one call, so a timer can interleave them.
+Timer = Callable[[Sequence[PolicyRuntime], np.ndarray], Sequence[float]]
 
 
 def measure_latency(
-    runtime: PolicyRuntime, batch: np.ndarray, warmup: int = 10, repeats: int = 31
-) -> float:
-    """Median seconds of one ``runtime(batch)`` call, after ``warmup`` untimed calls.
+    runtimes: Sequence[PolicyRuntime], batch: np.ndarray, warmup: int = 10, repeats: int = 31
+) -> list[float]:
+    """Median seconds of one ``runtime(batch)`` call for each runtime, after ``warmup`` calls.
 
-    The median of single calls, not a mean: on a shared machine a call now and then is slowed
-    by another process, and a median of 31 ignores up to 15 of those.
+    The runtimes are timed in turn, one call each per repeat (order rotating), not one after
+    the other: on a shared machine the load changes within a second, and a burst then slows
+    every candidate alike instead of one of them. The median of single calls, not a mean, so
+    a call now and then slowed by another process does not count.
     """
-    for _ in range(warmup):
-        runtime(batch)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        runtime(batch)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    for rt in runtimes:
+        for _ in range(warmup):
+            rt(batch)
+    times: list[list[float]] = [[] for _ in runtimes]
+    n = len(runtimes)
+    for r in range(repeats):
+        for j in range(n):
+            i = (r + j) % n
+            t0 = time.perf_counter()
+            runtimes[i](batch)
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +137,8 @@ def select_precision(
       and the fallback), a snapshot is made with :func:`make_snapshot` (``granularity`` and
       ``calibration`` as the learner would use them) and ``make_runtime(snap, runtime,
       threads)`` is built — the actors' own runtime, so call this in a process placed like an
-      actor. ``timer(runtime, batch)`` gives seconds per call (default :func:`measure_latency`:
-      warm-up, then the median of 31 calls).
+      actor. ``timer(runtimes, batch)`` gives each one's seconds per call (default
+      :func:`measure_latency`: warm-up, then the median of 31 calls, candidates interleaved).
     * Agreement vs fp32: for a ``q`` head, the share of states with the same argmax; for a
       ``deterministic`` head, the share whose actions are all within ``action_atol`` of fp32's.
       A candidate is eligible when agreement ≥ ``min_agreement``.
@@ -141,8 +148,8 @@ def select_precision(
       ``"fp32"``. The returned :class:`PrecisionChoice` lists every candidate (latency,
       agreement, snapshot bytes, eligible, chosen) for the log: ``.table()`` (markdown) and
       ``.rows()`` (dicts).
-    * Cost: one snapshot and one runtime per candidate plus ~40 calls each: well under a
-      second at 3×2048, once per experiment (not per publish).
+    * Cost: one snapshot and one runtime per candidate plus ~40 calls each: about a second
+      at 3×2048 (fp32 dominates), once per experiment (not per publish).
 
     Raises ``ValueError`` for an unknown candidate (``"auto"`` included), ``batch_size < 1``,
     observations of the wrong shape, or ``min_agreement`` outside [0, 1].
@@ -170,7 +177,9 @@ def select_precision(
     discrete = spec.head == "q"
 
     precisions = ["fp32", *dict.fromkeys(c for c in candidates if c != "fp32")]
-    measured: list[tuple[str, float, float, int]] = []
+    runtimes: list[PolicyRuntime] = []
+    agreement: list[float] = []
+    nbytes: list[int] = []
     ref: np.ndarray | None = None
     for p in precisions:
         snap = make_snapshot(layers, spec, p, 0, granularity, calibration)
@@ -179,10 +188,15 @@ def select_precision(
         if ref is None:  # fp32 comes first
             ref = out
         if discrete:
-            agree = float((out.argmax(axis=1) == ref.argmax(axis=1)).mean())
+            agreement.append(float((out.argmax(axis=1) == ref.argmax(axis=1)).mean()))
         else:
-            agree = float((np.abs(out - ref).max(axis=1) <= action_atol).mean())
-        measured.append((p, timer(rt, batch) * 1e6, agree, len(snap.to_bytes())))
+            agreement.append(float((np.abs(out - ref).max(axis=1) <= action_atol).mean()))
+        runtimes.append(rt)
+        nbytes.append(len(snap.to_bytes()))
+    seconds = list(timer(runtimes, batch))
+    if len(seconds) != len(runtimes):
+        raise ValueError(f"timer returned {len(seconds)} latencies for {len(runtimes)} runtimes")
+    measured = list(zip(precisions, [t * 1e6 for t in seconds], agreement, nbytes, strict=True))
 
     fp32_us = measured[0][1]
     eligible = [m for m in measured if m[2] >= min_agreement]

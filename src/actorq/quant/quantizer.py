@@ -64,8 +64,10 @@ def quantize_uniform(
         absmax = np.abs(w).max(keepdims=True).reshape(1)
     else:
         raise ValueError(f"unknown granularity {granularity!r}")
-    # An all-zero channel gets scale 1 (any scale represents 0 exactly); avoids 0/0.
-    scale = np.where(absmax > 0, absmax / qmax, 1.0).astype(np.float32)
+    scale = (absmax / np.float32(qmax)).astype(np.float32)
+    # A channel of zeros (or of subnormals whose scale underflows to 0) gets scale 1: any scale
+    # represents 0 exactly, and 0/0 would give NaN, which casts to an arbitrary int8.
+    scale[scale == 0] = 1.0
     q = np.rint(w / scale)
     np.clip(q, -qmax, qmax, out=q)
     return q.astype(np.int8), scale

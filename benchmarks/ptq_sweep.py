@@ -1,0 +1,308 @@
+"""Post-training quantization sweep: a trained policy's greedy return at fp32 and 2..8 bits.
+
+What it measures
+----------------
+QuaRL's post-training study (Lam et al., TMLR 2022): take a policy trained in fp32, round its
+weights to b bits after training (no retraining) and evaluate it. For the run directory given
+(a ``actorq train`` run with a checkpoint), the policy's fp32 weights are loaded exactly as
+``actorq eval`` loads them, then for each b in ``--bits`` and each variant
+
+* ``all``: every layer rounded (QuaRL's setting),
+* ``hidden``: input and output layers kept fp32 (how actorq's int8/int4 snapshots deploy),
+
+the weights are fake-quantized (:func:`actorq.quant.ptq.fake_quantize`: uniform, symmetric,
+one scale per output channel, dequantized to fp32; biases fp32) and the policy is evaluated
+greedily with the fp32 onnxruntime runtime (:func:`actorq.core.evaluation.evaluate`) on
+``--episodes`` environments for each of ``--seeds`` (environment seeds ``20000 + 1000 * s + i``;
+the weights are deterministic, so seeds vary only the episodes). The fp32 policy is evaluated
+on the same episodes. Also reported, on up to ``--states`` states of the run's replay:
+
+* discrete policies: share of states where the greedy action equals fp32's;
+* continuous policies: mean max-over-dimensions |Δa| vs fp32 and share within 0.05.
+
+Command::
+
+    .venv/bin/python benchmarks/ptq_sweep.py runs/ptq-dqn-cartpole --name dqn_cartpole
+
+Results go to ``<out>/ptq_sweep_<name>.json``, ``.md`` and ``.png`` (return vs bits).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from _machine import machine_info
+from actorq.cli import _load_snapshot  # the loading `actorq eval` does, kept in one place
+from actorq.core.evaluation import evaluate
+from actorq.quant.ptq import fake_quantize
+from actorq.quant.quantizer import MAX_BITS, MIN_BITS, check_bits
+from actorq.quant.runtimes import PolicyRuntime, make_runtime
+from actorq.quant.snapshot import PolicySpec, make_snapshot
+
+SEED_BASE = 20_000  # actorq eval's first environment seed
+SEED_STRIDE = 1_000
+CLOSE = 0.05  # continuous actions: |Δa| within this counts as agreeing (as in docs/results.md)
+VARIANTS = {"all": False, "hidden": True}  # variant -> keep_io_fp32
+SNAPSHOT_BITS = {"int8": 8, "int8+gptq": 8, "int4": 4, "fp16": 16}
+CALIBRATION_STATES = 1024  # GPTQ states for int8+gptq (DQNConfig.calibration_states' default)
+SNAPSHOT = "snapshot"  # the variant of rows that run a real quantized snapshot (int8/int4 kernels)
+
+
+def load_run(
+    run_dir: Path,
+) -> tuple[Any, PolicySpec, list[tuple[np.ndarray, np.ndarray]], np.ndarray | None]:
+    """``(config, spec, fp32 layers, replay observations shuffled (seed 0) or None)``."""
+    cfg, snap = _load_snapshot(str(run_dir), "fp32")
+    replay = run_dir / "checkpoint" / "replay.npz"
+    states = None
+    if replay.is_file():
+        with np.load(replay, allow_pickle=False) as z:
+            obs = z["obs"]
+        states = obs[np.random.default_rng(0).permutation(len(obs))].astype(np.float32)
+    return cfg, snap.spec, snap.dequantized(), states
+
+
+def agreement(spec: PolicySpec, ref: np.ndarray, out: np.ndarray) -> dict[str, float]:
+    if spec.head == "q":
+        return {"agreement": float((ref.argmax(1) == out.argmax(1)).mean())}
+    d = np.abs(ref - out).max(axis=1)
+    return {"agreement": float((d <= CLOSE).mean()), "mean_abs_da": float(d.mean())}
+
+
+def evaluate_runtime(
+    runtime: PolicyRuntime, cfg: Any, episodes: int, seeds: list[int]
+) -> dict[str, Any]:
+    per_seed = [
+        evaluate(runtime, cfg.env, episodes, SEED_BASE + SEED_STRIDE * s, cfg.env_kwargs())
+        for s in seeds
+    ]
+    rets = np.concatenate(per_seed)
+    return {
+        "mean": float(rets.mean()),
+        "std": float(rets.std()),
+        "min": float(rets.min()),
+        "seed_means": [float(r.mean()) for r in per_seed],
+        "seed_means_std": float(np.std([r.mean() for r in per_seed])),
+        "returns": rets.tolist(),
+    }
+
+
+def fmt_row(r: dict[str, Any], head: str) -> list[str]:
+    close = "—" if head == "q" else f"{r['mean_abs_da']:.4f}"
+    return [
+        r["label"],
+        f"{r['mean']:.1f} ± {r['std']:.1f}",
+        f"{r['min']:.0f}",
+        ", ".join(f"{m:.1f}" for m in r["seed_means"]),
+        f"{r['agreement']:.2%}",
+        close,
+    ]
+
+
+def headers(head: str) -> list[str]:
+    agree = "greedy action = fp32" if head == "q" else f"|Δa| ≤ {CLOSE} vs fp32"
+    return ["weights", "return (mean ± std)", "min", "per-seed means", agree, "mean |Δa|"]
+
+
+def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    fp32 = next(r for r in rows if r["bits"] is None)
+    ax.axhline(fp32["mean"], color="k", ls="--", lw=1, label="fp32")
+    for variant, style in (("all", "o-"), ("hidden", "s-")):
+        rs = sorted((r for r in rows if r["variant"] == variant), key=lambda r: r["bits"])
+        if not rs:
+            continue
+        ax.errorbar(
+            [r["bits"] for r in rs],
+            [r["mean"] for r in rs],
+            yerr=[r["seed_means_std"] for r in rs],
+            fmt=style,
+            capsize=3,
+            label="every layer" if variant == "all" else "hidden layers (I/O fp32)",
+        )
+    for r in rows:
+        if r["variant"] == SNAPSHOT and r["bits"] <= max(bits):
+            ax.plot(r["bits"], r["mean"], "*", ms=11, label=r["label"])
+    ax.set_xticks(bits)
+    ax.set_xlabel("weight bits (uniform, symmetric, per channel)")
+    ax.set_ylabel("greedy return")
+    ax.set_title(title.replace(", policy", "\npolicy"), fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def parse_ints(s: str) -> list[int]:
+    try:
+        return [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("run_dir", type=Path, help="a trained run directory (config + checkpoint)")
+    ap.add_argument("--name", default=None, help="results name; default: the run dir's name")
+    ap.add_argument("--bits", type=parse_ints, default=list(range(MIN_BITS, MAX_BITS + 1)))
+    ap.add_argument("--variants", default="all,hidden", help="all (every layer), hidden")
+    ap.add_argument(
+        "--snapshots",
+        default="int8,int8+gptq,int4",
+        help="also evaluate these snapshots (int8+gptq: GPTQ on replay states)",
+    )
+    ap.add_argument("--episodes", type=int, default=10, help="episodes per seed")
+    ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
+    ap.add_argument("--states", type=int, default=10_000, help="replay states for agreement")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+    try:
+        for b in args.bits:
+            check_bits(b)
+    except ValueError as e:
+        ap.error(str(e))
+    variants = [v for v in args.variants.split(",") if v]
+    if not variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants: choose from {', '.join(VARIANTS)}")
+    snapshots = [p for p in args.snapshots.split(",") if p]
+    if any(p not in SNAPSHOT_BITS for p in snapshots):
+        ap.error(f"--snapshots: choose from {', '.join(SNAPSHOT_BITS)}")
+    if args.episodes <= 0 or not args.seeds:
+        ap.error("--episodes must be positive and --seeds non-empty")
+
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    name = args.name or args.run_dir.name
+    cfg, spec, layers, replay_obs = load_run(args.run_dir)
+    states = calib = None
+    if replay_obs is not None:
+        # disjoint sets: GPTQ must not calibrate on the states its agreement is measured on
+        states, calib = replay_obs[: args.states], replay_obs[args.states :][:CALIBRATION_STATES]
+    machine = machine_info()
+    snaps_arg = ",".join(snapshots) or "''"
+    command = (
+        f"python benchmarks/ptq_sweep.py {args.run_dir} --name {name} "
+        f"--bits {','.join(map(str, args.bits))} --variants {','.join(variants)} "
+        f"--snapshots {snaps_arg} "
+        f"--episodes {args.episodes} --seeds {','.join(map(str, args.seeds))} "
+        f"--states {args.states} --out {args.out}"
+    )
+    console.print(f"[bold]PTQ sweep[/] {cfg.env} {spec.dims} ({spec.head} head): {command}")
+
+    fp32_runtime = make_runtime(make_snapshot(layers, spec, "fp32", 0))
+    ref_out = fp32_runtime(states) if states is not None else None
+    rows: list[dict[str, Any]] = []
+    cells: list[tuple[int | None, str, str | None]] = [(None, "fp32", None)]
+    cells += [(b, v, None) for v in variants for b in sorted(args.bits, reverse=True)]
+    cells += [(SNAPSHOT_BITS[p], SNAPSHOT, p) for p in snapshots]
+    for bits, variant, precision in cells:
+        t0 = time.perf_counter()
+        if precision is not None:  # what actors run: the snapshot and its onnxruntime kernels
+            gptq = precision == "int8+gptq"
+            p = "int8" if gptq else precision
+            snap = make_snapshot(layers, spec, p, 0, calibration=calib if gptq else None)
+            runtime = make_runtime(snap)
+            label = f"{precision} snapshot (ORT)"
+        elif bits is None:
+            runtime, label = fp32_runtime, "fp32"
+        else:
+            lay = fake_quantize(layers, bits, keep_io_fp32=VARIANTS[variant])
+            runtime = make_runtime(make_snapshot(lay, spec, "fp32", 0))
+            label = f"{bits}-bit, {variant}"
+        r: dict[str, Any] = {
+            "bits": bits,
+            "variant": variant,
+            "label": label,
+            **evaluate_runtime(runtime, cfg, args.episodes, args.seeds),
+        }
+        if ref_out is not None and states is not None:
+            r.update(agreement(spec, ref_out, runtime(states)))
+        else:
+            r.update(agreement=float("nan"), mean_abs_da=float("nan"))
+        r["eval_s"] = time.perf_counter() - t0
+        rows.append(r)
+        console.print(
+            f"  {r['label']}: {r['mean']:.1f} ± {r['std']:.1f} "
+            f"(agreement {r['agreement']:.2%}, {r['eval_s']:.1f} s)",
+            highlight=False,
+        )
+
+    title = (
+        f"PTQ sweep: {cfg.env}, policy {'→'.join(map(str, spec.dims))}, "
+        f"{len(args.seeds)}×{args.episodes} episodes"
+    )
+    table = Table(title=title)
+    for h in headers(spec.head):
+        table.add_column(h, justify="left" if h == "weights" else "right")
+    for r in rows:
+        table.add_row(*fmt_row(r, spec.head))
+    console.print(table)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"ptq_sweep_{name}"
+    result = {
+        "benchmark": "ptq_sweep",
+        "machine": machine,
+        "config": {
+            "command": command,
+            "run_dir": str(args.run_dir),
+            "env": cfg.env,
+            "agent": getattr(cfg, "agent", None),
+            "policy_dims": list(spec.dims),
+            "head": spec.head,
+            "bits": args.bits,
+            "variants": variants,
+            "episodes_per_seed": args.episodes,
+            "seeds": args.seeds,
+            "env_seeds": f"{SEED_BASE} + {SEED_STRIDE} * seed + episode",
+            "agreement_states": 0 if states is None else len(states),
+            "quantization": "uniform symmetric per-channel weights, dequantized; biases fp32",
+        },
+        "rows": rows,
+    }
+    Path(f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        f"# {title}",
+        "",
+        f"`{command}`",
+        "",
+        f"- date: {machine['date']}; run {args.run_dir} ({cfg.env}, policy "
+        f"{'→'.join(map(str, spec.dims))}, {spec.head} head)",
+        "- weights: uniform symmetric per-channel, dequantized to fp32 (biases fp32); `all` = "
+        "every layer, `hidden` = input/output layers kept fp32; fp32 onnxruntime runtime",
+        "- `int8 snapshot (ORT)` / `int4 snapshot (ORT)`: what actorq's actors run (fp32 I/O "
+        "layers; int8: per-channel weights, per-row uint8 activations; int4: 32 weights per "
+        "scale, MatMulNBits with int8 activations per block); `int8+gptq`: int8 rounded with "
+        f"GPTQ on {CALIBRATION_STATES} other replay states (as training publishes at ≤ 512 wide)",
+        f"- agreement on {0 if states is None else len(states):,} replay states",
+        "",
+        "| " + " | ".join(headers(spec.head)) + " |",
+        "|" + "---|" * len(headers(spec.head)),
+        *("| " + " | ".join(fmt_row(r, spec.head)) + " |" for r in rows),
+    ]
+    Path(f"{stem}.md").write_text("\n".join(lines) + "\n")
+    plot(Path(f"{stem}.png"), rows, title, sorted(args.bits))
+    console.print(f"wrote {stem}.json, .md and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
