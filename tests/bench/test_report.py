@@ -33,6 +33,7 @@ def _cell(
     learner_wait: float = 0.5,
     actor_wait: float = 0.1,
     sps: float = 900.0,
+    energy_rows: tuple[float, ...] = (),
 ) -> None:
     """A cell directory as `actorq bench` + experiment.train leave it."""
     name = f"{task}-w64x64-{precision}-s{seed}"
@@ -68,6 +69,9 @@ def _cell(
             w.writerow([1000 * i, f"{t:.3f}", "perf/actor_wait_frac", actor_wait])
             w.writerow([1000 * i, f"{t:.3f}", "comm/snapshot_bytes", snapshot_bytes])
             w.writerow([10000 * i, f"{t + 0.5:.3f}", "charts/eval_return", 100.0 * i])
+        for e in energy_rows:  # cumulative readings, as the experiment loop logs them
+            w.writerow([30000, f"{T0 + 7:.3f}", "energy/kwh", e])
+            w.writerow([30000, f"{T0 + 7:.3f}", "energy/kg_co2", 0.4 * e])
 
 
 @pytest.fixture
@@ -80,9 +84,11 @@ def results(tmp_path: Path) -> Path:
     for seed, final in enumerate([500.0, 500.0, 500.0, 10.0]):
         _cell(r, "cartpole", "int8", seed, ttt=50.0, final=final, kwh=0.002,
               snapshot_bytes=280, learner_wait=0.05, actor_wait=0.6)  # fmt: skip
-    # fp16: no energy recorded; never reaches the target
-    for seed in range(2):
-        _cell(r, "cartpole", "fp16", seed, ttt=None, final=50.0)
+    # fp16: never reaches the target; energy only in one run's metrics.csv (last value 0.003)
+    _cell(r, "cartpole", "fp16", 0, ttt=None, final=50.0)
+    _cell(r, "cartpole", "fp16", 1, ttt=None, final=50.0, energy_rows=(0.001, 0.003))
+    # int4: no energy recorded anywhere
+    _cell(r, "cartpole", "int4", 0, ttt=60.0, final=50.0)
     # a cell that crashed: cell.json and failed.json only
     bad = r / "cartpole-w64x64-fp16-s2"
     bad.mkdir()
@@ -110,14 +116,18 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     int8 = _row(text, "| cartpole | 64x64 | int8 |")
     fp16 = _row(text, "| cartpole | 64x64 | fp16 |")
     # reached 3/4, mean time to target (100 + 120 + 80) / 3 = 100; IQM of 100..400 = 250
-    assert "| 3/4 (≥ 475) | 100.0 | 1.00× (3/4 vs fp32 3/4 reached) | 250.0 [" in fp32
+    assert "| 3/4 (≥ 475) | 100.0 | 1.00× (3/4 reached) | 250.0 [" in fp32
     # int8: 50 s -> 100 / 50 = 2.00×; IQM of [10, 500, 500, 500] trims 10 and one 500 -> 500
     assert "| 4/4 (≥ 475) | 50.0 | 2.00× (4/4 vs fp32 3/4 reached) | 500.0 [" in int8
     # energy: 0.004 vs 0.002 kWh per run -> 2.00×, CO2 at one intensity -> 2.00× as well
     assert "| 0.002 | 0.0008 | 2.00× | 2.00× |" in int8
     assert "| 0.004 | 0.0016 | 1.00× | 1.00× |" in fp32
     assert "never reached (0/2)" in fp16 and "(+1 failed)" in fp16
-    assert fp16.endswith("| not recorded | not recorded | not recorded | not recorded |")
+    # 0.004 / 0.003 = 1.33×, from the one run that logged energy
+    assert fp16.endswith("| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | 1.33× | 1.33× |")
+    int4 = _row(text, "| cartpole | 64x64 | int4 |")
+    assert "| 1/1 (≥ 475) | 60.0 | 1.67× (1/1 vs fp32 3/4 reached) |" in int4
+    assert int4.endswith("| not recorded | not recorded | not recorded | not recorded |")
 
     rows = {r["precision"]: r for r in data["table"]}
     assert rows["int8"]["speedup"] == pytest.approx(2.0)
@@ -125,7 +135,8 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     assert rows["int8"]["return_iqm"] == pytest.approx(500.0)
     lo, hi = rows["fp32"]["return_ci"]
     assert 100.0 <= lo <= 250.0 <= hi <= 400.0
-    assert rows["fp16"]["kwh"] is None and rows["fp16"]["failed"] == 1
+    assert rows["fp16"]["kwh"] == pytest.approx(0.003) and rows["fp16"]["failed"] == 1
+    assert rows["int4"]["kwh"] is None and rows["int4"]["kwh_ratio"] is None
 
     # wait fractions and throughput: fp32 learner waits 0.5 -> actor-bound; int8 actors held
     # back 0.6 -> learner-bound; while busy: 900 / (1 - 0.6) = 2250

@@ -40,11 +40,18 @@ import numpy as np
 
 from actorq.bench.runner import read_summary
 from actorq.bench.spec import width_slug
-from actorq.energy import SUMMARY_ESTIMATED, SUMMARY_KG_CO2, SUMMARY_KWH
+from actorq.energy import (
+    METRIC_KG_CO2,
+    METRIC_KWH,
+    SUMMARY_ESTIMATED,
+    SUMMARY_KG_CO2,
+    SUMMARY_KWH,
+)
 from actorq.errors import ActorQError
 
 EVAL = "charts/eval_return"
 PRECISION_ORDER = ("fp32", "fp16", "int8", "int4")
+_ENERGY_METRIC = {SUMMARY_KWH: METRIC_KWH, SUMMARY_KG_CO2: METRIC_KG_CO2}
 
 
 @dataclasses.dataclass
@@ -84,6 +91,15 @@ class Run:
 
     def summary_value(self, key: str) -> Any:
         return None if self.summary is None else self.summary.get(key)
+
+    def energy(self, key: str) -> float | None:
+        """The run's energy (``energy_kwh``) or CO2 (``energy_kg_co2``): the summary's, else
+        the last (cumulative) value of its metric in metrics.csv, else None (not recorded)."""
+        v = self.summary_value(key)
+        if v is not None:
+            return float(v)
+        xs = self.series(_ENERGY_METRIC[key])
+        return xs[-1] if xs else None
 
 
 def _read_rows(path: Path) -> list[tuple[int, float, str, float]]:
@@ -224,9 +240,7 @@ class Group:
         ]
 
     def energy(self, key: str) -> list[float]:
-        return [
-            float(r.summary_value(key)) for r in self.finished if r.summary_value(key) is not None
-        ]
+        return [e for r in self.finished if (e := r.energy(key)) is not None]
 
 
 def _prec_key(p: str) -> tuple[int, str]:
@@ -268,6 +282,8 @@ def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
     if not f:
         return None, f"fp32 never reached (0/{len(fp32.finished)})"
     s = float(np.mean(f)) / float(np.mean(g.ttt()))
+    if g is fp32:
+        return s, f"{s:.2f}×" + ("" if k == n else f" ({k}/{n} reached)")
     partial = (
         ""
         if k == n and len(f) == len(fp32.finished)
@@ -336,8 +352,21 @@ def _plot_curves(groups: list[Group], path: Path, reps: int, target: float | Non
             if not keep.any():
                 continue
             mid, lo, hi = curve_iqm_ci(m[:, keep], reps=reps)
-            (line,) = ax.plot(grid[keep], mid, label=f"{g.precision} (n={len(curves)})")
-            ax.fill_between(grid[keep], lo, hi, alpha=0.2, color=line.get_color())
+            # held values between evaluations: steps on the wall-clock grid
+            (line,) = ax.plot(
+                grid[keep],
+                mid,
+                label=f"{g.precision} (n={len(curves)})",
+                drawstyle="default" if col == 0 else "steps-post",
+            )
+            ax.fill_between(
+                grid[keep],
+                lo,
+                hi,
+                alpha=0.2,
+                color=line.get_color(),
+                step=None if col == 0 else "post",
+            )
             ax.set_xlabel(label)
             drawn = True
     if not drawn:
