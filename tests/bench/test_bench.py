@@ -152,6 +152,7 @@ def test_finished_cells_are_skipped_failures_recorded_partial_cells_rerun(tmp_pa
     calls.clear()
     out4 = run_matrix(spec, results, runner, progress=False)
     assert calls == [] and len(out4.skipped) == len(spec.cells)
+    assert len(json.loads((results / "machine.json").read_text())["sessions"]) == 3
 
 
 def test_real_cell_in_a_subprocess(tmp_path: Path) -> None:

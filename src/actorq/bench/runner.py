@@ -3,7 +3,7 @@
 Layout of ``RESULTS/``::
 
     spec.toml          the spec as last run
-    machine.json       {"sessions": [machine facts, one per invocation of ``actorq bench``]}
+    machine.json       {"sessions": [machine facts, one per ``actorq bench`` that ran cells]}
     <cell name>/       one run directory per cell (config.json, summary.json, metrics.csv, tb/,
                        checkpoint/) plus cell.json (what the matrix asked for), log.txt (the run's
                        output) and, if it failed, failed.json
@@ -123,7 +123,6 @@ def run_matrix(
 ) -> MatrixOutcome:
     """Run every unfinished cell of ``spec`` into ``results/<cell name>/``, one at a time."""
     results.mkdir(parents=True, exist_ok=True)
-    _record_session(results, spec)
     out = MatrixOutcome()
     todo: list[Cell] = []
     for cell in spec.cells:
@@ -131,6 +130,8 @@ def run_matrix(
             out.skipped.append(cell.name)
         else:
             todo.append(cell)
+    if todo:  # a session that runs nothing leaves no trace
+        _record_session(results, spec)
     bar = _Bar(progress, len(spec.cells), len(out.skipped))
     bar.print(
         f"bench {spec.name}: {len(spec.cells)} cells, {len(out.skipped)} finished, "
