@@ -93,9 +93,11 @@ UNAVAILABLE = EnergyReading(kwh=0.0, kg_co2=0.0, estimated=True, ok=False)
 
 
 def _codecarbon_backend(**kwargs: Any) -> Any:
-    # codecarbon logs its setup at INFO before it applies log_level: quiet its logger first.
-    logging.getLogger("codecarbon").setLevel(logging.ERROR)
     from codecarbon import OfflineEmissionsTracker
+
+    # Importing codecarbon sets its logger to INFO, and the tracker logs its set-up before it
+    # applies log_level: quiet the logger in between.
+    logging.getLogger("codecarbon").setLevel(logging.ERROR)
 
     return OfflineEmissionsTracker(**kwargs)
 
@@ -179,7 +181,8 @@ class EnergyTracker:
         self._estimated = _is_estimated(tracker)
 
     def snapshot(self) -> EnergyReading:
-        """Energy and carbon so far (cheap enough to call every log interval). Never raises."""
+        """Energy and carbon so far. Never raises. The first call takes ~0.1 s (codecarbon
+        loads its carbon-intensity data), later ones < 1 ms: fine every log interval."""
         if self._tracker is None:
             return self._last if self._last.ok else UNAVAILABLE
         try:
