@@ -344,9 +344,11 @@ class RayActorWorker:
 
         while not self._stop.is_set():
             try:
-                ray.get(ref, timeout=0.25)
+                ray.get(ref, timeout=0.05)
                 return True
             except ray.exceptions.GetTimeoutError:
+                if self._actor is not None:
+                    self._actor.update()  # blocked, but with the newest snapshot when released
                 continue
             except ray.exceptions.RayError:
                 return False

@@ -295,6 +295,7 @@ class _ShardState:
     incarnation: str = ""
     size: int = 0
     inserts: int = 0
+    samples: int = 0
     pid: int = 0
     node: str = ""
 
@@ -466,7 +467,8 @@ class RayBackend:
                 if st.incarnation and d["incarnation"] != st.incarnation:
                     self.shard_restarts += 1
                     self.items_lost += st.size
-                st.incarnation, st.size, st.inserts = d["incarnation"], d["size"], d["inserts"]
+                st.incarnation, st.size = d["incarnation"], d["size"]
+                st.inserts, st.samples = d["inserts"], d["samples"]
                 st.pid, st.node = d["pid"], d["node"]
                 self._steps += int(d["env_steps"])
                 self._busy += float(d["busy_s"])
@@ -513,25 +515,26 @@ class RayBackend:
         return restarted
 
     def processes(self) -> dict[str, list[int]]:
-        """Process ids of actors and replay shards (tests kill them)."""
-        ray = self._ray
-        infos = ray.get([a.info.remote() for a in self.actors], timeout=30)
+        """Process ids of actors and replay shards (tests kill them); -1 while restarting."""
         return {
-            "actors": [int(i["pid"]) for i in infos],
+            "actors": [int(i.get("pid", -1)) for i in self.actor_info()],
             "replay_shards": [s.pid for s in self._shard_state],
         }
 
-    def actor_info(self) -> list[dict[str, Any]]:
-        """Per actor: pid, node, whether torch got imported, and (once it has inserted) the
-        snapshot version it runs and the node whose cache it reads."""
-        infos = self._ray.get([a.info.remote() for a in self.actors], timeout=30)
-        with self._lock:
-            for i, d in enumerate(infos):
-                d.update(self._status.get(str(i), {}))
-        return infos
+    def actor_info(self, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Per actor: pid, node, whether torch got imported, the snapshot version it runs and
+        the node whose cache it reads (``{"alive": False}`` for one Ray is restarting)."""
+        ray = self._ray
+        out: list[dict[str, Any]] = []
+        for a in self.actors:
+            try:
+                out.append({"alive": True, **ray.get(a.info.remote(), timeout=timeout)})
+            except ray.exceptions.RayError:
+                out.append({"alive": False})
+        return out
 
     def pids(self) -> list[int]:
-        return self.processes()["actors"]
+        return [p for p in self.processes()["actors"] if p > 0]
 
     def stats(self) -> BackendStats:
         with self._lock:

@@ -1,0 +1,145 @@
+"""backend="ray" on one machine: a run survives a killed actor and a killed replay shard (and
+says so in its counters), resumes from its checkpoint, keeps the rate limit on every shard,
+runs actors without torch, and with cache="none" really pulls once per actor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from actorq import DQNConfig, train  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Any:
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _cfg(run_dir: Path, **kw: Any) -> DQNConfig:
+    base: dict[str, Any] = {
+        "env": "gym:CartPole-v1",
+        "precision": "int8",
+        "hidden": (64, 64),
+        "actors": 2,
+        "envs_per_actor": 4,
+        "backend": "ray",
+        "replay_shards": 2,
+        "total_steps": 1_000_000,
+        "min_replay_size": 500,
+        "batch_size": 64,
+        "samples_per_insert": 8.0,
+        "eval_every": 10**9,
+        "eval_episodes": 2,
+        "stop_at_target": False,
+        "log_every": 0.5,
+        "progress": False,
+        "run_dir": str(run_dir),
+    }
+    base.update(kw)
+    return DQNConfig(**base)
+
+
+def _check_rate_limits(backend: Any) -> None:
+    lim = backend.shard_limiter
+    for st in backend._shard_state:
+        if st.inserts >= lim.min_size_to_sample:
+            diff = st.inserts * lim.samples_per_insert - st.samples
+            assert lim.min_diff - 1e-6 <= diff <= lim.max_diff + 1e-6, (st, lim)
+
+
+@pytest.fixture(scope="module")
+def faulty_run(ray_local: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One Ray run in which an actor and a replay shard are SIGKILLed mid-training."""
+    run_dir = tmp_path_factory.mktemp("ray") / "run"
+    seen: dict[str, Any] = {"phase": 0, "t": time.monotonic(), "checks": 0}
+
+    def cb(info: dict[str, Any]) -> bool:
+        backend = info["backend"]
+        _check_rate_limits(backend)
+        seen["checks"] += 1
+        if time.monotonic() - seen["t"] > 90:
+            seen["timeout"] = seen["phase"]
+            return False
+        if seen["phase"] == 0 and info["env_steps"] >= 1500 and info["updates"] > 0:
+            seen["actor_info"] = backend.actor_info()
+            procs = backend.processes()
+            seen["killed"] = (procs["actors"][0], procs["replay_shards"][0])
+            os.kill(procs["actors"][0], signal.SIGKILL)
+            os.kill(procs["replay_shards"][0], signal.SIGKILL)
+            seen.update(phase=1, steps=info["env_steps"], updates=info["updates"])
+            seen["t"] = time.monotonic()
+        elif seen["phase"] == 1:
+            seen["last"] = info
+            if (
+                info["faults/actor_restarts"] >= 1
+                and info["faults/replay_shard_restarts"] >= 1
+                and info["env_steps"] >= seen["steps"] + 2000
+                and info["updates"] > seen["updates"] + 20
+            ):
+                seen["after_restart_info"] = backend.actor_info()
+                # stop once every actor answers again (the restarted one included)
+                return not all(i["alive"] for i in seen["after_restart_info"])
+        return True
+
+    result = train(_cfg(run_dir), callback=cb)
+    return {"result": result, "seen": seen, "run_dir": run_dir}
+
+
+def test_actors_are_light_processes_on_their_node_cache(faulty_run: dict[str, Any]) -> None:
+    infos = faulty_run["seen"]["actor_info"]
+    assert len(infos) == 2
+    for i in infos:
+        assert i["torch_imported"] is False  # actors never import torch
+        assert i["cache"] == i["node"]  # read their own node's cache
+        assert i["version"] >= 0
+
+
+def test_killed_actor_and_shard_are_replaced_and_counted(faulty_run: dict[str, Any]) -> None:
+    seen, result = faulty_run["seen"], faulty_run["result"]
+    assert "timeout" not in seen, f"stuck in phase {seen.get('timeout')}: {seen.get('last')}"
+    last = seen["last"]
+    assert last["faults/actor_restarts"] >= 1
+    assert last["faults/replay_shard_restarts"] >= 1
+    assert last["faults/replay_items_lost"] > 0  # the shard's data is gone, and counted
+    assert result.actor_restarts >= 1
+    # the restarted actor is a new process that acts again
+    new_pids = {i["pid"] for i in seen["after_restart_info"]}
+    assert seen["killed"][0] not in new_pids
+    assert all(i["env_steps"] > 0 for i in seen["after_restart_info"])
+    assert seen["checks"] >= 3  # the per-shard rate limit held at every check
+    summary = json.loads((faulty_run["run_dir"] / "summary.json").read_text())
+    assert summary["stop"] == "callback" and summary["updates"] > 0
+
+
+def test_resume_continues_a_ray_run(faulty_run: dict[str, Any]) -> None:
+    first = faulty_run["result"]
+    run_dir = faulty_run["run_dir"]
+    assert (run_dir / "checkpoint" / "replay.npz").is_file()
+    more = train(_cfg(run_dir, resume=str(run_dir), total_steps=first.env_steps + 1500))
+    assert more.env_steps >= first.env_steps + 1500
+    assert more.updates > first.updates  # continued the learner's counters
+
+
+def test_cache_none_pulls_once_per_actor(ray_local: Any, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def cb(info: dict[str, Any]) -> bool:
+        if info["updates"] > 0 and info.get("comm/learner_egress_bytes", 0) > 0:
+            seen["info"], seen["actors"] = info, info["backend"].actor_info()
+            return False
+        return True
+
+    r = train(_cfg(tmp_path / "none", cache="none", publish_every=10**9), callback=cb)
+    assert {a["cache"] for a in seen["actors"]} == {"server"}
+    # one publish (version 0) so far: each actor pulled it from the learner's server
+    assert seen["info"]["comm/learner_egress_bytes"] >= 2 * r.snapshot_bytes

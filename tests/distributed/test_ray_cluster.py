@@ -1,0 +1,87 @@
+"""Three Ray nodes on one machine (ray.cluster_utils.Cluster): every actor reads the snapshot
+from its own node's cache, and the learner's snapshot egress is once per node per publish, not
+once per actor."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+from actorq import DQNConfig  # noqa: E402
+from actorq.agents import builder_for  # noqa: E402
+from actorq.core.types import transition_specs  # noqa: E402
+from actorq.distributed.ray_backend import RayBackend  # noqa: E402
+from actorq.envs import env_spec  # noqa: E402
+from actorq.quant.snapshot import make_snapshot  # noqa: E402
+
+NODES, ACTORS, PUBLISHES = 3, 6, 3
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    c = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    for _ in range(NODES - 1):
+        c.add_node(num_cpus=1)
+    ray.init(address=c.address, logging_level="ERROR", log_to_driver=False)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def test_each_node_reads_its_own_cache(cluster: Any) -> None:
+    cfg = DQNConfig(
+        env="gym:CartPole-v1",
+        precision="int8",
+        hidden=(512, 512),
+        actors=ACTORS,
+        envs_per_actor=2,
+        backend="ray",
+        replay_shards=NODES,
+        actor_cpus=0.3,
+        cache="node",
+    )
+    cfg.validate()
+    builder = builder_for(cfg)
+    spec = env_spec(cfg.env)
+    learner = builder.make_learner(cfg, spec)
+    pspec = builder.policy_spec(cfg, spec)
+    snaps = [
+        make_snapshot(learner.policy_layers(), pspec, "int8", v).to_bytes()
+        for v in range(1, PUBLISHES + 1)
+    ]
+    setup = builder.make_actor_setup(cfg, spec)
+    backend = RayBackend(cfg, setup, transition_specs(spec), len(snaps[0]) * 2)
+    try:
+        infos: list[dict[str, Any]] = []
+        for v, data in enumerate(snaps, start=1):
+            backend.publish(v, data)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                infos = backend.actor_info()
+                if all(i.get("version") == v for i in infos):
+                    break
+                time.sleep(0.2)
+            assert all(i.get("version") == v for i in infos), [
+                (i.get("version"), i.get("cache"), i.get("env_steps")) for i in infos
+            ]
+        assert len({i["node"] for i in infos}) == NODES  # actors spread over every node
+        for i in infos:
+            assert i["cache"] == i["node"]  # each reads its own node's cache
+            assert i["torch_imported"] is False
+        caches = ray.get([c.info.remote() for c in backend.tier.caches.values()])
+        assert sorted(c["node"] for c in caches) == sorted({i["node"] for i in infos})
+        # learner egress: each node's cache pulled each snapshot exactly once
+        assert [c["pulls"] for c in caches] == [PUBLISHES] * NODES
+        egress = backend.tier.egress()["comm/learner_egress_bytes"]
+        assert egress == NODES * sum(len(s) for s in snaps)
+        assert egress < ACTORS * sum(len(s) for s in snaps)
+    finally:
+        backend.close()
