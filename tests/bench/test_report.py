@@ -34,15 +34,16 @@ def _cell(
     actor_wait: float = 0.1,
     sps: float = 900.0,
     energy_rows: tuple[float, ...] = (),
+    width: tuple[int, ...] = (64, 64),
 ) -> None:
     """A cell directory as `actorq bench` + experiment.train leave it."""
-    name = f"{task}-w64x64-{precision}-s{seed}"
+    name = f"{task}-w{'x'.join(map(str, width))}-{precision}-s{seed}"
     d = results / name
     d.mkdir(parents=True)
     cfg = {"agent": "dqn", "env": "gym:CartPole-v1", "precision": precision, "seed": seed,
-           "hidden": [64, 64], "log_every": 2.0}  # fmt: skip
+           "hidden": list(width), "log_every": 2.0}  # fmt: skip
     cell = {"name": name, "task": task, "agent": "dqn", "env": "gym:CartPole-v1",
-            "precision": precision, "seed": seed, "width": [64, 64], "config": cfg}  # fmt: skip
+            "precision": precision, "seed": seed, "width": list(width), "config": cfg}  # fmt: skip
     (d / "cell.json").write_text(json.dumps(cell))
     (d / "config.json").write_text(json.dumps(cfg))
     summary: dict[str, Any] = {
@@ -149,6 +150,26 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     png = results / "curves-cartpole-w64x64.png"
     assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
     assert "(curves-cartpole-w64x64.png)" in text
+
+
+def test_throughput_against_policy_width(tmp_path: Path) -> None:
+    r = tmp_path / "widths"
+    for width, sps in (((64, 64), 1000.0), ((2048, 2048, 2048), 100.0)):
+        for prec, wait in (("fp32", 0.0), ("int8", 0.75)):
+            _cell(r, "cartpole", prec, 0, ttt=None, final=9.0, width=width, sps=sps,
+                  actor_wait=wait)  # fmt: skip
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    text = (r / "report.md").read_text()
+    assert "![throughput](throughput_vs_width.png)" in text
+    assert (r / "throughput_vs_width.png").read_bytes()[:4] == b"\x89PNG"
+    perf = json.loads((r / "report.json").read_text())["perf"]
+    busy = {(tuple(p["width"]), p["precision"]): p["busy_sps"] for p in perf}
+    # while busy = sps / (1 - actor wait): int8 at 3×2048, 100 / 0.25 = 400
+    assert busy == {
+        ((64, 64), "fp32"): 1000.0, ((64, 64), "int8"): 4000.0,
+        ((2048, 2048, 2048), "fp32"): 100.0, ((2048, 2048, 2048), "int8"): 400.0,
+    }  # fmt: skip
+    assert "| cartpole | 2048x2048x2048 | int8 |" in text
 
 
 def test_eval_curve_origin_and_iqm() -> None:
