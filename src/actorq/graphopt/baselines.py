@@ -125,9 +125,8 @@ def metis(sim: Simulator, seed: int = 0) -> Decision:
     order = np.lexsort((d2, s2))
     xadj = np.concatenate([[0], np.cumsum(np.bincount(s2, minlength=k))])
     opts = pymetis.Options(seed=seed)
-    _, parts = pymetis.part_graph(
-        nd, xadj=xadj, adjncy=d2[order], vweights=vw, eweights=ew[order], options=opts
-    )
+    adj = pymetis.CSRAdjacency(xadj, d2[order])
+    _, parts = pymetis.part_graph(nd, adj, vweights=vw, eweights=ew[order], options=opts)
     return Decision(np.asarray(parts, dtype=np.int64)[gi])
 
 

@@ -319,6 +319,13 @@ def _simulate(
     return start, finish, busy, peak, peak_op, stats, gid, done
 
 
+def fmt_bytes(x: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:g} B"
+
+
 @dataclasses.dataclass
 class SimResult:
     """What one simulated step cost."""
@@ -456,10 +463,9 @@ class Simulator:
             d = int(over[np.argmax(peak_mem[over] / self._memory[over])])
             at = f" at op {g.op_names[peak_op[d]]!r}" if peak_op[d] >= 0 else ""
             reason = (
-                f"device {d} ({self.cluster.devices[d].name}) needs "
-                f"{peak_mem[d] / 2**30:.2f} GiB > {self._memory[d] / 2**30:.2f} GiB capacity "
-                f"({params[d] / 2**30:.2f} GiB parameters + {peak[d] / 2**30:.2f} GiB peak "
-                f"activations{at})"
+                f"device {d} ({self.cluster.devices[d].name}) needs {fmt_bytes(peak_mem[d])} > "
+                f"{fmt_bytes(self._memory[d])} capacity ({fmt_bytes(params[d])} parameters + "
+                f"{fmt_bytes(peak[d])} peak activations{at})"
             )
         return SimResult(
             step_time=float(finish.max()),

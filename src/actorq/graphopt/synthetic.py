@@ -81,5 +81,5 @@ def layered_dag(
         src=src,
         dst=dst,
         edge_bytes=out_b[src],
-        meta={"family": "synthetic", "seed": seed, "layers": len(sizes)},
+        meta={"family": "synthetic", "seed": seed, "layers": len(sizes), "last_layer": sizes[-1]},
     )

@@ -1,0 +1,138 @@
+"""Baselines: each returns a valid decision and does what its algorithm promises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from actorq.errors import GraphError
+from actorq.graphopt.baselines import (
+    NAMES,
+    Decision,
+    anneal,
+    critical_path_priority,
+    expert,
+    greedy_fusion,
+    heft,
+    m_etf,
+    metis,
+    penalized,
+    random_search,
+    run_baselines,
+    single_device,
+    upward_rank,
+)
+from actorq.graphopt.cluster import get_cluster
+from actorq.graphopt.ir import make_graph
+from actorq.graphopt.simulator import Simulator
+from actorq.graphopt.synthetic import layered_dag
+
+from .conftest import unit_cluster
+
+
+@pytest.fixture(scope="module")
+def sim() -> Simulator:
+    return Simulator(layered_dag(400, 2), get_cluster("4xgpu-nvlink"))
+
+
+def test_all_baselines_return_valid_decisions(sim: Simulator) -> None:
+    res = run_baselines(sim, budget=10)
+    assert [b.name for b in res] == list(NAMES)
+    n = sim.graph.num_ops
+    for b in res:
+        d = b.decision
+        assert d.placement.shape == (n,) and d.placement.min() >= 0 and d.placement.max() < 4
+        assert d.priority is None or (d.priority.shape == (n,) and np.isfinite(d.priority).all())
+        assert b.result.step_time > 0
+    by = {b.name: b for b in res}
+    assert by["single"].result.step_time == pytest.approx(sim.op_times(0).sum())
+    # search baselines never return worse than where they started
+    best_classical = min(penalized(sim, by[k].result) for k in NAMES[:7])
+    assert penalized(sim, by["anneal"].result) <= best_classical * (1 + 1e-12)
+
+
+def test_unknown_baseline_is_one_line(sim: Simulator) -> None:
+    with pytest.raises(GraphError, match="unknown baseline"):
+        run_baselines(sim, ("single", "magic"))
+
+
+def test_expert_is_contiguous_balanced_and_colocates_gradients() -> None:
+    ops = [{"name": f"f{i}", "flops": 1.0} for i in range(8)]
+    ops += [{"name": f"f{i}/grad", "flops": 2.0, "anchor": f"f{i}"} for i in range(8)]
+    edges = [(f"f{i}", f"f{i + 1}", 1) for i in range(7)]
+    edges += [(f"f{i + 1}/grad", f"f{i}/grad", 1) for i in range(7)] + [("f7", "f7/grad", 1)]
+    g = make_graph("mlp", ops, edges)
+    p = expert(Simulator(g, unit_cluster(4))).placement
+    assert p[:8].tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    np.testing.assert_array_equal(p[8:], p[:8])  # each gradient with its forward op
+
+
+def test_metis_balances_memory_and_cuts_little() -> None:
+    # two dense clusters joined by one thin edge: a 2-way cut should separate them
+    rng = np.random.default_rng(0)
+    ops = [{"name": f"o{i}", "flops": 1.0, "out_bytes": 100.0} for i in range(40)]
+    edges: list[tuple[int, int, float]] = []
+    for base in (0, 20):
+        for i in range(19):
+            for j in rng.choice(np.arange(i + 1, 20), size=min(3, 19 - i), replace=False):
+                edges.append((base + i, base + int(j), 1000.0))
+    edges.append((19, 20, 1.0))
+    g = make_graph("twin", ops, edges)
+    pytest.importorskip("pymetis")
+    p = metis(Simulator(g, unit_cluster(2))).placement
+    assert np.count_nonzero(p == 0) == 20
+    assert len(set(p[:20].tolist())) == 1 and len(set(p[20:].tolist())) == 1
+
+
+def test_heft_uses_parallelism_when_links_are_fast() -> None:
+    # 8 independent heavy ops after a light source: HEFT spreads them over the devices
+    ops = [{"name": "src", "flops": 1.0}] + [{"name": f"w{i}", "flops": 100.0} for i in range(8)]
+    g = make_graph("wide", ops, [("src", f"w{i}", 1.0) for i in range(8)])
+    sim = Simulator(g, unit_cluster(4, bandwidth=1e6, latency=0.0))
+    d = heft(sim)
+    assert len(set(d.placement[1:].tolist())) == 4
+    assert sim.run(d.placement, d.priority).step_time == pytest.approx(201.0, rel=1e-3)
+    r = upward_rank(sim)
+    assert np.all(r[0] > r[1:])  # the source outranks everything after it
+
+
+def test_m_etf_respects_memory_where_single_device_cannot() -> None:
+    ops = [{"name": f"l{i}", "flops": 1.0, "param_bytes": 30.0} for i in range(6)]
+    g = make_graph("big", ops, [(i, i + 1, 1.0) for i in range(5)])
+    sim = Simulator(g, unit_cluster(4, memory=100.0))
+    assert not sim.run(single_device(sim).placement).feasible
+    d = m_etf(sim, memory_fraction=1.0)
+    r = sim.run(d.placement, d.priority)
+    assert r.feasible, r.reason
+    assert np.bincount(d.placement, weights=g.param_bytes, minlength=4).max() <= 100
+
+
+def test_critical_path_priority_runs_the_long_branch_first() -> None:
+    # s -> long1 -> long2 and s -> short; on one device the long branch must go first
+    ops = [{"name": n, "flops": f} for n, f in (("s", 1), ("short", 1), ("l1", 1), ("l2", 5))]
+    g = make_graph("cp", ops, [("s", "short", 0), ("s", "l1", 0), ("l1", "l2", 0)])
+    sim = Simulator(g, unit_cluster(1))
+    prio = critical_path_priority(sim, np.zeros(4, dtype=np.int64))
+    assert prio.tolist() == [7.0, 1.0, 6.0, 5.0]
+    r = sim.run(np.zeros(4, dtype=np.int64), prio)
+    assert r.start[2] < r.start[1]
+
+
+def test_greedy_fusion_only_fuses_legal_chain_edges() -> None:
+    ops = [{"name": n, "bytes_read": 4, "bytes_written": 4} for n in "abcde"]
+    # a -> b -> c is a chain; c -> d and c -> e fork; e on another device
+    g = make_graph("f", ops, [("a", "b", 4), ("b", "c", 4), ("c", "d", 4), ("c", "e", 4)])
+    sim = Simulator(g, unit_cluster(2, overhead=1.0))
+    p = np.array([0, 0, 0, 0, 1])
+    f = greedy_fusion(sim, p)
+    assert f.tolist() == [True, True, False, False]
+    assert sim.run(p, fusion=f).step_time < sim.run(p).step_time
+
+
+def test_search_is_seeded_and_anneal_never_ends_worse(sim: Simulator) -> None:
+    a, b = random_search(sim, 5, seed=3), random_search(sim, 5, seed=3)
+    np.testing.assert_array_equal(a.placement, b.placement)
+    start = Decision(expert(sim).placement)
+    s0 = penalized(sim, sim.run(start.placement, upward_rank(sim)))
+    end = anneal(sim, start, budget=20, seed=1)
+    assert penalized(sim, sim.run(end.placement, end.priority)) <= s0

@@ -1,0 +1,116 @@
+"""torch.fx importer (FLOPs and bytes from shapes, backward mirror) and the model suite."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from actorq.errors import GraphError
+from actorq.graphopt import models
+from actorq.graphopt.importer import from_torch
+from actorq.graphopt.suite import SUITE, get_graph, is_graph_name
+
+B, IN, H, OUT = 8, 16, 32, 4
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(IN, H), nn.Linear(H, OUT)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x))).sum()
+
+
+def test_forward_costs_from_shapes() -> None:
+    g = from_torch(MLP(), [torch.zeros(B, IN)], "mlp", training=False)
+    assert g.op_names == ["x", "fc1", "relu", "fc2", "sum_1"]
+    assert g.op_types == ["input", "linear", "relu", "linear", "sum"]
+    f = dict(zip(g.op_names, g.flops.tolist(), strict=True))
+    assert f["fc1"] == 2 * B * IN * H and f["fc2"] == 2 * B * H * OUT  # matmul formula
+    assert f["relu"] == B * H and f["x"] == 0  # elementwise: one per element
+    fc1 = g.op_names.index("fc1")
+    w1 = 4 * (IN * H + H)
+    assert g.param_bytes[fc1] == w1
+    assert g.bytes_read[fc1] == 4 * B * IN + w1 and g.out_bytes[fc1] == 4 * B * H
+    pairs = {
+        (g.op_names[s], g.op_names[d]): b
+        for s, d, b in zip(g.src, g.dst, g.edge_bytes, strict=True)
+    }
+    assert pairs[("fc1", "relu")] == 4 * B * H and pairs[("fc2", "sum_1")] == 4 * B * OUT
+    assert not g.meta["training"]
+
+
+def test_training_step_mirrors_the_backward_pass() -> None:
+    fwd = from_torch(MLP(), [torch.zeros(B, IN)], "mlp", training=False)
+    g = from_torch(MLP(), [torch.zeros(B, IN)], "mlp", training=True)
+    names = g.op_names
+    # every op that depends on a parameter gets a grad op; the input does not
+    assert {"fc1/grad", "relu/grad", "fc2/grad", "sum_1/grad"} <= set(names)
+    assert "x/grad" not in names
+    assert {"fc1/update", "fc2/update"} <= set(names)
+    i = names.index
+    assert g.flops[i("fc1/grad")] == 2 * fwd.flops[fwd.op_names.index("fc1")]
+    assert g.flops[i("relu/grad")] == fwd.flops[fwd.op_names.index("relu")]
+    edges = {(names[s], names[d]) for s, d in zip(g.src, g.dst, strict=True)}
+    assert ("relu/grad", "fc1/grad") in edges  # gradient flows back
+    assert ("x", "fc1/grad") in edges  # saved activation
+    assert ("sum_1", "sum_1/grad") in edges  # the loss seeds the backward
+    assert ("fc1/grad", "fc1/update") in edges
+    # gradient buffer + momentum live on the update op, weights on the forward op
+    w1 = 4 * (IN * H + H)
+    assert g.param_bytes[i("fc1/update")] == 2 * w1 and g.param_bytes[i("fc1")] == w1
+    assert g.anchor is not None
+    assert g.anchor[i("fc1/grad")] == i("fc1") and g.anchor[i("fc1/update")] == i("fc1")
+    # the backward pass comes after the forward in every topological order
+    assert g.topo_rank[i("sum_1")] < g.topo_rank[i("fc1/grad")]
+
+
+def test_shared_weights_are_counted_once() -> None:
+    m = models.RNNLM(layers=1, hidden=8, vocab=50, steps=5)
+    g = from_torch(m, [torch.zeros(2, 5, dtype=torch.long)], "rnn", training=True)
+    params = sum(p.numel() * 4 for p in m.parameters())
+    fwd = np.array([not (n.endswith("/grad") or n.endswith("/update")) for n in g.op_names])
+    assert g.param_bytes[fwd].sum() == params
+    updates = [n for n in g.op_names if n.endswith("/update")]
+    assert sorted(updates) == ["cells.0.wh/update", "cells.0.wx/update", "emb/update", "out/update"]
+    # the cell's linear runs once per step: five forward nodes share one update
+    wx = g.op_names.index("cells.0.wx/update")
+    assert np.count_nonzero(g.dst == wx) == 5
+
+
+def test_untraceable_model_is_a_one_line_error() -> None:
+    class Branchy(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if x.sum() > 0 else x
+
+    with pytest.raises(GraphError) as e:
+        from_torch(Branchy(), [torch.zeros(2)], "branchy")
+    assert "cannot trace" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_suite_spec() -> None:
+    fams = {e.family for e in SUITE.values()}
+    assert fams == {"inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm"}
+    assert len(SUITE) >= 20
+    assert is_graph_name("rnnlm-s") and is_graph_name("synthetic-10-s3")
+    assert not is_graph_name("rnnlm-q") and not is_graph_name("/nope.json")
+    with pytest.raises(GraphError, match="did you mean rnnlm-s"):
+        get_graph("rnnlm-q")
+
+
+def test_small_suite_graph_builds_and_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
+    g = get_graph("gnmt-s")
+    assert 1000 <= g.num_ops <= 2000 and g.meta["family"] == "gnmt" and g.meta["training"]
+    again = get_graph("gnmt-s")  # from the cache this time
+    np.testing.assert_array_equal(g.flops, again.flops)
+    assert g.op_names == again.op_names
+
+
+@pytest.mark.slow
+def test_whole_suite_sizes() -> None:
+    sizes = {name: get_graph(name).num_ops for name in SUITE}
+    assert min(sizes.values()) >= 900 and max(sizes.values()) >= 80_000
+    assert sum(v >= 80_000 for v in sizes.values()) >= 2
