@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from actorq.bench import runner as bench_runner
 from actorq.bench.runner import is_finished, run_matrix
 from actorq.bench.spec import Cell, SpecError, load_spec
 from actorq.cli import main
@@ -187,3 +190,35 @@ widths = ["32,32"]
     pytest.importorskip("codecarbon")
     assert summary["energy_kwh"] > 0
     assert "codecarbon INFO" not in (cell_dir / "log.txt").read_text()  # codecarbon kept quiet
+
+
+def test_a_cell_past_its_time_limit_is_stopped_with_its_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_spec(_spec(tmp_path, GOOD))
+    pidfile = tmp_path / "child.pid"
+    # a "cell" that never ends, with a child that ignores Ctrl-C (an actor left behind)
+    hang = (
+        "import subprocess, sys, time; "
+        "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(600)"
+    )
+    monkeypatch.setattr(bench_runner, "cell_command", lambda d: [sys.executable, "-c", hang])
+    spec.timeout_s = 2.0
+    spec.cells = spec.cells[:1]
+    t = time.perf_counter()
+    out = run_matrix(spec, tmp_path / "r", progress=False)
+    assert time.perf_counter() - t < 30
+    assert out.failed == [spec.cells[0].name]
+    failed = json.loads((tmp_path / "r" / out.failed[0] / "failed.json").read_text())
+    assert failed["why"] == "timed out"
+    child = int(pidfile.read_text())
+    for _ in range(50):  # the child is gone (reaped by init once its parent died)
+        if not Path(f"/proc/{child}").exists():
+            break
+        time.sleep(0.1)
+    assert (
+        not Path(f"/proc/{child}").exists()
+        or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    )

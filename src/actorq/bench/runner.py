@@ -16,6 +16,7 @@ from the start, so wall-clock times (time-to-target) never mix two sessions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -59,11 +60,11 @@ def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> in
     Its own session so that a timeout or Ctrl-C reaches the run's actor processes too.
     """
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    cmd = [sys.executable, "-m", "actorq.bench.cell", str(cell_dir / "cell.json")]
     with open(cell_dir / "log.txt", "ab") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+            cell_command(cell_dir), stdout=log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -72,6 +73,14 @@ def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> in
         except KeyboardInterrupt:
             _stop_group(proc)
             raise
+        finally:
+            # whatever the cell left behind in its group (actors of a run that crashed)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def cell_command(cell_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "actorq.bench.cell", str(cell_dir / "cell.json")]
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:

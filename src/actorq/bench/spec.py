@@ -167,6 +167,8 @@ def load_spec(path: str | Path) -> Spec:
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name or "/" in name:
+        raise SpecError(f"{path}: name must be a non-empty name without '/'")
     precisions = _unique_list(f"{path}: precisions", raw.get("precisions", ["fp32", "int8"]), str)
     seeds = _unique_list(f"{path}: seeds", raw.get("seeds", [0]), int)
     defaults = raw.get("defaults", {})
