@@ -276,6 +276,8 @@ def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
         return None, "no fp32 cells"
     if not n:
         return None, "no finished runs"
+    if all(r.summary_value("target_return") is None for r in g.finished):
+        return None, "no target"
     if not k:
         return None, f"never reached (0/{n})"
     f = fp32.ttt()
@@ -464,6 +466,8 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
             targets = {r.summary_value("target_return") for r in fin}
             tgt = next(iter(targets)) if len(targets) == 1 else None
             reached = f"{len(g.ttt())}/{len(fin)}" + (f" (≥ {tgt:g})" if tgt is not None else "")
+            if fin and targets == {None}:
+                reached = "no target"
             spd, spd_text = speedup_cell(g, fp32)
             finals = [float(r.summary_value("eval_return")) for r in fin]
             ret = iqm_ci(finals, reps) if finals else None
