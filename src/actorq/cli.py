@@ -136,7 +136,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     return 130 if result.interrupted else 0
 
 
-USAGE = """usage: actorq {train,eval,export} ...
+USAGE = """usage: actorq {train,eval,export,graphopt,bench,report} ...
 
   actorq train dqn [--env ID] [--precision fp32|fp16|int8] [--actors N] ...   (see --help)
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             from actorq.bench.cli import cmd_bench, cmd_report
 
             return cmd_bench(rest) if cmd == "bench" else cmd_report(rest)
-        return _fail(f"unknown command {cmd!r}; expected train, eval or export")
+        return _fail(
+            f"unknown command {cmd!r}; expected train, eval, export, graphopt, bench or report"
+        )
     except ActorQError as e:
         return _fail(str(e))
     except KeyboardInterrupt:
