@@ -522,8 +522,8 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
             aw = _mean([x for r in fin if (x := r.mean_of("perf/actor_wait_frac")) is not None])
             sps = _mean([x for r in fin if (x := r.mean_of("perf/actor_sps")) is not None])
             busy = None if sps is None or aw is None or aw >= 1 else sps / (1 - aw)
-            snap = _mean([float(r.summary_value("snapshot_bytes")) for r in fin])
-            f32 = _mean([float(r.summary_value("fp32_snapshot_bytes")) for r in fin])
+            snap = _mean([float(v) for r in fin if (v := r.summary_value("snapshot_bytes"))])
+            f32 = _mean([float(v) for r in fin if (v := r.summary_value("fp32_snapshot_bytes"))])
             share = None if snap is None or not f32 else snap / f32
             lines.append(
                 f"| {task} | {width_slug(width)[1:]} | {g.precision} | {_fmt(lw, '.2f')} | "
