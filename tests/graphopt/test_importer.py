@@ -76,9 +76,14 @@ def test_shared_weights_are_counted_once() -> None:
     assert g.param_bytes[fwd].sum() == params
     updates = [n for n in g.op_names if n.endswith("/update")]
     assert sorted(updates) == ["cells.0.wh/update", "cells.0.wx/update", "emb/update", "out/update"]
-    # the cell's linear runs once per step: five forward nodes share one update
+    # the cell's linear runs once per step: five forward nodes share one update, and the
+    # later four read the weights from the first
     wx = g.op_names.index("cells.0.wx/update")
     assert np.count_nonzero(g.dst == wx) == 5
+    first = g.op_names.index("cells_0_wx")
+    reads = g.edge_bytes[(g.src == first) & (g.dst < int(fwd.sum()))]
+    wbytes = 4 * (8 * 32 + 32)
+    assert sorted(reads.tolist())[-4:] == [wbytes] * 4
 
 
 def test_untraceable_model_is_a_one_line_error() -> None:

@@ -11,7 +11,9 @@ aten op each fx node issues. Per fx node:
 * **bytes read** = the tensors it takes (activations and parameters); **bytes written** and
   **output bytes** = the tensors it creates (0 for a view, which aliases its input).
 * **parameter bytes** = the parameters it uses, counted once per parameter tensor (on the first op
-  that uses it — an LSTM cell reused at every step owns its weights once).
+  that uses it — an LSTM cell reused at every step owns its weights once). Every later op using
+  the same weights gets an edge from that first op carrying the weight bytes, as a TensorFlow
+  variable read: free on the same device, a transfer on another.
 
 ``getitem`` on a tuple output is folded into the edge (the edge carries the selected tensor), and
 ``placeholder`` inputs become ``input`` ops; parameters are not ops.
@@ -158,6 +160,8 @@ def from_torch(
     dst: list[int] = []
     eb: list[float] = []
     key_bytes: dict[str, float] = {}
+    holder: dict[str, int] = {}  # parameter -> the op that owns (keeps) it
+    weight_reads: set[int] = set()  # edges that carry weights, not activations
 
     def producer(a: torch.fx.Node) -> tuple[torch.fx.Node, float] | None:
         """The op an argument comes from, folding ``getitem`` chains, and the tensor bytes."""
@@ -184,9 +188,19 @@ def from_torch(
         pkeys = _param_keys(gm, node)
         own = {k: b for k, b in pkeys.items() if k not in key_bytes}
         key_bytes.update(own)
+        holder.update(dict.fromkeys(own, i))
         keys_of.append(list(pkeys))
         out_b = _nbytes(values[node])
         read = sum(pkeys.values())
+        # a reused weight is read from the op holding it: on another device it must be sent
+        shared: dict[int, float] = {}
+        for k in pkeys.keys() - own.keys():
+            shared[holder[k]] = shared.get(holder[k], 0.0) + pkeys[k]
+        for h, b in shared.items():
+            src.append(h)
+            dst.append(i)
+            eb.append(b)
+            weight_reads.add(len(src) - 1)
         for a in node.all_input_nodes:
             pr = producer(a)
             if pr is not None:
@@ -206,7 +220,7 @@ def from_torch(
 
     anchor = list(range(nf))
     if training:
-        _add_backward(names, types, cols, keys_of, key_bytes, src, dst, eb, anchor)
+        _add_backward(names, types, cols, keys_of, key_bytes, src, dst, eb, anchor, weight_reads)
     arr = {k: np.array(v, dtype=np.float64) for k, v in cols.items()}
     return Graph(
         name=name,
@@ -231,14 +245,20 @@ def _add_backward(
     dst: list[int],
     eb: list[float],
     anchor: list[int],
+    weight_reads: set[int],
 ) -> None:
     """Append the mirrored backward pass and optimizer updates (module docstring); each new op
-    is anchored to (colocated by default with) the forward op it belongs to."""
+    is anchored to (colocated by default with) the forward op it belongs to. Weight reads are
+    saved inputs of the backward, but their gradient goes to the update op, not back along
+    the read."""
     nf = len(anchor)
-    fwd_edges = list(zip(src, dst, eb, strict=True))
+    fwd_edges = [e for k, e in enumerate(zip(src, dst, eb, strict=True)) if k not in weight_reads]
     preds: list[list[tuple[int, float]]] = [[] for _ in range(nf)]
-    for s, d, b in fwd_edges:
-        preds[d].append((s, b))
+    saved: list[list[tuple[int, float]]] = [[] for _ in range(nf)]
+    for k, (s, d, b) in enumerate(zip(src, dst, eb, strict=True)):
+        saved[d].append((s, b))
+        if k not in weight_reads:
+            preds[d].append((s, b))
     # an op needs a gradient if it uses parameters or any of its inputs does (forward is topo)
     needs = [False] * nf
     for v in range(nf):
@@ -267,7 +287,7 @@ def _add_backward(
         src.append(v)
         dst.append(grad[v])
         eb.append(cols["out_bytes"][v])
-        for s, b in preds[v]:
+        for s, b in saved[v]:
             src.append(s)
             dst.append(grad[v])
             eb.append(b)
@@ -282,13 +302,13 @@ def _add_backward(
     owner_bytes: dict[str, float] = {}
     owner_users: dict[str, set[int]] = {}
     for v in range(nf):
-        for k in keys_of[v]:
-            owner = k.rsplit(".", 1)[0]
+        for key in keys_of[v]:
+            owner = key.rsplit(".", 1)[0]
             if owner not in owner_users:
                 owner_users[owner] = set()
-            if k not in key_seen:
-                key_seen.add(k)
-                owner_bytes[owner] = owner_bytes.get(owner, 0.0) + key_bytes[k]
+            if key not in key_seen:
+                key_seen.add(key)
+                owner_bytes[owner] = owner_bytes.get(owner, 0.0) + key_bytes[key]
             owner_users[owner].add(v)
     for owner, vs in owner_users.items():
         pb = owner_bytes.get(owner, 0.0)
