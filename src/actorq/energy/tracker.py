@@ -15,6 +15,9 @@ Contract for the experiment loop (``actorq.experiment.train``)::
     final = tracker.stop()                                  # once, at the end; never raises
     summary.update(final.as_summary())                      # energy_kwh, energy_kg_co2, ...
 
+* ``start()`` blocks ~1.5 s (codecarbon detects the hardware): call it before the loop's
+  wall clock starts, so time-to-target does not include it. ``stop()`` is safe in a
+  ``finally:`` whether or not ``start()`` succeeded; a second ``stop()`` returns the same reading.
 * Every method is guarded: a missing codecarbon, or any exception inside it, makes the tracker
   *unavailable*; it prints one warning line to stderr (once per tracker) and every later
   reading has ``ok=False``. Training must go on regardless.
