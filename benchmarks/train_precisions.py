@@ -1,11 +1,14 @@
 """Train DQN on CartPole-v1 at each precision with the `make run` settings; print and save a table.
 
     .venv/bin/python benchmarks/train_precisions.py --precisions fp32,fp16,int8 --seeds 0
+    .venv/bin/python benchmarks/train_precisions.py --precisions int8 --seeds 0,1,2 \
+        --backends local,ray --name train_backends        # the same runs on Ray
 
-Each run: 2 actor processes × 16 envs, the local backend, stop when the greedy evaluation
-reaches CartPole-v1's threshold (475) and a confirmation on fresh seeds agrees. Reported per
-run: time and steps to target, the held-out final evaluation (quantized and the same weights at
-fp32), int8/fp32 action agreement on 10,000 replay states, snapshot bytes.
+Each run: 2 actors × 16 envs (local processes, or Ray actors with 2 replay shards), stop when
+the greedy evaluation reaches CartPole-v1's threshold (475) and a confirmation on fresh seeds
+agrees. Reported per run: time and steps to target, the held-out final evaluation (quantized
+and the same weights at fp32), int8/fp32 action agreement on 10,000 replay states, snapshot
+bytes.
 """
 
 from __future__ import annotations
@@ -31,31 +34,37 @@ def main() -> None:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--actors", type=int, default=2)
     ap.add_argument("--env", default="gym:CartPole-v1")
+    ap.add_argument("--backends", default="local", help="comma-separated: local, ray")
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--name", default="train_precisions", help="results file name")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for seed in [int(s) for s in a.seeds.split(",")]:
-        for prec in a.precisions.split(","):
-            run_dir = (
-                out / "runs" / f"dqn-{a.env.replace(':', '-')}-{prec}-s{seed}-{int(time.time())}"
+    cells = [
+        (b, seed, prec)
+        for seed in [int(s) for s in a.seeds.split(",")]
+        for prec in a.precisions.split(",")
+        for b in a.backends.split(",")
+    ]
+    for backend, seed, prec in cells:
+        env = a.env.replace(":", "-")
+        run_dir = out / "runs" / f"dqn-{env}-{prec}-{backend}-s{seed}-{int(time.time())}"
+        r = train(
+            DQNConfig(
+                env=a.env, precision=prec, actors=a.actors, seed=seed, backend=backend,
+                run_dir=str(run_dir), progress=False, log_every=10.0,
             )
-            r = train(
-                DQNConfig(
-                    env=a.env, precision=prec, actors=a.actors, seed=seed,
-                    run_dir=str(run_dir), progress=False, log_every=10.0,
-                )
-            )  # fmt: skip
-            rows.append({"seed": seed, **r.to_json()})
-    t = Table(title=f"DQN on {a.env}, {a.actors} actors × 16 envs, local backend")
-    cols = ["precision", "seed", "reached 475", "time to target s", "steps to target"]
+        )  # fmt: skip
+        rows.append({"seed": seed, "backend": backend, **r.to_json()})
+    t = Table(title=f"DQN on {a.env}, {a.actors} actors × 16 envs")
+    cols = ["backend", "precision", "seed", "reached 475", "time to target s", "steps to target"]
     cols += ["final eval (held-out)", "same weights fp32", "agreement", "snapshot bytes"]
     for col in cols:
         t.add_column(col)
     for r in rows:
         t.add_row(
-            r["precision"], str(r["seed"]), "yes" if r["reached_target"] else "no",
+            r["backend"], r["precision"], str(r["seed"]), "yes" if r["reached_target"] else "no",
             f"{r['time_to_target_s']:.1f}" if r["time_to_target_s"] else "-",
             str(r["steps_to_target"] or "-"),
             f"{r['eval_return']:.1f} ± {r['eval_return_std']:.1f}", f"{r['eval_return_fp32']:.1f}",
@@ -68,7 +77,7 @@ def main() -> None:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
     }
-    (out / "train_precisions.json").write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
+    (out / f"{a.name}.json").write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -116,6 +116,9 @@ class ExperimentConfig:
     """backend=ray: how snapshots reach actors. node: published once, one cache per node,
     actors read their node's shared memory. none: every actor pulls from a parameter server on
     the learner's node (to measure what a cache saves)."""
+    cache_relays: int = 0
+    """backend=ray, cache=node: relay caches between the learner and the node caches (Menger's
+    hierarchy); the learner then sends each snapshot once per relay instead of once per node."""
     prefetch: int = 4
     """backend=ray: learner batches fetched ahead by a background thread (bounded queue)."""
     actor_cpus: float = 0.5
@@ -196,6 +199,8 @@ class ExperimentConfig:
             raise ConfigError(f"unknown backend {self.backend!r}; expected local or ray")
         if self.backend == "ray" and self.actors == 0:
             raise ConfigError("--backend ray needs --actors >= 1 (0 means one in-process actor)")
+        if self.cache_relays < 0:
+            raise ConfigError(f"--cache-relays must be >= 0, got {self.cache_relays}")
         if self.cache not in ("node", "none"):
             raise ConfigError(f"unknown cache {self.cache!r}; expected node or none")
         if self.runtime not in ("ort", "numpy", "torch"):

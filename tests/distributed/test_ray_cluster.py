@@ -85,3 +85,26 @@ def test_each_node_reads_its_own_cache(cluster: Any) -> None:
         assert egress < ACTORS * sum(len(s) for s in snaps)
     finally:
         backend.close()
+
+
+def test_a_relay_level_stacks_in_front_of_node_caches(cluster: Any) -> None:
+    """Menger's hierarchy: learner → relay → node caches. The learner's egress per publish is
+    one copy per relay; every node cache still gets every version."""
+    from actorq.distributed.ray_backend import ParameterTier, cpu_nodes
+
+    nodes = cpu_nodes()
+    tier = ParameterTier("node", nodes, 1 << 20, "relaytest", relays=1)
+    try:
+        blobs = [bytes([v]) * 300_000 for v in (1, 2)]
+        for v, blob in enumerate(blobs, start=1):
+            tier.publish(v, blob)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            caches = ray.get([c.info.remote() for c in tier.caches.values()])
+            if all(c["version"] == 2 for c in caches):
+                break
+            time.sleep(0.1)
+        assert [c["version"] for c in caches] == [2] * NODES
+        assert tier.egress()["comm/learner_egress_bytes"] == sum(len(b) for b in blobs)
+    finally:
+        tier.close()

@@ -107,10 +107,13 @@ class ParameterTier:
     the reference handed to each node cache (or to the parameter server with
     ``cache="none"``)."""
 
-    def __init__(self, mode: str, nodes: list[str], capacity: int, tag: str) -> None:
+    def __init__(
+        self, mode: str, nodes: list[str], capacity: int, tag: str, relays: int = 0
+    ) -> None:
         ray = import_ray()
         self.mode = mode
         self.caches: dict[str, Any] = {}
+        self.relays: list[Any] = []
         self.names: dict[str, str] = {}
         self.server: Any = None
         if mode == "node":
@@ -122,6 +125,18 @@ class ParameterTier:
                     num_cpus=0, scheduling_strategy=_affinity(n), max_restarts=0
                 ).remote(name, capacity)
             ray.get([c.info.remote() for c in self.caches.values()])  # files exist before actors
+            if relays > 0:
+                # Menger's hierarchy: the learner feeds `relays` relays, each feeds its share
+                # of the node caches; learner egress per publish = one copy per relay.
+                relay_cls = ray.remote(ray_actors.RelayCache)
+                caches = list(self.caches.values())
+                for r in range(min(relays, len(caches))):
+                    self.relays.append(
+                        relay_cls.options(
+                            num_cpus=0, scheduling_strategy=_affinity(nodes[r % len(nodes)])
+                        ).remote(caches[r :: min(relays, len(caches))])
+                    )
+                ray.get([r.info.remote() for r in self.relays])
         elif mode == "none":
             self.server_name = f"{tag}-server"
             self.server = (
@@ -134,6 +149,7 @@ class ParameterTier:
                 )
                 .remote()
             )
+            ray.get(self.server.info.remote())
         else:
             raise ConfigError(f"unknown cache mode {mode!r}; expected node or none")
         self._ref: Any = None
@@ -146,7 +162,10 @@ class ParameterTier:
     def publish(self, version: int, data: bytes) -> None:
         ray = import_ray()
         ref = ray.put(data)  # once, whatever the number of nodes and actors
-        for t in self.caches.values() if self.mode == "node" else [self.server]:
+        targets = self.relays or (
+            list(self.caches.values()) if self.mode == "node" else [self.server]
+        )
+        for t in targets:
             t.publish.remote(version, [ref])  # in a list: passed as a reference, not resolved
         self._ref = ref
 
@@ -154,10 +173,11 @@ class ParameterTier:
         """Bytes that left the learner's node for snapshots, as the tier's ends count them."""
         ray = import_ray()
         if self.mode == "node":
-            infos = ray.get([c.info.remote() for c in self.caches.values()], timeout=10)
+            first = self.relays or list(self.caches.values())  # the level the learner feeds
+            infos = ray.get([c.info.remote() for c in first], timeout=10)
             return {
                 "comm/learner_egress_bytes": float(sum(i["bytes_pulled"] for i in infos)),
-                "comm/cache_nodes": float(len(infos)),
+                "comm/cache_nodes": float(len(self.caches)),
             }
         info = ray.get(self.server.info.remote(), timeout=10)
         return {
@@ -169,7 +189,7 @@ class ParameterTier:
         ray = import_ray()
         with contextlib.suppress(Exception):
             ray.get([c.close.remote() for c in self.caches.values()], timeout=5)
-        for h in [*self.caches.values(), self.server]:
+        for h in [*self.relays, *self.caches.values(), self.server]:
             if h is not None:
                 with contextlib.suppress(Exception):
                     ray.kill(h)
@@ -347,7 +367,7 @@ class RayBackend:
         ray = import_ray()
         self.nodes = cpu_nodes()
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.tier = ParameterTier(cfg.cache, self.nodes, capacity, tag)
+        self.tier = ParameterTier(cfg.cache, self.nodes, capacity, tag, cfg.cache_relays)
         self.shards: list[Any] = []
         self.actors: list[Any] = []
         self._runs: dict[Any, int] = {}

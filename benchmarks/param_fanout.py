@@ -1,0 +1,313 @@
+"""Parameter fan-out: does the learner slow down as actors multiply? (Menger's first finding.)
+
+What it measures
+----------------
+A learner doing real DQN updates of the paper's 3×2048 policy (Adam, batch 32, one torch
+thread) publishes a snapshot every ``--publish-every`` updates through actorq's parameter tier
+(:class:`actorq.distributed.ray_backend.ParameterTier`), while N light Ray actors (fractional
+CPUs, no torch) each poll for a new version every ``--poll-ms``, fetch it through the same
+source classes real actors use (:func:`actorq.distributed.ray_actors.make_source`), and step
+CartPole ``--env-steps`` times per poll. For each N, each cache mode and each precision:
+
+* **learner updates/s** over the measured window, and its ratio to the same mode and precision
+  at 1 actor (the target: ≥ 95% at 256 actors with the node cache);
+* **fetch latency p50/p99** (ms): one ``source.fetch()`` call in an actor — a shared-memory copy
+  with ``cache=node``, a request to the learner's parameter server with ``cache=none``;
+* **learner egress** (bytes per publish that left the learner's side: pulls by node caches, or
+  bytes served by the parameter server) and **version reads** the server answered.
+
+A 2-core machine stands in for "learner machine + actor machines": the learner (this process)
+and, with ``cache=none``, its parameter server are pinned to core 0; actors and the node cache
+to core 1 (``--no-pin`` turns this off). Ray's own daemons are not pinned.
+
+Command (the table in docs/results.md; ~15 minutes, 256 actors take ~12 GB of memory)::
+
+    .venv/bin/python benchmarks/param_fanout.py
+
+Quick smoke run::
+
+    .venv/bin/python benchmarks/param_fanout.py --actors 1,4 --seconds 5 --out /tmp/fanout
+
+Results go to ``<out>/param_fanout.json`` and ``<out>/param_fanout.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import argparse
+import contextlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from _machine import machine_info
+from actorq.agents.dqn.config import DQNConfig
+from actorq.agents.dqn.learning import DQNLearner
+from actorq.core.types import ArraySpec, EnvSpec
+from actorq.distributed.ray_backend import ParameterTier, cpu_nodes
+from actorq.quant.snapshot import PolicySpec, make_snapshot
+
+
+def _pin(cpu: int | None) -> None:
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+
+
+class LightActor:
+    """Polls, fetches, steps a cheap env. Its loop runs in a thread so that attach/detach
+    (switching cache mode between cells) are served while it runs."""
+
+    def __init__(self, cpu: int | None, poll_s: float, env_steps: int, seed: int) -> None:
+        import gymnasium as gym
+
+        _pin(cpu)
+        self.poll_s, self.env_steps = poll_s, env_steps
+        self.env = gym.make("CartPole-v1")
+        self.env.reset(seed=seed)
+        self.rng = np.random.default_rng(seed)
+        self.lock = threading.Lock()
+        self.source: Any = None
+        self._reset()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _reset(self) -> None:
+        self.version, self.latencies, self.steps, self.where = -1, [], 0, ""
+
+    def attach(self, tier_json: str, namespace: str) -> None:
+        from actorq.distributed.ray_actors import make_source
+
+        tier = {**json.loads(tier_json), "namespace": namespace}
+        source, where = make_source(tier, self.poll_s)
+        with self.lock:
+            self._reset()
+            self.source, self.where = source, where
+
+    def detach(self) -> dict[str, Any]:
+        with self.lock:
+            self.source = None
+            return {
+                "version": self.version,
+                "latencies": self.latencies,
+                "steps": self.steps,
+                "where": self.where,
+            }
+
+    def version_now(self) -> int:
+        return self.version
+
+    def _loop(self) -> None:
+        while True:
+            t0 = time.monotonic()
+            with self.lock:
+                src = self.source
+                if src is not None:
+                    v = src.latest_version()
+                    if v >= 0 and v != self.version:
+                        t = time.perf_counter()
+                        got = src.fetch()
+                        if got is not None:
+                            self.latencies.append(time.perf_counter() - t)
+                            self.version = got[0]
+                        del got  # the bytes are dropped: memory stays flat at 256 actors
+            for _ in range(self.env_steps):
+                _, _, term, trunc, _ = self.env.step(int(self.rng.integers(2)))
+                self.steps += 1
+                if term or trunc:
+                    self.env.reset()
+            time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0)))
+
+
+def _pin_ray_workers(name: str, cpu: int) -> None:
+    """Pin Ray worker processes whose title names ``name`` (e.g. ray::ParameterServer)."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if f"ray::{name}" in cmd:
+            with contextlib.suppress(OSError):  # it may have exited meanwhile
+                os.sched_setaffinity(int(d.name), {cpu})
+
+
+def run_cell(
+    actors: list[Any],
+    mode: str,
+    precision: str,
+    learner: DQNLearner,
+    pspec: PolicySpec,
+    batch: dict[str, np.ndarray],
+    args: argparse.Namespace,
+    pin: bool,
+) -> dict[str, Any]:
+    nodes = cpu_nodes()
+    layers = learner.policy_layers()
+    snap = make_snapshot(layers, pspec, precision, 0).to_bytes()
+    tier = ParameterTier(mode, nodes, int(len(snap) * 1.2) + 65536, f"fanout-{os.getpid()}")
+    if pin:
+        _pin_ray_workers("ParameterServer", 0)  # naive: the learner's side serves every read
+        _pin_ray_workers("NodeCache", 1)  # the actors' node
+    namespace = ray.get_runtime_context().namespace
+    ray.get([a.attach.remote(tier.for_actors(), namespace) for a in actors])
+    tier.publish(0, snap)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # warm-up: every actor has version 0
+        if min(ray.get([a.version_now.remote() for a in actors])) >= 0:
+            break
+        time.sleep(0.2)
+    egress0 = tier.egress()
+    updates, version, publish_s = 0, 0, 0.0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < args.seconds:
+        learner.update(batch)
+        updates += 1
+        if updates % args.publish_every == 0:
+            tp = time.perf_counter()
+            version += 1
+            data = make_snapshot(learner.policy_layers(), pspec, precision, version).to_bytes()
+            tier.publish(version, data)
+            publish_s += time.perf_counter() - tp
+    elapsed = time.perf_counter() - t0
+    time.sleep(1.0)  # let in-flight fetches land before reading counters
+    egress1 = tier.egress()
+    out = ray.get([a.detach.remote() for a in actors])
+    tier.close()
+    lat = np.concatenate([np.asarray(o["latencies"][1:], np.float64) for o in out] + [np.zeros(0)])
+    sent = egress1["comm/learner_egress_bytes"] - egress0["comm/learner_egress_bytes"]
+    return {
+        "actors": len(actors),
+        "cache": mode,
+        "precision": precision,
+        "snapshot_bytes": len(snap),
+        "updates_per_s": updates / elapsed,
+        "publishes": version,
+        "publish_ms": 1e3 * publish_s / max(version, 1),
+        "fetch_p50_ms": float(np.percentile(lat, 50) * 1e3) if lat.size else None,
+        "fetch_p99_ms": float(np.percentile(lat, 99) * 1e3) if lat.size else None,
+        "fetches": int(lat.size),
+        "egress_bytes_per_publish": sent / max(version, 1),
+        "server_version_reads": egress1.get("comm/server_requests", 0.0)
+        - egress0.get("comm/server_requests", 0.0),
+        "actor_env_steps_per_s": sum(o["steps"] for o in out) / elapsed,
+        "mean_version_lag": float(version - np.mean([o["version"] for o in out])),
+        "reads_from": sorted({o["where"] for o in out}),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--actors", default="1,16,64,256")
+    p.add_argument("--modes", default="node,none")
+    p.add_argument("--precisions", default="int8,fp32")
+    p.add_argument("--hidden", default="2048,2048,2048")
+    p.add_argument("--seconds", type=float, default=20.0, help="measured window per cell")
+    p.add_argument("--publish-every", type=int, default=10, help="learner updates per publish")
+    p.add_argument("--poll-ms", type=float, default=50.0)
+    p.add_argument("--env-steps", type=int, default=10, help="CartPole steps per poll")
+    p.add_argument("--actor-cpus", type=float, default=0.001)
+    p.add_argument("--no-pin", action="store_true")
+    p.add_argument("--out", default="benchmarks/results")
+    args = p.parse_args()
+    pin = not args.no_pin and (os.cpu_count() or 1) >= 2
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    hidden = tuple(int(x) for x in args.hidden.split(","))
+    cfg = DQNConfig(hidden=hidden, batch_size=32)
+    spec = EnvSpec("gym:CartPole-v1", ArraySpec((4,), "float32"), ArraySpec((), "int64"), 2)
+    learner = DQNLearner(cfg, spec)
+    pspec = PolicySpec(4, hidden, 2, head="q")
+    rng = np.random.default_rng(0)
+    batch = {
+        "obs": rng.standard_normal((32, 4)).astype(np.float32),
+        "action": rng.integers(0, 2, 32),
+        "reward": rng.standard_normal(32).astype(np.float32),
+        "discount": np.full(32, 0.97, np.float32),
+        "next_obs": rng.standard_normal((32, 4)).astype(np.float32),
+    }
+    learner.update(batch)  # warm-up (allocations, Adam state)
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
+    if pin:
+        _pin(0)  # after ray.init: Ray's daemons (children of this process) stay unpinned
+    console = Console()
+    rows: list[dict[str, Any]] = []
+    remote_actor = ray.remote(LightActor)
+    pool: list[Any] = []
+    try:
+        for n in [int(x) for x in args.actors.split(",")]:
+            t = time.perf_counter()
+            while len(pool) < n:  # grow the pool: actors are reused across cells
+                pool.append(
+                    remote_actor.options(num_cpus=args.actor_cpus).remote(
+                        1 if pin else None, args.poll_ms / 1e3, args.env_steps, len(pool)
+                    )
+                )
+            ray.get([a.version_now.remote() for a in pool[:n]])
+            console.print(f"{n} actors up in {time.perf_counter() - t:.1f}s")
+            for mode in args.modes.split(","):
+                for prec in args.precisions.split(","):
+                    r = run_cell(pool[:n], mode, prec, learner, pspec, batch, args, pin)
+                    rows.append(r)
+                    p50, out_b = r["fetch_p50_ms"], r["egress_bytes_per_publish"]
+                    console.print(
+                        f"  {mode:>4} {prec:>4}: {r['updates_per_s']:.2f} updates/s, "
+                        f"fetch p50 {p50 or 0:.2f} ms, {out_b / 1e6:.1f} MB out per publish"
+                    )
+    finally:
+        ray.shutdown()
+
+    base = {(r["cache"], r["precision"]): r["updates_per_s"] for r in rows if r["actors"] == 1}
+    for r in rows:
+        b = base.get((r["cache"], r["precision"]))
+        r["updates_vs_1_actor"] = r["updates_per_s"] / b if b else None
+    table = Table(title=f"parameter fan-out · learner 3×{hidden[0]} DQN, publish every "
+                  f"{args.publish_every} updates · poll {args.poll_ms:g} ms")  # fmt: skip
+    cols = ["actors", "cache", "prec", "updates/s", "vs 1 actor", "fetch p50 ms",
+            "fetch p99 ms", "MB out / publish", "server reads"]  # fmt: skip
+    for c in cols:
+        table.add_column(c, justify="right")
+    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+
+        def f(x: float | None, fmt: str) -> str:
+            return "-" if x is None else format(x, fmt)
+
+        cells = [
+            str(r["actors"]),
+            r["cache"],
+            r["precision"],
+            f(r["updates_per_s"], ".2f"),
+            f(None if r["updates_vs_1_actor"] is None else 100 * r["updates_vs_1_actor"], ".0f")
+            + "%",
+            f(r["fetch_p50_ms"], ".2f"),
+            f(r["fetch_p99_ms"], ".2f"),
+            f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
+            f(r["server_version_reads"], ".0f"),
+        ]
+        table.add_row(*cells)
+        md.append("| " + " | ".join(cells) + " |")
+    console.print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "param_fanout.json").write_text(
+        json.dumps({"args": vars(args), "machine": machine_info(), "rows": rows}, indent=1)
+    )
+    (out / "param_fanout.md").write_text("\n".join(md) + "\n")
+    console.print(f"wrote {out / 'param_fanout.json'} and {out / 'param_fanout.md'}")
+
+
+if __name__ == "__main__":
+    main()
