@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         f"GPTQ on {CALIBRATION_STATES} other replay states (as training publishes at ≤ 512 wide)",
         f"- agreement on {0 if states is None else len(states):,} replay states",
         "",
-        "| " + " | ".join(headers(spec.head)) + " |",
+        "| " + " | ".join(h.replace("|", "\\|") for h in headers(spec.head)) + " |",
         "|" + "---|" * len(headers(spec.head)),
         *("| " + " | ".join(fmt_row(r, spec.head)) + " |" for r in rows),
     ]

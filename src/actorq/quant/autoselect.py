@@ -135,7 +135,8 @@ def select_precision(
       actor's K (environments per actor), since which precision is fastest depends on it.
     * For each precision in ``candidates`` (fp32 is always measured too: it is the reference
       and the fallback), a snapshot is made with :func:`make_snapshot` (``granularity`` and
-      ``calibration`` as the learner would use them) and ``make_runtime(snap, runtime,
+      ``calibration`` as the learner would use them; GPTQ calibration imports torch, so leave
+      it ``None`` in a torch-free actor process) and ``make_runtime(snap, runtime,
       threads)`` is built — the actors' own runtime, so call this in a process placed like an
       actor. ``timer(runtimes, batch)`` gives each one's seconds per call (default
       :func:`measure_latency`: warm-up, then the median of 31 calls, candidates interleaved).
