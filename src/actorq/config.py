@@ -129,6 +129,12 @@ class ExperimentConfig:
     """Intra-op threads per actor's runtime."""
     learner_threads: int = 1
     """Torch threads for the learner."""
+    energy: bool = True
+    """Track the run's energy (kWh) and carbon (kg CO2eq) with codecarbon's offline tracker
+    (whole machine: learner and actors; [bench] extra). A tracker failure never stops a run."""
+    energy_country: str = "USA"
+    """ISO 3166 alpha-3 code of the grid whose carbon intensity turns kWh into CO2 (a fixed
+    grid keeps the figure offline and reproducible; fp32/int8 CO2 ratios do not depend on it)."""
     device: str = "cpu"
     """Learner device (cpu or cuda); actors always run on the CPU."""
     seed: int = 0

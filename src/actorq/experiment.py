@@ -28,6 +28,7 @@ from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
 from actorq.core.types import Batch, transition_specs
 from actorq.distributed.local import LocalBackend, SyncBackend
+from actorq.energy import EnergyTracker
 from actorq.envs import env_spec, validate_env_id
 from actorq.errors import CheckpointError, ConfigError
 from actorq.logging import MetricLogger
@@ -72,6 +73,11 @@ class TrainResult:
     interrupted: bool = False
     agent: str = "dqn"
     action_mean_abs_diff: float | None = None  # continuous: mean |a_quantized - a_fp32|
+    # Whole machine (learner + actors), codecarbon; None when not tracked. ``energy_estimated``:
+    # CPU power modelled from TDP and load (no hardware counter), as on machines without RAPL.
+    energy_kwh: float | None = None
+    energy_kg_co2: float | None = None
+    energy_estimated: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -293,6 +299,9 @@ def train(
             )
         data = LocalInput(backend, replay, limiter, cfg.batch_size, rng)
     logger = MetricLogger(run_dir)
+    energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
+    if energy is not None:
+        energy.start()  # ~1.5 s (hardware detection): before the run's clock starts
     progress = _Progress(cfg.progress, cfg.total_steps, c["env_steps"])
     progress.print(f"run dir: {run_dir}")
 
@@ -411,6 +420,7 @@ def train(
                         "faults/actor_restarts": float(st.actor_restarts),
                         "faults/rejected_snapshots": float(st.rejected_snapshots),
                         "replay/size": float(replay.size),
+                        **(energy.snapshot().as_metrics() if energy is not None else {}),
                         **st.extra,
                     }
                 )
@@ -445,6 +455,7 @@ def train(
         stop.restore()
         try:
             st = backend.stats()
+            reading = energy.stop() if energy is not None else None  # the run, not the report
             c["env_steps"] = st.env_steps
             c["wall_time_s"] = time.perf_counter() - start_wall
             # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
@@ -498,6 +509,7 @@ def train(
         interrupted=interrupted,
         agent=cfg.agent,
         action_mean_abs_diff=mad,
+        **(reading.as_summary() if reading is not None else {}),
     )
     logger.log(
         c["env_steps"],
@@ -600,6 +612,12 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     ratio = r.snapshot_bytes / r.fp32_snapshot_bytes
     t.add_row("snapshot bytes", f"{r.snapshot_bytes:,} ({100 * ratio:.1f}% of fp32)")
     t.add_row("publishes", f"{r.publishes} (mean {r.publish_ms:.2f} ms each)")
+    if r.energy_kwh is not None and r.energy_kg_co2 is not None:
+        how = "estimated: no power counter" if r.energy_estimated else "measured"
+        t.add_row(
+            "energy / CO2 (whole machine)",
+            f"{1e3 * r.energy_kwh:.3f} Wh / {1e3 * r.energy_kg_co2:.3f} g CO2eq ({how})",
+        )
     t.add_row("actor restarts / rejected snapshots", f"{r.actor_restarts} / {r.rejected_snapshots}")
     t.add_row("run dir", r.run_dir)
     Console().print(t)
