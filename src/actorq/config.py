@@ -54,7 +54,8 @@ class ExperimentConfig:
     env: str = "gym:CartPole-v1"
     """Environment id: gym:<Gymnasium id> or dmc:<domain>-<task>."""
     precision: str = "int8"
-    """Precision of the policy snapshots actors run: fp32, fp16 or int8 (the learner always
+    """Precision of the policy snapshots actors run: fp32, fp16, int8, int4, or auto (time each
+    at the actors' batch on this machine, keep the fastest that acts like fp32; the learner always
     trains in fp32)."""
     granularity: Literal["per_channel", "per_tensor"] = "per_channel"
     """int8 weight scales: one per output channel (default) or one per tensor."""
@@ -169,9 +170,10 @@ class ExperimentConfig:
         """Raise :class:`ConfigError` (one line) for the first invalid field."""
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), _flag(name)))
-        if self.precision not in PRECISIONS:
+        if self.precision not in (*PRECISIONS, "auto"):
             raise ConfigError(
-                f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}"
+                f"unknown precision {self.precision!r}; expected one of "
+                f"{', '.join(PRECISIONS)} or auto"
             )
         positive = {
             "envs_per_actor": self.envs_per_actor,

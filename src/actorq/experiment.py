@@ -240,6 +240,11 @@ def train(
     torch.set_num_threads(cfg.learner_threads)
     random.seed(cfg.seed)
     learner = builder.make_learner(cfg, spec)
+    if cfg.precision == "auto":
+        cfg.precision = _select_precision(
+            cfg, spec, learner, builder.policy_spec(cfg, spec), run_dir
+        )
+        (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
     # backend="ray" keeps replay in shards (Ray actors); the local backends in this process.
     replay: Any = builder.make_replay(cfg, spec) if cfg.backend == "local" else None
     limiter = builder.make_rate_limiter(cfg)
@@ -561,6 +566,38 @@ class LocalInput:
             time.sleep(0.0002)
             self.learner_wait_s += time.perf_counter() - t
         return None
+
+
+def _select_precision(
+    cfg: ExperimentConfig, spec: Any, learner: Any, pspec: Any, run_dir: Path
+) -> str:
+    """``--precision auto``: time every precision's runtime at the actors' batch on this
+    machine and keep the fastest that acts like fp32 (:func:`actorq.quant.autoselect.
+    select_precision`), on states from a few random-action steps of the environment. The
+    table goes to the console and to ``precision_auto.md`` in the run directory."""
+    from actorq.envs import make_vector_env
+    from actorq.quant.autoselect import select_precision
+
+    env = make_vector_env(cfg.env, cfg.envs_per_actor, **cfg.env_kwargs())
+    obs, _ = env.reset(seed=cfg.seed)
+    env.action_space.seed(cfg.seed)
+    states = [np.asarray(obs, np.float32)]
+    for _ in range(max(1, 1024 // cfg.envs_per_actor)):
+        obs, *_ = env.step(env.action_space.sample())
+        states.append(np.asarray(obs, np.float32))
+    env.close()
+    choice = select_precision(
+        learner.policy_layers(),
+        np.concatenate(states).reshape(-1, spec.obs_dim),
+        cfg.envs_per_actor,
+        spec=pspec,
+        runtime=cfg.runtime,
+        threads=cfg.actor_threads,
+        granularity=cfg.granularity,
+    )
+    (run_dir / "precision_auto.md").write_text(choice.table() + "\n")
+    print(choice.table(), flush=True)
+    return choice.precision
 
 
 def _final_states(replay: Any, seed: int, n: int = 10_000) -> np.ndarray | None:

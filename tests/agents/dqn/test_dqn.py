@@ -94,3 +94,13 @@ def test_bad_config_fails_before_writing_anything(tmp_path: Path, kw: dict) -> N
         train(small(tmp_path / "run", **kw))
     assert "\n" not in str(e.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_precision_auto_resolves_and_logs_its_choice(tmp_path: Path) -> None:
+    r = train(small(tmp_path, precision="auto", total_steps=1_000, min_replay_size=500))
+    assert r.precision in ("fp32", "fp16", "int8", "int4")
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["precision"] == r.precision  # a resume keeps the choice
+    table = (tmp_path / "precision_auto.md").read_text()
+    assert f": {r.precision}" in table.splitlines()[0]
+    assert all(p in table for p in ("| fp32 |", "| int8 |", "| int4 |"))
