@@ -56,8 +56,8 @@ SEED_BASE = 20_000  # actorq eval's first environment seed
 SEED_STRIDE = 1_000
 CLOSE = 0.05  # continuous actions: |Δa| within this counts as agreeing (as in docs/results.md)
 VARIANTS = {"all": False, "hidden": True}  # variant -> keep_io_fp32
-SNAPSHOT_BITS = {"int8": 8, "int8+gptq": 8, "int4": 4, "fp16": 16}
-CALIBRATION_STATES = 1024  # GPTQ states for int8+gptq (DQNConfig.calibration_states' default)
+SNAPSHOT_BITS = {"int8": 8, "int8+gptq": 8, "int4": 4, "int4+gptq": 4, "fp16": 16}
+CALIBRATION_STATES = 1024  # GPTQ states for +gptq (DQNConfig.calibration_states' default)
 SNAPSHOT = "snapshot"  # the variant of rows that run a real quantized snapshot (int8/int4 kernels)
 
 
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="all,hidden", help="all (every layer), hidden")
     ap.add_argument(
         "--snapshots",
-        default="int8,int8+gptq,int4",
-        help="also evaluate these snapshots (int8+gptq: GPTQ on replay states)",
+        default="int8,int8+gptq,int4,int4+gptq",
+        help="also evaluate these snapshots (+gptq: GPTQ on replay states)",
     )
     ap.add_argument("--episodes", type=int, default=10, help="episodes per seed")
     ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
@@ -216,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for bits, variant, precision in cells:
         t0 = time.perf_counter()
         if precision is not None:  # what actors run: the snapshot and its onnxruntime kernels
-            gptq = precision == "int8+gptq"
-            p = "int8" if gptq else precision
+            p, gptq = precision.removesuffix("+gptq"), precision.endswith("+gptq")
             snap = make_snapshot(layers, spec, p, 0, calibration=calib if gptq else None)
             runtime = make_runtime(snap)
             label = f"{precision} snapshot (ORT)"
@@ -290,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         "every layer, `hidden` = input/output layers kept fp32; fp32 onnxruntime runtime",
         "- `int8 snapshot (ORT)` / `int4 snapshot (ORT)`: what actorq's actors run (fp32 I/O "
         "layers; int8: per-channel weights, per-row uint8 activations; int4: 32 weights per "
-        "scale, MatMulNBits with int8 activations per block); `int8+gptq`: int8 rounded with "
-        f"GPTQ on {CALIBRATION_STATES} other replay states (as training publishes at ≤ 512 wide)",
+        "scale, MatMulNBits with int8 activations per block); `+gptq`: rounded with GPTQ on "
+        f"{CALIBRATION_STATES} other replay states (as int8 training publishes at ≤ 512 wide)",
         f"- agreement on {0 if states is None else len(states):,} replay states",
         "",
         "| " + " | ".join(h.replace("|", "\\|") for h in headers(spec.head)) + " |",

@@ -1,10 +1,25 @@
 import numpy as np
 import pytest
 
-from actorq.quant.calibration import gptq_int8
-from actorq.quant.quantizer import INT8_QMAX, dequantize, quantize_int8
+from actorq.quant.calibration import gptq_int4, gptq_int8
+from actorq.quant.quantizer import (
+    INT4_QMAX,
+    INT8_QMAX,
+    dequantize,
+    dequantize_int4,
+    quantize_int4,
+    quantize_int8,
+    unpack_int4,
+)
 from actorq.quant.snapshot import PolicySpec, make_snapshot
 from tests.quant.test_snapshot import layers
+
+
+def forward(lay: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    for i, (w, b) in enumerate(lay):
+        x = x @ w + b
+        x = np.maximum(x, 0) if i < len(lay) - 1 else x
+    return x
 
 
 def correlated_relu_inputs(n: int, d: int, seed: int) -> np.ndarray:
@@ -56,13 +71,37 @@ def test_calibrated_snapshot_matches_fp32_better_on_its_states() -> None:
     calib = make_snapshot(ls, spec, "int8", 1, calibration=obs[:1024])
     assert calib.tensors["w1"].dtype == np.int8 and calib.nbytes == plain.nbytes
 
-    def forward(lay: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
-        for i, (w, b) in enumerate(lay):
-            x = x @ w + b
-            x = np.maximum(x, 0) if i < len(lay) - 1 else x
-        return x
-
     ref = forward(fp32, obs[1024:])
     e_plain = np.abs(forward(plain.dequantized(), obs[1024:]) - ref).mean()
     e_calib = np.abs(forward(calib.dequantized(), obs[1024:]) - ref).mean()
     assert e_calib < e_plain
+
+
+def test_gptq_int4_lowers_output_error_with_the_same_block_scales() -> None:
+    rng = np.random.default_rng(8)
+    w = (rng.standard_normal((128, 64)) / np.sqrt(128)).astype(np.float32)
+    states = correlated_relu_inputs(4096, 128, seed=9)
+    x, held_out = states[:2048], states[2048:]  # same distribution, other states
+    packed, s = gptq_int4(w, x)
+    packed0, s0 = quantize_int4(w)
+    np.testing.assert_array_equal(s, s0)  # same format and scales: actors need no change
+    assert packed.shape == packed0.shape and packed.dtype == np.uint8
+    assert np.abs(unpack_int4(packed, 128)).max() <= INT4_QMAX
+    err = np.linalg.norm(held_out @ dequantize_int4(packed, s, 128) - held_out @ w)
+    err0 = np.linalg.norm(held_out @ dequantize_int4(packed0, s0, 128) - held_out @ w)
+    assert err < 0.8 * err0  # measured 0.66 (0.66-0.71 over three seeds)
+
+
+def test_calibrated_int4_snapshot_flips_fewer_greedy_actions() -> None:
+    spec = PolicySpec(6, (128, 128, 128), 3)
+    ls = layers(spec, seed=6)
+    obs = np.random.default_rng(7).standard_normal((4096, 6)).astype(np.float32)
+    fp32 = make_snapshot(ls, spec, "fp32", 1).dequantized()
+    plain = make_snapshot(ls, spec, "int4", 1)
+    calib = make_snapshot(ls, spec, "int4", 1, calibration=obs[:1024])
+    assert calib.tensors["w1"].dtype == np.uint8 and calib.nbytes == plain.nbytes
+    assert not np.array_equal(calib.tensors["w1"], plain.tensors["w1"])
+    ref = forward(fp32, obs[1024:]).argmax(1)
+    same_plain = (forward(plain.dequantized(), obs[1024:]).argmax(1) == ref).mean()
+    same_calib = (forward(calib.dequantized(), obs[1024:]).argmax(1) == ref).mean()
+    assert same_calib > same_plain

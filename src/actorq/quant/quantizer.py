@@ -124,9 +124,22 @@ def quantize_int4(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale[scale == 0] = 1.0
     q = np.rint(wb / scale[..., None])
     np.clip(q, -INT4_QMAX, INT4_QMAX, out=q)
+    return _pack_blocks(q), scale
+
+
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Pack signed 4-bit values ``q`` (in, out), each in [-8, 7], into the ``MatMulNBits``
+    layout of :func:`quantize_int4` (uint8 ``(out, blocks, 16)``; padding rows hold 0)."""
+    n_in, n_out = q.shape
+    blocks = np.zeros((n_out, int4_blocks(n_in) * INT4_BLOCK), np.int8)
+    blocks[:, :n_in] = np.asarray(q).T
+    return _pack_blocks(blocks.reshape(n_out, -1, INT4_BLOCK))
+
+
+def _pack_blocks(q: np.ndarray) -> np.ndarray:
+    # q: (out, blocks, 32) signed values; two per byte, the even row in the low nibble.
     codes = (q + INT4_ZERO).astype(np.uint8)
-    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
-    return np.ascontiguousarray(packed, dtype=np.uint8), scale
+    return np.ascontiguousarray(codes[..., 0::2] | (codes[..., 1::2] << 4))
 
 
 def unpack_int4(packed: np.ndarray, in_dim: int) -> np.ndarray:

@@ -241,19 +241,18 @@ def make_snapshot(
 ) -> PolicySnapshot:
     """Quantize fp32 layers ``[(W (in, out), b), ...]`` into a snapshot at ``precision``.
 
-    ``calibration``: observations (n, obs_dim), e.g. from replay. When given, int8 weights are
-    rounded with GPTQ on each layer's fp32 inputs (:mod:`actorq.quant.calibration`) instead of
-    to nearest; the format and the scales are the same either way. int4 weights are always
-    rounded to nearest, block-wise (``granularity`` does not apply: the snapshot records
-    ``block32``).
+    ``calibration``: observations (n, obs_dim), e.g. from replay. When given, int8 and int4
+    weights are rounded with GPTQ on each layer's fp32 inputs (:mod:`actorq.quant.calibration`)
+    instead of to nearest; the format and the scales are the same either way. int4 weights are
+    block-wise (``granularity`` does not apply: the snapshot records ``block32``).
     """
-    from actorq.quant.calibration import gptq_int8
+    from actorq.quant.calibration import gptq_int4, gptq_int8
 
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
     tensors: dict[str, np.ndarray] = {}
     x = None
-    if calibration is not None and precision == "int8" and len(calibration):
+    if calibration is not None and precision in ("int8", "int4") and len(calibration):
         x = np.asarray(calibration, np.float32)
     for i, (w, b) in enumerate(layers):
         if precision == "fp32":
@@ -269,7 +268,9 @@ def make_snapshot(
             # values and flips near-tied greedy actions.
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
         elif precision == "int4":
-            tensors[f"w{i}"], tensors[f"s{i}"] = quantize_int4(w)
+            tensors[f"w{i}"], tensors[f"s{i}"] = (
+                gptq_int4(w, x) if x is not None else quantize_int4(w)
+            )
         else:
             # ``w`` may be a transposed view of the learner's weights: quantize in place, then
             # lay out only the int8 result (4× fewer bytes to move than the fp32 input).
@@ -278,7 +279,7 @@ def make_snapshot(
             )
             tensors[f"w{i}"] = np.ascontiguousarray(q)
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
-        if x is not None and i < len(layers) - 2:  # the next layer is an int8 one
+        if x is not None and i < len(layers) - 2:  # the next layer is a quantized one
             x = _matmul(x, w) + b  # the next layer's fp32 inputs on the calibration states
             act = spec.activation
             x = np.maximum(x, 0) if act == "relu" else (np.tanh(x) if act == "tanh" else x)
