@@ -62,19 +62,24 @@ def test_dead_inputs_and_bad_shapes() -> None:
         gptq_int8(w, x[:, :5])
 
 
-def test_calibrated_snapshot_matches_fp32_better_on_its_states() -> None:
+@pytest.mark.parametrize(("precision", "dtype"), [("int8", np.int8), ("int4", np.uint8)])
+def test_calibrated_snapshot_matches_fp32_better_on_its_states(precision: str, dtype: type) -> None:
     spec = PolicySpec(6, (128, 128, 128), 3)
     ls = layers(spec, seed=6)
     obs = np.random.default_rng(7).standard_normal((4096, 6)).astype(np.float32)
     fp32 = make_snapshot(ls, spec, "fp32", 1).dequantized()
-    plain = make_snapshot(ls, spec, "int8", 1)
-    calib = make_snapshot(ls, spec, "int8", 1, calibration=obs[:1024])
-    assert calib.tensors["w1"].dtype == np.int8 and calib.nbytes == plain.nbytes
+    plain = make_snapshot(ls, spec, precision, 1)
+    calib = make_snapshot(ls, spec, precision, 1, calibration=obs[:1024])
+    assert calib.tensors["w1"].dtype == dtype and calib.nbytes == plain.nbytes
+    assert not np.array_equal(calib.tensors["w1"], plain.tensors["w1"])
 
     ref = forward(fp32, obs[1024:])
-    e_plain = np.abs(forward(plain.dequantized(), obs[1024:]) - ref).mean()
-    e_calib = np.abs(forward(calib.dequantized(), obs[1024:]) - ref).mean()
-    assert e_calib < e_plain
+    out_plain = forward(plain.dequantized(), obs[1024:])
+    out_calib = forward(calib.dequantized(), obs[1024:])
+    assert np.abs(out_calib - ref).mean() < np.abs(out_plain - ref).mean()
+    same_plain = (out_plain.argmax(1) == ref.argmax(1)).mean()
+    same_calib = (out_calib.argmax(1) == ref.argmax(1)).mean()
+    assert same_calib >= same_plain
 
 
 def test_gptq_int4_lowers_output_error_with_the_same_block_scales() -> None:
@@ -90,18 +95,3 @@ def test_gptq_int4_lowers_output_error_with_the_same_block_scales() -> None:
     err = np.linalg.norm(held_out @ dequantize_int4(packed, s, 128) - held_out @ w)
     err0 = np.linalg.norm(held_out @ dequantize_int4(packed0, s0, 128) - held_out @ w)
     assert err < 0.8 * err0  # measured 0.66 (0.66-0.71 over three seeds)
-
-
-def test_calibrated_int4_snapshot_flips_fewer_greedy_actions() -> None:
-    spec = PolicySpec(6, (128, 128, 128), 3)
-    ls = layers(spec, seed=6)
-    obs = np.random.default_rng(7).standard_normal((4096, 6)).astype(np.float32)
-    fp32 = make_snapshot(ls, spec, "fp32", 1).dequantized()
-    plain = make_snapshot(ls, spec, "int4", 1)
-    calib = make_snapshot(ls, spec, "int4", 1, calibration=obs[:1024])
-    assert calib.tensors["w1"].dtype == np.uint8 and calib.nbytes == plain.nbytes
-    assert not np.array_equal(calib.tensors["w1"], plain.tensors["w1"])
-    ref = forward(fp32, obs[1024:]).argmax(1)
-    same_plain = (forward(plain.dequantized(), obs[1024:]).argmax(1) == ref).mean()
-    same_calib = (forward(calib.dequantized(), obs[1024:]).argmax(1) == ref).mean()
-    assert same_calib > same_plain
