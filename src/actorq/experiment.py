@@ -285,28 +285,37 @@ def train(
 
     first = snapshot(c["version"]).to_bytes()
     capacity = int(len(first) * 1.1) + 65536
-    backend: SyncBackend | LocalBackend | RayBackend
-    data: LocalInput | RayBackend
-    if cfg.backend == "ray":
-        from actorq.distributed.ray_backend import RayBackend
-
-        backend = RayBackend(cfg, setup, transition_specs(spec), capacity, c["env_steps"])
-        replay = backend.replay
-        if cfg.resume and loaded[2] is not None:
-            replay.load(loaded[2])
-        data = backend
-    else:
-        if cfg.actors == 0:
-            backend = SyncBackend(setup)
-        else:
-            backend = LocalBackend(
-                setup, cfg.actors, run_dir, capacity, env_steps_offset=c["env_steps"]
-            )
-        data = LocalInput(backend, replay, limiter, cfg.batch_size, rng)
-    logger = MetricLogger(run_dir)
     energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
     if energy is not None:
-        energy.start()  # ~1.5 s (hardware detection): before the run's clock starts
+        energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
+    # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
+    # stops through the loop's clean path (checkpoint, summary).
+    stop = _StopOnCtrlC()
+    backend: SyncBackend | LocalBackend | RayBackend
+    data: LocalInput | RayBackend
+    try:
+        if cfg.backend == "ray":
+            from actorq.distributed.ray_backend import RayBackend
+
+            backend = RayBackend(cfg, setup, transition_specs(spec), capacity, c["env_steps"])
+            replay = backend.replay
+            if cfg.resume and loaded[2] is not None:
+                replay.load(loaded[2])
+            data = backend
+        else:
+            if cfg.actors == 0:
+                backend = SyncBackend(setup)
+            else:
+                backend = LocalBackend(
+                    setup, cfg.actors, run_dir, capacity, env_steps_offset=c["env_steps"]
+                )
+            data = LocalInput(backend, replay, limiter, cfg.batch_size, rng)
+    except BaseException:
+        stop.restore()
+        if "backend" in locals():
+            backend.close()
+        raise
+    logger = MetricLogger(run_dir)
     progress = _Progress(cfg.progress, cfg.total_steps, c["env_steps"])
     progress.print(f"run dir: {run_dir}")
 
@@ -344,7 +353,6 @@ def train(
             "wait": 0.0, "lwait": 0.0}  # fmt: skip
     interrupted = False
     stop_reason = "budget"
-    stop = _StopOnCtrlC()
 
     try:
         while True:
