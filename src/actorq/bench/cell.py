@@ -1,9 +1,9 @@
 """One cell of a benchmark matrix, in its own process: ``python -m actorq.bench.cell CELL_JSON``.
 
 A fresh process per cell, so a crash (or a leak, or a stuck actor) in one run is recorded as that
-cell's failure and the matrix goes on. The whole run is wrapped in an
-:class:`~actorq.energy.EnergyTracker`; its reading is added to ``summary.json`` under the
-``energy_*`` keys unless the run recorded its own.
+cell's failure and the matrix goes on. Energy and CO2 are the run's own (``train`` tracks them
+with :class:`~actorq.energy.EnergyTracker` over its training loop, on the spec's grid), in
+``summary.json`` under the ``energy_*`` keys.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m actorq.bench.cell CELL_JSON", file=sys.stderr)
         return 2
     from actorq.agents import config_class
-    from actorq.energy import DEFAULT_COUNTRY, SUMMARY_KWH, EnergyTracker
+    from actorq.energy import DEFAULT_COUNTRY
     from actorq.experiment import train
 
     path = Path(args[0])
@@ -30,19 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_class(cell["agent"]).from_json(cell["config"])
     cfg.run_dir = str(path.parent)
     cfg.progress = False
-    tracker = EnergyTracker(country_iso_code=cell.get("country", DEFAULT_COUNTRY))
-    tracker.start()
-    try:
-        result = train(cfg)
-    finally:
-        reading = tracker.stop()
-    summary_path = path.parent / "summary.json"
-    summary = json.loads(summary_path.read_text())
-    if summary.get(SUMMARY_KWH) is None:
-        summary.update(reading.as_summary())
-        tmp = summary_path.with_name("summary.json.tmp")
-        tmp.write_text(json.dumps(summary, indent=1))
-        tmp.replace(summary_path)
+    cfg.energy, cfg.energy_country = True, cell.get("country", DEFAULT_COUNTRY)
+    result = train(cfg)
     return 130 if result.interrupted else 0
 
 
