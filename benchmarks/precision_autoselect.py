@@ -14,7 +14,8 @@ this shared machine shows.
 Policies: randomly initialised, seeded MLPs ``4 → 3×256 → 2`` and the paper's
 ``24 → 3×2048 → 6`` (agreement on Gaussian observations: random nets have many near-tied
 actions, so it is a pessimistic number), plus, with ``--run-dir``, a trained policy with
-agreement on states from its replay.
+agreement on 10,000 states from its replay, once with round-to-nearest int8/int4 and once with
+GPTQ rounding calibrated on 1,024 other replay states (the latency is the same).
 
 Command::
 
@@ -43,7 +44,7 @@ from rich.console import Console
 from _machine import machine_info
 from actorq.quant.autoselect import select_precision
 from actorq.quant.snapshot import PolicySpec
-from ptq_sweep import load_run, parse_ints
+from ptq_sweep import CALIBRATION_STATES, load_run, parse_ints
 
 SEED = 0
 SYNTHETIC = (PolicySpec(4, (256,) * 3, 2), PolicySpec(24, (2048,) * 3, 6))
@@ -76,17 +77,23 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 140)
     machine = machine_info()
     rng = np.random.default_rng(SEED)
-    policies: list[tuple[str, PolicySpec, list[tuple[np.ndarray, np.ndarray]], np.ndarray]] = []
+    Layers = list[tuple[np.ndarray, np.ndarray]]
+    policies: list[tuple[str, PolicySpec, Layers, np.ndarray, np.ndarray | None]] = []
     for spec in SYNTHETIC:
         obs = rng.standard_normal((4096, spec.obs_dim)).astype(np.float32)
         label = f"{spec.obs_dim}→3×{spec.hidden[0]}→{spec.out_dim} (random)"
-        policies.append((label, spec, random_layers(spec, SEED), obs))
+        policies.append((label, spec, random_layers(spec, SEED), obs, None))
     if args.run_dir is not None:
         cfg, spec, layers, states = load_run(args.run_dir)
         if states is None:
             ap.error(f"{args.run_dir} has no replay.npz for agreement states")
         dims = "→".join(map(str, spec.dims))
-        policies.append((f"{dims} ({cfg.env}, trained)", spec, layers, states[:10_000]))
+        policies.append((f"{dims} ({cfg.env}, trained)", spec, layers, states[:10_000], None))
+        # as a learner would publish: int8 and int4 rounded by GPTQ on other replay states
+        gptq_states = states[10_000:][:CALIBRATION_STATES]
+        policies.append(
+            (f"{dims} ({cfg.env}, trained, GPTQ)", spec, layers, states[:10_000], gptq_states)
+        )
     command = (
         f"python benchmarks/precision_autoselect.py --ks {','.join(map(str, args.ks))} "
         f"--rounds {args.rounds} --min-agreement {args.min_agreement:g}"
@@ -96,10 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"[bold]precision auto-select[/] on {machine['cpu_model']}: {command}")
 
     cells: list[dict[str, Any]] = []
-    for label, spec, layers, obs in policies:
+    for label, spec, layers, obs, calib in policies:
         for k in args.ks:
             rounds = [
-                select_precision(layers, obs, k, spec=spec, min_agreement=args.min_agreement)
+                select_precision(
+                    layers, obs, k, spec=spec, min_agreement=args.min_agreement, calibration=calib
+                )
                 for _ in range(args.rounds)
             ]
             console.print(f"\n{label}, K={k}\n{rounds[-1].table()}", highlight=False)
