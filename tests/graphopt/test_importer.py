@@ -76,10 +76,15 @@ def test_shared_weights_are_counted_once() -> None:
     assert g.param_bytes[fwd].sum() == params
     updates = [n for n in g.op_names if n.endswith("/update")]
     assert sorted(updates) == ["cells.0.wh/update", "cells.0.wx/update", "emb/update", "out/update"]
-    # the cell's linear runs once per step: five forward nodes share one update, and the
-    # later four read the weights from the first
+    # the cell's linear runs once per step: its weight gradient accumulates from the last
+    # step's grad op back to the first one's, which alone feeds the update
     wx = g.op_names.index("cells.0.wx/update")
-    assert np.count_nonzero(g.dst == wx) == 5
+    firsts = [n for n in g.op_names if n.startswith("cells_0_wx") and n.endswith("/grad")]
+    assert len(firsts) == 5
+    assert [g.op_names[s] for s in g.src[g.dst == wx]] == ["cells_0_wx/grad"]
+    chain = {(g.op_names[s], g.op_names[d]) for s, d in zip(g.src, g.dst, strict=True)}
+    assert ("cells_0_wx_4/grad", "cells_0_wx_3/grad") in chain
+    assert ("cells_0_wx_1/grad", "cells_0_wx/grad") in chain
     first = g.op_names.index("cells_0_wx")
     reads = g.edge_bytes[(g.src == first) & (g.dst < int(fwd.sum()))]
     wbytes = 4 * (8 * 32 + 32)

@@ -356,13 +356,11 @@ def anneal(
     def score(p: np.ndarray) -> float:
         return penalized(sim, sim.run(p, prio, greedy_fusion(sim, p) if fuse else None))
 
-    cur = start.placement[roots].copy()
-    cur_s = score(cur[gi])
+    cur = sim.check_placement(start.placement).copy()
     best = cur
     if nd > 1:
-        best = _anneal_loop(score, cur, cur_s, gi, nd, budget, rng, t0)
-    p = best[gi]
-    return Decision(p, prio, greedy_fusion(sim, p) if fuse else None)
+        best = _anneal_loop(score, cur, score(cur), gi, roots.size, nd, budget, rng, t0)
+    return Decision(best, prio, greedy_fusion(sim, best) if fuse else None)
 
 
 def _anneal_loop(
@@ -370,12 +368,14 @@ def _anneal_loop(
     cur: np.ndarray,
     cur_s: float,
     gi: np.ndarray,
+    k: int,
     nd: int,
     budget: int,
     rng: np.random.Generator,
     t0: float,
 ) -> np.ndarray:
-    k = cur.size
+    """``cur`` is a per-op placement (the start need not keep gradients with their forward
+    ops); a move sets every op of ``run`` consecutive anchor groups to one device."""
     best_s, best = cur_s, cur.copy()
     mean_len = max(1.0, k / (8 * nd))
     for i in range(budget):
@@ -383,8 +383,8 @@ def _anneal_loop(
         a = int(rng.integers(k))
         run = min(k - a, int(rng.geometric(1 / mean_len)))
         cand = cur.copy()
-        cand[a : a + run] = rng.integers(nd)
-        s = score(cand[gi])
+        cand[(gi >= a) & (gi < a + run)] = rng.integers(nd)
+        s = score(cand)
         delta = (s - cur_s) / cur_s
         if delta <= 0 or (temp > 0 and rng.random() < math.exp(-delta / temp)):
             cur, cur_s = cand, s

@@ -27,9 +27,11 @@ graph looks to GO's placer:
 * edges ``grad(w) <- grad(v)`` for every forward edge ``w -> v`` (the gradient flows back, same
   tensor size), ``grad(v) <- u`` for every forward input ``u`` of ``v`` (saved activations) and
   ``grad(v) <- v`` (the output, which e.g. ``tanh``'s backward needs, and which seeds the loss);
-* for every parameter-owning module (or attribute), one ``<name>/update`` op after all grad ops
-  that touch it: SGD with momentum, ~3 FLOPs per parameter, holding the gradient buffer and the
-  momentum (2 x parameter bytes) on its device.
+* for every parameter-owning module (or attribute), one ``<name>/update`` op: SGD with momentum,
+  ~3 FLOPs per parameter, holding the gradient buffer and the momentum (2 x parameter bytes) on
+  its device. A module used many times (an RNN cell at every step) accumulates its weight
+  gradient along its uses' grad ops, last use first, and only the sum reaches the update: edges
+  ``grad(use_k) -> grad(use_k-1) -> ... -> grad(use_1) -> update`` carrying the weight bytes.
 
 The IR then holds the whole memory of a training step: weights on the forward ops, gradient
 buffers and optimizer state on the update ops, activations kept alive until their backward op.
@@ -37,6 +39,7 @@ buffers and optimizer state on the update ops, activations kept alive until thei
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -323,7 +326,12 @@ def _add_backward(
         cols["bytes_written"].append(2.0 * pb)  # weight, momentum
         cols["out_bytes"].append(0.0)  # in place
         cols["param_bytes"].append(2.0 * pb)  # gradient buffer + momentum
-        for v in sorted(vs):
-            src.append(grad[v])
-            dst.append(u)
+        # the weight gradient accumulates along the uses, last use first (the order the backward
+        # reaches them), and the sum goes to the update: one weight-sized tensor in flight, not
+        # one per use. Edges run from later to earlier forward ops, like every backward edge,
+        # so no cycle can form.
+        chain = [grad[v] for v in sorted(vs, reverse=True)] + [u]
+        for a, b in itertools.pairwise(chain):
+            src.append(a)
+            dst.append(b)
             eb.append(pb)

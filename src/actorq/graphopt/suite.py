@@ -24,7 +24,7 @@ from actorq.errors import GraphError
 from actorq.graphopt.ir import Graph, load_graph
 
 #: Bump when the importer or a model changes, so stale cached graphs are not reused.
-SUITE_VERSION = 4
+SUITE_VERSION = 5
 
 
 @dataclasses.dataclass(frozen=True)
