@@ -7,9 +7,9 @@ select_precision` builds the onnxruntime runtime (one intra-op thread, as an act
 fp32, fp16, int8 (per-channel int8 weights, per-row uint8 activations) and int4 (block-wise,
 ``MatMulNBits`` at accuracy level 4), times one call at batch K (10 warm-up calls, then the
 median of 31), measures agreement with fp32 and picks the fastest precision with agreement
-≥ ``--min-agreement`` that is ≥ 1.1× faster than fp32. The whole selection runs ``--rounds``
-times: the table gives the median latency over rounds and every round's choice, so noise on
-this shared machine shows.
+≥ ``--min-agreement`` that is ≥ ``--min-speedup`` × faster than fp32. The whole selection
+runs ``--rounds`` times: the table gives the median latency over rounds and every round's
+choice, so noise on this shared machine shows.
 
 Policies: randomly initialised, seeded MLPs ``4 → 3×256 → 2`` and the paper's
 ``24 → 3×2048 → 6`` (agreement on Gaussian observations: random nets have many near-tied
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", type=parse_ints, default=[1, 16])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-agreement", type=float, default=0.99)
+    ap.add_argument("--min-speedup", type=float, default=1.3)
     ap.add_argument("--run-dir", type=Path, default=None, help="also a trained run's policy")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     command = (
         f"python benchmarks/precision_autoselect.py --ks {','.join(map(str, args.ks))} "
-        f"--rounds {args.rounds} --min-agreement {args.min_agreement:g}"
+        f"--rounds {args.rounds} --min-agreement {args.min_agreement:g} "
+        f"--min-speedup {args.min_speedup:g}"
         + (f" --run-dir {args.run_dir}" if args.run_dir else "")
         + f" --out {args.out}"
     )
@@ -107,23 +109,29 @@ def main(argv: list[str] | None = None) -> int:
         for k in args.ks:
             rounds = [
                 select_precision(
-                    layers, obs, k, spec=spec, min_agreement=args.min_agreement, calibration=calib
+                    layers,
+                    obs,
+                    k,
+                    spec=spec,
+                    min_agreement=args.min_agreement,
+                    min_speedup=args.min_speedup,
+                    calibration=calib,
                 )
                 for _ in range(args.rounds)
             ]
             console.print(f"\n{label}, K={k}\n{rounds[-1].table()}", highlight=False)
-            for i, c in enumerate(rounds[0].candidates):
+            for i, cand in enumerate(rounds[0].candidates):
                 us = [r.candidates[i].latency_us for r in rounds]
                 cells.append(
                     {
                         "policy": label,
                         "k": k,
-                        "precision": c.precision,
+                        "precision": cand.precision,
                         "latency_us_median": statistics.median(us),
                         "latency_us_rounds": us,
-                        "agreement": c.agreement,
-                        "snapshot_bytes": c.snapshot_bytes,
-                        "chosen_in_rounds": sum(r.precision == c.precision for r in rounds),
+                        "agreement": cand.agreement,
+                        "snapshot_bytes": cand.snapshot_bytes,
+                        "chosen_in_rounds": sum(r.precision == cand.precision for r in rounds),
                     }
                 )
     for c in cells:
@@ -144,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         f"- date: {machine['date']}; CPU: {machine['cpu_model']} ({machine['cores']} cores); "
         f"load average at start: {machine['load_avg_at_start']}",
         "- onnxruntime, 1 intra-op thread; one call at batch K: 10 warm-up calls, median of 31; "
-        f"choice: fastest with agreement ≥ {args.min_agreement:.0%} and ≥ 1.1× faster than fp32",
+        f"choice: fastest with agreement ≥ {args.min_agreement:.0%} and ≥ "
+        f"{args.min_speedup:g}× faster than fp32",
         "",
         "| " + " | ".join(heads) + " |",
         "|" + "---|" * len(heads),
@@ -159,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     md = args.out / "precision_autoselect.md"
     md.write_text("\n".join(lines) + "\n")
-    result = {"benchmark": "precision_autoselect", "machine": machine, "command": command}
+    result: dict[str, Any] = {"benchmark": "precision_autoselect", "machine": machine}
+    result["command"] = command
     result["cells"] = cells
     (args.out / "precision_autoselect.json").write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"\nwrote {md} and precision_autoselect.json")
