@@ -11,6 +11,15 @@ returns the fastest candidate that agrees often enough. int4 is block-wise 4-bit
 
 ``"auto"`` is a configuration-level choice that resolves to one of
 :data:`~actorq.quant.quantizer.PRECISIONS` through this module; it is never a snapshot precision.
+
+Wiring ``--precision auto`` (the intended use): resolve it once, before actors start, with the
+learner's initial fp32 layers (``learner.policy_layers()`` and the builder's ``PolicySpec``), a
+few thousand observations (random-policy steps, or the replay once ``min_replay_size`` is
+reached — agreement on an untrained net is pessimistic: many near-ties), ``batch_size`` = the
+config's envs per actor and ``threads`` = its actor threads; pass ``calibration=`` if publishes
+will round with GPTQ. Set the config's precision to ``choice.precision`` and log
+``choice.table()`` / ``choice.rows()``. Call it in a process on the actors' machine: the point
+is to time this hardware.
 """
 
 from __future__ import annotations
