@@ -33,7 +33,7 @@ class EvalArgs:
 
     run_dir: tyro.conf.Positional[str]
     """Run directory (holds config.json and checkpoint/)."""
-    precision: Literal["fp32", "fp16", "int8"] | None = None
+    precision: Literal["fp32", "fp16", "int8", "int4"] | None = None
     """Precision to evaluate at; default: the run's."""
     episodes: int = 10
     """Episodes (separately seeded environments)."""
@@ -51,7 +51,7 @@ class ExportArgs:
     """Run directory (holds config.json and checkpoint/)."""
     out: str = "policy.onnx"
     """Output file (not overwritten unless --force)."""
-    precision: Literal["fp32", "fp16", "int8"] | None = None
+    precision: Literal["fp32", "fp16", "int8", "int4"] | None = None
     """Precision of the exported weights; default: the run's."""
     force: bool = False
     """Overwrite --out if it exists."""
@@ -138,7 +138,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
 
 USAGE = """usage: actorq {train,eval,export,graphopt,bench,report} ...
 
-  actorq train dqn [--env ID] [--precision fp32|fp16|int8] [--actors N] ...   (see --help)
+  actorq train dqn [--env ID] [--precision fp32|fp16|int8|int4|auto] [--actors N] ...   (see --help)
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]

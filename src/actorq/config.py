@@ -60,9 +60,9 @@ class ExperimentConfig:
     granularity: Literal["per_channel", "per_tensor"] = "per_channel"
     """int8 weight scales: one per output channel (default) or one per tensor."""
     calibration: Literal["auto", "gptq", "none"] = "auto"
-    """How int8 weights are rounded at each publish: gptq (GPTQ on states from replay: fewer
-    flipped greedy actions), none (round to nearest), or auto (gptq while the widest int8
-    layer has <= 512 inputs, where it costs a few ms; round to nearest beyond)."""
+    """How int8/int4 weights are rounded at each publish: gptq (GPTQ on states from replay:
+    fewer flipped greedy actions), none (round to nearest), or auto (gptq while the widest
+    quantized layer has <= 512 inputs, where it costs a few ms; round to nearest beyond)."""
     calibration_states: int = 1024
     """Replay states GPTQ calibrates on at each publish."""
     actors: int = 2
@@ -112,7 +112,8 @@ class ExperimentConfig:
     start Ray on this machine."""
     replay_shards: int = 2
     """backend=ray: replay shards (Ray actors, each with its own share of the rate limiter);
-    actors insert into a shard on their node, the learner samples from all."""
+    actors insert into a shard on their node, the learner samples from all. At most one per
+    actor (a shard nobody inserts into would never fill)."""
     cache: Literal["node", "none"] = "node"
     """backend=ray: how snapshots reach actors. node: published once, one cache per node,
     actors read their node's shared memory. none: every actor pulls from a parameter server on
@@ -220,10 +221,10 @@ class ExperimentConfig:
                 raise ConfigError(f"--device {self.device}: no CUDA device on this machine")
 
     def uses_gptq(self) -> bool:
-        """Whether publishes calibrate int8 rounding with GPTQ (see ``calibration``)."""
-        if self.precision != "int8" or self.calibration == "none":
+        """Whether publishes calibrate int8/int4 rounding with GPTQ (see ``calibration``)."""
+        if self.precision not in ("int8", "int4") or self.calibration == "none":
             return False
-        # int8 layers are the hidden-to-hidden ones: their input widths are hidden[:-1]
+        # quantized layers are the hidden-to-hidden ones: their input widths are hidden[:-1]
         return self.calibration == "gptq" or max(self.policy_hidden()[:-1], default=0) <= 512
 
     def resolved_error_buffer(self) -> float:

@@ -295,7 +295,8 @@ class Prefetcher:
                     except queue.Full:
                         continue
         for ref in inflight:
-            ray.cancel(ref, force=False)
+            with contextlib.suppress(Exception):  # the shard may be gone already
+                ray.cancel(ref, force=False)
 
     def get(self, timeout: float) -> Batch | None:
         t = time.perf_counter()
@@ -374,13 +375,15 @@ class RayBackend:
         s = setup
         k, n = s.envs_per_actor, s.n_step
         chunk = max(64, k)
-        limiter = shard_limiter(s.rate_limiter, cfg.replay_shards, cfg.batch_size, chunk + k * n)
+        # A shard no actor inserts into would never fill: at most one shard per actor.
+        num_shards = min(cfg.replay_shards, cfg.actors)
+        limiter = shard_limiter(s.rate_limiter, num_shards, cfg.batch_size, chunk + k * n)
         self.shard_limiter = limiter
         specs_json = json.dumps({name: spec.to_json() for name, spec in self.specs.items()})
-        cap = max(1, cfg.replay_size // cfg.replay_shards)
+        cap = max(1, cfg.replay_size // num_shards)
         shard_cls = ray.remote(ray_actors.ReplayShard)
         shard_node = []
-        shard_names = [f"{tag}-shard{j}" for j in range(cfg.replay_shards)]
+        shard_names = [f"{tag}-shard{j}" for j in range(num_shards)]
         for j, name in enumerate(shard_names):
             node = self.nodes[j % len(self.nodes)]
             shard_node.append(node)
