@@ -52,6 +52,14 @@ def winner(cell: dict[str, Any]) -> str | None:
     return min(feas, key=lambda r: r["step_time_s"])["baseline"] if feas else None
 
 
+def origin(cell: dict[str, Any], name: str | None) -> str:
+    """The winner with the baseline its placement came from (best+fuse, anneal)."""
+    if name is None:
+        return "none feasible"
+    start = next(r.get("start", "") for r in cell["rows"] if r["baseline"] == name)
+    return f"{name} (from {start})" if start else name
+
+
 def write_md(path: Path, results: dict[str, Any]) -> None:
     m = results["machine"]
     lines = [
@@ -81,7 +89,7 @@ def write_md(path: Path, results: dict[str, Any]) -> None:
                 continue
             rows = {r["baseline"]: r for r in cell["rows"]}
             w = winner(cell)
-            wins[w or "none"] += 1
+            wins[origin(cell, w)] += 1
             single = rows["single"]
             tag = "" if single["feasible"] else " ✗"
             out = [g, f"{cell['ops']:,}", f"{single['step_time_s'] * 1e3:,.1f}{tag}"]
@@ -89,7 +97,7 @@ def write_md(path: Path, results: dict[str, Any]) -> None:
                 r = rows[name]
                 s = f"{r['vs_single']:.2f}x"
                 out.append(f"**{s}**" if name == w else (s if r["feasible"] else f"✗ {s}"))
-            out.append(w or "none feasible")
+            out.append(origin(cell, w))
             lines.append("| " + " | ".join(out) + " |")
         lines += ["", "Wins: " + ", ".join(f"{k} {v}" for k, v in wins.most_common()), ""]
     path.write_text("\n".join(lines) + "\n")

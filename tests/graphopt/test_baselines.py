@@ -45,6 +45,11 @@ def test_all_baselines_return_valid_decisions(sim: Simulator) -> None:
         assert d.priority is None or (d.priority.shape == (n,) and np.isfinite(d.priority).all())
         assert b.result.step_time > 0
     by = {b.name: b for b in res}
+    # best+fuse fuses the best placement so far, and says which one that was
+    first = min(res[:6], key=lambda b: penalized(sim, b.result))
+    assert by["best+fuse"].start == first.name
+    np.testing.assert_array_equal(by["best+fuse"].decision.placement, first.decision.placement)
+    assert by["anneal"].start in NAMES[:6]
     assert by["single"].result.step_time == pytest.approx(sim.op_times(0).sum())
     # search baselines never return worse than where they started
     best_classical = min(penalized(sim, by[k].result) for k in NAMES[:7])
@@ -118,14 +123,18 @@ def test_critical_path_priority_runs_the_long_branch_first() -> None:
     assert r.start[2] < r.start[1]
 
 
-def test_greedy_fusion_only_fuses_legal_chain_edges() -> None:
+def test_greedy_fusion_only_fuses_legal_memory_bound_edges() -> None:
     ops = [{"name": n, "bytes_read": 4, "bytes_written": 4} for n in "abcde"]
-    # a -> b -> c is a chain; c -> d and c -> e fork; e on another device
-    g = make_graph("f", ops, [("a", "b", 4), ("b", "c", 4), ("c", "d", 4), ("c", "e", 4)])
+    ops += [{"name": "mm", "flops": 100, "bytes_read": 8, "bytes_written": 4}]
+    ops += [{"name": "add", "bytes_read": 8, "bytes_written": 4}]
+    # a -> b -> c -> d; c -> e (e on another device); b -> mm (compute-bound); d, mm -> add
+    edges = [("a", "b", 4), ("b", "c", 4), ("c", "d", 4), ("c", "e", 4), ("b", "mm", 4)]
+    g = make_graph("f", ops, [*edges, ("d", "add", 4), ("mm", "add", 4)])
     sim = Simulator(g, unit_cluster(2, overhead=1.0))
-    p = np.array([0, 0, 0, 0, 1])
+    p = np.array([0, 0, 0, 0, 1, 0, 0])
     f = greedy_fusion(sim, p)
-    assert f.tolist() == [True, True, False, False]
+    # legal and memory-bound: a->b, b->c, c->d; not: across devices, into mm, into add (2 inputs)
+    assert f.tolist() == [True, True, True, False, False, False, False]
     assert sim.run(p, fusion=f).step_time < sim.run(p).step_time
 
 

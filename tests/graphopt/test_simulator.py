@@ -98,11 +98,28 @@ def test_fusion_saves_overhead_and_memory_traffic() -> None:
     assert fused.peak_memory[0] == pytest.approx(4.0)
 
 
+def test_fused_output_used_outside_the_group_is_materialized() -> None:
+    # a feeds b (fused) and c (on the other device): a's 2 bytes are still written, allocated
+    # and sent, but only when the fused kernel {a, b} finishes
+    ops = [
+        {"name": "a", "bytes_read": 4, "bytes_written": 2, "out_bytes": 2},
+        {"name": "b", "bytes_read": 2, "bytes_written": 4, "out_bytes": 4},
+        {"name": "c", "flops": 1},
+    ]
+    g = make_graph("fork", ops, [("a", "b", 2), ("a", "c", 2)])
+    sim = Simulator(g, unit_cluster(2, overhead=1.0))
+    r = sim.run([0, 0, 1], fusion=[True, False])
+    # kernel: 1 + (12 - 2) = 11 (b's read saved, a's write kept); transfer 2 + 0.5; c 1 + 1
+    assert r.fusions_applied == 1 and r.finish[0] == r.finish[1] == pytest.approx(11.0)
+    assert r.start[2] == pytest.approx(13.5) and r.step_time == pytest.approx(15.5)
+    assert r.peak_memory[0] == pytest.approx(6.0)
+
+
 def test_illegal_fusions_are_ignored() -> None:
     ops = [{"name": n, "flops": 1} for n in "abc"]
-    g = make_graph("fork", ops, [("a", "b", 1), ("a", "c", 1)])
+    g = make_graph("join", ops, [("a", "c", 1), ("b", "c", 1)])
     sim = Simulator(g, unit_cluster(2))
-    r = sim.run([0, 0, 0], fusion=[True, False])  # a has two consumers
+    r = sim.run([0, 0, 0], fusion=[True, False])  # c has two inputs
     assert r.fusions_applied == 0 and r.fusions_ignored == 1 and r.step_time == 3
     g2 = chain(1, 1, edge=1)
     r2 = Simulator(g2, unit_cluster(2)).run([0, 1], fusion=[True])  # across devices
@@ -230,13 +247,13 @@ def test_compiled_and_python_agree(n: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     p = rng.integers(0, 4, n)
     fuse = rng.random(g.num_edges) < 0.5
-    fnext = np.full(n, -1, dtype=np.int64)
+    fprev, fbytes = np.full(n, -1, dtype=np.int64), np.zeros(n)
     ok = fuse & sim.fusable_edges & (p[g.src] == p[g.dst])
-    fnext[g.src[ok]] = g.dst[ok]
+    fprev[g.dst[ok]], fbytes[g.dst[ok]] = g.src[ok], g.edge_bytes[ok]
     args = (
         sim._out_ptr, sim._out_dst, sim._out_eb, sim._in_ptr, sim._in_src, g.topo_order,
-        g.topo_rank, g.flops, sim._moved, g.out_bytes, p.astype(np.int64), rng.random(n), fnext,
-        sim._flop_s, sim._mem_bw, sim._overhead, sim.cluster.bandwidth, sim.cluster.latency,
+        g.topo_rank, g.flops, sim._moved, g.out_bytes, p.astype(np.int64), rng.random(n), fprev,
+        fbytes, sim._flop_s, sim._mem_bw, sim._overhead, sim.cluster.bandwidth, sim.cluster.latency,
     )  # fmt: skip
     fast = _simulate(*args)
     slow = _simulate.py_func(*args)  # type: ignore[attr-defined]

@@ -19,8 +19,8 @@ fuse bit per edge); :func:`run_baselines` scores them all with the simulator.
   start first among devices with memory left for the op's parameters and output.
 * ``+cp`` — critical-path priorities: each op's priority is its bottom level (longest remaining
   path including transfers) under the given placement.
-* ``+fuse`` — greedy fusion: fuse every legal chain edge (one consumer, one producer, same
-  device), XLA's producer–consumer fusion restricted to where it can never delay an op.
+* ``+fuse`` — greedy fusion: fuse every legal edge (consumer with one input, same device) into
+  a memory-bound consumer, as XLA folds elementwise ops into their producers.
 * ``random`` — random search over contiguous splits with random cut points and device order.
 * ``anneal`` — simulated annealing from the best classical placement, moving runs of ops between
   devices, with a budget of simulator calls.
@@ -56,6 +56,8 @@ class BaselineResult:
     result: SimResult
     seconds: float
     """Wall time the baseline took to decide (simulations included for search baselines)."""
+    start: str = ""
+    """For ``best+fuse`` and ``anneal``: the baseline whose decision they started from."""
 
 
 def penalized(sim: Simulator, r: SimResult) -> float:
@@ -295,13 +297,16 @@ def critical_path_priority(sim: Simulator, placement: np.ndarray) -> np.ndarray:
 
 
 def greedy_fusion(sim: Simulator, placement: np.ndarray) -> np.ndarray:
-    """Fuse every legal chain edge: one consumer, same device, and the consumer has no other
-    producer. A fused chain starts when its head could have and nothing else waits on its inner
-    tensors, so in the roofline model fusing it never delays an op and always saves the per-op
-    overhead and the inner tensors' memory traffic."""
+    """Fuse every legal edge (consumer with one input, same device) whose consumer is
+    memory-bound on its device — XLA's habit of folding elementwise ops into their producer,
+    which saves an op's overhead and a round trip of its input through memory."""
     g = sim.graph
     dev = sim.check_placement(placement)
-    return sim.fusable_edges & (dev[g.src] == dev[g.dst]) & (g.in_degree[g.dst] == 1)
+    f, bw, _, _ = sim.cluster.arrays()
+    d = dev[g.dst]
+    moved = g.bytes_read + g.bytes_written
+    membound = moved[g.dst] / bw[d] >= g.flops[g.dst] / f[d]
+    return sim.fusable_edges & (dev[g.src] == d) & membound
 
 
 def with_cp(sim: Simulator, d: Decision) -> Decision:
@@ -424,10 +429,15 @@ def run_baselines(
         raise GraphError(f"unknown baseline(s) {unknown}; available: {', '.join(NAMES)}")
     out: list[BaselineResult] = []
 
+    start = {"name": ""}
+
     def best_so_far() -> Decision:
         if not out:
+            start["name"] = "expert+cp"
             return with_cp(sim, expert(sim))
-        return min(out, key=lambda b: penalized(sim, b.result)).decision
+        best = min(out, key=lambda b: penalized(sim, b.result))
+        start["name"] = best.start or best.name  # the placement's origin, through best+fuse
+        return best.decision
 
     makers: dict[str, Callable[[], Decision]] = {
         "single": lambda: single_device(sim),
@@ -441,10 +451,12 @@ def run_baselines(
         "anneal": lambda: anneal(sim, best_so_far(), budget, seed),
     }
     for name in names:
+        start["name"] = ""
         t = time.perf_counter()
         d = makers[name]()
         secs = time.perf_counter() - t
-        out.append(BaselineResult(name, d, sim.run(d.placement, d.priority, d.fusion), secs))
+        r = sim.run(d.placement, d.priority, d.fusion)
+        out.append(BaselineResult(name, d, r, secs, start["name"]))
     return out
 
 

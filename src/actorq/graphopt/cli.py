@@ -59,9 +59,9 @@ def cmd_list(a: ListArgs) -> int:
         fams = sorted({e.family for e in SUITE.values()})
         raise GraphError(f"unknown family {a.family!r}; families: {', '.join(fams)}")
     t = Table(title="actorq graphopt suite (training steps: forward + backward + update)")
-    for col in ("graph", "family", "ops", "edges", "GFLOP", "params GiB", "configuration"):
+    for col in ("graph", "family", "ops", "edges", "GFLOP", "param state GiB", "configuration"):
         t.add_column(
-            col, justify="right" if col in ("ops", "edges", "GFLOP", "params GiB") else "left"
+            col, justify="right" if col in ("ops", "edges", "GFLOP", "param state GiB") else "left"
         )
     for name, e in SUITE.items():
         if a.family and e.family != a.family:
@@ -106,6 +106,7 @@ def baseline_rows(
         rows.append(
             {
                 "baseline": b.name,
+                "start": b.start,
                 "step_time_s": r.step_time,
                 "vs_single": (ref / r.step_time) if ref else None,
                 "feasible": r.feasible,

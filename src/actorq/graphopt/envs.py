@@ -10,7 +10,7 @@ GNN consumes and what varies in size from graph to graph:
 * ``nodes`` ``(num_ops, NODE_FEATURES + D)`` float32: log-scaled FLOPs, bytes read, bytes
   written, output bytes, parameter bytes, time on the fastest device; op category one-hot
   (:data:`CATEGORIES`) and a backward flag; normalized depth; log in/out degree; the current
-  decision (device one-hot over the ``D`` devices, priority in [0, 1], fused-into-consumer flag);
+  decision (device one-hot over the ``D`` devices, priority in [0, 1], fused-with-its-input flag);
   in sequential mode, flags for "decided" and "the op to decide now".
 * ``edges`` ``(num_edges, EDGE_FEATURES)`` float32: log tensor bytes, fusable, fused now,
   crosses devices now.
@@ -23,7 +23,7 @@ a ``Dict`` of the three. ``mode="sequential"`` (Placeto's way, Addanki et al., N
 op per step, in topological order, seeing the decisions so far): placement ``Discrete(D)``;
 scheduling ``Discrete(PRIORITY_LEVELS)``; fusion ``Discrete(2)`` per fusable edge (the fusion task
 steps over fusable edges only); joint ``MultiDiscrete([D, PRIORITY_LEVELS, 2])`` (the bit fuses
-the op into its single consumer when legal).
+the op with its single input's producer when it has one).
 
 **Reward** — relative improvement over a reference decision (a baseline, ``expert`` by default,
 the human-expert split GO compares with): ``(S_ref - S) / S_ref`` with ``S`` the simulated step
@@ -150,10 +150,10 @@ class GraphOptEnv(gym.Env[Any, Any]):
             [_log(g.edge_bytes), self.sim.fusable_edges.astype(np.float32)], 1
         )
         self._links = np.stack([g.src, g.dst], 1).astype(np.int64)
-        # the op whose single out-edge a per-op fuse bit controls
-        self._out_edge = np.full(n, -1, dtype=np.int64)
-        one = g.out_degree[g.src] == 1
-        self._out_edge[g.src[one]] = np.flatnonzero(one)
+        # the single in-edge of an op, which a per-op fuse bit controls
+        self._in_edge = np.full(n, -1, dtype=np.int64)
+        one = self.sim.fusable_edges
+        self._in_edge[g.dst[one]] = np.flatnonzero(one)
         width = NODE_FEATURES + nd
         self.observation_space = spaces.Graph(
             node_space=spaces.Box(-np.inf, np.inf, (width,), np.float32),
@@ -161,9 +161,9 @@ class GraphOptEnv(gym.Env[Any, Any]):
         )
         if mode == "sequential":
             self._items = g.topo_order
-            if task == "fusion":  # fusable edges, in the topological order of their producer
+            if task == "fusion":  # fusable edges, in the topological order of their consumer
                 fe = np.flatnonzero(self.sim.fusable_edges)
-                self._items = fe[np.argsort(g.topo_rank[g.src[fe]], kind="stable")]
+                self._items = fe[np.argsort(g.topo_rank[g.dst[fe]], kind="stable")]
             if self._items.size == 0:
                 raise GraphError(f"graph {g.name!r} has no fusable edges for the fusion task")
             self.action_space = {
@@ -200,14 +200,14 @@ class GraphOptEnv(gym.Env[Any, Any]):
         pr = self.priority
         span = float(pr.max() - pr.min())
         prn = (pr - pr.min()) / span if span > 0 else np.zeros(n)
-        fused_out = np.zeros(n, dtype=np.float32)
-        fused_out[g.src[self.fusion]] = 1.0
+        fused_in = np.zeros(n, dtype=np.float32)
+        fused_in[g.dst[self.fusion]] = 1.0
         current = np.zeros(n, dtype=np.float32)
         if self.mode == "sequential" and self._t < self._items.size:
             item = self._items[self._t]
-            current[g.src[item] if self.task == "fusion" else item] = 1.0
+            current[g.dst[item] if self.task == "fusion" else item] = 1.0
         nodes = np.concatenate(
-            [self._static, np.stack([prn, fused_out, self._decided, current], 1), onehot],
+            [self._static, np.stack([prn, fused_in, self._decided, current], 1), onehot],
             axis=1,
             dtype=np.float32,
         )
@@ -286,7 +286,7 @@ class GraphOptEnv(gym.Env[Any, Any]):
         a = np.asarray(action, dtype=np.int64).reshape(-1)
         if self.task == "fusion":
             self.fusion[item] = bool(a[0])
-            self._decided[self.graph.src[item]] = 1.0
+            self._decided[self.graph.dst[item]] = 1.0
             return
         if self.task == "placement":
             self.placement[item] = a[0]
@@ -295,8 +295,8 @@ class GraphOptEnv(gym.Env[Any, Any]):
         else:
             self.placement[item] = a[0]
             self.priority[item] = self._level_priority(item, int(a[1]))
-            if self._out_edge[item] >= 0:
-                self.fusion[self._out_edge[item]] = bool(a[2])
+            if self._in_edge[item] >= 0:
+                self.fusion[self._in_edge[item]] = bool(a[2])
         self._decided[item] = 1.0
 
     def _level_priority(self, op: int, level: int) -> float:

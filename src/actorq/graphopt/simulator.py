@@ -12,12 +12,16 @@ NeurIPS 2020) — :class:`Simulator` plays one step the way a dataflow runtime e
   that device. A transfer waits for its link (transfers on one directed link go one at a time,
   first come first served), occupies it for ``bytes / bandwidth`` and arrives ``latency`` later.
   Communication overlaps compute, as DMA engines do.
-* **Fusion.** A fused edge ``u -> v`` is honoured when ``u`` has exactly one consumer (``v``) and
-  both are on one device — XLA's producer–consumer rule, which can never create a cycle: a fused
-  group is an in-tree whose only outgoing edges leave from its root. A group runs as one kernel:
-  one overhead, the summed FLOPs, and the bytes of its internal tensors neither written nor read
-  back (``bytes -= 2 * edge bytes``); those tensors are never allocated. Other fuse bits are
-  ignored and counted in :attr:`SimResult.fusions_ignored`.
+* **Fusion.** A fused edge ``u -> v`` is honoured when ``v`` has no other input and both ops are
+  on one device — producer–consumer fusion (as in XLA) restricted so it can never create a
+  cycle: a fused group is an out-tree that is entered only at its root, and its root reaches
+  every member. A group runs as one kernel (one overhead, summed FLOPs); a fused input is not
+  read back from memory (``bytes -= edge bytes``), and an output needed by no op outside the
+  group is neither written nor allocated; outputs used outside are materialized when the group
+  finishes. Other fuse bits are ignored and counted in :attr:`SimResult.fusions_ignored`.
+  (The mirror rule — ``u`` with a single consumer — is just as safe alone, but not mixed with
+  this one; in training graphs almost every forward output also feeds its gradient op, so the
+  single-input rule is the one that leaves something to fuse.)
 * **Memory.** Parameter bytes live on their op's device all step. An op's output is allocated
   when it starts and freed when its last consumer on that device has finished and its transfers
   have arrived; a received tensor is allocated on arrival and freed after its last consumer there.
@@ -131,7 +135,8 @@ def _simulate(
     out_bytes: np.ndarray,
     dev: np.ndarray,
     prio: np.ndarray,
-    fnext: np.ndarray,
+    fprev: np.ndarray,
+    fbytes: np.ndarray,
     flop_s: np.ndarray,
     mem_bw: np.ndarray,
     overhead: np.ndarray,
@@ -142,11 +147,22 @@ def _simulate(
     device, stats = [comm_time, comm_bytes, transfers], group id per op, groups done)."""
     n = flops.shape[0]
     nd = flop_s.shape[0]
-    # -- fused groups: gid = the in-tree's root (the op with no fused successor) --
+    # -- fused groups: gid = the out-tree's root (the op with no fused producer) --
     gid = np.empty(n, dtype=np.int64)
-    for k in range(n - 1, -1, -1):
+    for k in range(n):
         u = topo[k]
-        gid[u] = gid[fnext[u]] if fnext[u] >= 0 else u
+        gid[u] = gid[fprev[u]] if fprev[u] >= 0 else u
+    # an output is materialized unless every consumer is fused with it (sinks are kept)
+    nfused = np.zeros(n, dtype=np.int64)
+    fwrite = np.zeros(n)
+    for v in range(n):
+        if fprev[v] >= 0:
+            nfused[fprev[v]] += 1
+            fwrite[fprev[v]] = max(fwrite[fprev[v]], fbytes[v])
+    materialize = np.empty(n, dtype=np.bool_)
+    for u in range(n):
+        deg = out_ptr[u + 1] - out_ptr[u]
+        materialize[u] = deg == 0 or nfused[u] < deg
     gflops = np.zeros(n)
     gmoved = np.zeros(n)
     gprio = np.full(n, -np.inf)
@@ -159,8 +175,10 @@ def _simulate(
         gprio[g] = max(gprio[g], prio[u])
         grank[g] = min(grank[g], rank[u])
         ismember[g] = True
-        if fnext[u] >= 0:  # the fused tensor is neither written nor read back
-            gmoved[g] -= 2.0 * out_bytes_e[out_ptr[u]]
+        if fprev[u] >= 0:  # the fused input is not read back from memory
+            gmoved[g] -= fbytes[u]
+        if not materialize[u]:  # ... nor written, when nobody outside the group needs it
+            gmoved[g] -= fwrite[u]
     # members of each group, CSR by group id
     mcount = np.zeros(n + 1, dtype=np.int64)
     for u in range(n):
@@ -249,7 +267,7 @@ def _simulate(
                 for k in range(mptr[g], mptr[g + 1]):
                     u = members[k]
                     start[u] = now
-                    if fnext[u] < 0:
+                    if materialize[u]:
                         live[d] += out_bytes[u]
                 if live[d] > peak[d]:
                     peak[d], peak_op[d] = live[d], g
@@ -377,12 +395,12 @@ class Simulator:
         self._in_src = g.src[ie]
         self._moved = g.bytes_read + g.bytes_written
         self._flop_s, self._mem_bw, self._memory, self._overhead = cluster.arrays()
-        self._fusable_edge = (g.out_degree[g.src] == 1) & (g.src != g.dst)
+        self._fusable_edge = g.in_degree[g.dst] == 1
         self.default_priority = -g.topo_rank.astype(np.float64)
 
     @property
     def fusable_edges(self) -> np.ndarray:
-        """Edges whose producer has one consumer: fusing them is legal on a shared device."""
+        """Edges into an op with a single input: fusing them is legal on a shared device."""
         return self._fusable_edge
 
     def op_times(self, device: int | None = None) -> np.ndarray:
@@ -424,14 +442,16 @@ class Simulator:
             prio = np.asarray(priority, dtype=np.float64)
             if prio.shape != (g.num_ops,) or not np.all(np.isfinite(prio)):
                 raise GraphError(f"priority must be {g.num_ops} finite numbers")
-        fnext = np.full(g.num_ops, -1, dtype=np.int64)
+        fprev = np.full(g.num_ops, -1, dtype=np.int64)
+        fbytes = np.zeros(g.num_ops)
         applied = ignored = 0
         if fusion is not None:
             fz = np.asarray(fusion).astype(bool)
             if fz.shape != (g.num_edges,):
                 raise GraphError(f"fusion must be one bool per edge ({g.num_edges})")
             ok = fz & self._fusable_edge & (dev[g.src] == dev[g.dst])
-            fnext[g.src[ok]] = g.dst[ok]
+            fprev[g.dst[ok]] = g.src[ok]
+            fbytes[g.dst[ok]] = g.edge_bytes[ok]
             applied, ignored = int(ok.sum()), int(fz.sum() - ok.sum())
         start, finish, busy, peak, peak_op, stats, _, done = _simulate(
             self._out_ptr,
@@ -446,7 +466,8 @@ class Simulator:
             g.out_bytes,
             dev,
             prio,
-            fnext,
+            fprev,
+            fbytes,
             self._flop_s,
             self._mem_bw,
             self._overhead,
