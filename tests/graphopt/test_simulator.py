@@ -173,17 +173,14 @@ def test_bad_priority_and_fusion_shapes() -> None:
         sim.run([0, 0, 0], fusion=[True])
 
 
-def test_80k_graph_within_a_second() -> None:
+def test_an_80k_graph() -> None:
+    # speed is measured by benchmarks/simulator_speed.py; here: it runs and adds up at 80k ops
     g = layered_dag(80_000, 0)
     sim = Simulator(g, get_cluster("8xgpu-pcie"))
-    p = np.random.default_rng(0).integers(0, 8, g.num_ops)
-    sim.run(p)  # compile / load the numba cache
-    import time
-
-    t = time.perf_counter()
-    r = sim.run(p)
-    assert time.perf_counter() - t < 1.0 or not HAVE_NUMBA
-    assert r.step_time > 0
+    r = sim.run(np.random.default_rng(0).integers(0, 8, g.num_ops))
+    assert r.transfers > 0 and np.all(r.finish >= r.start) and r.step_time == r.finish.max()
+    one = sim.run(np.zeros(g.num_ops, dtype=np.int64))
+    assert one.step_time == pytest.approx(float(sim.op_times(0).sum()), rel=1e-9)
 
 
 # ---- properties on random DAGs, placements and priorities ------------------------------------
