@@ -235,6 +235,24 @@ def test_bounds_and_consistency(n: int, seed: int, cluster: str, fuse: bool) -> 
     assert single.comm_time == 0
 
 
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 50), seed=st.integers(0, 10_000), cap=st.floats(1e5, 1e9))
+def test_memory_accounting(n: int, seed: int, cap: float) -> None:
+    g = layered_dag(n, seed, batch_bytes=1e5)
+    sim = Simulator(g, unit_cluster(3, memory=cap))
+    p = np.random.default_rng(seed).integers(0, 3, n)
+    r = sim.run(p)
+    params = np.bincount(p, weights=g.param_bytes, minlength=3)
+    # the peak holds at least the parameters, and one op's output while it runs
+    assert np.all(r.peak_memory >= params - 1e-6)
+    for d in range(3):
+        on = p == d
+        if on.any():
+            assert r.peak_memory[d] >= params[d] + g.out_bytes[on].max() - 1e-6
+    assert r.feasible == bool(np.all(r.peak_memory <= cap))
+    assert (r.reason == "") == r.feasible
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="compares the compiled loop with plain Python")
 @settings(max_examples=8, deadline=None)
 @given(n=st.integers(2, 40), seed=st.integers(0, 1000))
