@@ -101,6 +101,33 @@ def test_untraceable_model_is_a_one_line_error() -> None:
     assert "cannot trace" in str(e.value) and "\n" not in str(e.value)
 
 
+class ShapeBranch(nn.Module):
+    """Python control flow on a shape: fx's symbolic tracing cannot follow it, export can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(IN, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        return (y * 2 if x.shape[0] > 1 else y).sum()
+
+
+def test_export_tracer_matches_fx_at_aten_granularity() -> None:
+    fx = from_torch(MLP(), [torch.zeros(B, IN)], "mlp", training=False)
+    ex = from_torch(MLP(), [torch.zeros(B, IN)], "mlp", training=False, tracer="export")
+    assert ex.meta["tracer"] == "export" and "addmm" in ex.op_types and "linear" not in ex.op_types
+    assert ex.flops.sum() == fx.flops.sum()  # the same matmuls, counted from aten ops
+    assert ex.param_bytes.sum() == fx.param_bytes.sum() == 4 * (IN * H + H + H * OUT + OUT)
+    assert ex.num_ops > fx.num_ops  # weight transposes are their own (view) ops
+    with pytest.raises(GraphError, match="cannot trace"):
+        from_torch(ShapeBranch(), [torch.zeros(B, IN)], "branch")
+    g = from_torch(ShapeBranch(), [torch.zeros(B, IN)], "branch", tracer="export")
+    assert "mul" in g.op_types and g.meta["training"]
+    with pytest.raises(GraphError, match="unknown tracer"):
+        from_torch(MLP(), [torch.zeros(B, IN)], "mlp", tracer="jit")  # type: ignore[arg-type]
+
+
 def test_suite_spec() -> None:
     fams = {e.family for e in SUITE.values()}
     assert fams == {"inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm"}
