@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -176,8 +177,10 @@ def _trace_export(module: torch.nn.Module, inputs: Sequence[torch.Tensor], name:
     TensorFlow graph), costed from the fake tensors export records on every node. Slower than
     fx (dynamo), but it handles code that symbolic tracing cannot."""
     try:
-        ep = torch.export.export(module.to("meta"), tuple(x.to("meta") for x in inputs))
-        ep = ep.run_decompositions()  # core ATen: linear -> addmm, so the FLOP formulas apply
+        with warnings.catch_warnings():  # torch's own pytree deprecation noise, not the user's
+            warnings.simplefilter("ignore", FutureWarning)
+            ep = torch.export.export(module.to("meta"), tuple(x.to("meta") for x in inputs))
+            ep = ep.run_decompositions()  # core ATen: linear -> addmm, so FLOP formulas apply
     except Exception as e:  # export raises many types for unsupported code
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise GraphError(f"cannot export {name!r}: {type(e).__name__}: {msg}") from None
