@@ -397,6 +397,7 @@ class Simulator:
         self._flop_s, self._mem_bw, self._memory, self._overhead = cluster.arrays()
         self._fusable_edge = g.in_degree[g.dst] == 1
         self.default_priority = -g.topo_rank.astype(np.float64)
+        self._times: np.ndarray | None = None
 
     @property
     def fusable_edges(self) -> np.ndarray:
@@ -405,8 +406,10 @@ class Simulator:
 
     def op_times(self, device: int | None = None) -> np.ndarray:
         """Unfused roofline time of every op on ``device`` (all devices if None: ``(n, D)``)."""
-        t = self.cluster.op_times(self.graph.flops, self._moved)
-        return t if device is None else t[:, device]
+        if self._times is None:  # baselines and the search penalty ask often: compute once
+            self._times = self.cluster.op_times(self.graph.flops, self._moved)
+            self._times.setflags(write=False)
+        return self._times if device is None else self._times[:, device]
 
     def check_placement(self, placement: Any) -> np.ndarray:
         g, nd = self.graph, self.cluster.num_devices
