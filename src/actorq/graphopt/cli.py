@@ -159,7 +159,8 @@ def cmd_baselines(a: BaselinesArgs) -> int:
     for r in out["rows"]:
         if not r["feasible"]:
             print(f"  {r['baseline']}: infeasible: {r['reason']}")
-    print(f"best feasible: {best or 'none'}")
+    start = next((r["start"] for r in out["rows"] if r["baseline"] == best), "")
+    print(f"best feasible: {best or 'none'}" + (f" (started from {start})" if start else ""))
     if a.json:
         p = Path(a.json)
         p.write_text(json.dumps(out, indent=1))
