@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from _machine import machine_info
+from _report import md_head
 from actorq.graphopt.baselines import NAMES
 from actorq.graphopt.cli import baseline_rows
 from actorq.graphopt.suite import SUITE
@@ -61,13 +62,8 @@ def origin(cell: dict[str, Any], name: str | None) -> str:
 
 
 def write_md(path: Path, results: dict[str, Any]) -> None:
-    m = results["machine"]
     lines = [
-        "# Classical baselines on the graph suite",
-        "",
-        f"`{results['command']}`",
-        "",
-        f"- date: {m['date']}; CPU: {m['cpu_model']} ({m['cores_usable']} usable cores)",
+        *md_head("Classical baselines on the graph suite", results),
         f"- search budget: {results['budget']} simulator calls each (random, anneal), seed "
         f"{results['seed']}",
         "- cell: speedup over the best single device (its step time / the baseline's); "

@@ -48,6 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 from _machine import machine_info
+from _report import md_head
 from actorq.graphopt.cluster import get_cluster
 from actorq.graphopt.ir import Graph
 from actorq.graphopt.simulator import HAVE_NUMBA, Simulator
@@ -97,17 +98,10 @@ def measure(g: Graph, repeats: int, seed: int = 0) -> dict[str, Any]:
 
 
 def write_md(path: Path, results: dict[str, Any]) -> None:
-    m = results["machine"]
     lines = [
-        "# Simulator speed",
-        "",
-        f"`{results['command']}`",
-        "",
-        f"- date: {m['date']}",
-        f"- CPU: {m['cpu_model']} ({m['cores_usable']} usable cores), 1 thread",
-        f"- load average at start: {m['load_avg_at_start']}",
-        f"- numba: {results['numba']}; cluster {CLUSTER}; median of {results['repeats']} calls "
-        "after one warm-up",
+        *md_head("Simulator speed", results),
+        f"- one thread; numba: {results['numba']}; cluster {CLUSTER}; median of "
+        f"{results['repeats']} calls after one warm-up",
         "",
         "| graph | ops | edges | setup ms | contiguous ms | random ms | random+fuse ms | "
         "sims/s (worst) | transfers (random) |",
