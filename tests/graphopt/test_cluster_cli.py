@@ -75,6 +75,19 @@ def test_bad_cluster_files(tmp_path: Path, d: object, needle: str) -> None:
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+def test_documented_example_files(capsys: pytest.CaptureFixture[str]) -> None:
+    c = get_cluster(str(EXAMPLES / "cluster_2gpu_mixed.json"))
+    assert [d.name for d in c.devices] == ["v100", "t4"] and c.fastest_device() == 0
+    assert "v100 (10 TFLOP/s" in c.describe() and "t4 (5 TFLOP/s" in c.describe()
+    argv = ["graphopt", "baselines", "--graph", str(EXAMPLES / "mlp_step.json"), "--cluster",
+            str(EXAMPLES / "cluster_2gpu_mixed.json"), "--budget", "5"]  # fmt: skip
+    assert main(argv) == 0
+    assert "mlp-step (9 ops)" in capsys.readouterr().out
+
+
 def test_unknown_cluster_name() -> None:
     with pytest.raises(GraphError, match="presets: 1xgpu"):
         get_cluster("4xtpu")

@@ -132,6 +132,11 @@ def baseline_rows(
     }
 
 
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:,.1f}" if ms >= 10 or ms == 0 else f"{ms:.3f}"
+
+
 def cmd_baselines(a: BaselinesArgs) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -147,11 +152,11 @@ def cmd_baselines(a: BaselinesArgs) -> int:
         sp = f"{r['vs_single']:.2f}x" if r["vs_single"] else "-"
         t.add_row(
             f"[bold]{r['baseline']}[/bold]" if r["baseline"] == best else r["baseline"],
-            f"{r['step_time_s'] * 1e3:,.1f}",
+            _ms(r["step_time_s"]),
             sp,
             f"{max(r['peak_memory_gib']):.2f}",
             "yes" if r["feasible"] else "NO",
-            f"{r['comm_time_s'] * 1e3:,.1f}",
+            _ms(r["comm_time_s"]),
             str(r["devices_used"]),
             f"{r['decide_s']:.2f}",
         )

@@ -115,12 +115,21 @@ class Cluster:
         return int(np.argmax([d.flop_s for d in self.devices]))
 
     def describe(self) -> str:
-        d = self.devices[0]
-        bw = self.bandwidth[0, 1] if self.num_devices > 1 else float("nan")
-        return (
-            f"{self.name}: {self.num_devices} x ({d.flop_s / 1e12:g} TFLOP/s, "
-            f"{d.mem_bw / 1e9:g} GB/s, {d.memory / 2**30:g} GiB), link {bw / 1e9:g} GB/s"
+        def dev(d: Device) -> str:
+            return f"{d.flop_s / 1e12:g} TFLOP/s, {d.mem_bw / 1e9:g} GB/s, {d.memory / 2**30:g} GiB"
+
+        kinds = {dataclasses.replace(d, name="") for d in self.devices}
+        devs = (
+            f"{self.num_devices} x ({dev(self.devices[0])})"
+            if len(kinds) == 1
+            else ", ".join(f"{d.name} ({dev(d)})" for d in self.devices)
         )
+        if self.num_devices == 1:
+            return f"{self.name}: {devs}"
+        off = self.bandwidth[~np.eye(self.num_devices, dtype=bool)]
+        lo, hi = off.min() / 1e9, off.max() / 1e9
+        link = f"{lo:g} GB/s" if lo == hi else f"{lo:g}-{hi:g} GB/s"
+        return f"{self.name}: {devs}, links {link}"
 
 
 def _uniform(name: str, devices: list[Device], bw: float, lat: float) -> Cluster:
