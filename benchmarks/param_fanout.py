@@ -10,7 +10,10 @@ source classes real actors use (:func:`actorq.distributed.ray_actors.make_source
 CartPole ``--env-steps`` times per poll. For each N, each cache mode and each precision:
 
 * **learner updates/s** over the measured window, and its ratio to the same mode and precision
-  at 1 actor (the target: ≥ 95% at 256 actors with the node cache);
+  at 1 actor (the target: ≥ 95% at 256 actors with the node cache), and to ``cache=off`` with
+  the same actors: the learner still quantizes and serializes every snapshot, but sends it
+  nowhere and actors fetch nothing — what the actors cost the learner just by running on the
+  same machine, separated from what distributing parameters costs;
 * **fetch latency p50/p99** (ms): one ``source.fetch()`` call in an actor — a shared-memory copy
   with ``cache=node``, a request to the learner's parameter server with ``cache=none``;
 * **learner egress** (bytes per publish that left the learner's side: pulls by node caches, or
@@ -18,9 +21,14 @@ CartPole ``--env-steps`` times per poll. For each N, each cache mode and each pr
 
 A 2-core machine stands in for "learner machine + actor machines": the learner (this process)
 and, with ``cache=none``, its parameter server are pinned to core 0; actors and the node cache
-to core 1 (``--no-pin`` turns this off). Ray's own daemons are not pinned.
+to core 1 (``--no-pin`` turns this off); Ray's daemons are not pinned unless ``--pin-daemons``.
+Memory and the memory bus stay shared, which a real multi-machine deployment would not share.
 
-Command (the table in docs/results.md; ~15 minutes, 256 actors take ~12 GB of memory)::
+fp32 cells stop at ``--fp32-max-actors`` (64): every actor holds its own copy of each fetched
+snapshot, and 256 copies of a 33.6 MB fp32 3×2048 snapshot (8.6 GB) on top of 256 Ray workers
+(~19 GB in all) do not fit this 24 GB machine; int8's 8.4 MB do.
+
+Command (the table in docs/results.md; ~20 minutes, 256 actors take ~18 GB of memory)::
 
     .venv/bin/python benchmarks/param_fanout.py
 
@@ -95,13 +103,15 @@ class LightActor:
 
     def detach(self) -> dict[str, Any]:
         with self.lock:
-            self.source = None
-            return {
+            out = {
                 "version": self.version,
                 "latencies": self.latencies,
                 "steps": self.steps,
                 "where": self.where,
             }
+            self.source = None
+            self._reset()  # a cell without a tier (cache=off) must not report these again
+            return out
 
     def version_now(self) -> int:
         return self.version
@@ -128,18 +138,24 @@ class LightActor:
             time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0)))
 
 
-def _pin_ray_workers(name: str, cpu: int) -> None:
-    """Pin Ray worker processes whose title names ``name`` (e.g. ray::ParameterServer)."""
+def _pin_procs(needles: tuple[str, ...], cpu: int) -> None:
+    """Pin every process (all its threads) whose command line contains one of ``needles``."""
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
         try:
             cmd = (d / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if f"ray::{name}" in cmd:
+        if any(n in cmd for n in needles):
             with contextlib.suppress(OSError):  # it may have exited meanwhile
-                os.sched_setaffinity(int(d.name), {cpu})
+                for t in (d / "task").iterdir():
+                    os.sched_setaffinity(int(t.name), {cpu})
+
+
+def _pin_ray_workers(name: str, cpu: int) -> None:
+    """Pin Ray worker processes whose title names ``name`` (e.g. ray::ParameterServer)."""
+    _pin_procs((f"ray::{name}",), cpu)
 
 
 def run_cell(
@@ -155,19 +171,22 @@ def run_cell(
     nodes = cpu_nodes()
     layers = learner.policy_layers()
     snap = make_snapshot(layers, pspec, precision, 0).to_bytes()
-    tier = ParameterTier(mode, nodes, int(len(snap) * 1.2) + 65536, f"fanout-{os.getpid()}")
-    if pin:
-        _pin_ray_workers("ParameterServer", 0)  # naive: the learner's side serves every read
-        _pin_ray_workers("NodeCache", 1)  # the actors' node
-    namespace = ray.get_runtime_context().namespace
-    ray.get([a.attach.remote(tier.for_actors(), namespace) for a in actors])
-    tier.publish(0, snap)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # warm-up: every actor has version 0
-        if min(ray.get([a.version_now.remote() for a in actors])) >= 0:
-            break
-        time.sleep(0.2)
-    egress0 = tier.egress()
+    tier: Any = None
+    egress0: dict[str, float] = {}
+    if mode != "off":
+        tier = ParameterTier(mode, nodes, int(len(snap) * 1.2) + 65536, f"fanout-{os.getpid()}")
+        if pin:
+            _pin_ray_workers("ParameterServer", 0)  # naive: the learner's side serves reads
+            _pin_ray_workers("NodeCache", 1)  # the actors' node
+        namespace = ray.get_runtime_context().namespace
+        ray.get([a.attach.remote(tier.for_actors(), namespace) for a in actors])
+        tier.publish(0, snap)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # warm-up: every actor has version 0
+            if min(ray.get([a.version_now.remote() for a in actors])) >= 0:
+                break
+            time.sleep(0.2)
+        egress0 = tier.egress()
     updates, version, publish_s = 0, 0, 0.0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < args.seconds:
@@ -177,15 +196,19 @@ def run_cell(
             tp = time.perf_counter()
             version += 1
             data = make_snapshot(learner.policy_layers(), pspec, precision, version).to_bytes()
-            tier.publish(version, data)
+            if tier is not None:
+                tier.publish(version, data)
             publish_s += time.perf_counter() - tp
     elapsed = time.perf_counter() - t0
     time.sleep(1.0)  # let in-flight fetches land before reading counters
-    egress1 = tier.egress()
     out = ray.get([a.detach.remote() for a in actors])
-    tier.close()
+    egress1 = egress0
+    if tier is not None:
+        egress1 = tier.egress()
+        tier.close()
     lat = np.concatenate([np.asarray(o["latencies"][1:], np.float64) for o in out] + [np.zeros(0)])
-    sent = egress1["comm/learner_egress_bytes"] - egress0["comm/learner_egress_bytes"]
+    key = "comm/learner_egress_bytes"
+    sent = egress1.get(key, 0.0) - egress0.get(key, 0.0)
     return {
         "actors": len(actors),
         "cache": mode,
@@ -201,7 +224,9 @@ def run_cell(
         "server_version_reads": egress1.get("comm/server_requests", 0.0)
         - egress0.get("comm/server_requests", 0.0),
         "actor_env_steps_per_s": sum(o["steps"] for o in out) / elapsed,
-        "mean_version_lag": float(version - np.mean([o["version"] for o in out])),
+        "mean_version_lag": None
+        if tier is None
+        else float(version - np.mean([o["version"] for o in out])),
         "reads_from": sorted({o["where"] for o in out}),
     }
 
@@ -209,15 +234,23 @@ def run_cell(
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--actors", default="1,16,64,256")
-    p.add_argument("--modes", default="node,none")
+    p.add_argument("--modes", default="off,node,none", help="off: publish to nobody (control)")
     p.add_argument("--precisions", default="int8,fp32")
     p.add_argument("--hidden", default="2048,2048,2048")
-    p.add_argument("--seconds", type=float, default=20.0, help="measured window per cell")
-    p.add_argument("--publish-every", type=int, default=10, help="learner updates per publish")
+    p.add_argument("--seconds", type=float, default=30.0, help="measured window per cell")
+    p.add_argument(
+        "--publish-every", type=int, default=50, help="learner updates per publish (the default)"
+    )
+    p.add_argument("--fp32-max-actors", type=int, default=64, help="memory: see the docstring")
     p.add_argument("--poll-ms", type=float, default=50.0)
     p.add_argument("--env-steps", type=int, default=10, help="CartPole steps per poll")
     p.add_argument("--actor-cpus", type=float, default=0.001)
     p.add_argument("--no-pin", action="store_true")
+    p.add_argument(
+        "--pin-daemons",
+        action="store_true",
+        help="pin Ray's daemons to the actors' core too (256 actors then start very slowly)",
+    )
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
     pin = not args.no_pin and (os.cpu_count() or 1) >= 2
@@ -241,72 +274,118 @@ def main() -> None:
 
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
     if pin:
-        _pin(0)  # after ray.init: Ray's daemons (children of this process) stay unpinned
+        _pin(0)  # after ray.init: Ray's daemons (children of this process) are not inherited
+    if pin and args.pin_daemons:
+        # Ray's node daemons (raylet, GCS, their helpers) serve the actors' processes: with
+        # the actors, as on actor machines; workers the raylet starts inherit the pinning.
+        _pin_procs(("/raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray::"), 1)
     console = Console()
     rows: list[dict[str, Any]] = []
     remote_actor = ray.remote(LightActor)
     pool: list[Any] = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     try:
         for n in [int(x) for x in args.actors.split(",")]:
             t = time.perf_counter()
             while len(pool) < n:  # grow the pool: actors are reused across cells
-                pool.append(
-                    remote_actor.options(num_cpus=args.actor_cpus).remote(
-                        1 if pin else None, args.poll_ms / 1e3, args.env_steps, len(pool)
+                # in batches: starting 256 worker processes at once on 2 cores makes some
+                # miss their connection handshake
+                batch_start = len(pool)
+                for _ in range(min(32, n - len(pool))):
+                    pool.append(
+                        remote_actor.options(num_cpus=args.actor_cpus).remote(
+                            1 if pin else None, args.poll_ms / 1e3, args.env_steps, len(pool)
+                        )
                     )
-                )
-            ray.get([a.version_now.remote() for a in pool[:n]])
+                _wait_ready(pool[batch_start:])
             console.print(f"{n} actors up in {time.perf_counter() - t:.1f}s")
             for mode in args.modes.split(","):
                 for prec in args.precisions.split(","):
-                    r = run_cell(pool[:n], mode, prec, learner, pspec, batch, args, pin)
+                    if prec == "fp32" and n > args.fp32_max_actors:
+                        console.print(f"  {mode:>4} {prec:>4}: skipped (memory, see --help)")
+                        continue
+                    try:
+                        r = run_cell(pool[:n], mode, prec, learner, pspec, batch, args, pin)
+                    except Exception as e:  # e.g. Ray's memory monitor killing workers
+                        reason = str(e).strip().splitlines()[0][:160]
+                        console.print(f"  {mode:>4} {prec:>4}: FAILED: {reason}")
+                        rows.append({"actors": n, "cache": mode, "precision": prec,
+                                     "failed": f"{type(e).__name__}: {reason}"})  # fmt: skip
+                        _write(rows, args, hidden, out)
+                        break  # the actor pool may be damaged: no more cells at this size
                     rows.append(r)
                     p50, out_b = r["fetch_p50_ms"], r["egress_bytes_per_publish"]
                     console.print(
                         f"  {mode:>4} {prec:>4}: {r['updates_per_s']:.2f} updates/s, "
                         f"fetch p50 {p50 or 0:.2f} ms, {out_b / 1e6:.1f} MB out per publish"
                     )
+                    _write(rows, args, hidden, out)  # results so far survive a crash
+                else:
+                    continue
+                break
     finally:
         ray.shutdown()
+    console.print(_write(rows, args, hidden, out))
+    console.print(f"wrote {out / 'param_fanout.json'} and {out / 'param_fanout.md'}")
 
-    base = {(r["cache"], r["precision"]): r["updates_per_s"] for r in rows if r["actors"] == 1}
-    for r in rows:
+
+def _wait_ready(actors: list[Any], tries: int = 5) -> None:
+    for attempt in range(tries):
+        try:
+            ray.get([a.version_now.remote() for a in actors], timeout=120)
+            return
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+            if attempt == tries - 1:
+                raise
+            time.sleep(2.0)  # still starting: ask again
+
+
+def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[int, ...],
+           out: Path) -> Table:  # fmt: skip
+    ok = [r for r in rows if "failed" not in r]
+    base = {(r["cache"], r["precision"]): r["updates_per_s"] for r in ok if r["actors"] == 1}
+    off = {(r["actors"], r["precision"]): r["updates_per_s"] for r in ok if r["cache"] == "off"}
+    for r in ok:
         b = base.get((r["cache"], r["precision"]))
         r["updates_vs_1_actor"] = r["updates_per_s"] / b if b else None
+        o = off.get((r["actors"], r["precision"]))
+        r["updates_vs_off"] = r["updates_per_s"] / o if o else None
     table = Table(title=f"parameter fan-out · learner 3×{hidden[0]} DQN, publish every "
                   f"{args.publish_every} updates · poll {args.poll_ms:g} ms")  # fmt: skip
-    cols = ["actors", "cache", "prec", "updates/s", "vs 1 actor", "fetch p50 ms",
+    cols = ["actors", "cache", "prec", "updates/s", "vs 1 actor", "vs off", "fetch p50 ms",
             "fetch p99 ms", "MB out / publish", "server reads"]  # fmt: skip
     for c in cols:
         table.add_column(c, justify="right")
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+
+    def f(x: float | None, fmt: str, unit: str = "") -> str:
+        return "-" if x is None else format(x, fmt) + unit
+
     for r in rows:
-
-        def f(x: float | None, fmt: str) -> str:
-            return "-" if x is None else format(x, fmt)
-
-        cells = [
-            str(r["actors"]),
-            r["cache"],
-            r["precision"],
-            f(r["updates_per_s"], ".2f"),
-            f(None if r["updates_vs_1_actor"] is None else 100 * r["updates_vs_1_actor"], ".0f")
-            + "%",
-            f(r["fetch_p50_ms"], ".2f"),
-            f(r["fetch_p99_ms"], ".2f"),
-            f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
-            f(r["server_version_reads"], ".0f"),
-        ]
+        if "failed" in r:
+            cells = [str(r["actors"]), r["cache"], r["precision"], r["failed"]] + [""] * 6
+        else:
+            vs1, vso = r["updates_vs_1_actor"], r["updates_vs_off"]
+            cells = [
+                str(r["actors"]),
+                r["cache"],
+                r["precision"],
+                f(r["updates_per_s"], ".2f"),
+                f(None if vs1 is None else 100 * vs1, ".0f", "%"),
+                f(None if vso is None else 100 * vso, ".0f", "%"),
+                f(r["fetch_p50_ms"], ".2f"),
+                f(r["fetch_p99_ms"], ".2f"),
+                f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
+                f(r["server_version_reads"], ".0f"),
+            ]
         table.add_row(*cells)
         md.append("| " + " | ".join(cells) + " |")
-    console.print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "param_fanout.json").write_text(
         json.dumps({"args": vars(args), "machine": machine_info(), "rows": rows}, indent=1)
     )
     (out / "param_fanout.md").write_text("\n".join(md) + "\n")
-    console.print(f"wrote {out / 'param_fanout.json'} and {out / 'param_fanout.md'}")
+    return table
 
 
 if __name__ == "__main__":
