@@ -291,12 +291,17 @@ class ReplayShard:
 
     async def load(self, payload: bytes, inserts: int) -> None:
         batch, _ = wire.decode_batch(payload)
-        if batch:
-            self.replay.add(batch)
-        # Restored items count as inserted, so sampling resumes at once.
-        self.inserts = self.replay.inserts = max(inserts, self.replay.size)
-        self.samples = int(self.inserts * self.limiter.samples_per_insert - self.limiter.offset)
-        self.samples = max(self.samples, 0)
+        cond = self._c()
+        async with cond:
+            if batch:
+                self.replay.add(batch)
+            # Restored items count as inserted, so sampling resumes at once.
+            self.inserts = self.replay.inserts = max(inserts, self.replay.size)
+            spi = self.limiter.samples_per_insert
+            self.samples = max(int(self.inserts * spi - self.limiter.offset), 0)
+            # Samples and inserts may already be waiting (the learner's prefetcher starts with
+            # the backend): they must re-check the limiter now, or nothing ever wakes them.
+            cond.notify_all()
 
 
 # -- actors -----------------------------------------------------------------------------------
