@@ -125,15 +125,22 @@ def test_resume_continues_a_ray_run(faulty_run: dict[str, Any]) -> None:
     first = faulty_run["result"]
     run_dir = faulty_run["run_dir"]
     assert (run_dir / "checkpoint" / "replay.npz").is_file()
-    more = train(_cfg(run_dir, resume=str(run_dir), total_steps=first.env_steps + 1500))
+    deadline = time.monotonic() + 120  # a stuck run fails the test instead of hanging CI
+    more = train(
+        _cfg(run_dir, resume=str(run_dir), total_steps=first.env_steps + 1500),
+        callback=lambda info: time.monotonic() < deadline,
+    )
+    assert not more.interrupted
     assert more.env_steps >= first.env_steps + 1500
     assert more.updates > first.updates  # continued the learner's counters
 
 
 def test_cache_none_pulls_once_per_actor(ray_local: Any, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
+    deadline = time.monotonic() + 120
 
     def cb(info: dict[str, Any]) -> bool:
+        assert time.monotonic() < deadline, f"no data after 120 s: {info}"
         if info["updates"] > 0 and info.get("comm/learner_egress_bytes", 0) > 0:
             seen["info"], seen["actors"] = info, info["backend"].actor_info()
             return False
