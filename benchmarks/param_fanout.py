@@ -21,7 +21,8 @@ CartPole ``--env-steps`` times per poll. For each N, each cache mode and each pr
 
 A 2-core machine stands in for "learner machine + actor machines": the learner (this process)
 and, with ``cache=none``, its parameter server are pinned to core 0; actors and the node cache
-to core 1 (``--no-pin`` turns this off); Ray's daemons are not pinned unless ``--pin-daemons``.
+to core 1 (``--no-pin`` turns this off); Ray's daemons are not pinned unless ``--pin-daemons``
+(then they join the actors' core once the actors are up).
 Memory and the memory bus stay shared, which a real multi-machine deployment would not share.
 
 fp32 cells stop at ``--fp32-max-actors`` (64): every actor holds its own copy of each fetched
@@ -138,7 +139,7 @@ class LightActor:
             time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0)))
 
 
-def _pin_procs(needles: tuple[str, ...], cpu: int) -> None:
+def _pin_procs(needles: tuple[str, ...], *cpus: int) -> None:
     """Pin every process (all its threads) whose command line contains one of ``needles``."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
@@ -150,7 +151,7 @@ def _pin_procs(needles: tuple[str, ...], cpu: int) -> None:
         if any(n in cmd for n in needles):
             with contextlib.suppress(OSError):  # it may have exited meanwhile
                 for t in (d / "task").iterdir():
-                    os.sched_setaffinity(int(t.name), {cpu})
+                    os.sched_setaffinity(int(t.name), set(cpus))
 
 
 def _pin_ray_workers(name: str, cpu: int) -> None:
@@ -249,7 +250,7 @@ def main() -> None:
     p.add_argument(
         "--pin-daemons",
         action="store_true",
-        help="pin Ray's daemons to the actors' core too (256 actors then start very slowly)",
+        help="pin Ray's daemons (raylet, GCS) to the actors' core once the actors are up",
     )
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
@@ -275,10 +276,7 @@ def main() -> None:
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
     if pin:
         _pin(0)  # after ray.init: Ray's daemons (children of this process) are not inherited
-    if pin and args.pin_daemons:
-        # Ray's node daemons (raylet, GCS, their helpers) serve the actors' processes: with
-        # the actors, as on actor machines; workers the raylet starts inherit the pinning.
-        _pin_procs(("/raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray::"), 1)
+
     console = Console()
     rows: list[dict[str, Any]] = []
     remote_actor = ray.remote(LightActor)
@@ -286,7 +284,10 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
+        daemons = ("/raylet", "gcs_server", "ray/_private", "ray/dashboard")
         for n in [int(x) for x in args.actors.split(",")]:
+            if pin and args.pin_daemons:  # both cores while workers start (see below)
+                _pin_procs(daemons, *range(os.cpu_count() or 1))
             t = time.perf_counter()
             while len(pool) < n:  # grow the pool: actors are reused across cells
                 # in batches: starting 256 worker processes at once on 2 cores makes some
@@ -300,6 +301,11 @@ def main() -> None:
                     )
                 _wait_ready(pool[batch_start:])
             console.print(f"{n} actors up in {time.perf_counter() - t:.1f}s")
+            if pin and args.pin_daemons:
+                # Ray's node daemons (raylet, GCS, helpers) serve the actors' processes: with
+                # the actors, as on actor machines. Only once the actors are up: pinned before,
+                # 256 workers starting on one core never finish starting.
+                _pin_procs(daemons, 1)
             for mode in args.modes.split(","):
                 for prec in args.precisions.split(","):
                     if prec == "fp32" and n > args.fp32_max_actors:
