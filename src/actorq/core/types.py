@@ -47,6 +47,28 @@ class EnvSpec:
     def obs_dim(self) -> int:
         return int(np.prod(self.observation.shape))
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for an actor's JSON settings (processes and Ray actors alike)."""
+        return {
+            "env_id": self.env_id,
+            "observation": self.observation.to_json(),
+            "action": self.action.to_json(),
+            "num_actions": self.num_actions,
+            "action_low": list(self.action_low),
+            "action_high": list(self.action_high),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> EnvSpec:
+        return cls(
+            str(d["env_id"]),
+            ArraySpec.from_json(d["observation"]),
+            ArraySpec.from_json(d["action"]),
+            int(d["num_actions"]),
+            tuple(float(x) for x in d.get("action_low", ())),
+            tuple(float(x) for x in d.get("action_high", ())),
+        )
+
     @classmethod
     def from_spaces(cls, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> EnvSpec:
         if not isinstance(obs_space, gym.spaces.Box):

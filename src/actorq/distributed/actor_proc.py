@@ -16,7 +16,7 @@ import time
 
 from actorq.core.exploration import make_exploration
 from actorq.core.loop import VectorActor
-from actorq.core.types import ArraySpec, EnvSpec, transition_specs
+from actorq.core.types import EnvSpec, transition_specs
 from actorq.distributed import shm
 from actorq.replay.rate_limiter import SampleToInsertRatio
 
@@ -34,15 +34,7 @@ def run(cfg: dict) -> None:
     i = int(cfg["actor"])
     control = shm.ControlBlock(cfg["control"], int(cfg["num_actors"]))
     h = control.actor(i)
-    es = cfg["env_spec"]
-    spec = EnvSpec(
-        es["env_id"],
-        ArraySpec.from_json(es["observation"]),
-        ArraySpec.from_json(es["action"]),
-        int(es["num_actions"]),
-        tuple(float(x) for x in es.get("action_low", ())),
-        tuple(float(x) for x in es.get("action_high", ())),
-    )
+    spec = EnvSpec.from_json(cfg["env_spec"])
     channel = shm.TransitionChannel(
         cfg["channel"], transition_specs(spec), int(cfg["channel_capacity"]), h
     )

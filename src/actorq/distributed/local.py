@@ -187,7 +187,6 @@ class LocalBackend:
 
     def _config(self, i: int) -> dict[str, Any]:
         s = self.setup
-        es = s.env_spec
         return {
             "actor": i,
             "num_actors": self.n,
@@ -195,14 +194,7 @@ class LocalBackend:
             "cache": self._names["cache"],
             "channel": self._names[f"chan{i}"],
             "channel_capacity": self.channel_capacity,
-            "env_spec": {
-                "env_id": es.env_id,
-                "observation": es.observation.to_json(),
-                "action": es.action.to_json(),
-                "num_actions": es.num_actions,
-                "action_low": list(es.action_low),
-                "action_high": list(es.action_high),
-            },
+            "env_spec": s.env_spec.to_json(),
             "env_kwargs": s.env_kwargs,
             "envs_per_actor": s.envs_per_actor,
             "noise": s.noise[i],

@@ -146,20 +146,16 @@ class ParameterServer:
 
 
 class RemoteSource(ParameterSource):
-    """Actor side of ``cache="none"``: a message to the parameter server per version read
-    (at most one per ``poll_s``) and per fetch."""
+    """Actor side of ``cache="none"``: a message to the parameter server per version read and
+    per fetch (wrapped in a :class:`ThrottledSource`, so reads come at most once per poll)."""
 
-    def __init__(self, server: Any, poll_s: float = 0.05) -> None:
-        self.server, self.poll_s = server, poll_s
-        self._v, self._t = -1, 0.0
+    def __init__(self, server: Any) -> None:
+        self.server = server
 
     def latest_version(self) -> int:
         import ray
 
-        now = time.monotonic()
-        if now - self._t >= self.poll_s:
-            self._v, self._t = int(ray.get(self.server.latest_version.remote())), now
-        return self._v
+        return int(ray.get(self.server.latest_version.remote()))
 
     def fetch(self) -> tuple[int, bytes] | None:
         import ray
@@ -169,8 +165,9 @@ class RemoteSource(ParameterSource):
 
 
 class ThrottledSource(ParameterSource):
-    """Reads a node's shared-memory cache, but at most once per ``poll_s`` (benchmarks use it
-    so both cache modes poll at the same rate)."""
+    """Reads the version at most once per ``poll_s``: a must for the parameter server (one
+    message per read); for a node's shared-memory cache only benchmarks use it, so both cache
+    modes poll at the same rate."""
 
     def __init__(self, inner: ParameterSource, poll_s: float) -> None:
         self.inner, self.poll_s = inner, poll_s
@@ -192,7 +189,7 @@ def make_source(tier: dict[str, Any], poll_s: float = 0.0) -> tuple[ParameterSou
         import ray
 
         server = ray.get_actor(tier["server"], namespace=tier["namespace"])
-        return RemoteSource(server, poll_s or 0.05), "server"
+        return ThrottledSource(RemoteSource(server), poll_s or 0.05), "server"
     here = node_id()
     names: dict[str, str] = tier["caches"]
     if here not in names:
@@ -363,18 +360,10 @@ class RayActorWorker:
 
         from actorq.core.exploration import make_exploration
         from actorq.core.loop import VectorActor
-        from actorq.core.types import ArraySpec, EnvSpec
+        from actorq.core.types import EnvSpec
 
         cfg = self.cfg
-        es = cfg["env_spec"]
-        spec = EnvSpec(
-            es["env_id"],
-            ArraySpec.from_json(es["observation"]),
-            ArraySpec.from_json(es["action"]),
-            int(es["num_actions"]),
-            tuple(float(x) for x in es.get("action_low", ())),
-            tuple(float(x) for x in es.get("action_high", ())),
-        )
+        spec = EnvSpec.from_json(cfg["env_spec"])
         source, where = make_source(self.tier, float(cfg.get("poll_s", 0.0)))
         seed = int(cfg["seed"]) + 7919 * (int(self.incarnation[:6], 16) % 1000)
         actor = VectorActor(

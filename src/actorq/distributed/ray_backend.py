@@ -395,21 +395,13 @@ class RayBackend:
         namespace = ray.get_runtime_context().namespace
         actor_cls = ray.remote(ray_actors.RayActorWorker)
         tier = self.tier.for_actors()
-        es = s.env_spec
         for i in range(cfg.actors):
             node = self.nodes[i % len(self.nodes)]
             local = [j for j, sn in enumerate(shard_node) if sn == node]
             shard = shard_names[local[i % len(local)] if local else i % len(self.shards)]
             acfg = {
                 "actor": i,
-                "env_spec": {
-                    "env_id": es.env_id,
-                    "observation": es.observation.to_json(),
-                    "action": es.action.to_json(),
-                    "num_actions": es.num_actions,
-                    "action_low": list(es.action_low),
-                    "action_high": list(es.action_high),
-                },
+                "env_spec": s.env_spec.to_json(),
                 "env_kwargs": s.env_kwargs,
                 "envs_per_actor": k,
                 "noise": s.noise[i],
