@@ -153,3 +153,15 @@ def test_cache_none_pulls_once_per_actor(ray_local: Any, tmp_path: Path) -> None
     assert {a["cache"] for a in seen["actors"]} == {"server"}
     # one publish (version 0) so far: each actor pulled it from the learner's server
     assert seen["info"]["comm/learner_egress_bytes"] >= 2 * r.snapshot_bytes
+
+
+def test_precision_auto_is_chosen_on_the_actor_nodes(ray_local: Any, tmp_path: Path) -> None:
+    run = tmp_path / "auto"
+    r = train(_cfg(run, precision="auto", total_steps=2_000, min_replay_size=500))
+    assert r.precision in ("fp32", "fp16", "int8", "int4")
+    assert json.loads((run / "config.json").read_text())["precision"] == r.precision
+    table = (run / "precision_auto.md").read_text()
+    assert f"1 actor node(s): {r.precision}" in table.splitlines()[0]
+    node = ray.get_runtime_context().get_node_id()
+    assert f"| {node[:12]} |" in table and "| 2 |" in table  # this node, both actors
+    assert all(p in table for p in ("| fp32 |", "| int8 |", "| int4 |"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -108,3 +109,24 @@ def test_a_relay_level_stacks_in_front_of_node_caches(cluster: Any) -> None:
         assert tier.egress()["comm/learner_egress_bytes"] == sum(len(b) for b in blobs)
     finally:
         tier.close()
+
+
+def test_auto_precision_is_measured_on_every_actor_node(cluster: Any) -> None:
+    from actorq.distributed.precision import node_choices, vote
+    from actorq.quant.quantizer import PRECISIONS
+    from actorq.quant.snapshot import PolicySpec
+
+    spec = PolicySpec(4, (128, 128), 2)
+    rng = np.random.default_rng(0)
+    layers = [
+        (rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a), np.zeros(b, np.float32))
+        for a, b in zip(spec.dims[:-1], spec.dims[1:], strict=True)
+    ]
+    fp32 = make_snapshot(layers, spec, "fp32", 0).to_bytes()
+    obs = rng.standard_normal((256, 4)).astype(np.float32)
+    choices = node_choices(fp32, obs, 4, 2, "ort", 1, "per_channel", 0.3)
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert {c.node for c in choices} == alive  # one measurement on each node, there
+    assert sorted(c.actors for c in choices) == [1, 1, 2]  # round-robin, as the backend places
+    assert all(c.precision in PRECISIONS and "| fp32 |" in c.table for c in choices)
+    assert vote(choices) in {c.precision for c in choices}

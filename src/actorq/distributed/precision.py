@@ -1,0 +1,126 @@
+"""``--precision auto`` under Ray: each actor node times the candidate runtimes on its own hardware.
+
+Which snapshot precision makes actors fastest depends on the machine that runs them: QuaRL
+(Lam et al., TMLR 2022) measured int8 actors several times faster than fp32 on its actors' CPUs,
+while on CPUs without fast integer dot products, or for narrow policies, int8 can be slower
+(docs/results.md). :func:`actorq.quant.autoselect.select_precision` measures this in the process
+that calls it; on the local backend that is the actors' machine. Under Ray the actors may run on
+other machines, so here a short Ray task placed on every node that will host actors (exactly as
+the backend places them: round-robin over the nodes with CPUs) runs the same measurement there,
+with the actors' runtime, threads and batch (envs per actor).
+
+One precision is published per snapshot (one broadcast, Menger-style), so the nodes' choices are
+combined by :func:`vote`: the precision chosen by the nodes hosting the most actors; a tie goes
+to the higher precision (less rounding). Every node's table and the vote are logged.
+
+Only bytes and strings cross Ray: the fp32 snapshot as its safetensors bytes, the observations as
+a safetensors blob, the answer as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from actorq.distributed import wire
+from actorq.distributed.ray_backend import _affinity, cpu_nodes, import_ray
+from actorq.quant.quantizer import PRECISIONS
+
+#: ties go to the first: most bits first
+_ORDER = {p: i for i, p in enumerate(PRECISIONS)}
+
+
+@dataclass(frozen=True)
+class NodeChoice:
+    node: str
+    host: str
+    actors: int  # actors the backend will place on this node
+    precision: str
+    table: str  # the node's select_precision table (markdown)
+
+
+def _choose_here(
+    snapshot: bytes, observations: bytes, batch: int, runtime: str, threads: int, gran: str
+) -> str:
+    """Runs on the node (a Ray task): the node's choice as JSON. Imports no torch."""
+    import ray
+
+    from actorq.quant.autoselect import select_precision
+    from actorq.quant.snapshot import PolicySnapshot
+
+    obs = wire.decode_batch(observations)[0]["obs"]
+    choice = select_precision(
+        PolicySnapshot.from_bytes(snapshot),
+        obs,
+        batch,
+        runtime=runtime,
+        threads=threads,
+        granularity=gran,  # type: ignore[arg-type]
+    )
+    return json.dumps(
+        {
+            "node": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "precision": choice.precision,
+            "table": choice.table(),
+        }
+    )
+
+
+def vote(choices: list[NodeChoice]) -> str:
+    """The precision of the nodes hosting the most actors; a tie goes to the higher precision."""
+    if not choices:
+        raise ValueError("no node choices to combine")
+    weight: Counter[str] = Counter()
+    for c in choices:
+        weight[c.precision] += c.actors
+    return min(weight, key=lambda p: (-weight[p], _ORDER.get(p, len(_ORDER))))
+
+
+def node_choices(
+    fp32_snapshot: bytes,
+    observations: np.ndarray,
+    actors: int,
+    batch: int,
+    runtime: str,
+    threads: int,
+    granularity: str,
+    task_cpus: float,
+) -> list[NodeChoice]:
+    """Run the measurement on every node that will host actors (Ray must be initialized)."""
+    ray = import_ray()
+    nodes = cpu_nodes()
+    per_node = Counter(nodes[i % len(nodes)] for i in range(actors))
+    obs = wire.encode_batch({"obs": np.ascontiguousarray(observations, np.float32)})
+    fn = ray.remote(_choose_here)
+    refs = {
+        node: fn.options(
+            num_cpus=task_cpus, scheduling_strategy=_affinity(node), max_retries=0
+        ).remote(fp32_snapshot, obs, batch, runtime, threads, granularity)
+        for node in per_node
+    }
+    out = []
+    for node, ref in refs.items():
+        d: dict[str, Any] = json.loads(ray.get(ref))
+        out.append(NodeChoice(node, d["host"], per_node[node], d["precision"], d["table"]))
+    return out
+
+
+def report(choices: list[NodeChoice], chosen: str) -> str:
+    """Markdown: the vote, then every node's table."""
+    lines = [
+        f"precision auto-select on {len(choices)} actor node(s): {chosen} "
+        "(the precision of the nodes hosting the most actors)",
+        "",
+        "| node | host | actors | node's choice |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {c.node[:12]} | {c.host} | {c.actors} | {c.precision} |" for c in choices]
+    for c in choices:
+        lines += ["", f"### node {c.node[:12]} ({c.host})", "", c.table]
+    return "\n".join(lines)
