@@ -11,7 +11,7 @@ import pytest
 
 from actorq.bench import runner as bench_runner
 from actorq.bench.runner import is_finished, run_matrix
-from actorq.bench.spec import Cell, SpecError, load_spec
+from actorq.bench.spec import Cell, SpecError, load_spec, parse_overrides
 from actorq.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,6 +103,46 @@ def test_committed_specs_parse() -> None:
     assert {c.precision for c in quarl.cells} == {"fp32", "fp16", "int8", "int4"}
     assert {c.seed for c in quarl.cells} == {0, 1, 2}
     assert all(c.width == (2048, 2048, 2048) for c in quarl.cells if c.agent == "dqn")
+    bound = load_spec(REPO / "benchmarks/specs/actor_bound_cpu.toml")
+    bound.validate()
+    assert all(c.make_config().samples_per_insert == 0.05 for c in bound.cells)
+
+
+def test_overrides_apply_to_every_cell_and_change_the_hash(tmp_path: Path) -> None:
+    plain = load_spec(_spec(tmp_path, GOOD))
+    over = parse_overrides(["actors=3", "log-every=0.5", "energy=false", "energy_country=FRA"])
+    assert over == {"actors": 3, "log_every": 0.5, "energy": False, "energy_country": "FRA"}
+    spec = load_spec(_spec(tmp_path, GOOD), over)
+    spec.validate()
+    assert [c.name for c in spec.cells] == [c.name for c in plain.cells]
+    for c in spec.cells:
+        cfg = c.make_config()
+        assert (cfg.actors, cfg.log_every, cfg.energy, cfg.energy_country) == (3, 0.5, False, "FRA")
+    assert spec.sha256 != plain.sha256
+    # an override of the width field replaces a task's widths axis
+    wide = load_spec(_spec(tmp_path, GOOD), {"hidden": "32,32"})
+    assert {c.width for c in wide.cells if c.agent == "dqn"} == {(32, 32)}
+
+
+@pytest.mark.parametrize(
+    "items, needle",
+    [
+        (["actors"], "expected KEY=VALUE"),
+        (["seed=3"], "'seed' is set by the matrix"),
+        (["actorz=3"], "'actorz' is not a config field of any"),
+        (['actors="many"'], "does not fit its type"),
+    ],
+)
+def test_bad_override_is_one_line(
+    items: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _spec(tmp_path, GOOD)
+    results = tmp_path / "results"
+    args = [a for i in items for a in ("--override", i)]
+    assert main(["bench", str(path), "--results", str(results), "--no-progress", *args]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and needle in err[0], err
+    assert not results.exists()
 
 
 def _fake_summary(cell: Cell, cell_dir: Path, **extra: object) -> None:

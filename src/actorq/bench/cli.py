@@ -18,6 +18,9 @@ class BenchArgs:
     """The TOML spec (see docs/bench.md; e.g. benchmarks/specs/smoke.toml)."""
     results: str | None = None
     """Results directory; default runs/bench-<spec name>."""
+    override: tuple[str, ...] = ()
+    """Config fields set for every cell, over the spec: KEY=VALUE, repeatable, e.g.
+    --override device=cuda --override actors=15 (the learner on a GPU, actors on 15 cores)."""
     dry_run: bool = False
     """Validate the spec and list the cells (finished or not) without running anything."""
     progress: bool = True
@@ -36,10 +39,10 @@ class ReportArgs:
 
 def cmd_bench(argv: list[str]) -> int:
     from actorq.bench.runner import is_finished, run_matrix
-    from actorq.bench.spec import load_spec
+    from actorq.bench.spec import load_spec, parse_overrides
 
     a = tyro.cli(BenchArgs, args=argv, prog="actorq bench")
-    spec = load_spec(a.spec)
+    spec = load_spec(a.spec, parse_overrides(a.override))
     spec.validate()
     results = Path(a.results) if a.results else Path("runs") / f"bench-{spec.name}"
     if a.dry_run:

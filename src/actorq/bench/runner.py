@@ -119,7 +119,14 @@ def _record_session(results: Path, spec: Spec) -> None:
         sessions = json.loads(path.read_text())["sessions"]
     except (OSError, ValueError, KeyError, TypeError):
         sessions = []
-    sessions.append({**machine_info(), "spec_sha256": spec.sha256, "cells": len(spec.cells)})
+    sessions.append(
+        {
+            **machine_info(),
+            "spec_sha256": spec.sha256,
+            "cells": len(spec.cells),
+            "overrides": spec.overrides,
+        }
+    )
     path.write_text(json.dumps({"sessions": sessions}, indent=1))
     (results / "spec.toml").write_text(spec.text)
 

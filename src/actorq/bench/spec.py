@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import tomllib
 import types
 import typing
@@ -79,10 +80,12 @@ class Spec:
     cells: list[Cell]
     timeout_s: float | None
     country: str
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # --override K=V
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        extra = json.dumps(self.overrides, sort_keys=True) if self.overrides else ""
+        return hashlib.sha256((self.text + extra).encode()).hexdigest()
 
     def validate(self) -> None:
         """Build each cell's config and run its checks (values, precision, env id)."""
@@ -149,12 +152,32 @@ def _unique_list(where: str, v: Any, kind: type) -> list[Any]:
     return list(v)
 
 
-def load_spec(path: str | Path) -> Spec:
+def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["device=cuda", "actors=15"]`` → ``{"device": "cuda", "actors": 15}``: each value is
+    read as a TOML value (numbers, booleans, quoted strings), else taken as a plain string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise SpecError(f"--override {item!r}: expected KEY=VALUE, e.g. device=cuda")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec:
     """Read and check a spec: keys, agents, field names and types; cells named uniquely.
 
-    Values that need a config to judge (precision, widths, env ids) are checked by
-    :meth:`Spec.validate`.
+    ``overrides`` (config field → value, e.g. from ``actorq bench --override device=cuda``)
+    apply to every cell, over ``[defaults]`` and each task's ``config``: the same matrix on
+    other hardware without editing the spec. They are recorded in each cell's ``cell.json`` and
+    in the spec's hash. Values that need a config to judge (precision, widths, env ids) are
+    checked by :meth:`Spec.validate`.
     """
+    overrides = dict(overrides or {})
     path = Path(path)
     try:
         text = path.read_text()
@@ -185,6 +208,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(f"{path}: country must be an ISO 3166 alpha-3 code such as 'USA'")
 
     cells: list[Cell] = []
+    used: set[str] = set()
     for i, task in enumerate(tasks):
         where = f"{path}: tasks[{i}]"
         if not isinstance(task, dict):
@@ -200,17 +224,22 @@ def load_spec(path: str | Path) -> Spec:
         env = task.get("env")
         if not isinstance(env, str) or not env:
             raise SpecError(f'{where}: missing env (e.g. env = "gym:CartPole-v1")')
-        overrides = task.get("config", {})
-        if not isinstance(overrides, dict):
+        task_config = task.get("config", {})
+        if not isinstance(task_config, dict):
             raise SpecError(f"{where}: config must be a table of config fields")
         _check_fields(f"{path}: [defaults] (for {agent})", agent, defaults)
-        _check_fields(f"{where}.config", agent, overrides)
-        fields = {**defaults, **overrides}
+        _check_fields(f"{where}.config", agent, task_config)
+        # an override applies to the tasks whose agent has the field (DQN's hidden is not D4PG's)
+        known = {f.name for f in dataclasses.fields(config_class(agent))}
+        mine = {k: v for k, v in overrides.items() if k in known or k in RESERVED}
+        _check_fields("--override", agent, mine)
+        used.update(mine)
+        fields = {**defaults, **task_config, **mine}
         cls = config_class(agent)
         wfield = cls.width_fields[0]
         try:
-            if "widths" in task:
-                if wfield in fields:
+            if "widths" in task and wfield not in mine:  # an override replaces the axis
+                if wfield in defaults or wfield in task_config:
                     raise SpecError(f"{where}: set either widths or config.{wfield}, not both")
                 widths = [
                     parse_hidden(w, f"{where}.widths")
@@ -238,8 +267,12 @@ def load_spec(path: str | Path) -> Spec:
                     }
                     cell_name = f"{label}-{width_slug(width)}-{prec}-s{seed}"
                     cells.append(Cell(cell_name, label, agent, env, prec, seed, width, config))
+    unused = sorted(set(overrides) - used)
+    if unused:
+        raise SpecError(f"--override: {unused[0]!r} is not a config field of any task's agent")
     names = [c.name for c in cells]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise SpecError(f"{path}: two cells named {dup[0]}; give the tasks distinct labels")
-    return Spec(name, path, text, cells, None if timeout is None else float(timeout), country)
+    timeout_s = None if timeout is None else float(timeout)
+    return Spec(name, path, text, cells, timeout_s, country, overrides)
