@@ -19,10 +19,14 @@ CartPole ``--env-steps`` times per poll. For each N, each cache mode and each pr
 * **learner egress** (bytes per publish that left the learner's side: pulls by node caches, or
   bytes served by the parameter server) and **version reads** the server answered.
 
-A 2-core machine stands in for "learner machine + actor machines": the learner (this process)
-and, with ``cache=none``, its parameter server are pinned to core 0; actors and the node cache
-to core 1 (``--no-pin`` turns this off); Ray's daemons are not pinned unless ``--pin-daemons``
-(then they join the actors' core once the actors are up).
+A 2-core machine stands in for "learner machine + actor machines": the learner (this process's
+main thread) and, with ``cache=none``, its parameter server are pinned to core 0; actors and the
+node cache to core 1 (``--no-pin`` turns this off). ``--pin-daemons`` (off by default) also
+isolates the learner's core once the actors are up: Ray's daemons, *every* thread of every actor
+worker (Ray starts its own threads in each worker before the actor's code can pin itself) and this
+process's own Ray threads move to core 1, so core 0 runs the learner and, with ``cache=none``, the
+parameter server it serves reads from. Pinned before the actors are up, 256 workers starting on
+one core never finish starting.
 Memory and the memory bus stay shared, which a real multi-machine deployment would not share.
 
 fp32 cells stop at ``--fp32-max-actors`` (64): every actor holds its own copy of each fetched
@@ -48,6 +52,7 @@ os.environ["OMP_NUM_THREADS"] = "1"
 
 import argparse
 import contextlib
+import itertools
 import json
 import threading
 import time
@@ -154,9 +159,42 @@ def _pin_procs(needles: tuple[str, ...], *cpus: int) -> None:
                     os.sched_setaffinity(int(t.name), set(cpus))
 
 
+def _cpu_ticks(cpu: int) -> tuple[int, int]:
+    """(busy, total) clock ticks of one core so far, from /proc/stat; (0, 0) if unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:]]
+                idle = v[3] + v[4]  # idle + iowait
+                return sum(v) - idle, sum(v)
+    return 0, 0
+
+
+def _pin_own_threads(cpu: int) -> None:
+    """Pin every thread of this process but the calling one (Ray's client threads) to ``cpu``."""
+    me = threading.get_native_id()
+    for t in Path("/proc/self/task").iterdir():
+        if int(t.name) != me:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(t.name), {cpu})
+
+
 def _pin_ray_workers(name: str, cpu: int) -> None:
     """Pin Ray worker processes whose title names ``name`` (e.g. ray::ParameterServer)."""
     _pin_procs((f"ray::{name}",), cpu)
+
+
+def make_tiers(modes: list[str], capacity: int, pin: bool) -> dict[str, ParameterTier]:
+    """One tier per cache mode, made before the actors: a Ray worker started later, with
+    hundreds of actors sharing its core, can take minutes to import actorq."""
+    tiers: dict[str, ParameterTier] = {}
+    for mode in modes:
+        if mode != "off":
+            tiers[mode] = ParameterTier(mode, cpu_nodes(), capacity, f"fanout-{os.getpid()}-{mode}")
+    if pin:
+        _pin_ray_workers("ParameterServer", 0)  # naive: the learner's side serves reads
+        _pin_ray_workers("NodeCache", 1)  # the actors' node
+    return tiers
 
 
 def run_cell(
@@ -167,46 +205,45 @@ def run_cell(
     pspec: PolicySpec,
     batch: dict[str, np.ndarray],
     args: argparse.Namespace,
-    pin: bool,
+    tier: ParameterTier | None,
+    versions: itertools.count[int],
 ) -> dict[str, Any]:
-    nodes = cpu_nodes()
     layers = learner.policy_layers()
     snap = make_snapshot(layers, pspec, precision, 0).to_bytes()
-    tier: Any = None
     egress0: dict[str, float] = {}
-    if mode != "off":
-        tier = ParameterTier(mode, nodes, int(len(snap) * 1.2) + 65536, f"fanout-{os.getpid()}")
-        if pin:
-            _pin_ray_workers("ParameterServer", 0)  # naive: the learner's side serves reads
-            _pin_ray_workers("NodeCache", 1)  # the actors' node
+    if tier is not None:  # versions grow across cells: a cache ignores older ones
         namespace = ray.get_runtime_context().namespace
         ray.get([a.attach.remote(tier.for_actors(), namespace) for a in actors])
-        tier.publish(0, snap)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # warm-up: every actor has version 0
+        tier.publish(next(versions), snap)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # warm-up: every actor has a version
             if min(ray.get([a.version_now.remote() for a in actors])) >= 0:
                 break
             time.sleep(0.2)
         egress0 = tier.egress()
-    updates, version, publish_s = 0, 0, 0.0
-    t0 = time.perf_counter()
+    updates, publishes, publish_s, version = 0, 0, 0.0, -1
+    t0, cpu0, ticks0 = time.perf_counter(), time.thread_time(), _cpu_ticks(1)
     while time.perf_counter() - t0 < args.seconds:
         learner.update(batch)
         updates += 1
         if updates % args.publish_every == 0:
             tp = time.perf_counter()
-            version += 1
+            version = next(versions)
+            publishes += 1
             data = make_snapshot(learner.policy_layers(), pspec, precision, version).to_bytes()
             if tier is not None:
                 tier.publish(version, data)
             publish_s += time.perf_counter() - tp
     elapsed = time.perf_counter() - t0
+    # share of the window the learner's thread was on a CPU: below 1 means it was preempted
+    cpu_share = (time.thread_time() - cpu0) / elapsed
+    ticks1 = _cpu_ticks(1)
+    core1_busy = (ticks1[0] - ticks0[0]) / max(1, ticks1[1] - ticks0[1])
     time.sleep(1.0)  # let in-flight fetches land before reading counters
     out = ray.get([a.detach.remote() for a in actors])
     egress1 = egress0
     if tier is not None:
         egress1 = tier.egress()
-        tier.close()
     lat = np.concatenate([np.asarray(o["latencies"][1:], np.float64) for o in out] + [np.zeros(0)])
     key = "comm/learner_egress_bytes"
     sent = egress1.get(key, 0.0) - egress0.get(key, 0.0)
@@ -216,17 +253,19 @@ def run_cell(
         "precision": precision,
         "snapshot_bytes": len(snap),
         "updates_per_s": updates / elapsed,
-        "publishes": version,
-        "publish_ms": 1e3 * publish_s / max(version, 1),
+        "learner_cpu_share": cpu_share,
+        "actor_core_busy": core1_busy,  # core 1: the actors' core when pinned
+        "publishes": publishes,
+        "publish_ms": 1e3 * publish_s / max(publishes, 1),
         "fetch_p50_ms": float(np.percentile(lat, 50) * 1e3) if lat.size else None,
         "fetch_p99_ms": float(np.percentile(lat, 99) * 1e3) if lat.size else None,
         "fetches": int(lat.size),
-        "egress_bytes_per_publish": sent / max(version, 1),
+        "egress_bytes_per_publish": sent / max(publishes, 1),
         "server_version_reads": egress1.get("comm/server_requests", 0.0)
         - egress0.get("comm/server_requests", 0.0),
         "actor_env_steps_per_s": sum(o["steps"] for o in out) / elapsed,
         "mean_version_lag": None
-        if tier is None
+        if tier is None or version < 0
         else float(version - np.mean([o["version"] for o in out])),
         "reads_from": sorted({o["where"] for o in out}),
     }
@@ -240,6 +279,9 @@ def main() -> None:
     p.add_argument("--hidden", default="2048,2048,2048")
     p.add_argument("--seconds", type=float, default=30.0, help="measured window per cell")
     p.add_argument(
+        "--rounds", type=int, default=1, help="repeat every cell, interleaved; report medians"
+    )
+    p.add_argument(
         "--publish-every", type=int, default=50, help="learner updates per publish (the default)"
     )
     p.add_argument("--fp32-max-actors", type=int, default=64, help="memory: see the docstring")
@@ -250,7 +292,8 @@ def main() -> None:
     p.add_argument(
         "--pin-daemons",
         action="store_true",
-        help="pin Ray's daemons (raylet, GCS) to the actors' core once the actors are up",
+        help="once the actors are up, move Ray's daemons, all actor-worker threads and this "
+        "process's Ray threads to the actors' core (the learner's core runs only the learner)",
     )
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
@@ -278,6 +321,10 @@ def main() -> None:
         _pin(0)  # after ray.init: Ray's daemons (children of this process) are not inherited
 
     console = Console()
+    modes = args.modes.split(",")
+    fp32_bytes = len(make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes())
+    tiers = make_tiers(modes, int(fp32_bytes * 1.2) + 65536, pin)
+    versions = itertools.count()
     rows: list[dict[str, Any]] = []
     remote_actor = ray.remote(LightActor)
     pool: list[Any] = []
@@ -305,32 +352,44 @@ def main() -> None:
                 # Ray's node daemons (raylet, GCS, helpers) serve the actors' processes: with
                 # the actors, as on actor machines. Only once the actors are up: pinned before,
                 # 256 workers starting on one core never finish starting.
-                _pin_procs(daemons, 1)
-            for mode in args.modes.split(","):
-                for prec in args.precisions.split(","):
-                    if prec == "fp32" and n > args.fp32_max_actors:
-                        console.print(f"  {mode:>4} {prec:>4}: skipped (memory, see --help)")
-                        continue
-                    try:
-                        r = run_cell(pool[:n], mode, prec, learner, pspec, batch, args, pin)
-                    except Exception as e:  # e.g. Ray's memory monitor killing workers
-                        reason = str(e).strip().splitlines()[0][:160]
-                        console.print(f"  {mode:>4} {prec:>4}: FAILED: {reason}")
-                        rows.append({"actors": n, "cache": mode, "precision": prec,
-                                     "failed": f"{type(e).__name__}: {reason}"})  # fmt: skip
-                        _write(rows, args, hidden, out)
-                        break  # the actor pool may be damaged: no more cells at this size
-                    rows.append(r)
-                    p50, out_b = r["fetch_p50_ms"], r["egress_bytes_per_publish"]
-                    console.print(
-                        f"  {mode:>4} {prec:>4}: {r['updates_per_s']:.2f} updates/s, "
-                        f"fetch p50 {p50 or 0:.2f} ms, {out_b / 1e6:.1f} MB out per publish"
-                    )
-                    _write(rows, args, hidden, out)  # results so far survive a crash
-                else:
-                    continue
-                break
+                _pin_procs((*daemons, "ray::LightActor", "ray::IDLE"), 1)
+                _pin_own_threads(1)
+            damaged = False
+            for rnd in range(args.rounds):  # rounds interleave the cells: drift hits all alike
+                for mode in modes:
+                    for prec in args.precisions.split(","):
+                        if prec == "fp32" and n > args.fp32_max_actors:
+                            if rnd == 0:
+                                console.print(f"  {mode:>4} {prec:>4}: skipped (memory, --help)")
+                            continue
+                        try:
+                            r = run_cell(
+                                pool[:n], mode, prec, learner, pspec, batch, args,
+                                tiers.get(mode), versions,
+                            )  # fmt: skip
+                        except Exception as e:  # e.g. Ray's memory monitor killing workers
+                            reason = str(e).strip().splitlines()[0][:160]
+                            console.print(f"  {mode:>4} {prec:>4}: FAILED: {reason}")
+                            rows.append({"actors": n, "cache": mode, "precision": prec,
+                                         "failed": f"{type(e).__name__}: {reason}"})  # fmt: skip
+                            _write(rows, args, hidden, out)
+                            damaged = True  # the actor pool may be damaged: stop this size
+                            break
+                        rows.append({**r, "round": rnd})
+                        p50, out_b = r["fetch_p50_ms"], r["egress_bytes_per_publish"]
+                        console.print(
+                            f"  round {rnd} {mode:>4} {prec:>4}: {r['updates_per_s']:.2f} "
+                            f"updates/s, fetch p50 {p50 or 0:.2f} ms, "
+                            f"{out_b / 1e6:.1f} MB out per publish"
+                        )
+                        _write(rows, args, hidden, out)  # results so far survive a crash
+                    if damaged:
+                        break
+                if damaged:
+                    break
     finally:
+        for t in tiers.values():
+            t.close()
         ray.shutdown()
     console.print(_write(rows, args, hidden, out))
     console.print(f"wrote {out / 'param_fanout.json'} and {out / 'param_fanout.md'}")
@@ -347,8 +406,38 @@ def _wait_ready(actors: list[Any], tries: int = 5) -> None:
             time.sleep(2.0)  # still starting: ask again
 
 
+_KEYS = frozenset({"actors", "round"})
+
+
+def _medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (actors, cache, precision): the median of each number over its rounds."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["actors"], r["cache"], r["precision"]), []).append(r)
+    out = []
+    for g in groups.values():
+        if any("failed" in r for r in g):
+            out.append(next(r for r in g if "failed" in r))
+            continue
+        row = dict(g[0])
+        for k, v in g[0].items():
+            if isinstance(v, int | float) and not isinstance(v, bool) and k not in _KEYS:
+                vals = [r[k] for r in g if r.get(k) is not None]
+                row[k] = float(np.median(vals)) if vals else None
+        row["rounds"] = len(g)
+        row.pop("round", None)
+        out.append(row)
+    return out
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
 def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[int, ...],
            out: Path) -> Table:  # fmt: skip
+    raw = rows
+    rows = _medians(rows)
     ok = [r for r in rows if "failed" not in r]
     base = {(r["cache"], r["precision"]): r["updates_per_s"] for r in ok if r["actors"] == 1}
     off = {(r["actors"], r["precision"]): r["updates_per_s"] for r in ok if r["cache"] == "off"}
@@ -360,7 +449,8 @@ def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[i
     table = Table(title=f"parameter fan-out · learner 3×{hidden[0]} DQN, publish every "
                   f"{args.publish_every} updates · poll {args.poll_ms:g} ms")  # fmt: skip
     cols = ["actors", "cache", "prec", "updates/s", "vs 1 actor", "vs off", "fetch p50 ms",
-            "fetch p99 ms", "MB out / publish", "server reads"]  # fmt: skip
+            "fetch p99 ms", "MB out / publish", "server reads", "learner on CPU",
+            "core 1 busy"]  # fmt: skip
     for c in cols:
         table.add_column(c, justify="right")
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -370,7 +460,7 @@ def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[i
 
     for r in rows:
         if "failed" in r:
-            cells = [str(r["actors"]), r["cache"], r["precision"], r["failed"]] + [""] * 6
+            cells = [str(r["actors"]), r["cache"], r["precision"], r["failed"]] + [""] * 8
         else:
             vs1, vso = r["updates_vs_1_actor"], r["updates_vs_off"]
             cells = [
@@ -384,11 +474,16 @@ def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[i
                 f(r["fetch_p99_ms"], ".2f"),
                 f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
                 f(r["server_version_reads"], ".0f"),
+                f(_pct(r.get("learner_cpu_share")), ".0f", "%"),
+                f(_pct(r.get("actor_core_busy")), ".0f", "%"),
             ]
         table.add_row(*cells)
         md.append("| " + " | ".join(cells) + " |")
     (out / "param_fanout.json").write_text(
-        json.dumps({"args": vars(args), "machine": machine_info(), "rows": rows}, indent=1)
+        json.dumps(
+            {"args": vars(args), "machine": machine_info(), "rows": rows, "raw_rows": raw},
+            indent=1,
+        )
     )
     (out / "param_fanout.md").write_text("\n".join(md) + "\n")
     return table
