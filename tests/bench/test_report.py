@@ -144,7 +144,11 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     perf = {r["precision"]: r for r in data["perf"]}
     assert perf["fp32"]["bound"] == "actor-bound" and perf["int8"]["bound"] == "learner-bound"
     assert perf["int8"]["busy_sps"] == pytest.approx(2250.0)
-    assert "| 0.05 | 0.60 | learner-bound | 900 | 2250 | 280 | 28.0% |" in text
+    # run time per 1k env steps (wall_time_s = time to target + 1, or 201 without one; 30k
+    # steps): fp32 (101 + 121 + 81 + 201) / 4 / 30 = 4.2 s; int8 51 / 30 = 1.7 s -> 2.47×
+    assert "| 0.05 | 0.60 | learner-bound | 900 | 2250 | 1.70 | 2.47× | 280 | 28.0% |" in text
+    assert "| 4.20 | 1.00× |" in text
+    assert perf["int8"]["run_speedup_vs_fp32"] == pytest.approx(4.2 / 1.7)
     assert "Energy is estimated" in text
     assert "cartpole-w64x64-fp16-s2: exit status 1" in text
     png = results / "curves-cartpole-w64x64.png"

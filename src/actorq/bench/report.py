@@ -509,13 +509,29 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
         "Means over each run's log intervals, then over seeds. Learner wait: share of time the "
         "learner waited for data (actor-bound when it dominates); actor wait: share of the actors' "
         "time held back by the rate limiter (learner-bound). Actor steps/s is the system's rate; "
-        '"while busy" divides it by (1 − actor wait): what the actors sustain when not held back.',
+        '"while busy" divides it by (1 − actor wait): what the actors sustain when not held back. '
+        "Run time per 1k env steps: the training loop's wall-clock time (from the actors' "
+        "start to the last update; the final evaluation and checkpoint not included) over the "
+        "run's env steps, mean over seeds; vs fp32 = fp32's / this one's: the speedup at equal "
+        "work, whether or not a target was reached.",
         "",
         "| task | policy | precision | learner wait | actor wait | bound | actor steps/s "
-        "| while busy | snapshot bytes | of fp32 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| while busy | run s / 1k steps | vs fp32 | snapshot bytes | of fp32 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def per_kstep(g: Group) -> float | None:
+        return _mean(
+            [
+                1e3 * float(r.summary_value("wall_time_s")) / float(r.summary_value("env_steps"))
+                for r in g.finished
+                if r.summary_value("wall_time_s") and r.summary_value("env_steps")
+            ]
+        )
+
     for (task, width), gs in groups.items():
+        fp32 = next((g for g in gs if g.precision == "fp32"), None)
+        base = per_kstep(fp32) if fp32 is not None else None
         for g in gs:
             fin = g.finished
             lw = _mean([x for r in fin if (x := r.mean_of("perf/learner_wait_frac")) is not None])
@@ -525,16 +541,20 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
             snap = _mean([float(v) for r in fin if (v := r.summary_value("snapshot_bytes"))])
             f32 = _mean([float(v) for r in fin if (v := r.summary_value("fp32_snapshot_bytes"))])
             share = None if snap is None or not f32 else snap / f32
+            pk = per_kstep(g)
+            pk_speedup = None if pk is None or base is None or pk <= 0 else base / pk
             lines.append(
                 f"| {task} | {width_slug(width)[1:]} | {g.precision} | {_fmt(lw, '.2f')} | "
                 f"{_fmt(aw, '.2f')} | {bound(lw, aw)} | {_fmt(sps, '.0f')} | {_fmt(busy, '.0f')} | "
+                f"{_fmt(pk, '.2f')} | {_fmt(pk_speedup, '.2f')}× | "
                 f"{_fmt(snap, ',.0f')} | {_fmt(None if share is None else 100 * share, '.1f')}% |"
             )
             data["perf"].append(
                 {
                     "task": task, "width": list(width), "precision": g.precision,
                     "learner_wait_frac": lw, "actor_wait_frac": aw, "bound": bound(lw, aw),
-                    "actor_sps": sps, "busy_sps": busy, "snapshot_bytes": snap,
+                    "actor_sps": sps, "busy_sps": busy, "run_s_per_1k_steps": pk,
+                    "run_speedup_vs_fp32": pk_speedup, "snapshot_bytes": snap,
                     "snapshot_share_of_fp32": share,
                 }
             )  # fmt: skip
