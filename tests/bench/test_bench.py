@@ -105,7 +105,8 @@ def test_committed_specs_parse() -> None:
     assert all(c.width == (2048, 2048, 2048) for c in quarl.cells if c.agent == "dqn")
     bound = load_spec(REPO / "benchmarks/specs/actor_bound_cpu.toml")
     bound.validate()
-    assert all(c.make_config().samples_per_insert == 0.05 for c in bound.cells)
+    spi = {c.agent: c.make_config().samples_per_insert for c in bound.cells}
+    assert spi == {"dqn": 0.05, "d4pg": 0.2}  # the actor-bound replay ratios (results.md)
 
 
 def test_overrides_apply_to_every_cell_and_change_the_hash(tmp_path: Path) -> None:
