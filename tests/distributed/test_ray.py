@@ -165,3 +165,15 @@ def test_precision_auto_is_chosen_on_the_actor_nodes(ray_local: Any, tmp_path: P
     node = ray.get_runtime_context().get_node_id()
     assert f"| {node[:12]} |" in table and "| 2 |" in table  # this node, both actors
     assert all(p in table for p in ("| fp32 |", "| int8 |", "| int4 |"))
+
+
+def test_precision_auto_failure_on_a_node_is_one_line(ray_local: Any) -> None:
+    import numpy as np
+
+    from actorq.distributed.precision import node_choices
+    from actorq.errors import ActorQError
+
+    with pytest.raises(ActorQError, match=r"measuring on node \w+ failed: ") as e:
+        obs = np.zeros((4, 4), np.float32)
+        node_choices(b"not a snapshot", obs, 1, 1, "ort", 1, "per_channel", 0.1)
+    assert "\n" not in str(e.value)

@@ -29,6 +29,7 @@ import numpy as np
 
 from actorq.distributed import wire
 from actorq.distributed.ray_backend import _affinity, cpu_nodes, import_ray
+from actorq.errors import ActorQError
 from actorq.quant.quantizer import PRECISIONS
 
 #: ties go to the first: most bits first
@@ -106,7 +107,13 @@ def node_choices(
     }
     out = []
     for node, ref in refs.items():
-        d: dict[str, Any] = json.loads(ray.get(ref))
+        try:
+            d: dict[str, Any] = json.loads(ray.get(ref))
+        except Exception as e:  # a node that cannot run the actors' runtime: say which, briefly
+            lines = [ln for ln in str(e).splitlines() if ln.strip()]
+            why = lines[-1] if lines else type(e).__name__
+            msg = f"--precision auto: measuring on node {node[:12]} failed: {why}"
+            raise ActorQError(msg) from None
         out.append(NodeChoice(node, d["host"], per_node[node], d["precision"], d["table"]))
     return out
 
