@@ -229,13 +229,13 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
             raise SpecError(f"{where}: config must be a table of config fields")
         _check_fields(f"{path}: [defaults] (for {agent})", agent, defaults)
         _check_fields(f"{where}.config", agent, task_config)
+        cls = config_class(agent)
         # an override applies to the tasks whose agent has the field (DQN's hidden is not D4PG's)
-        known = {f.name for f in dataclasses.fields(config_class(agent))}
+        known = {f.name for f in dataclasses.fields(cls)}
         mine = {k: v for k, v in overrides.items() if k in known or k in RESERVED}
         _check_fields("--override", agent, mine)
         used.update(mine)
         fields = {**defaults, **task_config, **mine}
-        cls = config_class(agent)
         wfield = cls.width_fields[0]
         try:
             if "widths" in task and wfield not in mine:  # an override replaces the axis

@@ -6,8 +6,8 @@ while on CPUs without fast integer dot products, or for narrow policies, int8 ca
 (docs/results.md). :func:`actorq.quant.autoselect.select_precision` measures this in the process
 that calls it; on the local backend that is the actors' machine. Under Ray the actors may run on
 other machines, so here a short Ray task placed on every node that will host actors (exactly as
-the backend places them: round-robin over the nodes with CPUs) runs the same measurement there,
-with the actors' runtime, threads and batch (envs per actor).
+the backend places them: :func:`~actorq.distributed.ray_backend.actor_nodes`) runs the same
+measurement there, with the actors' runtime, threads and batch (envs per actor).
 
 One precision is published per snapshot (one broadcast, Menger-style), so the nodes' choices are
 combined by :func:`vote`: the precision chosen by the nodes hosting the most actors; a tie goes
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from actorq.distributed import wire
-from actorq.distributed.ray_backend import _affinity, cpu_nodes, import_ray
+from actorq.distributed.ray_backend import _affinity, actor_nodes, cpu_nodes, import_ray
 from actorq.errors import ActorQError
 from actorq.quant.quantizer import PRECISIONS
 
@@ -95,8 +95,7 @@ def node_choices(
 ) -> list[NodeChoice]:
     """Run the measurement on every node that will host actors (Ray must be initialized)."""
     ray = import_ray()
-    nodes = cpu_nodes()
-    per_node = Counter(nodes[i % len(nodes)] for i in range(actors))
+    per_node = Counter(actor_nodes(cpu_nodes(), actors))  # where the backend will put them
     obs = wire.encode_batch({"obs": np.ascontiguousarray(observations, np.float32)})
     fn = ray.remote(_choose_here)
     refs = {

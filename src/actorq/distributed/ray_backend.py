@@ -89,6 +89,11 @@ def cpu_nodes() -> list[str]:
     return sorted(nodes, key=lambda n: n != here)
 
 
+def actor_nodes(nodes: list[str], actors: int) -> list[str]:
+    """The node each actor runs on: round-robin over ``nodes`` (:func:`cpu_nodes`)."""
+    return [nodes[i % len(nodes)] for i in range(actors)]
+
+
 def shard_limiter(
     limiter: SampleToInsertRatio, shards: int, batch_size: int, max_chunk: int
 ) -> SampleToInsertRatio:
@@ -395,8 +400,7 @@ class RayBackend:
         namespace = ray.get_runtime_context().namespace
         actor_cls = ray.remote(ray_actors.RayActorWorker)
         tier = self.tier.for_actors()
-        for i in range(cfg.actors):
-            node = self.nodes[i % len(self.nodes)]
+        for i, node in enumerate(actor_nodes(self.nodes, cfg.actors)):
             local = [j for j, sn in enumerate(shard_node) if sn == node]
             shard = shard_names[local[i % len(local)] if local else i % len(self.shards)]
             acfg = {
