@@ -52,7 +52,7 @@ from rich.table import Table
 
 from _machine import machine_info
 from actor_throughput import actor_sps
-from actorq.agents.dqn.builder import policy_spec
+from actorq.agents.dqn.builder import BUILDER
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
 from actorq.envs import env_spec
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = DQNConfig(hidden=hidden)
     torch.manual_seed(0)
     layers = DQNLearner(cfg, spec).policy_layers()  # the default (dueling) net, as trained
-    pspec = policy_spec(cfg, spec)
+    pspec = BUILDER.policy_spec(cfg, spec)
     snaps = {pr: make_snapshot(layers, pspec, pr, version=1) for pr in precs}
 
     info = machine_info()

@@ -72,6 +72,7 @@ from actorq.core.loop import VectorActor
 from actorq.distributed.local import _LocalCache
 from actorq.envs import env_spec, make_vector_env
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+from actorq.replay.adders import NStepAdder
 
 ENV_ID = "gym:CartPole-v1"
 EPSILON = 0.01
@@ -159,9 +160,8 @@ def actor_sps(
     cache = _LocalCache()
     cache.publish(snap.version, snap.to_bytes())
     explore = EpsilonGreedy(np.full(k, EPSILON), spec.num_actions, SEED)
-    actor = VectorActor(
-        ENV_ID, spec, k, SEED, cache, explore, N_STEP, GAMMA, runtime=runtime, threads=1
-    )
+    adder = NStepAdder(N_STEP, GAMMA, k, spec.observation, spec.action)
+    actor = VectorActor(ENV_ID, spec, k, SEED, cache, explore, adder, runtime=runtime, threads=1)
     if not actor.update() or actor.runtime is None:
         raise RuntimeError("actor did not load the snapshot")
 

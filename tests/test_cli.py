@@ -24,7 +24,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["train", "dqn", "--env", "pong"], "prefixes"),
         (["train", "dqn", "--precision", "int3"], "unknown precision"),
         (["train", "dqn", "--hidden", "64,-2"], "positive integers"),
-        (["train", "ppo"], "unknown algorithm"),
+        (["train", "a2c"], "unknown algorithm"),
         (["train", "d4pg", "--env", "dmc:walker-flip"], "its tasks: run, stand, walk"),
         (["train", "d4pg", "--env", "gym:CartPole-v1", "--actors", "0"], "use DQN"),
         (["train", "d4pg", "--policy-hidden-sizes", "12,x"], "positive integers"),

@@ -14,9 +14,18 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from actorq.agents.d4pg.config import D4PGConfig
     from actorq.agents.dqn.config import DQNConfig
+    from actorq.agents.ppo.config import PPOConfig
     from actorq.experiment import TrainResult, train
 
-__all__ = ["D4PGConfig", "DQNConfig", "TrainResult", "__version__", "make_env", "train"]
+__all__ = [
+    "D4PGConfig",
+    "DQNConfig",
+    "PPOConfig",
+    "TrainResult",
+    "__version__",
+    "make_env",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,14 +34,12 @@ def __getattr__(name: str) -> Any:
         from actorq import experiment
 
         return getattr(experiment, name)
-    if name == "DQNConfig":
-        from actorq.agents.dqn.config import DQNConfig
+    if name.endswith("Config"):  # every agent's config, from the one registry
+        from actorq.agents import config_class, config_class_names
 
-        return DQNConfig
-    if name == "D4PGConfig":
-        from actorq.agents.d4pg.config import D4PGConfig
-
-        return D4PGConfig
+        agent = config_class_names().get(name)
+        if agent is not None:
+            return config_class(agent)
     if name == "make_env":
         from actorq.envs import make_env
 

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
     from actorq.quant.snapshot import PolicySnapshot
 
-ALGOS = ("dqn", "d4pg")
-
 
 @dataclasses.dataclass
 class EvalArgs:
@@ -66,8 +64,7 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
     from actorq.agents import builder_for
     from actorq.checkpoint import load
     from actorq.envs import env_spec
-    from actorq.experiment import load_run_config
-    from actorq.quant.snapshot import make_snapshot
+    from actorq.experiment import learner_snapshot, load_run_config
 
     rd = Path(run_dir)
     if not rd.is_dir():
@@ -79,8 +76,8 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
     learner = builder.make_learner(cfg, spec)
     learner.load_state(tensors, state["learner"])
     prec = precision or cfg.precision
-    snap = make_snapshot(
-        learner.policy_layers(),
+    snap = learner_snapshot(
+        learner,
         builder.policy_spec(cfg, spec),
         prec,
         int(state["counters"]["version"]),
@@ -118,9 +115,10 @@ def cmd_export(a: ExportArgs) -> int:
 
 
 def cmd_train(algo: str, argv: list[str]) -> int:
-    if algo not in ALGOS:
-        return _fail(f"unknown algorithm {algo!r}; available: {', '.join(ALGOS)}")
-    from actorq.agents import config_class
+    from actorq.agents import AGENTS, config_class
+
+    if algo not in AGENTS:
+        return _fail(f"unknown algorithm {algo!r}; available: {', '.join(AGENTS)}")
 
     cfg = tyro.cli(config_class(algo), args=argv, prog=f"actorq train {algo}")
     cfg.validate()
@@ -140,6 +138,7 @@ USAGE = """usage: actorq {train,eval,export,graphopt,bench,report} ...
 
   actorq train dqn [--env ID] [--precision fp32|fp16|int8|int4|auto] [--actors N] ...   (see --help)
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
+  actorq train ppo [--env ID] [--precision P] [--num-steps T] [--max-policy-lag K] ...
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
   actorq graphopt list | baselines --graph NAME [--cluster 4xgpu-pcie]   (graph optimization)
@@ -160,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                 if rest and rest[0] in ("-h", "--help"):
                     print(USAGE)
                     return 0
-                return _fail(f"say which algorithm to train: actorq train {{{','.join(ALGOS)}}}")
+                from actorq.agents import AGENTS
+
+                return _fail(f"say which algorithm to train: actorq train {{{','.join(AGENTS)}}}")
             return cmd_train(rest[0], rest[1:])
         if cmd == "eval":
             return cmd_eval(tyro.cli(EvalArgs, args=rest, prog="actorq eval"))

@@ -80,20 +80,6 @@ class ExperimentConfig:
     fresh seeds agrees (one lucky evaluation is not enough)."""
     gamma: float = 0.99
     """Discount factor."""
-    n_step: int = 3
-    """n of the n-step return targets."""
-    batch_size: int = 128
-    """Learner minibatch size."""
-    samples_per_insert: float = 32.0
-    """Replay ratio: items sampled by the learner per item inserted by actors. Enforced by the
-    rate limiter in every run, so fp32 and quantized runs consume the same data per update."""
-    error_buffer: float | None = None
-    """Slack of the rate limiter in samples (Reverb semantics); default: 10% of
-    samples_per_insert * min_replay_size, and never less than what avoids deadlock."""
-    min_replay_size: int = 1_000
-    """Transitions collected before learning starts."""
-    replay_size: int = 100_000
-    """Replay capacity (transitions)."""
     publish_every: int = 50
     """Learner updates between published (quantized) snapshots."""
     eval_every: int = 10_000
@@ -102,8 +88,6 @@ class ExperimentConfig:
     """Episodes per evaluation (separately seeded environments)."""
     checkpoint_every: int = 5_000
     """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
-    save_replay: bool = True
-    """Include the replay buffer in checkpoints (npz), for a faithful resume."""
     backend: Literal["local", "ray"] = "local"
     """Where actors run: local (processes on this machine sharing memory; no services) or ray
     (Ray actors, sharded replay, a parameter cache per node; needs the [distributed] extra)."""
@@ -121,8 +105,6 @@ class ExperimentConfig:
     cache_relays: int = 0
     """backend=ray, cache=node: relay caches between the learner and the node caches (Menger's
     hierarchy); the learner then sends each snapshot once per relay instead of once per node."""
-    prefetch: int = 4
-    """backend=ray: learner batches fetched ahead by a background thread (bounded queue)."""
     actor_cpus: float = 0.5
     """backend=ray: CPUs Ray reserves per actor; fractional, so several actors share a core."""
     runtime: Literal["ort", "numpy", "torch"] = "ort"
@@ -179,10 +161,6 @@ class ExperimentConfig:
         positive = {
             "envs_per_actor": self.envs_per_actor,
             "total_steps": self.total_steps,
-            "n_step": self.n_step,
-            "batch_size": self.batch_size,
-            "min_replay_size": self.min_replay_size,
-            "replay_size": self.replay_size,
             "publish_every": self.publish_every,
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
@@ -190,9 +168,7 @@ class ExperimentConfig:
             "actor_threads": self.actor_threads,
             "calibration_states": self.calibration_states,
             "learner_threads": self.learner_threads,
-            "samples_per_insert": self.samples_per_insert,
             "replay_shards": self.replay_shards,
-            "prefetch": self.prefetch,
             "actor_cpus": self.actor_cpus,
         }
         for name, v in positive.items():
@@ -202,8 +178,6 @@ class ExperimentConfig:
             raise ConfigError(f"--actors must be >= 0, got {self.actors}")
         if not 0 < self.gamma <= 1:
             raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}")
-        if self.min_replay_size > self.replay_size:
-            raise ConfigError("--min-replay-size cannot exceed --replay-size")
         if self.backend not in ("local", "ray"):
             raise ConfigError(f"unknown backend {self.backend!r}; expected local or ray")
         if self.backend == "ray" and self.actors == 0:
@@ -227,17 +201,6 @@ class ExperimentConfig:
         # quantized layers are the hidden-to-hidden ones: their input widths are hidden[:-1]
         return self.calibration == "gptq" or max(self.policy_hidden()[:-1], default=0) <= 512
 
-    def resolved_error_buffer(self) -> float:
-        from actorq.replay.rate_limiter import SampleToInsertRatio
-
-        floor = SampleToInsertRatio.min_error_buffer(
-            self.batch_size, self.samples_per_insert, self.envs_per_actor * self.n_step
-        )
-        eb = self.error_buffer
-        if eb is None:
-            eb = 0.1 * self.samples_per_insert * self.min_replay_size
-        return float(max(eb, floor))
-
     def cores_warning(self) -> str | None:
         cores = os.cpu_count() or 1
         if self.actors + 1 > cores:
@@ -258,6 +221,58 @@ class ExperimentConfig:
     def from_json(cls, d: dict[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclasses.dataclass
+class OffPolicyConfig(ExperimentConfig):
+    """Fields of off-policy agents (DQN, D4PG): n-step transitions in a uniform replay behind a
+    samples-per-insert rate limiter."""
+
+    n_step: int = 3
+    """n of the n-step return targets."""
+    batch_size: int = 128
+    """Learner minibatch size."""
+    samples_per_insert: float = 32.0
+    """Replay ratio: items sampled by the learner per item inserted by actors. Enforced by the
+    rate limiter in every run, so fp32 and quantized runs consume the same data per update."""
+    error_buffer: float | None = None
+    """Slack of the rate limiter in samples (Reverb semantics); default: 10% of
+    samples_per_insert * min_replay_size, and never less than what avoids deadlock."""
+    min_replay_size: int = 1_000
+    """Transitions collected before learning starts."""
+    replay_size: int = 100_000
+    """Replay capacity (transitions)."""
+    save_replay: bool = True
+    """Include the replay buffer in checkpoints (npz), for a faithful resume."""
+    prefetch: int = 4
+    """backend=ray: learner batches fetched ahead by a background thread (bounded queue)."""
+
+    def validate(self) -> None:
+        super().validate()
+        positive = {
+            "n_step": self.n_step,
+            "batch_size": self.batch_size,
+            "min_replay_size": self.min_replay_size,
+            "replay_size": self.replay_size,
+            "samples_per_insert": self.samples_per_insert,
+            "prefetch": self.prefetch,
+        }
+        for name, v in positive.items():
+            if v <= 0:
+                raise ConfigError(f"{_flag(name)} must be positive, got {v}")
+        if self.min_replay_size > self.replay_size:
+            raise ConfigError("--min-replay-size cannot exceed --replay-size")
+
+    def resolved_error_buffer(self) -> float:
+        from actorq.replay.rate_limiter import SampleToInsertRatio
+
+        floor = SampleToInsertRatio.min_error_buffer(
+            self.batch_size, self.samples_per_insert, self.envs_per_actor * self.n_step
+        )
+        eb = self.error_buffer
+        if eb is None:
+            eb = 0.1 * self.samples_per_insert * self.min_replay_size
+        return float(max(eb, floor))
 
 
 def _flag(name: str) -> str:

@@ -1,14 +1,18 @@
-"""The learner's loop: one function drives every backend.
+"""The learner's loop: one short function drives every agent and every backend.
 
-``train(config)`` builds the agent, starts the actors (in-process or as local processes), and
-loops: drain actor transitions into replay, update while the rate limiter allows, publish a
-quantized snapshot every ``publish_every`` updates, evaluate the actors' snapshot greedily every
-``eval_every`` environment steps, checkpoint, log. Ctrl-C stops the actors, writes a checkpoint
-and returns.
+``train(config)`` reads like a CleanRL script over named pieces, each testable on its own:
+resolve the config (on a copy), open the run directory, restore a checkpoint, publish
+snapshots (:class:`Publisher`), checkpoint (:class:`Checkpointer`), run the backend
+(:mod:`actorq.distributed.backend`), evaluate (:class:`Evaluator`), log each interval
+(:class:`IntervalLogger`), shut down and report (:func:`final_report`). The loop itself:
+take the backend's next batch, update, publish every ``publish_every`` updates, evaluate the
+actors' snapshot greedily every ``eval_every`` environment steps, checkpoint, log. Ctrl-C stops
+the actors, writes a checkpoint and returns.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import random
@@ -17,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,17 +30,14 @@ from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
 from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
-from actorq.core.types import Batch, transition_specs
-from actorq.distributed.local import LocalBackend, SyncBackend
+from actorq.core.interfaces import Learner
+from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
 from actorq.envs import env_spec, validate_env_id
 from actorq.errors import CheckpointError, ConfigError
 from actorq.logging import MetricLogger
 from actorq.quant.runtimes import make_runtime
-from actorq.quant.snapshot import PolicySnapshot, make_snapshot
-
-if TYPE_CHECKING:
-    from actorq.distributed.ray_backend import RayBackend
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 
 EVAL_SEED = 10_000  # periodic evaluations
 FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
@@ -73,6 +74,10 @@ class TrainResult:
     interrupted: bool = False
     agent: str = "dqn"
     action_mean_abs_diff: float | None = None  # continuous: mean |a_quantized - a_fp32|
+    # Stochastic policies (PPO): mean |log π_quantized(a|s) − log π_fp32(a|s)| on replay
+    # states, actions drawn from the quantized policy (the behaviour the actors ran).
+    logprob_gap: float | None = None
+    eval_time_s: float = 0.0  # of wall_time_s, spent in periodic evaluations
     # Whole machine (learner + actors), codecarbon; None when not tracked. ``energy_estimated``:
     # CPU power modelled from TDP and load (no hardware counter), as on machines without RAPL.
     energy_kwh: float | None = None
@@ -89,10 +94,12 @@ def _default_run_dir(cfg: ExperimentConfig) -> Path:
     return Path("runs") / f"{cfg.agent}-{env}-{cfg.precision}-s{cfg.seed}-{stamp}"
 
 
-def _registered_threshold(env_id: str) -> float | None:
+def registered_threshold(env_id: str) -> float | None:
     import gymnasium as gym
 
-    _, _, name = env_id.partition(":")
+    prefix, _, name = env_id.partition(":")
+    if prefix != "gym":
+        return None
     spec = gym.registry.get(name)
     return None if spec is None else spec.reward_threshold
 
@@ -111,27 +118,559 @@ def load_run_config(run_dir: Path) -> ExperimentConfig:
         raise CheckpointError(f"corrupt config.json in {run_dir}: {e}") from None
 
 
-def agreement(a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16) -> float:
-    """Share of states on which two snapshots' greedy actions agree (onnxruntime for both).
+# -- resolve the config and the run directory ------------------------------------------------
+Loaded = tuple[dict[str, Any], dict[str, Any], Path | None]
+
+
+def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | None]:
+    """The config this run uses — a copy: ``train(cfg)`` never changes the caller's object —
+    and, for ``resume``, the checkpoint it continues from (the saved experiment, with this
+    invocation's run-length and display options)."""
+    if not cfg.resume:
+        out = copy.deepcopy(cfg)
+        out.validate()
+        validate_env_id(out.env)
+        return out, None
+    resume_dir = Path(cfg.resume)
+    saved = load_run_config(resume_dir)
+    for f in ("total_steps", "progress", "log_every", "stop_at_target"):
+        setattr(saved, f, getattr(cfg, f))
+    saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
+    saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
+    loaded = ckpt.load(resume_dir / "checkpoint")
+    saved.validate()
+    validate_env_id(saved.env)
+    return saved, loaded
+
+
+def open_run_dir(cfg: ExperimentConfig) -> Path:
+    """Create (or, resuming, reuse) the run directory; write config.json for a new run."""
+    run_dir = Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg)
+    if not cfg.resume and (run_dir / "checkpoint").exists():
+        raise ConfigError(
+            f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg.run_dir = str(run_dir)
+    if not cfg.resume:
+        write_config(cfg, run_dir)
+    return run_dir
+
+
+def write_config(cfg: ExperimentConfig, run_dir: Path) -> None:
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
+
+
+# -- counters and restore --------------------------------------------------------------------
+@dataclasses.dataclass
+class Counters:
+    """The run's progress; checkpointed as JSON (``state.json["counters"]``)."""
+
+    env_steps: int = 0
+    updates: int = 0
+    publishes: int = 0
+    version: int = 0
+    episodes: int = 0
+    wall_time_s: float = 0.0
+    time_to_target_s: float | None = None
+    steps_to_target: int | None = None
+    last_eval: float | None = None
+    #: ``updates`` when the latest snapshot was published (an evaluation publishes only if the
+    #: weights changed since, so on-policy data is not made stale by evaluations)
+    updates_at_publish: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Counters:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.Generator:
+    """Load the learner's state, the counters and the RNG streams; returns the learner's
+    sampling generator."""
+    tensors, state, _ = loaded
+    learner.load_state(tensors, state["learner"])
+    restored = Counters.from_json(state["counters"])
+    for f in dataclasses.fields(Counters):
+        setattr(counters, f.name, getattr(restored, f.name))
+    torch.set_rng_state(tensors["rng.torch"])
+    random.setstate((3, tuple(state["rng"]["python"]), None))
+    return ckpt.restore_rng(state["rng"]["numpy"])
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+def learner_snapshot(
+    learner: Learner,
+    pspec: PolicySpec,
+    precision: str,
+    version: int,
+    granularity: Any = "per_channel",
+    calibration: np.ndarray | None = None,
+) -> PolicySnapshot:
+    """The learner's acting network as a snapshot at ``precision`` (with the extra tensors its
+    spec needs: observation normalisation, a Gaussian's log-std)."""
+    return make_snapshot(
+        learner.policy_layers(),
+        pspec,
+        precision,
+        version,
+        granularity,
+        calibration,
+        learner.policy_extras(),
+    )
+
+
+class Publisher:
+    """Quantizes the learner's policy and broadcasts it through the backend.
+
+    int8/int4 weights are rounded with GPTQ on replay states when the config asks for it
+    (fresh states per publish, from a generator keyed by (seed, version): reproducible,
+    resume-safe, and independent of the learner's sampling stream).
+    """
+
+    def __init__(self, cfg: ExperimentConfig, learner: Learner, pspec: PolicySpec) -> None:
+        self.cfg, self.learner, self.pspec = cfg, learner, pspec
+        self.gptq = cfg.uses_gptq()
+        self.replay: Any = None  # the backend's replay view, once there is a backend
+        self.backend: Backend | None = None
+        self.times: list[float] = []
+        self.latest = b""
+
+    def snapshot(self, version: int, precision: str | None = None) -> PolicySnapshot:
+        cfg = self.cfg
+        calib = None
+        if self.gptq and self.replay is not None and self.replay.size:
+            calib_rng = np.random.default_rng((cfg.seed, version))
+            calib = self.replay.sample_states(cfg.calibration_states, calib_rng)
+        return learner_snapshot(
+            self.learner,
+            self.pspec,
+            precision or cfg.precision,
+            version,
+            cfg.granularity,
+            calib,
+        )
+
+    def publish(self, c: Counters, first: bytes | None = None) -> None:
+        """Publish the next version (or ``first``, the initial one, as version ``c.version``)."""
+        assert self.backend is not None
+        t = time.perf_counter()
+        if first is None:
+            c.version += 1
+            c.publishes += 1
+        data = first if first is not None else self.snapshot(c.version).to_bytes()
+        self.backend.publish(c.version, data)
+        if first is None:
+            self.times.append(time.perf_counter() - t)
+        self.latest = data
+        c.updates_at_publish = c.updates
+
+    @property
+    def mean_ms(self) -> float:
+        return 1e3 * float(np.mean(self.times)) if self.times else 0.0
+
+
+class Checkpointer:
+    """Writes the learner, counters, RNG streams and (if the replay kind keeps it) the replay."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        learner: Learner,
+        counters: Counters,
+        rng: np.random.Generator,
+        replay: Any,
+        save_replay: bool,
+    ) -> None:
+        self.dir = run_dir / "checkpoint"
+        self.learner, self.c, self.rng, self.replay = learner, counters, rng, replay
+        self.save_replay = save_replay and bool(getattr(replay, "persistent", False))
+
+    def save(self) -> None:
+        tensors, meta = self.learner.state()
+        tensors["rng.torch"] = torch.get_rng_state()
+        state = {
+            "learner": meta,
+            "counters": self.c.to_json(),
+            "rng": {"numpy": ckpt.rng_state(self.rng), "python": list(random.getstate()[1])},
+        }
+        ckpt.save(self.dir, tensors, state, self.replay.save if self.save_replay else None)
+
+
+# -- evaluation ------------------------------------------------------------------------------
+class Evaluator:
+    """Greedy evaluation of the actors' snapshot every ``eval_every`` environment steps; a
+    target counts as reached only if a confirmation on fresh seeds agrees."""
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        target: float | None,
+        logger: MetricLogger,
+        say: Callable[[str], None],
+        env_steps: int,
+    ) -> None:
+        self.cfg, self.target, self.logger, self.say = cfg, target, logger, say
+        self.env_kw = cfg.env_kwargs()
+        self.next = (env_steps // cfg.eval_every + 1) * cfg.eval_every
+        self.seconds = 0.0  # time spent evaluating (periodic and confirmation)
+
+    def due(self, env_steps: int) -> bool:
+        return env_steps >= self.next
+
+    def run(self, snap: PolicySnapshot, c: Counters, elapsed: float) -> bool:
+        """Evaluate; record it; returns True when the target is newly reached and confirmed."""
+        cfg = self.cfg
+        t = time.perf_counter()
+        self.next = (c.env_steps // cfg.eval_every + 1) * cfg.eval_every
+        rt = make_runtime(snap, cfg.runtime)
+        rets = evaluate(rt, cfg.env, cfg.eval_episodes, EVAL_SEED, self.env_kw)
+        c.last_eval = float(rets.mean())
+        self.logger.log(c.env_steps, {"charts/eval_return": c.last_eval})
+        self.say(
+            f"eval @ {c.env_steps:>8} steps, {elapsed:6.1f}s: "
+            f"{rets.mean():7.1f} ± {rets.std():5.1f} ({cfg.precision})"
+        )
+        reached = False
+        if self.target is not None and rets.mean() >= self.target and c.steps_to_target is None:
+            seed = CONFIRM_SEED + 100 * c.publishes
+            conf = evaluate(rt, cfg.env, cfg.eval_episodes, seed, self.env_kw)
+            self.say(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}")
+            if conf.mean() >= self.target:
+                c.steps_to_target = c.env_steps
+                c.time_to_target_s = elapsed
+                reached = True
+        self.seconds += time.perf_counter() - t
+        self.logger.log(c.env_steps, {"perf/eval_s": self.seconds})  # cumulative
+        return reached
+
+
+# -- logging ---------------------------------------------------------------------------------
+class IntervalLogger:
+    """Every ``log_every`` seconds: learner metrics (means over the interval), throughput,
+    waits, communication, faults, energy and episode returns, to CSV/TensorBoard and the
+    progress bar."""
+
+    def __init__(self, logger: MetricLogger, progress: _Progress, c: Counters) -> None:
+        self.logger, self.progress = logger, progress
+        self.window: dict[str, list[float]] = {}
+        self.ep_returns: list[float] = []
+        self.ep_lengths: list[int] = []
+        self.last = {"steps": c.env_steps, "updates": c.updates, "t": time.perf_counter(),
+                     "busy": 0.0, "wait": 0.0, "lwait": 0.0}  # fmt: skip
+
+    def add_update(self, metrics: dict[str, float]) -> None:
+        for k, v in metrics.items():
+            self.window.setdefault(k, []).append(v)
+
+    def add_episodes(self, episodes: list[tuple[float, int]]) -> None:
+        for ret, length in episodes:
+            self.ep_returns.append(ret)
+            self.ep_lengths.append(length)
+
+    def due(self, now: float, every: float) -> bool:
+        return now - self.last["t"] >= every
+
+    def log(
+        self,
+        now: float,
+        c: Counters,
+        st: BackendStats,
+        learner_wait_s: float,
+        publisher: Publisher,
+        replay_size: int,
+        energy: dict[str, float],
+    ) -> dict[str, float]:
+        last = self.last
+        dt = now - last["t"]
+        busy = st.actor_busy_s - last["busy"]
+        wait = st.actor_wait_s - last["wait"]
+        lw = learner_wait_s - last["lwait"]
+        m: dict[str, float] = {k: float(np.mean(v)) for k, v in self.window.items()}
+        m.update(
+            {
+                "perf/actor_sps": (c.env_steps - last["steps"]) / dt,
+                "perf/learner_ups": (c.updates - last["updates"]) / dt,
+                "perf/learner_wait_frac": lw / dt,
+                "perf/actor_wait_frac": wait / (busy + wait) if busy + wait > 0 else 0.0,
+                "comm/snapshot_bytes": float(len(publisher.latest)),
+                "comm/publishes": float(c.publishes),
+                "comm/publish_ms": 1e3 * float(np.mean(publisher.times[-50:]))
+                if publisher.times
+                else 0.0,
+                "faults/actor_restarts": float(st.actor_restarts),
+                "faults/rejected_snapshots": float(st.rejected_snapshots),
+                "replay/size": float(replay_size),
+                **energy,
+                **st.extra,
+            }
+        )
+        if self.ep_returns:
+            m["charts/episodic_return"] = float(np.mean(self.ep_returns[-1000:]))
+            m["charts/episodic_length"] = float(np.mean(self.ep_lengths[-1000:]))
+        c.episodes += len(self.ep_returns)
+        self.ep_returns.clear()
+        self.ep_lengths.clear()
+        self.logger.log(c.env_steps, m)
+        self.window.clear()
+        last.update(steps=c.env_steps, updates=c.updates, t=now, busy=st.actor_busy_s,
+                    wait=st.actor_wait_s, lwait=learner_wait_s)  # fmt: skip
+        ev = "-" if c.last_eval is None else f"{c.last_eval:.1f}"
+        ep_ret = m.get("charts/episodic_return")
+        self.progress.update(
+            c.env_steps,
+            f"ups {m['perf/learner_ups']:6.0f} | sps {m['perf/actor_sps']:7.0f} | "
+            f"return {'-' if ep_ret is None else f'{ep_ret:.1f}'} | eval {ev}",
+        )
+        return m
+
+
+# -- the run ---------------------------------------------------------------------------------
+def train(
+    cfg: ExperimentConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
+) -> TrainResult:
+    """Train an agent (the config's type says which: DQN, D4PG, PPO) with quantized actors;
+    returns a :class:`TrainResult`. ``cfg`` itself is not changed.
+
+    ``callback(info)`` is called after each log interval with the latest metrics; return
+    ``False`` to stop training early.
+    """
+    cfg, loaded = resolve_config(cfg)
+    builder = builder_for(cfg)
+    spec = env_spec(cfg.env)
+    builder.check_spec(spec)
+    target = cfg.target_return if cfg.target_return is not None else registered_threshold(cfg.env)
+    run_dir = open_run_dir(cfg)
+
+    torch.set_num_threads(cfg.learner_threads)
+    random.seed(cfg.seed)
+    learner = builder.make_learner(cfg, spec)
+    pspec = builder.policy_spec(cfg, spec)
+    if cfg.precision == "auto":
+        cfg.precision = _select_precision(cfg, spec, learner, pspec, run_dir)
+        write_config(cfg, run_dir)
+    c = Counters()
+    rng = np.random.default_rng(cfg.seed)
+    if loaded is not None:
+        rng = restore(loaded, learner, c)
+
+    setup = builder.actor_setup(cfg, spec)
+    if loaded is not None:
+        setup.seed = cfg.seed + 104_729 * (c.env_steps // 1000 + 1)  # fresh env seeds
+    publisher = Publisher(cfg, learner, pspec)
+    fp32_bytes = len(publisher.snapshot(0, "fp32").to_bytes())
+    first = publisher.snapshot(c.version).to_bytes()
+    energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
+    if energy is not None:
+        energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
+    # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
+    # stops through the loop's clean path (checkpoint, summary).
+    stop = _StopOnCtrlC()
+    try:
+        backend = make_backend(
+            BackendContext(
+                cfg=cfg,
+                setup=setup,
+                specs=builder.data_specs(cfg, spec),
+                table_config=builder.table_config(cfg, spec),
+                snapshot_capacity=int(len(first) * 1.1) + 65536,
+                run_dir=run_dir,
+                rng=rng,
+                env_steps_offset=c.env_steps,
+            )
+        )
+    except BaseException:
+        stop.restore()
+        raise
+    replay = backend.replay
+    if loaded is not None and loaded[2] is not None and replay.persistent:
+        replay.load(loaded[2])
+    publisher.replay, publisher.backend = replay, backend
+    checkpointer = Checkpointer(
+        run_dir, learner, c, rng, replay, bool(getattr(cfg, "save_replay", False))
+    )
+    logger = MetricLogger(run_dir)
+    progress = _Progress(cfg.progress, cfg.total_steps, c.env_steps)
+    progress.print(f"run dir: {run_dir}")
+    evaluator = Evaluator(cfg, target, logger, progress.print, c.env_steps)
+    interval = IntervalLogger(logger, progress, c)
+    publisher.publish(c, first)
+
+    start_wall = time.perf_counter() - c.wall_time_s
+    interrupted, stop_reason = False, "budget"
+    try:
+        while True:
+            if stop.requested:
+                raise KeyboardInterrupt
+            batch = backend.next_batch()
+            interval.add_episodes(backend.drain_episodes())
+            if batch is not None:
+                interval.add_update(learner.update(batch))
+                c.updates += 1
+                if c.updates % cfg.publish_every == 0:
+                    publisher.publish(c)
+                if c.updates % cfg.checkpoint_every == 0:
+                    checkpointer.save()
+            c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
+            now = time.perf_counter()
+            if evaluator.due(c.env_steps):
+                if c.updates != c.updates_at_publish:
+                    publisher.publish(c)  # evaluate exactly the weights the actors now get
+                snap = PolicySnapshot.from_bytes(publisher.latest)
+                if evaluator.run(snap, c, now - start_wall) and cfg.stop_at_target:
+                    stop_reason = "target"
+                    break
+            if c.env_steps >= cfg.total_steps:
+                break
+            if interval.due(now, cfg.log_every):
+                st = backend.stats()
+                restarted = backend.supervise()
+                if restarted:
+                    progress.print(f"[yellow]restarted {restarted} actor(s)[/]")
+                m = interval.log(
+                    now,
+                    c,
+                    st,
+                    backend.learner_wait_s,
+                    publisher,
+                    replay.size,
+                    energy.snapshot().as_metrics() if energy is not None else {},
+                )
+                info = {**m, **c.to_json(), "backend": backend, "actor_pids": backend.pids()}
+                if callback is not None and callback(info) is False:
+                    stop_reason = "callback"
+                    break
+    except KeyboardInterrupt:
+        interrupted, stop_reason = True, "interrupted"
+    finally:
+        stop.restore()
+        try:
+            st = backend.stats()
+            reading = energy.stop() if energy is not None else None  # the run, not the report
+            c.env_steps = st.env_steps
+            c.wall_time_s = time.perf_counter() - start_wall
+            # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
+            final_states = _final_states(replay, cfg.seed)
+            final = publisher.snapshot(c.version + 1)
+            checkpointer.save()
+        finally:
+            backend.close()
+            progress.stop()
+
+    result = final_report(
+        cfg, spec, learner, pspec, final, final_states, c, st, publisher, target, fp32_bytes
+    )
+    result.interrupted = interrupted
+    result.eval_time_s = evaluator.seconds
+    if reading is not None:
+        for k, v in reading.as_summary().items():
+            setattr(result, k, v)
+    logger.log(
+        c.env_steps,
+        {
+            "charts/final_eval_return": result.eval_return,
+            "charts/final_eval_return_fp32": result.eval_return_fp32,
+            "quant/action_agreement": result.action_agreement,
+            **(
+                {}
+                if result.action_mean_abs_diff is None
+                else {"quant/action_mean_abs_diff": result.action_mean_abs_diff}
+            ),
+            **({} if result.logprob_gap is None else {"quant/logprob_gap": result.logprob_gap}),
+        },
+    )
+    logger.close()
+    (run_dir / "summary.json").write_text(
+        json.dumps({**result.to_json(), "stop": stop_reason}, indent=1)
+    )
+    print_summary(result, stop_reason)
+    return result
+
+
+def final_report(
+    cfg: ExperimentConfig,
+    spec: Any,
+    learner: Learner,
+    pspec: PolicySpec,
+    final: PolicySnapshot,
+    states: np.ndarray | None,
+    c: Counters,
+    st: BackendStats,
+    publisher: Publisher,
+    target: float | None,
+    fp32_bytes: int,
+) -> TrainResult:
+    """Held-out greedy evaluation of the final weights, quantized and fp32, and how alike the
+    two act on states the actors visited."""
+    env_kw = cfg.env_kwargs()
+    fp32 = learner_snapshot(learner, pspec, "fp32", c.version + 1)
+    q_rets = evaluate(
+        make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
+    )
+    f_rets = evaluate(
+        make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
+    )
+    if states is None:
+        states = np.zeros((0, spec.obs_dim), np.float32)
+    agree, mad, gap = compare_policies(final, fp32, states, cfg.envs_per_actor, cfg.seed)
+    return TrainResult(
+        run_dir=str(cfg.run_dir),
+        env=cfg.env,
+        precision=cfg.precision,
+        env_steps=c.env_steps,
+        updates=c.updates,
+        wall_time_s=c.wall_time_s,
+        eval_return=float(q_rets.mean()),
+        eval_return_std=float(q_rets.std()),
+        eval_return_fp32=float(f_rets.mean()),
+        action_agreement=agree,
+        agreement_states=len(states),
+        snapshot_bytes=len(publisher.latest),
+        fp32_snapshot_bytes=fp32_bytes,
+        publishes=c.publishes,
+        publish_ms=publisher.mean_ms,
+        target_return=target,
+        reached_target=c.steps_to_target is not None,
+        time_to_target_s=c.time_to_target_s,
+        steps_to_target=c.steps_to_target,
+        actor_restarts=st.actor_restarts,
+        rejected_snapshots=st.rejected_snapshots,
+        agent=cfg.agent,
+        action_mean_abs_diff=mad,
+        logprob_gap=gap,
+    )
+
+
+def compare_policies(
+    a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16, seed: int = 0
+) -> tuple[float, float | None, float | None]:
+    """How alike two snapshots of one policy act on ``states`` (onnxruntime for both):
+    ``(agreement, mean |Δa| or None, log-prob gap or None)`` (:meth:`Head.compare`).
 
     Inference runs in batches of ``batch`` (the actors' K); int8 activations are quantized per
-    state, so the batch size does not change the result (tests/quant/test_runtimes.py).
+    state, so the batch size does not change the result (tests/quant/test_runtimes.py). For a
+    stochastic head the gap is the mean |log π_a(x|s) − log π_b(x|s)| with x drawn from ``a``.
     """
+    if not len(states):
+        return float("nan"), None, None
     ra, rb = make_runtime(a), make_runtime(b)
-    hits = 0
-    for i in range(0, len(states), batch):
-        x = states[i : i + batch]
-        hits += int((ra(x).argmax(1) == rb(x).argmax(1)).sum())
-    return hits / max(len(states), 1)
+    out_a = np.concatenate([ra(states[i : i + batch]) for i in range(0, len(states), batch)])
+    out_b = np.concatenate([rb(states[i : i + batch]) for i in range(0, len(states), batch)])
+    head = a.spec.policy_head
+    agree, mad = head.compare(out_a, out_b)
+    gap = None
+    if head.stochastic:
+        from actorq.core.exploration import PolicySampler
 
-
-def action_closeness(
-    a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, tol: float = 0.05
-) -> tuple[float, float]:
-    """Continuous policies: ``(mean |a - b|, share of states with every |a_i - b_i| <= tol)``,
-    actions in the policy's [-1, 1] space."""
-    da = np.abs(make_runtime(a)(states) - make_runtime(b)(states))
-    return float(da.mean()), float((da.max(axis=1) <= tol).mean())
+        sampler = PolicySampler(seed)
+        sampler.set_snapshot(a)
+        x, extras = sampler.act(out_a)
+        log_std = b.tensors.get("log_std")
+        gap = float(np.abs(extras["log_prob"] - head.log_prob(out_b, x, log_std)).mean())
+    return agree, mad, gap
 
 
 class _StopOnCtrlC:
@@ -200,382 +739,6 @@ class _Progress:
             self.p.stop()
 
 
-def train(
-    cfg: ExperimentConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
-) -> TrainResult:
-    """Train an agent (DQN, D4PG: the config's type says which) with quantized actors;
-    returns a :class:`TrainResult`.
-
-    ``callback(info)`` is called after each log interval with the latest metrics; return
-    ``False`` to stop training early.
-    """
-    if cfg.resume:
-        resume_dir = Path(cfg.resume)
-        saved = load_run_config(resume_dir)
-        # the saved experiment, with this invocation's run-length and display options
-        for f in ("total_steps", "progress", "log_every", "stop_at_target"):
-            setattr(saved, f, getattr(cfg, f))
-        saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
-        saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
-        cfg = saved
-        loaded = ckpt.load(resume_dir / "checkpoint")
-    cfg.validate()
-    validate_env_id(cfg.env)
-    builder = builder_for(cfg)
-    env_kw = cfg.env_kwargs()
-    spec = env_spec(cfg.env)
-    builder.check_spec(spec)
-    target = cfg.target_return if cfg.target_return is not None else _registered_threshold(cfg.env)
-
-    run_dir = Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg)
-    if not cfg.resume and (run_dir / "checkpoint").exists():
-        raise ConfigError(
-            f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cfg.run_dir = str(run_dir)
-    if not cfg.resume:
-        (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
-
-    torch.set_num_threads(cfg.learner_threads)
-    random.seed(cfg.seed)
-    learner = builder.make_learner(cfg, spec)
-    if cfg.precision == "auto":
-        cfg.precision = _select_precision(
-            cfg, spec, learner, builder.policy_spec(cfg, spec), run_dir
-        )
-        (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
-    # backend="ray" keeps replay in shards (Ray actors); the local backends in this process.
-    replay: Any = builder.make_replay(cfg, spec) if cfg.backend == "local" else None
-    limiter = builder.make_rate_limiter(cfg)
-    rng = np.random.default_rng(cfg.seed)
-    pspec = builder.policy_spec(cfg, spec)
-    c: dict[str, Any] = {
-        "env_steps": 0, "updates": 0, "publishes": 0, "version": 0, "episodes": 0,
-        "wall_time_s": 0.0, "time_to_target_s": None, "steps_to_target": None,
-        "last_eval": None,
-    }  # fmt: skip
-    if cfg.resume:
-        tensors, state, replay_path = loaded
-        learner.load_state(tensors, state["learner"])
-        c.update(state["counters"])
-        rng = ckpt.restore_rng(state["rng"]["numpy"])
-        torch.set_rng_state(tensors["rng.torch"])
-        random.setstate((3, tuple(state["rng"]["python"]), None))
-        if replay_path is not None and replay is not None:
-            replay.load(replay_path)
-
-    setup = builder.make_actor_setup(cfg, spec)
-    if cfg.resume:
-        setup.seed = cfg.seed + 104_729 * (c["env_steps"] // 1000 + 1)  # fresh env seeds
-    fp32_bytes = len(make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes())
-
-    gptq = cfg.uses_gptq()
-
-    def snapshot(version: int) -> PolicySnapshot:
-        calib = None
-        if gptq and replay is not None and replay.size:
-            # Fresh replay states per publish, from a generator keyed by (seed, version):
-            # reproducible, resume-safe, and independent of the learner's sampling stream.
-            calib_rng = np.random.default_rng((cfg.seed, version))
-            calib = replay.sample(min(cfg.calibration_states, replay.size), calib_rng)["obs"]
-        return make_snapshot(
-            learner.policy_layers(), pspec, cfg.precision, version, cfg.granularity, calib
-        )
-
-    first = snapshot(c["version"]).to_bytes()
-    capacity = int(len(first) * 1.1) + 65536
-    energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
-    if energy is not None:
-        energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
-    # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
-    # stops through the loop's clean path (checkpoint, summary).
-    stop = _StopOnCtrlC()
-    backend: SyncBackend | LocalBackend | RayBackend
-    data: LocalInput | RayBackend
-    try:
-        if cfg.backend == "ray":
-            from actorq.distributed.ray_backend import RayBackend
-
-            backend = RayBackend(cfg, setup, transition_specs(spec), capacity, c["env_steps"])
-            replay = backend.replay
-            if cfg.resume and loaded[2] is not None:
-                replay.load(loaded[2])
-            data = backend
-        else:
-            if cfg.actors == 0:
-                backend = SyncBackend(setup)
-            else:
-                backend = LocalBackend(
-                    setup, cfg.actors, run_dir, capacity, env_steps_offset=c["env_steps"]
-                )
-            data = LocalInput(backend, replay, limiter, cfg.batch_size, rng)
-    except BaseException:
-        stop.restore()
-        if "backend" in locals():
-            backend.close()
-        raise
-    logger = MetricLogger(run_dir)
-    progress = _Progress(cfg.progress, cfg.total_steps, c["env_steps"])
-    progress.print(f"run dir: {run_dir}")
-
-    publish_times: list[float] = []
-    latest_bytes = first
-    backend.publish(c["version"], first)
-
-    def publish() -> None:
-        nonlocal latest_bytes
-        t = time.perf_counter()
-        c["version"] += 1
-        data = snapshot(c["version"]).to_bytes()
-        backend.publish(c["version"], data)
-        publish_times.append(time.perf_counter() - t)
-        latest_bytes = data
-        c["publishes"] += 1
-
-    def save_checkpoint() -> None:
-        tensors, meta = learner.state()
-        tensors["rng.torch"] = torch.get_rng_state()
-        state = {
-            "learner": meta,
-            "counters": c,
-            "rng": {"numpy": ckpt.rng_state(rng), "python": list(random.getstate()[1])},
-        }
-        ckpt.save(run_dir / "checkpoint", tensors, state, replay.save if cfg.save_replay else None)
-
-    next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
-    start_wall = time.perf_counter() - c["wall_time_s"]
-    last_log = time.perf_counter()
-    window: dict[str, list[float]] = {}
-    ep_returns: list[float] = []
-    ep_lengths: list[int] = []
-    last = {"steps": c["env_steps"], "updates": c["updates"], "t": last_log, "busy": 0.0,
-            "wait": 0.0, "lwait": 0.0}  # fmt: skip
-    interrupted = False
-    stop_reason = "budget"
-
-    try:
-        while True:
-            if stop.requested:
-                raise KeyboardInterrupt
-            batch = data.next_batch()
-            for ret, length in backend.drain_episodes():
-                ep_returns.append(ret)
-                ep_lengths.append(length)
-            if batch is not None:
-                metrics = learner.update(batch)
-                c["updates"] += 1
-                for k, v in metrics.items():
-                    window.setdefault(k, []).append(v)
-                if c["updates"] % cfg.publish_every == 0:
-                    publish()
-                if c["updates"] % cfg.checkpoint_every == 0:
-                    save_checkpoint()
-            elif backend.synchronous:
-                backend.step_actor()  # type: ignore[union-attr]
-
-            c["env_steps"] = backend.env_steps()  # cheap: the full stats are read per log interval
-            now = time.perf_counter()
-            if c["env_steps"] >= next_eval:
-                next_eval = (c["env_steps"] // cfg.eval_every + 1) * cfg.eval_every
-                publish()  # evaluate exactly the weights the actors now get
-                snap = PolicySnapshot.from_bytes(latest_bytes)
-                rets = evaluate(
-                    make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, EVAL_SEED, env_kw
-                )
-                c["last_eval"] = float(rets.mean())
-                logger.log(c["env_steps"], {"charts/eval_return": c["last_eval"]})
-                progress.print(
-                    f"eval @ {c['env_steps']:>8} steps, {now - start_wall:6.1f}s: "
-                    f"{rets.mean():7.1f} ± {rets.std():5.1f} ({cfg.precision})"
-                )
-                if target is not None and rets.mean() >= target and c["steps_to_target"] is None:
-                    # confirm on fresh seeds before declaring the target reached
-                    seed = CONFIRM_SEED + 100 * c["publishes"]
-                    conf = evaluate(
-                        make_runtime(snap, cfg.runtime), cfg.env, cfg.eval_episodes, seed, env_kw
-                    )
-                    progress.print(
-                        f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}"
-                    )
-                    if conf.mean() < target:
-                        continue
-                    c["steps_to_target"] = c["env_steps"]
-                    c["time_to_target_s"] = now - start_wall
-                    if cfg.stop_at_target:
-                        _reached, stop_reason = True, "target"
-                        break
-            if c["env_steps"] >= cfg.total_steps:
-                break
-            if now - last_log >= cfg.log_every:
-                st = backend.stats()
-                restarted = backend.supervise()
-                if restarted:
-                    progress.print(f"[yellow]restarted {restarted} actor(s)[/]")
-                dt = now - last["t"]
-                busy = st.actor_busy_s - last["busy"]
-                wait = st.actor_wait_s - last["wait"]
-                learner_wait = data.learner_wait_s
-                lw = learner_wait - last["lwait"]
-                ep_returns_w, ep_lengths_w = ep_returns[-1000:], ep_lengths[-1000:]
-                m: dict[str, float] = {k: float(np.mean(v)) for k, v in window.items()}
-                m.update(
-                    {
-                        "perf/actor_sps": (c["env_steps"] - last["steps"]) / dt,
-                        "perf/learner_ups": (c["updates"] - last["updates"]) / dt,
-                        "perf/learner_wait_frac": lw / dt,
-                        "perf/actor_wait_frac": wait / (busy + wait) if busy + wait > 0 else 0.0,
-                        "comm/snapshot_bytes": float(len(latest_bytes)),
-                        "comm/publishes": float(c["publishes"]),
-                        "comm/publish_ms": 1e3 * float(np.mean(publish_times[-50:]))
-                        if publish_times
-                        else 0.0,
-                        "faults/actor_restarts": float(st.actor_restarts),
-                        "faults/rejected_snapshots": float(st.rejected_snapshots),
-                        "replay/size": float(replay.size),
-                        **(energy.snapshot().as_metrics() if energy is not None else {}),
-                        **st.extra,
-                    }
-                )
-                if ep_returns_w:
-                    m["charts/episodic_return"] = float(np.mean(ep_returns_w))
-                    m["charts/episodic_length"] = float(np.mean(ep_lengths_w))
-                c["episodes"] += len(ep_returns)
-                ep_returns.clear()
-                ep_lengths.clear()
-                logger.log(c["env_steps"], m)
-                window.clear()
-                last.update(steps=c["env_steps"], updates=c["updates"], t=now, busy=st.actor_busy_s,
-                            wait=st.actor_wait_s, lwait=learner_wait)  # fmt: skip
-                last_log = now
-                ev = "-" if c["last_eval"] is None else f"{c['last_eval']:.1f}"
-                ep_ret = m.get("charts/episodic_return")
-                progress.update(
-                    c["env_steps"],
-                    f"ups {m['perf/learner_ups']:6.0f} | sps {m['perf/actor_sps']:7.0f} | "
-                    f"return {'-' if ep_ret is None else f'{ep_ret:.1f}'} | eval {ev}",
-                )
-                if (
-                    callback is not None
-                    and callback({**m, **c, "backend": backend, "actor_pids": backend.pids()})
-                    is False
-                ):
-                    stop_reason = "callback"
-                    break
-    except KeyboardInterrupt:
-        interrupted, stop_reason = True, "interrupted"
-    finally:
-        stop.restore()
-        try:
-            st = backend.stats()
-            reading = energy.stop() if energy is not None else None  # the run, not the report
-            c["env_steps"] = st.env_steps
-            c["wall_time_s"] = time.perf_counter() - start_wall
-            # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
-            final_states = _final_states(replay, cfg.seed)
-            final = snapshot(c["version"] + 1)
-            save_checkpoint()
-        finally:
-            backend.close()
-            progress.stop()
-
-    # Final report: held-out greedy evaluation of the final weights, quantized and fp32,
-    # and how often the two pick the same action on states the actors visited.
-    fp32 = make_snapshot(learner.policy_layers(), pspec, "fp32", c["version"] + 1)
-    q_rets = evaluate(
-        make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
-    )
-    f_rets = evaluate(
-        make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
-    )
-    states = final_states if final_states is not None else np.zeros((0, spec.obs_dim), np.float32)
-    n_states = len(states)
-    mad = None
-    if not n_states:
-        agree = float("nan")
-    elif pspec.head == "q":
-        agree = agreement(final, fp32, states, cfg.envs_per_actor)
-    else:
-        mad, agree = action_closeness(final, fp32, states)
-    result = TrainResult(
-        run_dir=str(run_dir),
-        env=cfg.env,
-        precision=cfg.precision,
-        env_steps=c["env_steps"],
-        updates=c["updates"],
-        wall_time_s=c["wall_time_s"],
-        eval_return=float(q_rets.mean()),
-        eval_return_std=float(q_rets.std()),
-        eval_return_fp32=float(f_rets.mean()),
-        action_agreement=agree,
-        agreement_states=n_states,
-        snapshot_bytes=len(latest_bytes),
-        fp32_snapshot_bytes=fp32_bytes,
-        publishes=c["publishes"],
-        publish_ms=1e3 * float(np.mean(publish_times)) if publish_times else 0.0,
-        target_return=target,
-        reached_target=c["steps_to_target"] is not None,
-        time_to_target_s=c["time_to_target_s"],
-        steps_to_target=c["steps_to_target"],
-        actor_restarts=st.actor_restarts,
-        rejected_snapshots=st.rejected_snapshots,
-        interrupted=interrupted,
-        agent=cfg.agent,
-        action_mean_abs_diff=mad,
-        **(reading.as_summary() if reading is not None else {}),
-    )
-    logger.log(
-        c["env_steps"],
-        {
-            "charts/final_eval_return": result.eval_return,
-            "charts/final_eval_return_fp32": result.eval_return_fp32,
-            "quant/action_agreement": agree,
-            **({} if mad is None else {"quant/action_mean_abs_diff": mad}),
-        },
-    )
-    logger.close()
-    (run_dir / "summary.json").write_text(
-        json.dumps({**result.to_json(), "stop": stop_reason}, indent=1)
-    )
-    print_summary(result, stop_reason)
-    return result
-
-
-class LocalInput:
-    """The learner's input on the local backends: move the actors' transitions into the
-    in-process replay, then sample a batch whenever the rate limiter allows (sampling a numpy
-    ring is microseconds, so no prefetch thread: it would only contend for the GIL)."""
-
-    def __init__(
-        self,
-        backend: SyncBackend | LocalBackend,
-        replay: Any,
-        limiter: Any,
-        batch_size: int,
-        rng: np.random.Generator,
-    ) -> None:
-        self.backend, self.replay, self.limiter = backend, replay, limiter
-        self.batch_size, self.rng = batch_size, rng
-        # Counts this session's inserts and samples (a resumed replay is already in).
-        self.inserts = self.samples = 0
-        self.learner_wait_s = 0.0
-
-    def next_batch(self) -> Batch | None:
-        batch = self.backend.drain()
-        if batch:
-            self.replay.add(batch)
-            self.inserts += len(batch["reward"])
-        if self.limiter.can_sample(self.batch_size, self.inserts, self.samples):
-            self.samples += self.batch_size
-            self.backend.set_samples(self.samples)
-            return self.replay.sample(self.batch_size, self.rng)
-        if not self.backend.synchronous:
-            t = time.perf_counter()
-            time.sleep(0.0002)
-            self.learner_wait_s += time.perf_counter() - t
-        return None
-
-
 def _select_precision(
     cfg: ExperimentConfig, spec: Any, learner: Any, pspec: Any, run_dir: Path
 ) -> str:
@@ -609,6 +772,7 @@ def _select_precision(
             runtime=cfg.runtime,
             threads=cfg.actor_threads,
             granularity=cfg.granularity,
+            extras=learner.policy_extras(),
         )
         precision, table = choice.precision, choice.table()
     (run_dir / "precision_auto.md").write_text(table + "\n")
@@ -625,7 +789,7 @@ def _select_precision_on_nodes(
     started = init_ray(cfg.ray_address)
     try:
         choices = node_precision.node_choices(
-            make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes(),
+            learner_snapshot(learner, pspec, "fp32", 0).to_bytes(),
             observations,
             cfg.actors,
             cfg.envs_per_actor,
@@ -642,14 +806,12 @@ def _select_precision_on_nodes(
 
 
 def _final_states(replay: Any, seed: int, n: int = 10_000) -> np.ndarray | None:
-    """Replay states for the final quantized-vs-fp32 comparison (None if replay is empty)."""
+    """Replay states for the final quantized-vs-fp32 comparison (None if there are none)."""
     try:
-        size = replay.size
-        if not size:
-            return None
-        return np.asarray(replay.sample(min(n, size), np.random.default_rng(seed + 1))["obs"])
+        states = np.asarray(replay.sample_states(n, np.random.default_rng(seed + 1)))
     except Exception:  # a backend failing at shutdown must not lose the run's summary
         return None
+    return states if len(states) else None
 
 
 def print_summary(r: TrainResult, stop_reason: str = "") -> None:
@@ -685,6 +847,8 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
         else "no"
     )
     t.add_row(f"reached target {tgt}", reached)
+    if r.logprob_gap is not None:
+        t.add_row("log-prob gap vs fp32", f"{r.logprob_gap:.4f} nats (mean |Δ log π|)")
     t.add_row("env steps / learner updates", f"{r.env_steps} / {r.updates}")
     t.add_row("wall time", f"{r.wall_time_s:.1f}s ({stop_reason})")
     ratio = r.snapshot_bytes / r.fp32_snapshot_bytes

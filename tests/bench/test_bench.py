@@ -64,7 +64,7 @@ def test_cells_are_the_product_of_the_axes_with_deterministic_names(tmp_path: Pa
 @pytest.mark.parametrize(
     "edit, needle",
     [
-        (('agent = "dqn"', 'agent = "ppo"'), "unknown agent 'ppo'"),
+        (('agent = "dqn"', 'agent = "a2c"'), "unknown agent 'a2c'"),
         (("total_steps = 2000", "total_stepz = 2000"), "'total_stepz' is not a DQNConfig field"),
         (("total_steps = 2000", 'total_steps = "many"'), "does not fit its type"),
         (("total_steps = 2000", "seed = 4"), "'seed' is set by the matrix"),

@@ -5,6 +5,7 @@ once per actor."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 from actorq import DQNConfig  # noqa: E402
 from actorq.agents import builder_for  # noqa: E402
-from actorq.core.types import transition_specs  # noqa: E402
+from actorq.distributed.backend import BackendContext  # noqa: E402
 from actorq.distributed.ray_backend import RayBackend  # noqa: E402
 from actorq.envs import env_spec  # noqa: E402
 from actorq.quant.snapshot import make_snapshot  # noqa: E402
@@ -37,7 +38,7 @@ def cluster() -> Any:
     c.shutdown()
 
 
-def test_each_node_reads_its_own_cache(cluster: Any) -> None:
+def test_each_node_reads_its_own_cache(cluster: Any, tmp_path: Path) -> None:
     cfg = DQNConfig(
         env="gym:CartPole-v1",
         precision="int8",
@@ -58,8 +59,16 @@ def test_each_node_reads_its_own_cache(cluster: Any) -> None:
         make_snapshot(learner.policy_layers(), pspec, "int8", v).to_bytes()
         for v in range(1, PUBLISHES + 1)
     ]
-    setup = builder.make_actor_setup(cfg, spec)
-    backend = RayBackend(cfg, setup, transition_specs(spec), len(snaps[0]) * 2)
+    ctx = BackendContext(
+        cfg,
+        builder.actor_setup(cfg, spec),
+        builder.data_specs(cfg, spec),
+        builder.table_config(cfg, spec),
+        len(snaps[0]) * 2,
+        tmp_path,
+        np.random.default_rng(0),
+    )
+    backend = RayBackend(ctx)
     try:
         infos: list[dict[str, Any]] = []
         for v, data in enumerate(snaps, start=1):

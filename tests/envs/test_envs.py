@@ -17,6 +17,7 @@ CONTROL = [
         "dmc:cartpole-balance",
         "dmc:cartpole-swingup",
         "dmc:walker-stand",
+        "dmc:walker-walk",  # PPO's benchmark (docs/results.md)
         "gym:HalfCheetah-v5",
     )
 ]

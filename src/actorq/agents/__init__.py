@@ -1,28 +1,62 @@
-"""Agents, by name: each is a folder with config.py, networks.py, learning.py, builder.py
-(Acme's seams). Imported lazily so ``import actorq`` stays light."""
+"""Agents, by name: the one registry (the CLI, ``actorq.<Name>Config`` and bench specs all read
+it). Each agent is a folder with config.py, networks.py, learning.py and builder.py (Acme's
+seams); its builder module exposes ``BUILDER``. Imported lazily so ``import actorq`` stays
+light."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from actorq.agents.builder import Builder
     from actorq.config import ExperimentConfig
 
-#: agent name -> its config class (module:attribute)
-AGENTS: dict[str, str] = {
-    "dqn": "actorq.agents.dqn.config:DQNConfig",
-    "d4pg": "actorq.agents.d4pg.config:D4PGConfig",
+
+@dataclasses.dataclass(frozen=True)
+class AgentEntry:
+    config: str  # "module:Class" of its config dataclass
+    builder: str  # "module:attribute" of its builder object
+    summary: str  # one line for the CLI's usage text
+
+
+#: agent name -> where its config and builder live
+AGENTS: dict[str, AgentEntry] = {
+    "dqn": AgentEntry(
+        "actorq.agents.dqn.config:DQNConfig",
+        "actorq.agents.dqn.builder:BUILDER",
+        "DQN (double, dueling, n-step): discrete actions",
+    ),
+    "d4pg": AgentEntry(
+        "actorq.agents.d4pg.config:D4PGConfig",
+        "actorq.agents.d4pg.builder:BUILDER",
+        "D4PG (distributional critic, n-step): continuous actions",
+    ),
+    "ppo": AgentEntry(
+        "actorq.agents.ppo.config:PPOConfig",
+        "actorq.agents.ppo.builder:BUILDER",
+        "PPO (clipped surrogate, GAE): discrete or continuous actions",
+    ),
 }
 
 
+def _load(path: str) -> object:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 def config_class(agent: str) -> type[ExperimentConfig]:
-    module, _, attr = AGENTS[agent].partition(":")
-    cls: type[ExperimentConfig] = getattr(importlib.import_module(module), attr)
+    cls: type[ExperimentConfig] = _load(AGENTS[agent].config)  # type: ignore[assignment]
     return cls
 
 
-def builder_for(cfg: ExperimentConfig) -> ModuleType:
-    """The agent's builder module (check_spec, make_learner, make_replay, policy_spec, ...)."""
-    return importlib.import_module(f"actorq.agents.{cfg.agent}.builder")
+def config_class_names() -> dict[str, str]:
+    """``{"DQNConfig": "dqn", ...}``: the names ``actorq`` exports lazily."""
+    return {AGENTS[a].config.rpartition(":")[2]: a for a in AGENTS}
+
+
+def builder_for(cfg: ExperimentConfig) -> Builder:
+    """The agent's builder (:class:`~actorq.agents.builder.Builder`)."""
+    builder: Builder = _load(AGENTS[cfg.agent].builder)  # type: ignore[assignment]
+    return builder

@@ -1,43 +1,60 @@
-"""Builder pieces every agent shares: the replay buffer and the samples-per-insert limiter are
-the same objects for DQN and D4PG (one copy of each, by design)."""
+"""What off-policy agents (DQN, D4PG) share: n-step transitions in one uniform replay behind
+a samples-per-insert limiter (one copy of each, by design); they differ in networks, update
+rule and exploration."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import numpy as np
 
-from actorq.config import ExperimentConfig
-from actorq.core.types import EnvSpec, transition_specs
-from actorq.distributed.local import ActorSetup
+from actorq.agents.builder import base_actor_setup
+from actorq.config import OffPolicyConfig
+from actorq.core.loop import ActorSetup
+from actorq.core.types import ArraySpec, EnvSpec, transition_specs
 from actorq.replay.rate_limiter import SampleToInsertRatio
-from actorq.replay.ring import ReplayBuffer
 
 
-def make_replay(cfg: ExperimentConfig, spec: EnvSpec) -> ReplayBuffer:
-    return ReplayBuffer(cfg.replay_size, transition_specs(spec))
-
-
-def make_rate_limiter(cfg: ExperimentConfig) -> SampleToInsertRatio:
+def make_rate_limiter(cfg: OffPolicyConfig) -> SampleToInsertRatio:
     return SampleToInsertRatio(
         cfg.samples_per_insert, cfg.min_replay_size, cfg.resolved_error_buffer()
     )
 
 
-def make_actor_setup_with_noise(
-    cfg: ExperimentConfig, spec: EnvSpec, noise: np.ndarray
-) -> ActorSetup:
-    """``noise``: one exploration parameter per environment instance (actors × envs), from
-    exploratory to near-greedy; interleaved so every actor gets the whole spread."""
-    n_actors = max(cfg.actors, 1)
-    per_actor = [np.asarray(noise)[i::n_actors].tolist() for i in range(n_actors)]
-    return ActorSetup(
-        env_spec=spec,
-        envs_per_actor=cfg.envs_per_actor,
-        noise=per_actor,
-        n_step=cfg.n_step,
-        gamma=cfg.gamma,
-        seed=cfg.seed,
-        rate_limiter=make_rate_limiter(cfg),
-        runtime=cfg.runtime,
-        threads=cfg.actor_threads,
-        env_kwargs=cfg.env_kwargs(),
-    )
+class OffPolicyBuilder:
+    """Data path of an off-policy agent; subclasses add the networks and the exploration."""
+
+    #: :func:`~actorq.core.exploration.make_behaviour` kind
+    behaviour = ""
+
+    def exploration_noise(self, cfg: Any, count: int) -> np.ndarray:
+        """One exploration parameter per environment instance (actors × envs)."""
+        raise NotImplementedError
+
+    def data_specs(self, cfg: OffPolicyConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
+        return transition_specs(spec)
+
+    def table_config(self, cfg: OffPolicyConfig, spec: EnvSpec) -> dict[str, Any]:
+        return {
+            "kind": "uniform",
+            "capacity": cfg.replay_size,
+            "limiter": dataclasses.asdict(make_rate_limiter(cfg)),
+            "batch_size": cfg.batch_size,
+        }
+
+    def actor_setup(self, cfg: OffPolicyConfig, spec: EnvSpec) -> ActorSetup:
+        # Exploratory to near-greedy across instances, interleaved so every actor gets the
+        # whole spread.
+        n_actors = max(cfg.actors, 1)
+        noise = self.exploration_noise(cfg, n_actors * cfg.envs_per_actor)
+        per_actor = [np.asarray(noise)[i::n_actors].tolist() for i in range(n_actors)]
+        table = self.table_config(cfg, spec)
+        return base_actor_setup(
+            cfg,
+            spec,
+            self.behaviour,
+            per_actor,
+            {"kind": "nstep", "n": cfg.n_step, "gamma": cfg.gamma},
+            {"kind": "uniform", "limiter": table["limiter"]},
+        )

@@ -21,10 +21,12 @@ def evaluate(
     """Run one greedy episode in each of ``episodes`` environments (seeds seed..seed+E-1),
     in lock-step with batched inference; return the episode returns.
 
-    A ``q`` policy acts by argmax; a ``deterministic`` one outputs actions in [-1, 1], mapped to
-    the environment's bounds as the actors do.
+    Actions are the head's greedy ones (:mod:`actorq.quant.heads`: argmax for discrete heads;
+    the action, or a Gaussian's mean, clipped to [-1, 1] and mapped to the environment's
+    bounds as the actors do, for continuous ones).
     """
     env = make_vector_env(env_id, episodes, **(env_kwargs or {}))
+    head = runtime.spec.policy_head
     try:
         space = env.single_action_space
         low = np.asarray(getattr(space, "low", -1.0), np.float32)
@@ -34,10 +36,9 @@ def evaluate(
         alive = np.ones(episodes, bool)
         while alive.any():
             out = runtime(np.asarray(obs, np.float32))
-            if runtime.spec.head == "q":
-                action = out.argmax(axis=1)
-            else:
-                action = to_env_action(out, low, high)
+            action = head.greedy(out)
+            if not head.discrete:
+                action = to_env_action(action, low, high)
             obs, rew, term, trunc, _ = env.step(action)
             returns += np.where(alive, rew, 0.0)
             alive &= ~np.logical_or(term, trunc)

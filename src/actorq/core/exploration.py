@@ -1,8 +1,35 @@
-"""Exploration for actors (numpy only)."""
+"""Behaviour policies for actors (numpy only): how the snapshot's output becomes the action an
+actor takes, and which extras it records with it.
+
+A behaviour is called on the runtime's output for the K environments of an actor and returns
+``(action, extras)``; ``extras`` are per-environment arrays the agent's adder stores with the
+step (PPO: ``log_prob``, the log-probability of the action under the snapshot that chose it).
+:func:`make_behaviour` builds one from the plain data in an actor's config.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from actorq.quant.snapshot import PolicySnapshot
+
+Extras = dict[str, np.ndarray]
+NO_EXTRAS: Extras = {}
+
+
+class Behaviour:
+    """Base: ``act(out) -> (action, extras)``; ``set_snapshot`` sees every snapshot an actor
+    swaps in (a Gaussian policy reads its log-std there)."""
+
+    def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]:
+        raise NotImplementedError
+
+    def set_snapshot(self, snap: PolicySnapshot) -> None:
+        return None
 
 
 def apex_epsilons(count: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
@@ -18,7 +45,7 @@ def apex_epsilons(count: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarr
     return np.asarray(base ** (1.0 + alpha * i / (count - 1)), np.float64)
 
 
-class EpsilonGreedy:
+class EpsilonGreedy(Behaviour):
     """argmax of action values with probability 1 - eps_k, else uniform, per environment k.
 
     Random numbers are drawn in blocks of ``block`` steps: it runs once per actor step, and one
@@ -45,8 +72,11 @@ class EpsilonGreedy:
             greedy[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
         return greedy
 
+    def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]:
+        return self(out), NO_EXTRAS
 
-class GaussianNoise:
+
+class GaussianNoise(Behaviour):
     """Deterministic action in [-1, 1] plus N(0, sigma_k²) noise per environment k, clipped.
 
     D4PG's exploration (Barth-Maron et al., 2018), with a fixed sigma per environment instance
@@ -71,6 +101,57 @@ class GaussianNoise:
         self._i += 1
         return np.clip(out, -1.0, 1.0, out=out)
 
+    def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]:
+        return self(out), NO_EXTRAS
+
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class PolicySampler(Behaviour):
+    """On-policy behaviour (PPO, Schulman et al. 2017): sample from the snapshot's policy and
+    record ``log_prob``, the log-probability of the sampled action under *this* snapshot.
+
+    The snapshot actors run is quantized, so it — not the learner's fp32 policy — is the
+    behaviour policy; the learner's importance ratio is taken against this recorded value, so
+    quantization error is corrected, not ignored.
+
+    * ``categorical`` head: the output is logits; sample by inverse CDF of the softmax.
+    * ``gaussian`` head: the output is the mean; the snapshot carries the state-independent
+      ``log_std``. Actions are stored unclipped (their log-prob is exact); the actor clips them
+      to [-1, 1] before mapping to the environment's bounds.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.head = ""
+        self.log_std = np.zeros(0, np.float32)
+
+    def set_snapshot(self, snap: PolicySnapshot) -> None:
+        self.head = snap.spec.head
+        if self.head == "gaussian":
+            self.log_std = np.asarray(snap.tensors["log_std"], np.float32)
+        elif self.head != "categorical":
+            raise ValueError(f"cannot sample from a {self.head!r} head")
+
+    def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]:
+        out = np.asarray(out, np.float32)
+        if self.head == "categorical":
+            z = out - out.max(axis=1, keepdims=True)
+            logp_all = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+            cdf = np.cumsum(np.exp(logp_all), axis=1)
+            u = self.rng.random((len(out), 1)) * cdf[:, -1:]
+            action = np.minimum((cdf < u).sum(axis=1), out.shape[1] - 1)
+            logp = logp_all[np.arange(len(out)), action]
+            return action.astype(np.int64), {"log_prob": logp.astype(np.float32)}
+        if self.head != "gaussian":
+            raise RuntimeError("PolicySampler used before a snapshot set its head")
+        std = np.exp(self.log_std)
+        noise = self.rng.standard_normal(out.shape).astype(np.float32)
+        action = out + std * noise
+        logp = -(0.5 * noise**2 + self.log_std + _LOG_SQRT_2PI).sum(axis=1)
+        return action.astype(np.float32), {"log_prob": logp.astype(np.float32)}
+
 
 def gaussian_sigmas(count: int, low: float = 0.05, high: float = 0.5) -> np.ndarray:
     """Per-instance exploration sigmas, log-spaced from ``low`` to ``high`` (Ape-X's idea of
@@ -85,11 +166,17 @@ def to_env_action(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.n
     return low + (np.asarray(action, np.float32) + 1.0) * 0.5 * (high - low)
 
 
-def make_exploration(
-    num_actions: int, noise: list[float], seed: int
-) -> EpsilonGreedy | GaussianNoise:
-    """The actors' exploration for an action space: ``noise`` is epsilon per environment for
-    discrete actions (``num_actions > 0``), sigma per environment for continuous ones."""
-    if num_actions > 0:
+BEHAVIOURS = ("epsilon_greedy", "gaussian_noise", "sample")
+
+
+def make_behaviour(kind: str, num_actions: int, noise: list[float], seed: int) -> Behaviour:
+    """An actor's behaviour from plain data: ``epsilon_greedy`` (DQN; ``noise`` = epsilon per
+    environment), ``gaussian_noise`` (D4PG; sigma per environment) or ``sample`` (PPO; sample
+    from the snapshot's stochastic policy, ``noise`` unused)."""
+    if kind == "epsilon_greedy":
         return EpsilonGreedy(np.asarray(noise), num_actions, seed)
-    return GaussianNoise(np.asarray(noise), seed)
+    if kind == "gaussian_noise":
+        return GaussianNoise(np.asarray(noise), seed)
+    if kind == "sample":
+        return PolicySampler(seed)
+    raise ValueError(f"unknown behaviour {kind!r}; expected one of {BEHAVIOURS}")

@@ -60,6 +60,11 @@ class Learner(abc.ABC):
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The acting network as fp32 ``[(W (in, out), b), ...]`` for the quantizer."""
 
+    def policy_extras(self) -> dict[str, np.ndarray]:
+        """fp32 tensors the snapshot carries besides the layers (observation normalisation,
+        a Gaussian policy's log-std); none by default."""
+        return {}
+
     @abc.abstractmethod
     def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(tensors, json_metadata)`` for a safe checkpoint."""

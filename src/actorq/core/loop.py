@@ -1,32 +1,80 @@
 """The actor's environment loop: K environments, one batched inference per step.
 
-Used as-is in the synchronous single-process mode and inside every actor process. numpy,
-gymnasium and onnxruntime only — never torch.
+Used as-is in the synchronous single-process mode, inside every local actor process and inside
+every Ray actor: :meth:`VectorActor.from_config` is the one place an actor is built, from the
+plain data :meth:`ActorSetup.actor_config` writes (the one place an actor's config is written).
+numpy, gymnasium and onnxruntime only — never torch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from actorq.core.exploration import to_env_action
+from actorq.core.exploration import Behaviour, make_behaviour, to_env_action
 from actorq.core.interfaces import Actor, ParameterSource
 from actorq.core.types import Batch, EnvSpec
 from actorq.envs import make_vector_env
 from actorq.errors import SnapshotError
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
 from actorq.quant.snapshot import PolicySnapshot
-from actorq.replay.adders import NStepAdder
+from actorq.replay.adders import NStepAdder, TrajectoryAdder, make_adder
+
+
+def actor_seed(base: int, slot: int, incarnation: int = 0) -> int:
+    """The one rule for actor seeds: slot 0 is the in-process actor (``actors=0``), slot
+    ``i + 1`` actor process ``i``; each restart (incarnation) gets fresh seeds, so a restarted
+    actor does not replay its history."""
+    return base + 1000 * slot + 7919 * incarnation
+
+
+@dataclasses.dataclass
+class ActorSetup:
+    """What every actor of a run needs to know, made by the agent's builder; plain data."""
+
+    env_spec: EnvSpec
+    envs_per_actor: int
+    #: :func:`~actorq.core.exploration.make_behaviour` kind, and its per-actor, per-env noise
+    behaviour: str
+    noise: list[list[float]]
+    #: :func:`~actorq.replay.adders.make_adder` config
+    adder: dict[str, Any]
+    #: :func:`~actorq.replay.tables.make_gate` config (the actor side of the replay kind)
+    gate: dict[str, Any]
+    seed: int
+    runtime: str = "ort"
+    threads: int = 1
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def actor_config(
+        self, i: int, incarnation: int = 0, in_process: bool = False
+    ) -> dict[str, Any]:
+        """Actor ``i``'s config (JSON-able); backends add where it reads and writes."""
+        return {
+            "actor": i,
+            "env_spec": self.env_spec.to_json(),
+            "env_kwargs": self.env_kwargs,
+            "envs_per_actor": self.envs_per_actor,
+            "behaviour": self.behaviour,
+            "noise": self.noise[i],
+            "adder": self.adder,
+            "gate": self.gate,
+            "seed": actor_seed(self.seed, 0 if in_process else i + 1, incarnation),
+            "runtime": self.runtime,
+            "threads": self.threads,
+        }
 
 
 class VectorActor(Actor):
     """Steps K copies of an environment with a quantized policy snapshot.
 
     Snapshots come from a :class:`ParameterSource`; a corrupt or non-finite one is refused
-    (counted in ``rejected``) and the actor keeps acting with its last good one.
+    (counted in ``rejected``) and the actor keeps acting with its last good one. Snapshots are
+    swapped only where the adder allows it (between trajectory chunks for on-policy agents, so a
+    chunk is collected with one policy version).
     """
 
     def __init__(
@@ -36,12 +84,12 @@ class VectorActor(Actor):
         num_envs: int,
         seed: int,
         source: ParameterSource,
-        explore: Callable[[np.ndarray], np.ndarray],
-        n_step: int,
-        gamma: float,
+        behaviour: Behaviour,
+        adder: NStepAdder | TrajectoryAdder,
         runtime: str = "ort",
         threads: int = 1,
         env_kwargs: dict[str, Any] | None = None,
+        index: int = 0,
     ) -> None:
         self.env = make_vector_env(env_id, num_envs, **(env_kwargs or {}))
         # Continuous policies act in [-1, 1] (what replay stores); the env gets its own bounds.
@@ -51,14 +99,15 @@ class VectorActor(Actor):
             else (np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32))
         )
         self.k = num_envs
+        self.index = index
         self.source = source
-        self.explore = explore
+        self.behaviour = behaviour
         self.runtime_kind, self.threads = runtime, threads
         self.runtime: PolicyRuntime | None = None
         self.version = -1
         self.rejected = 0
         self.swaps = 0
-        self.adder = NStepAdder(n_step, gamma, num_envs, spec.observation, spec.action)
+        self.adder = adder
         obs, _ = self.env.reset(seed=seed)
         self.env.action_space.seed(seed)
         self.obs = np.asarray(obs, np.float32)
@@ -69,7 +118,33 @@ class VectorActor(Actor):
         self.inference_s = 0.0  # time inside the policy runtime
         self.env_s = 0.0  # time inside env.step (the simulator, resets included)
 
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> VectorActor:
+        """The one place an actor is built, from :meth:`ActorSetup.actor_config`'s data."""
+        spec = EnvSpec.from_json(cfg["env_spec"])
+        k, seed, index = int(cfg["envs_per_actor"]), int(cfg["seed"]), int(cfg["actor"])
+        return cls(
+            spec.env_id,
+            spec,
+            k,
+            seed,
+            source,
+            make_behaviour(cfg["behaviour"], spec.num_actions, cfg["noise"], seed),
+            make_adder(cfg["adder"], k, spec, index),
+            runtime=cfg.get("runtime", "ort"),
+            threads=int(cfg.get("threads", 1)),
+            env_kwargs=cfg.get("env_kwargs", {}),
+            index=index,
+        )
+
+    @property
+    def at_boundary(self) -> bool:
+        """Whether the next step starts a new item (a chunk, for trajectory adders)."""
+        return self.adder.at_boundary
+
     def update(self) -> bool:
+        if not self.adder.at_boundary:
+            return False  # mid-chunk: finish it with the policy it started with
         if self.source.latest_version() == self.version:
             return False
         got = self.source.fetch()
@@ -77,7 +152,8 @@ class VectorActor(Actor):
             return False
         try:
             snap = PolicySnapshot.from_bytes(got[1])
-        except SnapshotError:
+            self.behaviour.set_snapshot(snap)
+        except (SnapshotError, ValueError):
             self.rejected += 1
             self.version = got[0]  # don't retry the same bad version every step
             return False
@@ -87,16 +163,22 @@ class VectorActor(Actor):
         return True
 
     def select_action(self, obs: np.ndarray) -> np.ndarray:
+        return self._act(obs)[0]
+
+    def _act(self, obs: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         if self.runtime is None:
             raise RuntimeError("actor has no policy snapshot yet")
         t = time.perf_counter()
-        q = self.runtime(obs)
+        out = self.runtime(obs)
         self.inference_s += time.perf_counter() - t
-        return self.explore(q)
+        return self.behaviour.act(out)
 
     def step(self) -> tuple[Batch, list[tuple[float, int]]]:
-        action = self.select_action(self.obs)
-        env_action = action if self._bounds is None else to_env_action(action, *self._bounds)
+        action, extras = self._act(self.obs)
+        if self._bounds is None:
+            env_action = action
+        else:  # stochastic policies' samples may leave [-1, 1]: clip before the env sees them
+            env_action = to_env_action(np.clip(action, -1.0, 1.0), *self._bounds)
         t = time.perf_counter()
         obs, rew, term, trunc, info = self.env.step(env_action)
         self.env_s += time.perf_counter() - t
@@ -115,7 +197,7 @@ class VectorActor(Actor):
             for i in ended:
                 episodes.append((float(self._ret[i]), int(self._len[i])))
             self._ret[ended], self._len[ended] = 0.0, 0
-        out = self.adder.add(action, rew, obs, term, trunc, final_arr)
+        out = self.adder.add(action, rew, obs, term, trunc, final_arr, extras, self.version)
         self.obs = obs
         self.env_steps += self.k
         return out, episodes

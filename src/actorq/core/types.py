@@ -102,4 +102,33 @@ def transition_specs(spec: EnvSpec) -> dict[str, ArraySpec]:
     }
 
 
+def trajectory_specs(spec: EnvSpec, length: int) -> dict[str, ArraySpec]:
+    """Fields of one trajectory chunk: ``length`` consecutive steps of one environment, as an
+    on-policy agent (PPO) consumes them.
+
+    Per step: ``obs``, ``action``, ``log_prob`` (of the action under the snapshot the actor ran:
+    the behaviour policy), ``reward``, ``terminated``, ``truncated`` (1.0/0.0) and ``next_obs``
+    (the observation after the step; the episode's last one where it ended, so the learner can
+    bootstrap a time-limit truncation). Per chunk: ``version`` (of that snapshot; a chunk is
+    collected with one) and ``actor`` (which actor collected it; the queue releases per actor).
+    """
+    t = (length,)
+    return {
+        "obs": ArraySpec(t + spec.observation.shape, spec.observation.dtype),
+        "action": ArraySpec(t + spec.action.shape, spec.action.dtype),
+        "log_prob": ArraySpec(t, "float32"),
+        "reward": ArraySpec(t, "float32"),
+        "terminated": ArraySpec(t, "float32"),
+        "truncated": ArraySpec(t, "float32"),
+        "next_obs": ArraySpec(t + spec.observation.shape, spec.observation.dtype),
+        "version": ArraySpec((), "int64"),
+        "actor": ArraySpec((), "int32"),
+    }
+
+
+def batch_len(batch: Batch) -> int:
+    """Items in a batch (0 for an empty one)."""
+    return len(next(iter(batch.values()))) if batch else 0
+
+
 Batch = dict[str, np.ndarray]

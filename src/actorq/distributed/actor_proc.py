@@ -14,11 +14,10 @@ import signal
 import sys
 import time
 
-from actorq.core.exploration import make_exploration
 from actorq.core.loop import VectorActor
-from actorq.core.types import EnvSpec, transition_specs
+from actorq.core.types import ArraySpec
 from actorq.distributed import shm
-from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.tables import GateCounters, make_gate
 
 
 def _die_with_parent() -> None:
@@ -34,40 +33,40 @@ def run(cfg: dict) -> None:
     i = int(cfg["actor"])
     control = shm.ControlBlock(cfg["control"], int(cfg["num_actors"]))
     h = control.actor(i)
-    spec = EnvSpec.from_json(cfg["env_spec"])
-    channel = shm.TransitionChannel(
-        cfg["channel"], transition_specs(spec), int(cfg["channel_capacity"]), h
-    )
-    cache = shm.SharedSnapshotCache(cfg["cache"])
-    limiter = SampleToInsertRatio(**cfg["rate_limiter"])
-    k, n = int(cfg["envs_per_actor"]), int(cfg["n_step"])
-    seed = int(cfg["seed"])
-    actor = VectorActor(
-        spec.env_id,
-        spec,
-        k,
-        seed,
-        cache,
-        make_exploration(spec.num_actions, cfg["noise"], seed),
-        n,
-        float(cfg["gamma"]),
-        runtime=cfg.get("runtime", "ort"),
-        threads=int(cfg.get("threads", 1)),
-        env_kwargs=cfg.get("env_kwargs", {}),
-    )
+    k = int(cfg["envs_per_actor"])
+    specs = {name: ArraySpec.from_json(v) for name, v in cfg["specs"].items()}
+    channel = shm.TransitionChannel(cfg["channel"], specs, int(cfg["channel_capacity"]), h)
+    actor = VectorActor.from_config(cfg, shm.SharedSnapshotCache(cfg["cache"]))
+    gate = make_gate(cfg["gate"])
     parent = int(cfg["parent_pid"])
     h[shm.A_PID] = os.getpid()
     words = control.words
-    chunk = k * n  # the most one vector step can emit (episode ends flush up to n each)
+    # The most one vector step can emit: a chunk of K trajectories, or K n-step windows plus
+    # the flush of episodes ending (up to n each).
+    room = k * int(cfg["adder"].get("n", 1))
     busy, wait = int(h[shm.A_BUSY_NS]), int(h[shm.A_WAIT_NS])  # continue across restarts
     while not words[shm.STOP]:
         now = time.monotonic_ns()
         h[shm.A_HEARTBEAT] = now
         if actor.update():
             h[shm.A_VERSION] = actor.version
-        if actor.runtime is None or not (
-            channel.free() >= chunk
-            and limiter.can_insert(k, control.total_inserts(), int(words[shm.SAMPLES]))
+        # Mid-chunk an on-policy actor goes on: the gate let it start the chunk.
+        if actor.runtime is None or (
+            actor.at_boundary
+            and not (
+                channel.free() >= room
+                and gate.allows(
+                    GateCounters(
+                        num=k,
+                        total_inserts=control.total_inserts(),
+                        samples=int(words[shm.SAMPLES]),
+                        own_written=int(h[shm.A_WRITE]),
+                        own_released=int(h[shm.A_RELEASED]),
+                        version=actor.version,
+                        min_version=int(words[shm.MIN_VERSION]),
+                    )
+                )
+            )
         ):
             if os.getppid() != parent:
                 break

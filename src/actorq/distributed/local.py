@@ -1,56 +1,42 @@
-"""Backends that the learner loop drives: synchronous (one process) and local (N processes).
+"""The embedded backends: synchronous (one process) and local (N processes, shared memory).
 
-Both offer the same small surface — ``publish``, ``drain``, ``stats``, ``close`` — so the learner
-loop in :mod:`actorq.experiment` is the same for every backend.
+Both own the agent's replay kind in the learner's process (built from the builder's table
+config) and implement :class:`~actorq.distributed.backend.Backend`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from actorq.core.exploration import make_exploration
 from actorq.core.interfaces import ParameterSink, ParameterSource
-from actorq.core.loop import VectorActor
-from actorq.core.types import Batch, EnvSpec, transition_specs
+from actorq.core.loop import ActorSetup, VectorActor
+from actorq.core.types import Batch
 from actorq.distributed import shm
-from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.distributed.backend import BackendContext, BackendStats
+from actorq.replay.tables import make_table
+
+__all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 
 
-@dataclasses.dataclass
-class ActorSetup:
-    """What every actor needs to know; JSON-serializable."""
-
-    env_spec: EnvSpec
-    envs_per_actor: int
-    noise: list[list[float]]  # per actor, per env: epsilon (discrete) or sigma (continuous)
-    n_step: int
-    gamma: float
-    seed: int
-    rate_limiter: SampleToInsertRatio
-    runtime: str = "ort"
-    threads: int = 1
-    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+def table_stats(table: Any) -> dict[str, float]:
+    """On-policy: chunks dropped as too stale (0 in a synchronous run)."""
+    dropped = getattr(table, "dropped", None)
+    return {} if dropped is None else {"replay/dropped_stale": float(dropped)}
 
 
-@dataclasses.dataclass
-class BackendStats:
-    env_steps: int
-    actor_busy_s: float
-    actor_wait_s: float
-    actor_restarts: int
-    rejected_snapshots: int
-    versions: list[int]
-    extra: dict[str, float] = dataclasses.field(default_factory=dict)  # backend-specific metrics
+def channel_items(setup: ActorSetup) -> int:
+    """Items an actor's shared-memory channel holds: room for every chunk the gate lets it
+    have unconsumed (on-policy), or for many n-step emissions (off-policy)."""
+    if setup.gate["kind"] == "queue":
+        return int(setup.gate["chunk_items"]) * (int(setup.gate["max_lag"]) + 1)
+    n = int(setup.adder.get("n", 1))
+    return max(8192, 64 * setup.envs_per_actor * n)
 
 
 class _LocalCache(ParameterSink, ParameterSource):
@@ -70,56 +56,48 @@ class _LocalCache(ParameterSink, ParameterSource):
 
 
 class SyncBackend:
-    """One actor in the learner's process, stepped only when the learner cannot sample.
+    """One actor in the learner's process, stepped only when the learner cannot get a batch.
 
-    Deterministic for a seed: the order of acting and learning depends only on the rate
-    limiter's counters, never on timing.
+    Deterministic for a seed: the order of acting and learning depends only on the replay
+    rule's counters, never on timing.
     """
 
     synchronous = True
 
-    def __init__(self, setup: ActorSetup) -> None:
+    def __init__(self, ctx: BackendContext) -> None:
         self.cache = _LocalCache()
-        s = setup
-        self.actor = VectorActor(
-            s.env_spec.env_id,
-            s.env_spec,
-            s.envs_per_actor,
-            s.seed,
-            self.cache,
-            make_exploration(s.env_spec.num_actions, s.noise[0], s.seed),
-            s.n_step,
-            s.gamma,
-            s.runtime,
-            s.threads,
-            s.env_kwargs,
-        )
+        self.actor = VectorActor.from_config(ctx.setup.actor_config(0, in_process=True), self.cache)
+        self.replay = self.table = make_table(ctx.table_config, ctx.specs)
+        self.rng = ctx.rng
+        self._version = 0
+        self._offset = ctx.env_steps_offset
         self._episodes: list[tuple[float, int]] = []
-        self._pending: Batch = {}
         self._busy = 0.0
+        self.learner_wait_s = 0.0
 
     def publish(self, version: int, data: bytes) -> None:
         self.cache.publish(version, data)
+        self._version = version
+        self.table.release()  # one actor, stepped by us: nothing to tell it
 
-    def step_actor(self) -> None:
+    def next_batch(self) -> Batch | None:
+        batch = self.table.next_batch(self.rng, self._version)
+        if batch is None:
+            self._step_actor()
+        return batch
+
+    def _step_actor(self) -> None:
         t = time.perf_counter()
         self.actor.update()
-        batch, eps = self.actor.step()
+        items, eps = self.actor.step()
         self._busy += time.perf_counter() - t
-        if batch:
-            self._pending = batch
+        if items:
+            self.table.insert(items)
         self._episodes.extend(eps)
-
-    def drain(self) -> Batch:
-        out, self._pending = self._pending, {}
-        return out
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         out, self._episodes = self._episodes, []
         return out
-
-    def set_samples(self, samples: int) -> None:
-        pass
 
     def supervise(self) -> int:
         return 0
@@ -128,11 +106,13 @@ class SyncBackend:
         return []
 
     def env_steps(self) -> int:
-        return self.actor.env_steps
+        return self._offset + self.actor.env_steps
 
     def stats(self) -> BackendStats:
         a = self.actor
-        return BackendStats(a.env_steps, self._busy, 0.0, 0, a.rejected, [a.version])
+        return BackendStats(
+            self.env_steps(), self._busy, 0.0, 0, a.rejected, [a.version], table_stats(self.table)
+        )
 
     def close(self) -> None:
         self.actor.close()
@@ -149,62 +129,50 @@ class LocalBackend:
 
     synchronous = False
 
-    def __init__(
-        self,
-        setup: ActorSetup,
-        num_actors: int,
-        run_dir: Path,
-        snapshot_capacity: int,
-        channel_capacity: int = 0,
-        env_steps_offset: int = 0,
-    ) -> None:
-        self.setup, self.n = setup, num_actors
-        self.run_dir = run_dir
+    def __init__(self, ctx: BackendContext, channel_capacity: int = 0) -> None:
+        setup = ctx.setup
+        self.setup, self.n = setup, ctx.cfg.actors
+        self.specs = ctx.specs
+        num_actors = self.n
+        self.run_dir = ctx.run_dir
+        self.replay = self.table = make_table(ctx.table_config, ctx.specs)
+        self.rng = ctx.rng
+        self._version = 0
+        self.learner_wait_s = 0.0
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._names = {"control": f"{tag}-control", "cache": f"{tag}-cache"}
         self.control = shm.ControlBlock(self._names["control"], num_actors, create=True)
-        self.cache = shm.SharedSnapshotCache(self._names["cache"], snapshot_capacity, create=True)
-        k, n = setup.envs_per_actor, setup.n_step
-        self.channel_capacity = channel_capacity or max(8192, 64 * k * n)
-        specs = transition_specs(setup.env_spec)
+        self.cache = shm.SharedSnapshotCache(
+            self._names["cache"], ctx.snapshot_capacity, create=True
+        )
+        self.channel_capacity = channel_capacity or channel_items(setup)
         self.channels = []
         for i in range(num_actors):
             name = f"{tag}-chan{i}"
             self._names[f"chan{i}"] = name
             self.channels.append(
                 shm.TransitionChannel(
-                    name, specs, self.channel_capacity, self.control.actor(i), create=True
+                    name, ctx.specs, self.channel_capacity, self.control.actor(i), create=True
                 )
             )
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * num_actors
         self.restarts = 0
         self._restarts_per_actor = [0] * num_actors
-        self._steps_offset = env_steps_offset
+        self._steps_offset = ctx.env_steps_offset
         self._closed = False
-        (run_dir / "actors").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "actors").mkdir(parents=True, exist_ok=True)
         for i in range(num_actors):
             self._spawn(i)
 
     def _config(self, i: int) -> dict[str, Any]:
-        s = self.setup
         return {
-            "actor": i,
+            **self.setup.actor_config(i, self._restarts_per_actor[i]),
             "num_actors": self.n,
             "control": self._names["control"],
             "cache": self._names["cache"],
             "channel": self._names[f"chan{i}"],
             "channel_capacity": self.channel_capacity,
-            "env_spec": s.env_spec.to_json(),
-            "env_kwargs": s.env_kwargs,
-            "envs_per_actor": s.envs_per_actor,
-            "noise": s.noise[i],
-            "n_step": s.n_step,
-            "gamma": s.gamma,
-            # distinct per actor and per restart, so a restarted actor does not replay history
-            "seed": s.seed + 1000 * (i + 1) + 7919 * self._restarts_per_actor[i],
-            "rate_limiter": dataclasses.asdict(s.rate_limiter),
-            "runtime": s.runtime,
-            "threads": s.threads,
+            "specs": {name: spec.to_json() for name, spec in self.specs.items()},
             "parent_pid": os.getpid(),
         }
 
@@ -224,24 +192,42 @@ class LocalBackend:
     # -- learner-facing surface ------------------------------------------------------------
     def publish(self, version: int, data: bytes) -> None:
         self.cache.publish(version, data)
-        self.control.words[shm.SNAPSHOT_VERSION] = version
+        w = self.control.words
+        w[shm.SNAPSHOT_VERSION] = version
+        self._version = version
+        # On-policy: the data the learner consumed is now behind it; let its actors go on,
+        # with this snapshot or newer (released only now, so nothing starts with the old one).
+        released = self.table.release()
+        if released:
+            w[shm.MIN_VERSION] = version
+            for actor, items in released.items():
+                self.control.actor(actor)[shm.A_RELEASED] += items
 
-    def drain(self) -> Batch:
-        parts = [b for b in (c.drain() for c in self.channels) if b]
-        if not parts:
-            return {}
-        if len(parts) == 1:
-            return parts[0]
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    def _drain(self) -> None:
+        for c in self.channels:
+            items = c.drain()
+            if items:
+                self.table.insert(items)
+
+    def next_batch(self) -> Batch | None:
+        """Move the actors' items into the replay, then return a batch when its rule allows
+        (sampling a numpy ring is microseconds, so no prefetch thread: it would only contend
+        for the GIL)."""
+        self._drain()
+        batch = self.table.next_batch(self.rng, self._version)
+        if batch is not None:
+            self.control.words[shm.SAMPLES] = getattr(self.table, "samples", 0)
+            return batch
+        t = time.perf_counter()
+        time.sleep(0.0002)
+        self.learner_wait_s += time.perf_counter() - t
+        return None
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         out: list[tuple[float, int]] = []
         for c in self.channels:
             out.extend(c.drain_episodes())
         return out
-
-    def set_samples(self, samples: int) -> None:
-        self.control.words[shm.SAMPLES] = samples
 
     def supervise(self) -> int:
         """Restart actors that exited; returns how many were restarted now."""
@@ -274,6 +260,7 @@ class LocalBackend:
             actor_restarts=self.restarts,
             rejected_snapshots=int(sum(h[shm.A_REJECTED] for h in hs)),
             versions=[int(h[shm.A_VERSION]) for h in hs],
+            extra=table_stats(self.table),
         )
 
     def close(self, timeout: float = 5.0) -> None:

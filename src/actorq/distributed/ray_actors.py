@@ -21,6 +21,7 @@ a :class:`ParameterSink` the learner publishes to and a :class:`ParameterSource`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -200,26 +201,45 @@ def make_source(tier: dict[str, Any], poll_s: float = 0.0) -> tuple[ParameterSou
 
 # -- sharded replay ---------------------------------------------------------------------------
 class ReplayShard:
-    """One shard of the replay (Menger): a ring buffer with its own samples-per-insert limiter.
+    """One shard of the replay (Menger), holding the agent's replay kind
+    (:func:`actorq.replay.tables.make_table`, the same builder the local backend uses).
 
-    An async Ray actor: an insert the limiter refuses waits here (so the inserting actor
-    blocks, as with Reverb), a sample waits for enough data, and neither stops the other. The
-    learner samples whole batches from whichever shard can serve first; since every shard
-    keeps ``inserts * spi - samples`` within its own buffer, the sum over shards stays within
-    the sum of the buffers. Counters actors send along with their transitions (env steps,
-    busy/wait time, finished episodes) collect here until the learner drains them.
+    * ``uniform``: a ring buffer with its own samples-per-insert limiter. An insert the limiter
+      refuses waits here (so the inserting actor blocks, as with Reverb), a sample waits for
+      enough data, and neither stops the other. The learner samples whole batches from
+      whichever shard can serve first; since every shard keeps ``inserts * spi - samples``
+      within its own buffer, the sum over shards stays within the sum of the buffers.
+    * ``queue``: a buffer of trajectory chunks the learner takes whole (its own queue does the
+      batching and the staleness check); an actor asks :meth:`wait_grant` before each chunk and
+      is held until the learner has consumed and published past its older chunks.
+
+    An async Ray actor. Counters actors send along with their items (env steps, busy/wait time,
+    finished episodes) collect here until the learner drains them.
     """
 
     def __init__(
-        self, index: int, specs_json: str, capacity: int, limiter_json: str, seed: int
+        self, index: int, specs_json: str, capacity: int, table_json: str, seed: int
     ) -> None:
         from actorq.core.types import ArraySpec
-        from actorq.replay.ring import ReplayBuffer
+        from actorq.replay.tables import make_table
 
         specs = {k: ArraySpec.from_json(v) for k, v in json.loads(specs_json).items()}
+        cfg = json.loads(table_json)
         self.index = index
-        self.replay = ReplayBuffer(capacity, specs)
-        self.limiter = SampleToInsertRatio(**json.loads(limiter_json))
+        self.kind = cfg["kind"]
+        self.table: Any = None
+        self.items: list[dict[str, np.ndarray]] = []  # queue kind
+        self.cap = 0
+        if self.kind == "uniform":
+            self.table = make_table({**cfg, "capacity": capacity}, specs)
+            self.replay = self.table.ring
+            self.limiter: SampleToInsertRatio = self.table.limiter
+        else:
+            self.cap = int(cfg["chunk_items"]) * int(cfg["max_lag"])
+        self.inserted: dict[int, int] = {}  # queue kind: per actor
+        self.released: dict[int, int] = {}
+        self.min_version = 0
+        self.queued = 0
         self.rng = np.random.default_rng((seed, index, uuid.uuid4().int & 0xFFFF))
         self.inserts = self.samples = 0
         self.incarnation = uuid.uuid4().hex[:12]
@@ -235,15 +255,27 @@ class ReplayShard:
             self._cond = asyncio.Condition()
         return self._cond
 
+    @property
+    def size(self) -> int:
+        return self.replay.size if self.kind == "uniform" else self.queued
+
     async def insert(self, payload: bytes) -> int:
         batch, meta = wire.decode_batch(payload)
         n = len(batch["reward"]) if "reward" in batch else 0
         cond = self._c()
-        if n:
+        if n and self.kind == "uniform":
             async with cond:
                 await cond.wait_for(lambda: self.limiter.can_insert(n, self.inserts, self.samples))
                 self.replay.add(batch)
                 self.inserts += n
+                cond.notify_all()
+        elif n:
+            async with cond:
+                self.items.append(batch)
+                self.queued += n
+                self.inserts += n
+                a = int(meta.get("actor", -1))
+                self.inserted[a] = self.inserted.get(a, 0) + n
                 cond.notify_all()
         p = self._pending
         p["env_steps"] += int(meta.get("env_steps", 0))
@@ -263,9 +295,47 @@ class ReplayShard:
             batch = self.replay.sample(n, self.rng)
         return wire.encode_batch(batch, {"shard": self.index})
 
+    # -- queue kind ------------------------------------------------------------------------
+    async def take(self, timeout: float = 0.2) -> bytes:
+        """Every chunk held (waits up to ``timeout`` for one); the learner's queue batches."""
+        cond = self._c()
+        async with cond:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cond.wait_for(lambda: bool(self.items)), timeout)
+            items, self.items = self.items, []
+            self.queued = 0
+            self.samples += sum(len(b["reward"]) for b in items)
+        return wire.encode_batch(wire.concat(items) if items else {}, {"shard": self.index})
+
+    async def release(self, released_json: str, version: int) -> None:
+        """The learner consumed these items (per actor) and published ``version``."""
+        cond = self._c()
+        async with cond:
+            for a, n in json.loads(released_json).items():
+                self.released[int(a)] = self.released.get(int(a), 0) + int(n)
+            self.min_version = max(self.min_version, int(version))
+            cond.notify_all()
+
+    async def wait_grant(self, actor: int, timeout: float = 0.2) -> int:
+        """Wait (up to ``timeout``) until ``actor`` may start a chunk: fewer than ``max_lag``
+        of its chunks unreleased. Returns the oldest snapshot version it may start with, or -1
+        if still not allowed (the actor asks again, so it can notice a stop)."""
+        cond = self._c()
+
+        def ok() -> bool:
+            return self.inserted.get(actor, 0) - self.released.get(actor, 0) < self.cap
+
+        async with cond:
+            try:
+                await asyncio.wait_for(cond.wait_for(ok), timeout)
+            except TimeoutError:
+                return -1
+            return self.min_version
+
+    # -- learner's view --------------------------------------------------------------------
     async def peek(self, n: int, seed: int) -> bytes:
         """Up to ``n`` random items, outside the rate limiter (calibration, evaluation)."""
-        if self.replay.size == 0:
+        if self.kind != "uniform" or self.replay.size == 0:
             return wire.encode_batch({})
         return wire.encode_batch(self.replay.sample(n, np.random.default_rng(seed)))
 
@@ -274,7 +344,7 @@ class ReplayShard:
             **self._pending,
             "index": self.index,
             "incarnation": self.incarnation,
-            "size": self.replay.size,
+            "size": self.size,
             "inserts": self.inserts,
             "samples": self.samples,
             "pid": os.getpid(),
@@ -284,6 +354,8 @@ class ReplayShard:
         return json.dumps(out)
 
     async def dump(self) -> bytes:
+        if self.kind != "uniform":
+            return wire.encode_batch({})
         return wire.encode_batch(self.replay.all() if self.replay.size else {})
 
     async def load(self, payload: bytes, inserts: int) -> None:
@@ -304,11 +376,13 @@ class ReplayShard:
 # -- actors -----------------------------------------------------------------------------------
 class RayActorWorker:
     """An actor as a Ray actor: the same :class:`VectorActor` as the local backend, reading
-    snapshots from its node's cache and inserting transitions into its replay shard.
+    snapshots from its node's cache and inserting items into its replay shard.
 
-    ``run()`` loops until ``stop()``; it keeps one insert in flight while it steps on, and
-    blocks (counted as wait) only when a second chunk is ready before the shard accepted the
-    first — which is how the shard's rate limiter slows it down.
+    ``run()`` loops until ``stop()``. Off-policy, it keeps one insert in flight while it steps
+    on, and blocks (counted as wait) only when a second chunk is ready before the shard
+    accepted the first — which is how the shard's rate limiter slows it down. On-policy, it
+    sends each trajectory chunk as it completes and, before starting the next, waits for the
+    shard's grant and for a snapshot at least as new as the grant asks.
     """
 
     def __init__(self, cfg_json: str, tier_json: str, shard: str, namespace: str) -> None:
@@ -356,30 +430,38 @@ class RayActorWorker:
                 return False
         return True
 
-    def run(self) -> dict[str, Any]:
+    def _await_grant(self, actor: Any) -> None:
+        """On-policy: hold until the shard lets this actor start a chunk and its snapshot is
+        at least the version the learner asks for."""
+        import ray
 
-        from actorq.core.exploration import make_exploration
+        i = int(self.cfg["actor"])
+        while not self._stop.is_set():
+            try:
+                got: Any = ray.get(self.shard.wait_grant.remote(i), timeout=5.0)
+                min_version = int(got)
+            except ray.exceptions.RayError:
+                time.sleep(0.05)  # a restarting shard: ask again
+                continue
+            if min_version < 0:
+                continue
+            while not self._stop.is_set():
+                actor.update()
+                if actor.runtime is not None and actor.version >= min_version:
+                    return
+                time.sleep(0.002)
+
+    def run(self) -> dict[str, Any]:
         from actorq.core.loop import VectorActor
-        from actorq.core.types import EnvSpec
 
         cfg = self.cfg
-        spec = EnvSpec.from_json(cfg["env_spec"])
         source, where = make_source(self.tier, float(cfg.get("poll_s", 0.0)))
-        seed = int(cfg["seed"]) + 7919 * (int(self.incarnation[:6], 16) % 1000)
-        actor = VectorActor(
-            spec.env_id,
-            spec,
-            int(cfg["envs_per_actor"]),
-            seed,
-            source,
-            make_exploration(spec.num_actions, cfg["noise"], seed),
-            int(cfg["n_step"]),
-            float(cfg["gamma"]),
-            runtime=cfg.get("runtime", "ort"),
-            threads=int(cfg.get("threads", 1)),
-            env_kwargs=cfg.get("env_kwargs", {}),
+        incarnation = int(self.incarnation[:6], 16) % 1000
+        actor = VectorActor.from_config(
+            {**cfg, "seed": int(cfg["seed"]) + 7919 * incarnation}, source
         )
         self._actor, self._where = actor, where
+        on_policy = cfg["gate"]["kind"] == "queue"
         chunk = int(cfg.get("insert_chunk", 64))
         pending: list[dict[str, np.ndarray]] = []
         pending_n = 0
@@ -413,6 +495,13 @@ class RayActorWorker:
 
         while not self._stop.is_set():
             t0 = time.perf_counter()
+            if on_policy and actor.at_boundary:
+                self._await_grant(actor)
+                if self._stop.is_set():
+                    break
+                t_granted = time.perf_counter()
+                wait += t_granted - t0
+                t0 = t_granted
             actor.update()
             if actor.runtime is None:
                 time.sleep(0.005)
@@ -433,5 +522,9 @@ class RayActorWorker:
                     wait += time.perf_counter() - t1
                 if not self._stop.is_set():
                     send()
+                    if on_policy:  # the grant for the next chunk counts this one
+                        if not self._await(inflight):
+                            lost_inserts += 1
+                        inflight = None
         actor.close()
         return {"env_steps": actor.env_steps, "incarnation": self.incarnation}

@@ -35,11 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from actorq.core.types import ArraySpec, Batch
+from actorq.core.types import Batch
 from actorq.distributed import ray_actors, wire
-from actorq.distributed.local import ActorSetup, BackendStats
+from actorq.distributed.backend import BackendContext, BackendStats
 from actorq.errors import ConfigError
 from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.tables import TrajectoryQueue, make_table
 
 
 def import_ray() -> Any:
@@ -205,8 +206,15 @@ class ShardedReplay:
     calibration and evaluation states (sampled outside the rate limiter), and checkpoints in
     the same npz format as the local ring buffer (so a run can resume on either backend)."""
 
+    persistent = True
+
     def __init__(self, backend: RayBackend) -> None:
         self._b = backend
+
+    def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if not self.size:
+            return np.zeros((0, *self._b.specs["obs"].shape), np.float32)
+        return np.asarray(self.sample(n, rng)["obs"])
 
     @property
     def size(self) -> int:
@@ -264,18 +272,24 @@ class ShardedReplay:
         ray.get(refs)
 
 
-class Prefetcher:
-    """Keeps one sample request in flight per shard and a bounded queue of ready batches, so
-    the learner's next batch is usually already there (Menger's input pipeline)."""
+class _ShardPump:
+    """A background thread that keeps one request in flight per shard and hands each reply's
+    batch to :meth:`_deliver`; a dead or restarting shard is asked again (``errors``)."""
 
-    def __init__(self, backend: RayBackend, batch_size: int, depth: int) -> None:
-        self._b, self.batch_size = backend, batch_size
-        self.q: queue.Queue[Batch] = queue.Queue(maxsize=max(1, depth))
+    name = "actorq-pump"
+
+    def __init__(self, backend: RayBackend) -> None:
+        self._b = backend
         self._stop = threading.Event()
         self.errors = 0
-        self.wait_s = 0.0
-        self._t = threading.Thread(target=self._run, name="actorq-prefetch", daemon=True)
+        self._t = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._t.start()
+
+    def _request(self, shard: Any) -> Any:
+        raise NotImplementedError
+
+    def _deliver(self, batch: Batch) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         ray = import_ray()
@@ -283,25 +297,48 @@ class Prefetcher:
         while not self._stop.is_set():
             for j, shard in enumerate(self._b.shards):
                 if j not in inflight.values():
-                    inflight[shard.sample.remote(self.batch_size)] = j
+                    inflight[self._request(shard)] = j
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.2)
             for ref in ready:
-                j = inflight.pop(ref)
+                inflight.pop(ref)
                 try:
                     batch, _ = wire.decode_batch(ray.get(ref))
                 except ray.exceptions.RayError:
                     self.errors += 1  # a dead or restarting shard: ask again next round
                     time.sleep(0.05)
                     continue
-                while not self._stop.is_set():
-                    try:
-                        self.q.put(batch, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
+                self._deliver(batch)
         for ref in inflight:
             with contextlib.suppress(Exception):  # the shard may be gone already
                 ray.cancel(ref, force=False)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=2.0)
+
+
+class Prefetcher(_ShardPump):
+    """Keeps one sample request in flight per shard and a bounded queue of ready batches, so
+    the learner's next batch is usually already there (Menger's input pipeline)."""
+
+    name = "actorq-prefetch"
+
+    def __init__(self, backend: RayBackend, batch_size: int, depth: int) -> None:
+        self.batch_size = batch_size
+        self.q: queue.Queue[Batch] = queue.Queue(maxsize=max(1, depth))
+        self.wait_s = 0.0
+        super().__init__(backend)
+
+    def _request(self, shard: Any) -> Any:
+        return shard.sample.remote(self.batch_size)
+
+    def _deliver(self, batch: Batch) -> None:
+        while not self._stop.is_set():
+            try:
+                self.q.put(batch, timeout=0.2)
+                return
+            except queue.Full:
+                continue
 
     def get(self, timeout: float) -> Batch | None:
         t = time.perf_counter()
@@ -311,9 +348,50 @@ class Prefetcher:
             self.wait_s += time.perf_counter() - t
             return None
 
-    def close(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=2.0)
+
+class QueueFeeder(_ShardPump):
+    """On-policy input: keeps one ``take`` in flight per shard and moves the chunks it gets
+    into the learner's :class:`~actorq.replay.tables.TrajectoryQueue`, which batches them and
+    drops any too stale (the same queue the local backends use)."""
+
+    name = "actorq-queue-feed"
+
+    def __init__(self, backend: RayBackend, queue: TrajectoryQueue) -> None:
+        self.queue = queue
+        self.lock = threading.Lock()
+        super().__init__(backend)
+
+    def _request(self, shard: Any) -> Any:
+        return shard.take.remote()
+
+    def _deliver(self, batch: Batch) -> None:
+        if batch:
+            with self.lock:
+                self.queue.insert(batch)
+
+
+class _QueueView:
+    """The learner's view of an on-policy replay: nothing to checkpoint (consumed once);
+    states for calibration come from the last batch."""
+
+    persistent = False
+
+    def __init__(self, feeder: QueueFeeder) -> None:
+        self._f = feeder
+
+    @property
+    def size(self) -> int:
+        return self._f.queue.size
+
+    def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        with self._f.lock:
+            return self._f.queue.sample_states(n, rng)
+
+    def save(self, path: str | Path) -> None:
+        return None
+
+    def load(self, path: str | Path) -> None:
+        return None
 
 
 @dataclasses.dataclass
@@ -327,32 +405,25 @@ class _ShardState:
 
 
 class RayBackend:
-    """N Ray actors, ``replay_shards`` replay shards and a parameter cache tier; the surface the
-    learner loop drives (``publish``, ``next_batch``, ``drain_episodes``, ``stats``, ``close``)
-    is the local backend's, plus the replay (:attr:`replay`)."""
+    """N Ray actors, ``replay_shards`` replay shards and a parameter cache tier, behind the
+    :class:`~actorq.distributed.backend.Backend` surface the learner loop drives."""
 
     synchronous = False
 
-    def __init__(
-        self,
-        cfg: Any,
-        setup: ActorSetup,
-        specs: dict[str, ArraySpec],
-        snapshot_capacity: int,
-        env_steps_offset: int = 0,
-        poll_s: float = 0.0,
-    ) -> None:
+    def __init__(self, ctx: BackendContext, poll_s: float = 0.0) -> None:
+        cfg = ctx.cfg
         self._ray = import_ray()
         self._closed = False
         self._started = init_ray(cfg.ray_address)
-        self.specs = specs
+        self.specs = ctx.specs
         self.n = cfg.actors
+        self.on_policy = ctx.table_config["kind"] == "queue"
         try:
-            self._build(cfg, setup, snapshot_capacity, poll_s)
+            self._build(ctx, poll_s)
         except BaseException:
             self.close()
             raise
-        self._steps = env_steps_offset
+        self._steps = ctx.env_steps_offset
         self._lock = threading.Lock()
         self._episodes: list[tuple[float, int]] = []
         self._busy = self._wait = 0.0
@@ -364,28 +435,56 @@ class RayBackend:
         self._stop = threading.Event()
         self._stats_t = threading.Thread(target=self._poll_loop, name="actorq-stats", daemon=True)
         self._stats_t.start()
-        self.replay = ShardedReplay(self)
         self._ring: Batch | None = None
         self._ring_n = 0
-        self.prefetcher = Prefetcher(self, cfg.batch_size, cfg.prefetch)
+        self._version = 0
+        self.rng = ctx.rng
+        self.prefetcher: Prefetcher | None = None
+        self.feeder: QueueFeeder | None = None
+        self._wait_s = 0.0
+        self.replay: ShardedReplay | _QueueView
+        if self.on_policy:
+            queue = make_table(ctx.table_config, ctx.specs)
+            assert isinstance(queue, TrajectoryQueue)
+            self.feeder = QueueFeeder(self, queue)
+            self.replay = _QueueView(self.feeder)
+        else:
+            depth = int(getattr(cfg, "prefetch", 4))
+            self.prefetcher = Prefetcher(self, int(ctx.table_config["batch_size"]), depth)
+            self.replay = ShardedReplay(self)
 
-    def _build(self, cfg: Any, setup: ActorSetup, capacity: int, poll_s: float) -> None:
+    def _build(self, ctx: BackendContext, poll_s: float) -> None:
         ray = import_ray()
+        cfg, s = ctx.cfg, ctx.setup
         self.nodes = cpu_nodes()
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.tier = ParameterTier(cfg.cache, self.nodes, capacity, tag, cfg.cache_relays)
+        self.tier = ParameterTier(
+            cfg.cache, self.nodes, ctx.snapshot_capacity, tag, cfg.cache_relays
+        )
         self.shards: list[Any] = []
         self.actors: list[Any] = []
         self._runs: dict[Any, int] = {}
-        s = setup
-        k, n = s.envs_per_actor, s.n_step
-        chunk = max(64, k)
+        k = s.envs_per_actor
+        n = int(s.adder.get("n", 1))
         # A shard no actor inserts into would never fill: at most one shard per actor.
         num_shards = min(cfg.replay_shards, cfg.actors)
-        limiter = shard_limiter(s.rate_limiter, num_shards, cfg.batch_size, chunk + k * n)
-        self.shard_limiter = limiter
+        table = dict(ctx.table_config)
+        if self.on_policy:
+            chunk = k  # one trajectory chunk per insert
+            table.update(s.gate)  # the shard grants chunks by the actors' gate
+            cap = 1
+        else:
+            chunk = max(64, k)
+            limiter = shard_limiter(
+                SampleToInsertRatio(**table["limiter"]),
+                num_shards,
+                int(table["batch_size"]),
+                chunk + k * n,
+            )
+            self.shard_limiter = limiter
+            table["limiter"] = dataclasses.asdict(limiter)
+            cap = max(1, int(table["capacity"]) // num_shards)
         specs_json = json.dumps({name: spec.to_json() for name, spec in self.specs.items()})
-        cap = max(1, cfg.replay_size // num_shards)
         shard_cls = ray.remote(ray_actors.ReplayShard)
         shard_node = []
         shard_names = [f"{tag}-shard{j}" for j in range(num_shards)]
@@ -395,7 +494,7 @@ class RayBackend:
             self.shards.append(
                 shard_cls.options(
                     name=name, num_cpus=0, scheduling_strategy=_affinity(node), max_restarts=-1
-                ).remote(j, specs_json, cap, json.dumps(dataclasses.asdict(limiter)), s.seed)
+                ).remote(j, specs_json, cap, json.dumps(table), s.seed)
             )
         namespace = ray.get_runtime_context().namespace
         actor_cls = ray.remote(ray_actors.RayActorWorker)
@@ -403,20 +502,7 @@ class RayBackend:
         for i, node in enumerate(actor_nodes(self.nodes, cfg.actors)):
             local = [j for j, sn in enumerate(shard_node) if sn == node]
             shard = shard_names[local[i % len(local)] if local else i % len(self.shards)]
-            acfg = {
-                "actor": i,
-                "env_spec": s.env_spec.to_json(),
-                "env_kwargs": s.env_kwargs,
-                "envs_per_actor": k,
-                "noise": s.noise[i],
-                "n_step": n,
-                "gamma": s.gamma,
-                "seed": s.seed + 1000 * (i + 1),
-                "runtime": s.runtime,
-                "threads": s.threads,
-                "insert_chunk": chunk,
-                "poll_s": poll_s,
-            }
+            acfg = {**s.actor_config(i), "insert_chunk": chunk, "poll_s": poll_s}
             h = actor_cls.options(
                 num_cpus=cfg.actor_cpus,
                 scheduling_strategy=_affinity(node),
@@ -429,10 +515,29 @@ class RayBackend:
     # -- learner-facing surface --------------------------------------------------------------
     def publish(self, version: int, data: bytes) -> None:
         self.tier.publish(version, data)
+        self._version = version
+        if self.feeder is not None:
+            # On-policy: release the consumed chunks only now, with the version that follows
+            # them, so no actor starts a chunk with the policy they trained.
+            with self.feeder.lock:
+                released = self.feeder.queue.release()
+            if released:
+                msg = json.dumps(released)
+                for shard in self.shards:
+                    shard.release.remote(msg, version)
 
     RECENT = 4096  # learner batches kept for calibration states (see ShardedReplay.sample)
 
     def next_batch(self, timeout: float = 0.002) -> Batch | None:
+        if self.feeder is not None:
+            with self.feeder.lock:
+                batch = self.feeder.queue.next_batch(self.rng, self._version)
+            if batch is None:
+                t = time.perf_counter()
+                time.sleep(timeout)
+                self._wait_s += time.perf_counter() - t
+            return batch
+        assert self.prefetcher is not None
         batch = self.prefetcher.get(timeout)
         if batch is not None:
             self._remember(batch)
@@ -458,7 +563,7 @@ class RayBackend:
 
     @property
     def learner_wait_s(self) -> float:
-        return self.prefetcher.wait_s
+        return self.prefetcher.wait_s if self.prefetcher is not None else self._wait_s
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         with self._lock:
@@ -509,9 +614,6 @@ class RayBackend:
         deadline = time.monotonic() + timeout
         while self.replay_size() < min_size and time.monotonic() < deadline:
             time.sleep(0.05)
-
-    def set_samples(self, samples: int) -> None:
-        pass  # each shard counts its own samples
 
     def supervise(self) -> int:
         """Resume the loop of actors Ray restarted; a bug in an actor raises here."""
@@ -564,7 +666,9 @@ class RayBackend:
                 "faults/replay_shard_restarts": float(self.shard_restarts),
                 "faults/replay_items_lost": float(self.items_lost),
                 "faults/actor_lost_inserts": float(lost),
-                "faults/prefetch_errors": float(self.prefetcher.errors),
+                "faults/prefetch_errors": float(
+                    (self.prefetcher or self.feeder).errors  # type: ignore[union-attr]
+                ),
             }
             st = BackendStats(
                 env_steps=self._steps,
@@ -575,6 +679,8 @@ class RayBackend:
                 versions=versions,
                 extra=extra,
             )
+        if self.feeder is not None:
+            st.extra["replay/dropped_stale"] = float(self.feeder.queue.dropped)
         with contextlib.suppress(Exception):
             st.extra.update(self.tier.egress())
         return st
@@ -587,8 +693,9 @@ class RayBackend:
         # close() also runs on a half-built backend (a failed start): look before touching.
         if hasattr(self, "_stop"):
             self._stop.set()
-        if hasattr(self, "prefetcher"):
-            self.prefetcher.close()
+        for feed in (getattr(self, "prefetcher", None), getattr(self, "feeder", None)):
+            if feed is not None:
+                feed.close()
         actors = getattr(self, "actors", [])
         runs = list(getattr(self, "_runs", {}))
         with contextlib.suppress(Exception):

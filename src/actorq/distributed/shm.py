@@ -48,7 +48,8 @@ class ShmFile:
 
 # -- control block ------------------------------------------------------------------------------
 # int64 words: global words first, then one fixed-size header per actor.
-STOP, SAMPLES, SNAPSHOT_VERSION = 0, 1, 2
+# MIN_VERSION: on-policy agents, the oldest snapshot version actors may start new data with.
+STOP, SAMPLES, SNAPSHOT_VERSION, MIN_VERSION = 0, 1, 2, 3
 GLOBAL_WORDS = 8
 ACTOR_WORDS = 16
 # per-actor header fields
@@ -65,7 +66,8 @@ ACTOR_WORDS = 16
     A_PID,
     A_REJECTED,  # snapshots refused (checksum/NaN)
     A_INFER_NS,
-) = range(12)
+    A_RELEASED,  # items of this actor the learner consumed and published past (on-policy)
+) = range(13)
 
 
 class ControlBlock:

@@ -34,7 +34,7 @@ import numpy as np
 
 from actorq.quant.quantizer import PRECISIONS, Granularity
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
-from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, extra_shapes, make_snapshot
 
 DEFAULT_CANDIDATES: tuple[str, ...] = ("fp32", "fp16", "int8", "int4")
 
@@ -130,6 +130,7 @@ def select_precision(
     granularity: Granularity = "per_channel",
     calibration: np.ndarray | None = None,
     timer: Timer | None = None,
+    extras: dict[str, np.ndarray] | None = None,
 ) -> PrecisionChoice:
     """Pick the fastest precision whose actions agree with fp32, measured on this machine.
 
@@ -149,9 +150,10 @@ def select_precision(
       threads)`` is built — the actors' own runtime, so call this in a process placed like an
       actor. ``timer(runtimes, batch)`` gives each one's seconds per call (default
       :func:`measure_latency`: warm-up, then the median of 31 calls, candidates interleaved).
-    * Agreement vs fp32: for a ``q`` head, the share of states with the same argmax; for a
-      ``deterministic`` head, the share whose actions are all within ``action_atol`` of fp32's.
-      A candidate is eligible when agreement ≥ ``min_agreement``.
+    * Agreement vs fp32 (:meth:`~actorq.quant.heads.Head.compare`): for a discrete head, the
+      share of states with the same greedy action; for a continuous one, the share whose
+      greedy actions are all within ``action_atol`` of fp32's. A candidate is eligible when
+      agreement ≥ ``min_agreement``.
     * Result: the eligible candidate with the lowest latency, provided it is at least
       ``min_speedup`` × faster than fp32 (a precision that is not clearly faster is not worth
       its rounding, and a noise-level difference must not flip the choice: on the loaded
@@ -170,6 +172,7 @@ def select_precision(
         if source.precision != "fp32":
             raise ValueError(f"select_precision needs an fp32 source, got {source.precision}")
         layers, spec = source.dequantized(), source.spec
+        extras = {k: source.tensors[k] for k in extra_shapes(spec)}
     else:
         if spec is None:
             raise ValueError("pass spec= with exported layers")
@@ -186,7 +189,7 @@ def select_precision(
         raise ValueError(f"observations must be (n >= 1, {spec.obs_dim}), got {obs.shape}")
     batch = np.ascontiguousarray(obs[np.arange(batch_size) % len(obs)])
     timer = timer or measure_latency
-    discrete = spec.head == "q"
+    head = spec.policy_head
 
     precisions = ["fp32", *dict.fromkeys(c for c in candidates if c != "fp32")]
     runtimes: list[PolicyRuntime] = []
@@ -194,15 +197,12 @@ def select_precision(
     nbytes: list[int] = []
     ref: np.ndarray | None = None
     for p in precisions:
-        snap = make_snapshot(layers, spec, p, 0, granularity, calibration)
+        snap = make_snapshot(layers, spec, p, 0, granularity, calibration, extras)
         rt = make_runtime(snap, runtime, threads)
         out = rt(obs)
         if ref is None:  # fp32 comes first
             ref = out
-        if discrete:
-            agreement.append(float((out.argmax(axis=1) == ref.argmax(axis=1)).mean()))
-        else:
-            agreement.append(float((np.abs(out - ref).max(axis=1) <= action_atol).mean()))
+        agreement.append(head.compare(out, ref, action_atol)[0])
         runtimes.append(rt)
         nbytes.append(len(snap.to_bytes()))
     seconds = list(timer(runtimes, batch))
@@ -218,5 +218,5 @@ def select_precision(
         Candidate(p, us, agree, nbytes, agree >= min_agreement, p == choice)
         for p, us, agree, nbytes in measured
     )
-    metric = "same greedy action" if discrete else f"actions within {action_atol:g}"
+    metric = "same greedy action" if head.discrete else f"actions within {action_atol:g}"
     return PrecisionChoice(choice, rows, batch_size, min_agreement, metric)

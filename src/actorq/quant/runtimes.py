@@ -58,6 +58,19 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
         return name
 
     x = "obs"
+    if spec.obs_norm:  # (obs - mean) / std, clipped: the learner's normalisation, in the graph
+        mean, std = (
+            init("obs_mean", snap.tensors["obs_mean"]),
+            init("obs_std", snap.tensors["obs_std"]),
+        )
+        nodes.append(helper.make_node("Sub", [x, mean], ["obs_c"]))
+        nodes.append(helper.make_node("Div", ["obs_c", std], ["obs_n"]))
+        x = "obs_n"
+        if spec.obs_clip > 0:
+            lo = init("obs_lo", np.array(-spec.obs_clip, np.float32))
+            hi = init("obs_hi", np.array(spec.obs_clip, np.float32))
+            nodes.append(helper.make_node("Clip", [x, lo, hi], ["obs_nc"]))
+            x = "obs_nc"
     last = spec.num_layers - 1
     for i in range(spec.num_layers):
         w, b = snap.tensors[f"w{i}"], snap.tensors[f"b{i}"]
@@ -228,9 +241,10 @@ class NumpyRuntime:
     def __init__(self, snap: PolicySnapshot, threads: int = 1) -> None:
         self.version, self.precision, self.spec = snap.version, snap.precision, snap.spec
         self._layers = snap.dequantized()
+        self._snap = snap
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        x = np.asarray(obs, dtype=np.float32)
+        x = np.array(self._snap.normalize(obs), dtype=np.float32)
         last = len(self._layers) - 1
         for i, (w, b) in enumerate(self._layers):
             x = x @ w + b
@@ -261,11 +275,13 @@ class TorchRuntime:
             elif act == "tanh":
                 mods.append(torch.nn.Tanh())
         self._net = torch.nn.Sequential(*mods).eval()
+        self._snap = snap
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         torch = self._torch
+        x = np.ascontiguousarray(self._snap.normalize(obs), dtype=np.float32)
         with torch.inference_mode():
-            out = self._net(torch.from_numpy(np.asarray(obs, dtype=np.float32)))
+            out = self._net(torch.from_numpy(x))
         result: np.ndarray = out.numpy()
         return result
 

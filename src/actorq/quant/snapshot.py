@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import struct
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 import safetensors.numpy
 
 from actorq.errors import SnapshotError
+from actorq.quant.heads import HEADS, Head, head
 from actorq.quant.quantizer import (
     INT4_BLOCK,
     PRECISIONS,
@@ -40,8 +42,12 @@ ACTIVATIONS = ("relu", "tanh", "none")
 class PolicySpec:
     """An MLP policy: ``obs_dim → hidden... → out_dim``, ``activation`` between layers.
 
-    ``head`` says how actors read the output: ``"q"`` (argmax over action values, DQN) or
-    ``"deterministic"`` (the action itself, after ``output_activation``).
+    ``head`` says how actors read the output (:mod:`actorq.quant.heads`): ``"q"`` (argmax over
+    action values, DQN), ``"deterministic"`` (the action itself, D4PG), ``"categorical"``
+    (logits, PPO) or ``"gaussian"`` (the mean; the snapshot carries ``log_std``, PPO).
+    ``obs_norm``: observations are normalised by the snapshot's ``obs_mean``/``obs_std``
+    tensors and clipped to ±``obs_clip`` (if > 0) before the first layer, in every runtime, so
+    actors normalise exactly as the learner did when it published.
     """
 
     obs_dim: int
@@ -50,6 +56,8 @@ class PolicySpec:
     activation: str = "relu"
     output_activation: str = "none"
     head: str = "q"
+    obs_norm: bool = False
+    obs_clip: float = 0.0
 
     def __post_init__(self) -> None:
         dims = (self.obs_dim, *self.hidden, self.out_dim)
@@ -57,6 +65,14 @@ class PolicySpec:
             raise ValueError(f"layer sizes must be positive integers, got {dims}")
         if self.activation not in ACTIVATIONS or self.output_activation not in ACTIVATIONS:
             raise ValueError(f"activations must be among {ACTIVATIONS}")
+        if self.head not in HEADS:
+            raise ValueError(f"unknown policy head {self.head!r}; expected one of {sorted(HEADS)}")
+        if not (math.isfinite(self.obs_clip) and self.obs_clip >= 0):
+            raise ValueError(f"obs_clip must be finite and >= 0, got {self.obs_clip}")
+
+    @property
+    def policy_head(self) -> Head:
+        return head(self.head)
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -85,6 +101,8 @@ class PolicySpec:
             activation=str(d.get("activation", "relu")),
             output_activation=str(d.get("output_activation", "none")),
             head=str(d.get("head", "q")),
+            obs_norm=bool(d.get("obs_norm", False)),
+            obs_clip=float(d.get("obs_clip", 0.0)),
         )
 
 
@@ -177,9 +195,22 @@ class PolicySnapshot:
                     raise SnapshotError(f"layer {i}: int8 weight or scale malformed")
             elif w.dtype not in (np.float32, np.float16):
                 raise SnapshotError(f"layer {i}: unsupported weight dtype {w.dtype}")
+        for name, shape in self.spec_extras().items():
+            t = self.tensors.get(name)
+            if t is None or t.dtype != np.float32 or t.shape != shape:
+                raise SnapshotError(f"tensor {name!r} missing or malformed (want {shape} float32)")
+        if self.spec.obs_norm and not (self.tensors["obs_std"] > 0).all():
+            raise SnapshotError("obs_std must be positive")
         for name, t in self.tensors.items():
             if t.dtype.kind == "f" and not np.isfinite(t).all():
                 raise SnapshotError(f"snapshot tensor {name!r} has NaN or Inf")
+
+    def spec_extras(self) -> dict[str, tuple[int, ...]]:
+        return extra_shapes(self.spec)
+
+    def normalize(self, obs: np.ndarray) -> np.ndarray:
+        """Observations as the first layer sees them (identity without ``obs_norm``)."""
+        return normalize_obs(self.spec, self.tensors, obs)
 
     def dequantized(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """(weight (in, out) float32, bias float32) per layer: what the weights represent."""
@@ -192,6 +223,24 @@ class PolicySnapshot:
                 w = dequantize_int4(w, self.tensors[f"s{i}"], self.spec.dims[i])
             out.append((np.asarray(w, dtype=np.float32), self.tensors[f"b{i}"]))
         return out
+
+
+def extra_shapes(spec: PolicySpec) -> dict[str, tuple[int, ...]]:
+    """fp32 tensors a snapshot carries besides its layers, by name and shape."""
+    out: dict[str, tuple[int, ...]] = {}
+    if spec.obs_norm:
+        out["obs_mean"] = out["obs_std"] = (spec.obs_dim,)
+    if spec.policy_head.needs_log_std:
+        out["log_std"] = (spec.out_dim,)
+    return out
+
+
+def normalize_obs(spec: PolicySpec, tensors: dict[str, np.ndarray], obs: np.ndarray) -> np.ndarray:
+    x = np.asarray(obs, np.float32)
+    if not spec.obs_norm:
+        return x
+    x = (x - tensors["obs_mean"]) / tensors["obs_std"]
+    return np.clip(x, -spec.obs_clip, spec.obs_clip) if spec.obs_clip > 0 else x
 
 
 def _checksum(tensors: dict[str, np.ndarray]) -> str:
@@ -238,8 +287,13 @@ def make_snapshot(
     version: int,
     granularity: Granularity = "per_channel",
     calibration: np.ndarray | None = None,
+    extras: dict[str, np.ndarray] | None = None,
 ) -> PolicySnapshot:
     """Quantize fp32 layers ``[(W (in, out), b), ...]`` into a snapshot at ``precision``.
+
+    ``extras``: the fp32 tensors the spec asks for besides the layers (``obs_mean``/``obs_std``
+    with ``obs_norm``, ``log_std`` for a ``gaussian`` head); copied as they are, whatever the
+    precision.
 
     ``calibration``: observations (n, obs_dim), e.g. from replay. When given, int8 and int4
     weights are rounded with GPTQ on each layer's fp32 inputs (:mod:`actorq.quant.calibration`)
@@ -251,9 +305,14 @@ def make_snapshot(
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
     tensors: dict[str, np.ndarray] = {}
+    extras = extras or {}
+    for name in extra_shapes(spec):
+        if name not in extras:
+            raise ValueError(f"policy spec needs tensor {name!r}; pass it in extras")
+        tensors[name] = np.array(extras[name], dtype=np.float32, copy=True)
     x = None
     if calibration is not None and precision in ("int8", "int4") and len(calibration):
-        x = np.asarray(calibration, np.float32)
+        x = normalize_obs(spec, tensors, calibration)
     for i, (w, b) in enumerate(layers):
         if precision == "fp32":
             tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)

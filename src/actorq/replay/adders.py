@@ -1,4 +1,15 @@
-"""N-step transition adder, vectorized over the K environments an actor steps together.
+"""Adders: how an actor turns its steps into the items its agent learns from (Acme's seam).
+
+* :class:`NStepAdder` (DQN, D4PG): n-step transitions, one per step and environment.
+* :class:`TrajectoryAdder` (PPO): fixed-length chunks of consecutive steps per environment, with
+  the behaviour policy's log-probabilities and the snapshot version.
+
+Both are vectorized over the K environments an actor steps together, share one ``add`` call,
+and say when a snapshot may be swapped in (``at_boundary``). :func:`make_adder` builds one from
+the plain data of an actor's config.
+
+N-step transitions
+------------------
 
 For each environment it emits (s_t, a_t, R, discount, s_{t+m}) with
 R = sum_{i<m} gamma^i r_{t+i}; m = n while the episode runs, and shorter at its end. When an
@@ -13,9 +24,11 @@ step completes are picked with one boolean mask (no Python loop over environment
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from actorq.core.types import ArraySpec, Batch
+from actorq.core.types import ArraySpec, Batch, EnvSpec, trajectory_specs
 
 
 class NStepAdder:
@@ -43,6 +56,9 @@ class NStepAdder:
         self._ages = np.arange(n)[:, None]
         self._full_discount = np.full(num_envs, self._powers[n], np.float32)
 
+    #: A snapshot may be swapped in before any step (transitions carry no version).
+    at_boundary = True
+
     def observe_first(self, obs: np.ndarray) -> None:
         self._cur = np.array(obs, copy=True)
         self._len[:] = 0
@@ -55,6 +71,8 @@ class NStepAdder:
         terminated: np.ndarray,
         truncated: np.ndarray,
         final_obs: np.ndarray | None = None,
+        extras: dict[str, np.ndarray] | None = None,
+        version: int = 0,
     ) -> Batch:
         """Record one vector step; return the transitions it completes (new arrays).
 
@@ -113,3 +131,96 @@ class NStepAdder:
             "discount": discount.astype(np.float32),
             "next_obs": nxt.astype(self._obs.dtype, copy=False),
         }
+
+
+class TrajectoryAdder:
+    """Chunks of ``length`` consecutive steps per environment, emitted every ``length`` vector
+    steps as K items (:func:`~actorq.core.types.trajectory_specs`).
+
+    Episodes may end inside a chunk (``terminated``/``truncated`` mark where; ``next_obs`` then
+    holds the ended episode's last observation) and continue into the next chunk: the learner
+    computes GAE per chunk and bootstraps from ``next_obs`` at the chunk's end and at time-limit
+    truncations (PPO with truncated rollouts, as in Schulman et al. 2017). A chunk is collected
+    with one snapshot version: actors swap snapshots only between chunks (``at_boundary``).
+    """
+
+    def __init__(self, length: int, num_envs: int, spec: EnvSpec, actor: int = 0) -> None:
+        if length < 1:
+            raise ValueError(f"trajectory length must be >= 1, got {length}")
+        self.length, self.k, self.actor = length, num_envs, actor
+        self.specs = trajectory_specs(spec, length)
+        # time-major buffers (T, K, ...); emitted env-major (K, T, ...)
+        self._buf = {
+            name: np.zeros((length, num_envs, *s.shape[1:]), s.dtype)
+            for name, s in self.specs.items()
+            if name not in ("version", "actor")
+        }
+        self._t = 0
+        self._version = 0
+        self._cur: np.ndarray | None = None
+
+    @property
+    def at_boundary(self) -> bool:
+        return self._t == 0
+
+    def observe_first(self, obs: np.ndarray) -> None:
+        self._cur = np.array(obs, copy=True)
+
+    def add(
+        self,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        final_obs: np.ndarray | None = None,
+        extras: dict[str, np.ndarray] | None = None,
+        version: int = 0,
+    ) -> Batch:
+        assert self._cur is not None, "call observe_first() before add()"
+        if extras is None or "log_prob" not in extras:
+            raise ValueError("a trajectory step needs the behaviour's log_prob")
+        t, b = self._t, self._buf
+        if t == 0:
+            self._version = version
+        done = np.logical_or(terminated, truncated)
+        b["obs"][t] = self._cur
+        b["action"][t] = action
+        b["log_prob"][t] = extras["log_prob"]
+        b["reward"][t] = reward
+        b["terminated"][t] = terminated
+        b["truncated"][t] = truncated
+        if done.any():
+            assert final_obs is not None, "final_obs required when an episode ends"
+            b["next_obs"][t] = np.where(
+                done.reshape(-1, *([1] * (next_obs.ndim - 1))), final_obs, next_obs
+            )
+        else:
+            b["next_obs"][t] = next_obs
+        self._cur = np.array(next_obs, copy=True)
+        self._t += 1
+        if self._t < self.length:
+            return {}
+        self._t = 0
+        out = {name: np.ascontiguousarray(v.swapaxes(0, 1)) for name, v in b.items()}
+        out["version"] = np.full(self.k, self._version, np.int64)
+        out["actor"] = np.full(self.k, self.actor, np.int32)
+        return out
+
+
+ADDERS = ("nstep", "trajectory")
+
+
+def make_adder(
+    cfg: dict[str, Any], num_envs: int, spec: EnvSpec, actor: int = 0
+) -> NStepAdder | TrajectoryAdder:
+    """An adder from plain data: ``{"kind": "nstep", "n": 3, "gamma": 0.99}`` or
+    ``{"kind": "trajectory", "length": 128}``."""
+    kind = cfg.get("kind")
+    if kind == "nstep":
+        return NStepAdder(
+            int(cfg["n"]), float(cfg["gamma"]), num_envs, spec.observation, spec.action
+        )
+    if kind == "trajectory":
+        return TrajectoryAdder(int(cfg["length"]), num_envs, spec, actor)
+    raise ValueError(f"unknown adder {kind!r}; expected one of {ADDERS}")

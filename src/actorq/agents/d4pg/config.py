@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from actorq.config import ExperimentConfig, Widths
+from actorq.config import OffPolicyConfig, Widths
 from actorq.errors import ConfigError
 
 
 @dataclasses.dataclass
-class D4PGConfig(ExperimentConfig):
+class D4PGConfig(OffPolicyConfig):
     """Train D4PG with quantized actors (ActorQ) on the embedded local backend."""
 
     agent: ClassVar[str] = "d4pg"

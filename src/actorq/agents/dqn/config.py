@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Self
 
-from actorq.config import ExperimentConfig, Widths
+from actorq.config import OffPolicyConfig, Widths
 from actorq.errors import ConfigError
 
 
 @dataclasses.dataclass
-class DQNConfig(ExperimentConfig):
+class DQNConfig(OffPolicyConfig):
     """Train DQN with quantized actors (ActorQ) on the embedded local backend."""
 
     agent: ClassVar[str] = "dqn"

@@ -1,0 +1,66 @@
+"""The Builder seam (Acme's): each agent owns its data path, and backends only call this.
+
+A builder says, for an agent's config and an environment:
+
+* ``data_specs`` — the fields one replay item carries (n-step transitions; trajectory chunks
+  with the behaviour's log-probabilities and the snapshot version);
+* ``actor_setup`` — what actors run: the behaviour (ε-greedy, Gaussian noise, or sampling
+  with its log-prob), the adder (n-step or trajectory chunks) and the gate (the actor side of
+  the replay kind), as plain data an actor process or a Ray actor rebuilds;
+* ``table_config`` — the replay kind (a uniform ring behind a samples-per-insert limiter, or
+  a FIFO queue with a staleness bound in policy versions), as plain data every backend builds
+  with :func:`actorq.replay.tables.make_table`;
+* ``policy_spec`` and ``make_learner`` — the network actors run (what gets quantized) and the
+  update rule.
+
+A new agent is one folder with a config, networks, the update rule and a builder, plus one
+line in :data:`actorq.agents.AGENTS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from actorq.config import ExperimentConfig
+from actorq.core.interfaces import Learner
+from actorq.core.loop import ActorSetup
+from actorq.core.types import ArraySpec, EnvSpec
+from actorq.quant.snapshot import PolicySpec
+
+
+class Builder(Protocol):
+    def check_spec(self, spec: EnvSpec) -> None:
+        """Raise :class:`~actorq.errors.ConfigError` if the agent cannot act in this env."""
+
+    def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec: ...
+
+    def data_specs(self, cfg: Any, spec: EnvSpec) -> dict[str, ArraySpec]: ...
+
+    def table_config(self, cfg: Any, spec: EnvSpec) -> dict[str, Any]: ...
+
+    def actor_setup(self, cfg: Any, spec: EnvSpec) -> ActorSetup: ...
+
+    def make_learner(self, cfg: Any, spec: EnvSpec) -> Learner: ...
+
+
+def base_actor_setup(
+    cfg: ExperimentConfig,
+    spec: EnvSpec,
+    behaviour: str,
+    noise: list[list[float]],
+    adder: dict[str, Any],
+    gate: dict[str, Any],
+) -> ActorSetup:
+    """The fields of an :class:`ActorSetup` every agent fills the same way."""
+    return ActorSetup(
+        env_spec=spec,
+        envs_per_actor=cfg.envs_per_actor,
+        behaviour=behaviour,
+        noise=noise,
+        adder=adder,
+        gate=gate,
+        seed=cfg.seed,
+        runtime=cfg.runtime,
+        threads=cfg.actor_threads,
+        env_kwargs=cfg.env_kwargs(),
+    )

@@ -1,0 +1,54 @@
+"""Builds the pieces of a PPO experiment (Acme's builder seam): trajectory chunks with the
+behaviour's log-probabilities, a consume-once queue with a staleness bound, actors that sample
+from their (quantized) snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actorq.agents.builder import base_actor_setup
+from actorq.agents.ppo.config import PPOConfig
+from actorq.agents.ppo.learning import PPOLearner, resolve_auto
+from actorq.core.loop import ActorSetup
+from actorq.core.types import ArraySpec, EnvSpec, trajectory_specs
+from actorq.quant.snapshot import PolicySpec
+
+
+class PPOBuilder:
+    def check_spec(self, spec: EnvSpec) -> None:
+        return None  # categorical for discrete actions, Gaussian for continuous ones
+
+    def policy_spec(self, cfg: PPOConfig, spec: EnvSpec) -> PolicySpec:
+        out = spec.num_actions if spec.discrete else spec.action.shape[0]
+        return PolicySpec(
+            spec.obs_dim,
+            cfg.policy_hidden(),
+            out,
+            activation=cfg.activation,
+            head="categorical" if spec.discrete else "gaussian",
+            obs_norm=resolve_auto(cfg.normalize_obs, spec),
+            obs_clip=cfg.obs_clip,
+        )
+
+    def data_specs(self, cfg: PPOConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
+        return trajectory_specs(spec, cfg.num_steps)
+
+    def table_config(self, cfg: PPOConfig, spec: EnvSpec) -> dict[str, Any]:
+        return {"kind": "queue", "batch_items": cfg.batch_items(), "max_lag": cfg.max_policy_lag}
+
+    def actor_setup(self, cfg: PPOConfig, spec: EnvSpec) -> ActorSetup:
+        n_actors = max(cfg.actors, 1)
+        return base_actor_setup(
+            cfg,
+            spec,
+            "sample",
+            [[] for _ in range(n_actors)],
+            {"kind": "trajectory", "length": cfg.num_steps},
+            {"kind": "queue", "chunk_items": cfg.envs_per_actor, "max_lag": cfg.max_policy_lag},
+        )
+
+    def make_learner(self, cfg: PPOConfig, spec: EnvSpec) -> PPOLearner:
+        return PPOLearner(cfg, spec)
+
+
+BUILDER = PPOBuilder()

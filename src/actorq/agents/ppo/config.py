@@ -1,0 +1,144 @@
+"""PPO experiment configuration: one dataclass, every field documented (it is the CLI's --help).
+
+Defaults follow CleanRL's ``ppo.py`` (Huang et al., "The 37 Implementation Details of PPO",
+ICLR blog track 2022) for classic control: 64×64 tanh networks, Adam 2.5e-4 annealed to 0,
+γ 0.99, GAE λ 0.95, clip 0.2, 4 epochs, entropy 0.01, value loss 0.5, gradient clip 0.5,
+advantage normalisation. Observation and reward normalisation are on by default for continuous
+actions (CleanRL's ``ppo_continuous_action.py``), off for discrete ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar, Literal
+
+from actorq.config import ExperimentConfig, Widths
+from actorq.errors import ConfigError
+
+
+@dataclasses.dataclass
+class PPOConfig(ExperimentConfig):
+    """Train PPO with quantized actors (ActorQ) on the embedded local backend."""
+
+    agent: ClassVar[str] = "ppo"
+    width_fields: ClassVar[tuple[str, ...]] = ("policy_hidden_sizes", "value_hidden_sizes")
+
+    env: str = "gym:CartPole-v1"
+    """Environment id, discrete (categorical policy) or continuous actions (diagonal Gaussian
+    policy, actions clipped to the env's bounds), e.g. gym:CartPole-v1, gym:HalfCheetah-v5,
+    dmc:walker-walk."""
+    action_repeat: int = 1
+    """Control steps each action is repeated for (dmc: ids only); rewards are summed."""
+    envs_per_actor: int = 4
+    """Environments each actor steps together, with one batched inference per step."""
+    num_steps: int = 128
+    """Steps per environment in one trajectory chunk. One learner update consumes one chunk per
+    environment of every actor: max(actors, 1) × envs_per_actor × num_steps env steps."""
+    max_policy_lag: int = 1
+    """Staleness bound in policy versions: the learner trains on chunks collected with one of
+    its last K published snapshots, and actors wait rather than collect more. 1 = synchronous
+    PPO (every chunk from the current policy); larger K lets actors run ahead (asynchronous,
+    APPO-like), the importance ratio against the actors' recorded log-probs correcting it."""
+    total_steps: int = 500_000
+    """Budget of environment steps (all actors together)."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate (policy and value networks, one optimizer)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over total_steps."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gae_lambda: float = 0.95
+    """λ of generalized advantage estimation (Schulman et al., 2016)."""
+    update_epochs: int = 4
+    """Passes over each batch of chunks."""
+    minibatch_size: int = 256
+    """Steps per gradient step (the batch is shuffled into minibatches of this size)."""
+    clip_coef: float = 0.2
+    """Surrogate clipping ε."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old values (as PPO's reference implementation does)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Gradient norm clip."""
+    target_kl: float | None = None
+    """Stop an update's epochs early once the approximate KL exceeds this (None: never)."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    normalize_obs: bool | None = None
+    """Normalise observations by a running mean/std (updated by the learner, carried in every
+    snapshot so actors normalise identically); default: on for continuous actions."""
+    normalize_reward: bool | None = None
+    """Scale rewards by a running std of discounted returns; default: on for continuous
+    actions."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to ±obs_clip."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to ±reward_clip."""
+    policy_hidden_sizes: Widths = (64, 64)
+    """Hidden widths of the policy (what actors run, quantized), e.g. 2048,2048,2048."""
+    value_hidden_sizes: Widths = (64, 64)
+    """Hidden widths of the value network (learner only)."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Hidden activation of both networks."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of a Gaussian policy (state-independent, learned)."""
+    ortho_init: bool = True
+    """Orthogonal initialisation (gain √2 hidden, 0.01 policy output, 1 value output)."""
+    publish_every: int = 1
+    """Learner updates between published snapshots: PPO publishes after every update."""
+    checkpoint_every: int = 50
+    """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
+
+    def env_kwargs(self) -> dict[str, Any]:
+        return {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
+
+    def batch_items(self) -> int:
+        """Trajectory chunks per learner update."""
+        return max(self.actors, 1) * self.envs_per_actor
+
+    def steps_per_update(self) -> int:
+        return self.batch_items() * self.num_steps
+
+    def validate(self) -> None:
+        super().validate()
+        positive = {
+            "num_steps": self.num_steps,
+            "max_policy_lag": self.max_policy_lag,
+            "learning_rate": self.learning_rate,
+            "adam_eps": self.adam_eps,
+            "update_epochs": self.update_epochs,
+            "minibatch_size": self.minibatch_size,
+            "max_grad_norm": self.max_grad_norm,
+            "obs_clip": self.obs_clip,
+            "reward_clip": self.reward_clip,
+            "action_repeat": self.action_repeat,
+        }
+        for name, v in positive.items():
+            if not (math.isfinite(v) and v > 0):
+                raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {v}")
+        for name, v in {
+            "clip_coef": self.clip_coef,
+            "ent_coef": self.ent_coef,
+            "vf_coef": self.vf_coef,
+        }.items():
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+        if not 0 <= self.gae_lambda <= 1:
+            raise ConfigError(f"--gae-lambda must be in [0, 1], got {self.gae_lambda}")
+        if not math.isfinite(self.log_std_init):
+            raise ConfigError(f"--log-std-init must be finite, got {self.log_std_init}")
+        if self.target_kl is not None and not (
+            math.isfinite(self.target_kl) and self.target_kl > 0
+        ):
+            raise ConfigError(f"--target-kl must be positive, got {self.target_kl}")
+        if self.publish_every != 1:
+            raise ConfigError("PPO publishes after every update (--publish-every 1)")
+        if self.minibatch_size > self.steps_per_update():
+            raise ConfigError(
+                f"--minibatch-size {self.minibatch_size} exceeds the steps of one update "
+                f"({self.steps_per_update()} = max(actors, 1) × envs_per_actor × num_steps)"
+            )

@@ -1,0 +1,304 @@
+"""The PPO update rule, readable top to bottom.
+
+PPO (Schulman et al., "Proximal Policy Optimization Algorithms", 2017): several epochs of
+minibatch gradient steps on the clipped surrogate objective, with a value loss and an entropy
+bonus; advantages by GAE(λ) (Schulman et al., "High-Dimensional Continuous Control Using
+Generalized Advantage Estimation", ICLR 2016). The details follow CleanRL's ``ppo.py`` and
+``ppo_continuous_action.py`` (Huang et al., "The 37 Implementation Details of PPO", 2022):
+advantage normalisation per minibatch, clipped value loss, global gradient clipping, linear
+learning-rate annealing, observation and reward normalisation.
+
+What is actorq's: the data comes from actors running a *quantized* snapshot, which is therefore
+the behaviour policy. The ratio is ``exp(log π_θ(a|s) − log μ(a|s))`` with ``log μ`` the value
+each actor recorded when it acted — not the learner's fp32 policy at that version — so the
+quantization error (and, with ``max_policy_lag > 1``, the lag) is corrected like any
+off-policyness, instead of being ignored. Values and advantages are computed here, by the fp32
+value network (it never leaves the learner). Each batch is ``N`` chunks of ``T`` steps; GAE
+runs along each chunk and bootstraps from ``V(next_obs)`` at the chunk's end and where a time
+limit cut an episode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq.agents.ppo.config import PPOConfig
+from actorq.agents.ppo.networks import MLP
+from actorq.agents.state import pack, unpack
+from actorq.core.interfaces import Learner
+from actorq.core.types import Batch, EnvSpec
+
+
+def gae(
+    reward: np.ndarray,
+    value: np.ndarray,
+    next_value: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    gamma: float,
+    lam: float,
+) -> np.ndarray:
+    """Advantages for ``(N, T)`` chunks of consecutive steps.
+
+    ``δ_t = r_t + γ (1 − term_t) V(s'_t) − V(s_t)`` with ``s'_t`` the observation after step t
+    (the episode's last one where it ended), and ``A_t = δ_t + γλ (1 − done_t) A_{t+1}``,
+    ``A_T = 0``: an ended episode (terminated or truncated) does not pass credit to the next
+    one; a truncated one still bootstraps from its last state.
+    """
+    delta = reward + gamma * (1.0 - terminated) * next_value - value
+    carry = gamma * lam * (1.0 - np.maximum(terminated, truncated))
+    adv = np.zeros_like(delta)
+    last = np.zeros(delta.shape[0], delta.dtype)
+    for t in range(delta.shape[1] - 1, -1, -1):
+        last = delta[:, t] + carry[:, t] * last
+        adv[:, t] = last
+    return adv
+
+
+class RunningMeanStd:
+    """Running mean and variance (parallel algorithm of Chan et al., 1979), float64."""
+
+    def __init__(self, shape: tuple[int, ...] = ()) -> None:
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        x = np.asarray(x, np.float64).reshape(-1, *self.mean.shape)
+        if not len(x):
+            return
+        b_mean, b_var, n = x.mean(axis=0), x.var(axis=0), len(x)
+        delta, total = b_mean - self.mean, self.count + n
+        self.mean = self.mean + delta * n / total
+        m2 = self.var * self.count + b_var * n + delta**2 * self.count * n / total
+        self.var, self.count = m2 / total, total
+
+    def std(self, eps: float = 1e-8) -> np.ndarray:
+        return np.sqrt(self.var + eps)
+
+    def state(self) -> dict[str, Any]:
+        return {"mean": self.mean.tolist(), "var": self.var.tolist(), "count": self.count}
+
+    def load(self, d: dict[str, Any]) -> None:
+        self.mean = np.asarray(d["mean"], np.float64).reshape(self.mean.shape)
+        self.var = np.asarray(d["var"], np.float64).reshape(self.var.shape)
+        self.count = float(d["count"])
+
+
+class PPOLearner(Learner):
+    def __init__(self, cfg: PPOConfig, spec: EnvSpec) -> None:
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        self.discrete = spec.discrete
+        torch.manual_seed(cfg.seed)
+        act_dim = spec.num_actions if spec.discrete else int(np.prod(spec.action.shape))
+        self.policy = MLP(
+            spec.obs_dim, cfg.policy_hidden(), act_dim, cfg.activation, cfg.ortho_init, 0.01
+        ).to(self.device)
+        self.value = MLP(
+            spec.obs_dim, tuple(cfg.value_hidden_sizes), 1, cfg.activation, cfg.ortho_init, 1.0
+        ).to(self.device)
+        self.log_std = torch.nn.Parameter(
+            torch.full((0 if spec.discrete else act_dim,), cfg.log_std_init, device=self.device)
+        )
+        params = [*self.policy.parameters(), *self.value.parameters()]
+        if not spec.discrete:
+            params.append(self.log_std)
+        self.opt = torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.normalize_obs = resolve_auto(cfg.normalize_obs, spec)
+        self.normalize_reward = resolve_auto(cfg.normalize_reward, spec)
+        self.obs_rms = RunningMeanStd((spec.obs_dim,))
+        self.ret_rms = RunningMeanStd(())
+        self.consumed = 0  # env steps trained on (for learning-rate annealing)
+        self.updates = 0
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _t(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(x), device=self.device)
+
+    def _norm_obs(self, obs: np.ndarray) -> np.ndarray:
+        if not self.normalize_obs:
+            return np.asarray(obs, np.float32)
+        x = (obs - self.obs_rms.mean) / self.obs_rms.std()
+        return np.clip(x, -self.cfg.obs_clip, self.cfg.obs_clip).astype(np.float32)
+
+    def _scale_rewards(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Reward scaling by the std of the discounted return (CleanRL's NormalizeReward).
+        Each chunk's returns start at 0 at its first step: within ~1/(1 − γ) steps they are
+        the running returns an env wrapper would see."""
+        if not self.normalize_reward:
+            return reward
+        g, ret = self.cfg.gamma, np.zeros(reward.shape[0], np.float64)
+        rets = np.empty(reward.shape, np.float64)
+        for t in range(reward.shape[1]):
+            ret = ret * g + reward[:, t]
+            rets[:, t] = ret
+            ret = ret * (1.0 - done[:, t])
+        self.ret_rms.update(rets)
+        scaled = reward / self.ret_rms.std()
+        return np.clip(scaled, -self.cfg.reward_clip, self.cfg.reward_clip).astype(np.float32)
+
+    def _dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        out = self.policy(obs)
+        if self.discrete:
+            return torch.distributions.Categorical(logits=out)
+        return torch.distributions.Normal(out, self.log_std.exp().expand_as(out))
+
+    def _log_prob_entropy(
+        self, obs: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        d = self._dist(obs)
+        if self.discrete:
+            return d.log_prob(action.long()), d.entropy()
+        return d.log_prob(action).sum(-1), d.entropy().sum(-1)
+
+    # -- the update ---------------------------------------------------------------------------
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.cfg
+        n, t = batch["reward"].shape
+        obs = self._norm_obs(batch["obs"])
+        next_obs = self._norm_obs(batch["next_obs"])
+        done = np.maximum(batch["terminated"], batch["truncated"])
+        reward = self._scale_rewards(batch["reward"], done)
+        with torch.no_grad():
+            value = self.value(self._t(obs)).squeeze(-1).cpu().numpy()
+            next_value = self.value(self._t(next_obs)).squeeze(-1).cpu().numpy()
+        adv = gae(
+            reward,
+            value,
+            next_value,
+            batch["terminated"],
+            batch["truncated"],
+            cfg.gamma,
+            cfg.gae_lambda,
+        )
+        ret = adv + value
+
+        # flatten (N, T) -> N*T
+        b_obs = self._t(obs.reshape(n * t, -1))
+        b_act = self._t(batch["action"].reshape(n * t, *batch["action"].shape[2:]))
+        b_logp = self._t(batch["log_prob"].reshape(-1))
+        b_adv, b_ret = self._t(adv.reshape(-1)), self._t(ret.reshape(-1))
+        b_val = self._t(value.reshape(-1))
+
+        if cfg.anneal_lr:
+            frac = max(0.0, 1.0 - self.consumed / cfg.total_steps)
+            self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
+        self.consumed += n * t
+
+        size = n * t
+        mb = min(cfg.minibatch_size, size)
+        clipfracs: list[float] = []
+        first_ratio_dev = float("nan")
+        stats: dict[str, float] = {}
+        for epoch in range(cfg.update_epochs):
+            perm = torch.randperm(size, device=self.device)
+            for start in range(0, size - mb + 1, mb):
+                idx = perm[start : start + mb]
+                new_logp, entropy = self._log_prob_entropy(b_obs[idx], b_act[idx])
+                logratio = new_logp - b_logp[idx]
+                ratio = logratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs.append(float(((ratio - 1.0).abs() > cfg.clip_coef).float().mean()))
+                    if epoch == 0 and start == 0:
+                        # before any step: how far the learner's fp32 policy is from what
+                        # the actors ran (quantization, and lag when max_policy_lag > 1)
+                        first_ratio_dev = float((ratio - 1.0).abs().mean())
+                mb_adv = b_adv[idx]
+                if cfg.norm_adv and len(idx) > 1:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg_loss = torch.max(
+                    -mb_adv * ratio,
+                    -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
+                ).mean()
+                new_v = self.value(b_obs[idx]).squeeze(-1)
+                if cfg.clip_vloss:
+                    v_clipped = b_val[idx] + torch.clamp(
+                        new_v - b_val[idx], -cfg.clip_coef, cfg.clip_coef
+                    )
+                    v_loss = (
+                        0.5
+                        * torch.max((new_v - b_ret[idx]) ** 2, (v_clipped - b_ret[idx]) ** 2).mean()
+                    )
+                else:
+                    v_loss = 0.5 * ((new_v - b_ret[idx]) ** 2).mean()
+                ent = entropy.mean()
+                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(
+                    [p for g in self.opt.param_groups for p in g["params"]], cfg.max_grad_norm
+                )
+                self.opt.step()
+                stats = {
+                    "losses/policy_loss": float(pg_loss.detach()),
+                    "losses/value_loss": float(v_loss.detach()),
+                    "losses/entropy": float(ent.detach()),
+                    "losses/approx_kl": float(approx_kl),
+                }
+            if cfg.target_kl is not None and stats.get("losses/approx_kl", 0.0) > cfg.target_kl:
+                break
+
+        if self.normalize_obs:  # after the update: the next snapshot carries the new stats
+            self.obs_rms.update(batch["obs"].reshape(n * t, -1))
+        self.updates += 1
+        var_y = float(np.var(ret))
+        explained = float("nan") if var_y == 0 else 1.0 - float(np.var(ret - value)) / var_y
+        version_lag = float(np.mean(batch["version"].max() - batch["version"]))
+        return {
+            **stats,
+            "losses/clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
+            "losses/explained_variance": explained,
+            "losses/learning_rate": float(self.opt.param_groups[0]["lr"]),
+            "quant/first_ratio_abs_dev": first_ratio_dev,
+            "charts/version_spread": version_lag,
+        }
+
+    # -- what actors get ----------------------------------------------------------------------
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.policy.export_layers()
+
+    def policy_extras(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        if self.normalize_obs:
+            out["obs_mean"] = self.obs_rms.mean.astype(np.float32)
+            out["obs_std"] = self.obs_rms.std().astype(np.float32)
+        if not self.discrete:
+            out["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32)
+        return out
+
+    # -- checkpointing ------------------------------------------------------------------------
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        tensors, meta = pack({"policy": self.policy, "value": self.value}, {"opt": self.opt})
+        tensors["log_std"] = self.log_std.detach().cpu().clone()
+        meta.update(
+            updates=self.updates,
+            consumed=self.consumed,
+            obs_rms=self.obs_rms.state(),
+            ret_rms=self.ret_rms.state(),
+        )
+        return tensors, meta
+
+    def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+        unpack(
+            {k: v for k, v in tensors.items() if k != "log_std"},
+            meta,
+            {"policy": self.policy, "value": self.value},
+            {"opt": self.opt},
+            self.device,
+        )
+        with torch.no_grad():
+            self.log_std.copy_(tensors["log_std"].to(self.device))
+        self.updates = int(meta["updates"])
+        self.consumed = int(meta["consumed"])
+        self.obs_rms.load(meta["obs_rms"])
+        self.ret_rms.load(meta["ret_rms"])
+
+
+def resolve_auto(flag: bool | None, spec: EnvSpec) -> bool:
+    """``None`` (auto): on for continuous actions, off for discrete ones."""
+    return (not spec.discrete) if flag is None else bool(flag)

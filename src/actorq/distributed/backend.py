@@ -1,0 +1,120 @@
+"""The Backend seam: what the learner loop drives, whatever runs the actors.
+
+A backend starts the actors, moves their data into the agent's replay kind (built from the
+builder's table config: :func:`actorq.replay.tables.make_table`), hands the learner its next
+batch, broadcasts snapshots and reports what happened. Three implement it:
+
+* ``sync``: one actor in the learner's process, stepped only when the learner has no batch
+  (deterministic for a seed; ``actors=0``);
+* ``local``: actor processes on this machine, sharing memory (the embedded default);
+* ``ray``: Ray actors, sharded replay, a parameter cache per node (``[distributed]`` extra).
+
+Backends come from :data:`BACKENDS` by name (:func:`backend_name` picks it from a config), so a
+new one is a new entry, not a branch in the learner loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from actorq.core.loop import ActorSetup
+from actorq.core.types import ArraySpec, Batch
+
+if TYPE_CHECKING:
+    from actorq.config import ExperimentConfig
+
+
+@dataclasses.dataclass
+class BackendStats:
+    env_steps: int
+    actor_busy_s: float
+    actor_wait_s: float
+    actor_restarts: int
+    rejected_snapshots: int
+    versions: list[int]
+    extra: dict[str, float] = dataclasses.field(default_factory=dict)  # backend-specific metrics
+
+
+@dataclasses.dataclass
+class BackendContext:
+    """Everything a backend is built from."""
+
+    cfg: ExperimentConfig
+    setup: ActorSetup
+    #: fields of one replay item (the builder's data specs)
+    specs: dict[str, ArraySpec]
+    #: the builder's replay kind as plain data (:func:`actorq.replay.tables.make_table`)
+    table_config: dict[str, Any]
+    snapshot_capacity: int
+    run_dir: Path
+    #: the learner's sampling stream (checkpointed by the learner loop)
+    rng: np.random.Generator
+    env_steps_offset: int = 0
+
+
+class ReplayView(Protocol):
+    """What the learner loop reads of a backend's replay besides batches."""
+
+    persistent: bool
+
+    @property
+    def size(self) -> int: ...
+
+    def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+    def load(self, path: str | Path) -> None: ...
+
+
+class Backend(Protocol):
+    #: True when actors only move when the learner steps them (``step`` inside next_batch)
+    synchronous: bool
+    replay: ReplayView
+    #: seconds the learner waited for data
+    learner_wait_s: float
+
+    def publish(self, version: int, data: bytes) -> None:
+        """Broadcast a snapshot (and, for on-policy agents, release the consumed data)."""
+
+    def next_batch(self) -> Batch | None:
+        """The learner's next batch, or None when the replay rule says wait."""
+
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        """(return, length) of episodes finished since the last call."""
+
+    def env_steps(self) -> int: ...
+
+    def stats(self) -> BackendStats: ...
+
+    def supervise(self) -> int:
+        """Restart dead actors; returns how many were restarted now."""
+
+    def pids(self) -> list[int]: ...
+
+    def close(self) -> None: ...
+
+
+#: backend name -> "module:class"; each class is built as ``cls(ctx)``
+BACKENDS: dict[str, str] = {
+    "sync": "actorq.distributed.local:SyncBackend",
+    "local": "actorq.distributed.local:LocalBackend",
+    "ray": "actorq.distributed.ray_backend:RayBackend",
+}
+
+
+def backend_name(cfg: ExperimentConfig) -> str:
+    """``backend="local"`` with ``actors=0`` is the in-process synchronous backend."""
+    return "sync" if cfg.backend == "local" and cfg.actors == 0 else cfg.backend
+
+
+def make_backend(ctx: BackendContext) -> Backend:
+    module, _, attr = BACKENDS[backend_name(ctx.cfg)].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    backend: Backend = cls(ctx)
+    return backend

@@ -1,0 +1,126 @@
+"""The learner loop's pieces, each without a long training run."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actorq import DQNConfig, PPOConfig, train
+from actorq.agents import AGENTS, builder_for, config_class
+from actorq.distributed.backend import BACKENDS, BackendContext, backend_name, make_backend
+from actorq.envs import env_spec
+from actorq.errors import ConfigError
+from actorq.experiment import (
+    Counters,
+    Evaluator,
+    Publisher,
+    open_run_dir,
+    registered_threshold,
+    resolve_config,
+)
+from actorq.logging import MetricLogger
+
+
+def test_train_does_not_change_the_callers_config(tiny: Callable[..., Any]) -> None:
+    cfg = tiny("dqn", total_steps=1_500, min_replay_size=500, stop_at_target=False)
+    before = copy.deepcopy(cfg)
+    train(cfg)
+    assert cfg == before
+    resolved, loaded = resolve_config(cfg)
+    assert resolved is not cfg and resolved == cfg and loaded is None
+
+
+def test_resolve_config_validates(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        resolve_config(DQNConfig(batch_size=0))
+    with pytest.raises(ConfigError, match="already holds a run"):
+        (tmp_path / "checkpoint").mkdir()
+        open_run_dir(DQNConfig(run_dir=str(tmp_path)))
+
+
+def test_counters_round_trip_and_read_old_checkpoints() -> None:
+    c = Counters(env_steps=5, updates=3, last_eval=1.5, steps_to_target=4)
+    assert Counters.from_json(c.to_json()) == c
+    old = {"env_steps": 7, "updates": 2, "publishes": 1, "version": 1, "episodes": 0,
+           "wall_time_s": 1.0, "time_to_target_s": None, "steps_to_target": None,
+           "last_eval": None}  # fmt: skip
+    assert Counters.from_json(old).updates_at_publish == 0
+
+
+def test_one_registry_names_every_agent() -> None:
+    import actorq
+    from actorq.cli import USAGE
+
+    for name in AGENTS:
+        cls = config_class(name)
+        assert cls.agent == name and getattr(actorq, cls.__name__) is cls
+        assert f"actorq train {name}" in USAGE
+        builder = builder_for(cls())
+        for method in ("data_specs", "table_config", "actor_setup", "policy_spec"):
+            assert callable(getattr(builder, method))
+
+
+def test_backend_registry() -> None:
+    assert backend_name(DQNConfig(actors=0)) == "sync"
+    assert backend_name(DQNConfig(actors=2)) == "local"
+    assert backend_name(DQNConfig(actors=2, backend="ray")) == "ray"
+    assert set(BACKENDS) == {"sync", "local", "ray"}
+
+
+def test_evaluator_schedule_and_confirmation(tmp_path: Path) -> None:
+    cfg = PPOConfig(eval_every=1_000, eval_episodes=2)
+    said: list[str] = []
+    logger = MetricLogger(tmp_path)
+    ev = Evaluator(cfg, 10.0, logger, said.append, env_steps=2_500)
+    assert not ev.due(2_999) and ev.due(3_000)
+    spec = env_spec(cfg.env)
+    builder = builder_for(cfg)
+    from actorq.experiment import learner_snapshot
+
+    snap = learner_snapshot(builder.make_learner(cfg, spec), builder.policy_spec(cfg, spec),
+                            "int8", 1)  # fmt: skip
+    c = Counters(env_steps=3_000)
+    assert ev.run(snap, c, 1.0)  # a random CartPole policy scores > 10: target, confirmed
+    assert c.steps_to_target == 3_000 and ev.next == 4_000 and ev.seconds > 0
+    assert not ev.run(snap, c, 2.0)  # reached once
+    logger.close()
+    assert any("confirmation" in s for s in said)
+
+
+def test_publisher_versions_and_evaluation_publish(tmp_path: Path) -> None:
+    cfg = dataclasses.replace(PPOConfig(), run_dir=str(tmp_path))
+    spec = env_spec(cfg.env)
+    builder = builder_for(cfg)
+    learner = builder.make_learner(cfg, spec)
+    pub = Publisher(cfg, learner, builder.policy_spec(cfg, spec))
+    ctx = BackendContext(
+        cfg=dataclasses.replace(cfg, actors=0),
+        setup=builder.actor_setup(cfg, spec),
+        specs=builder.data_specs(cfg, spec),
+        table_config=builder.table_config(cfg, spec),
+        snapshot_capacity=1 << 20,
+        run_dir=tmp_path,
+        rng=np.random.default_rng(0),
+    )
+    backend = make_backend(ctx)
+    try:
+        pub.backend, pub.replay = backend, backend.replay
+        c = Counters()
+        pub.publish(c, pub.snapshot(0).to_bytes())
+        assert (c.version, c.publishes) == (0, 0) and pub.latest
+        c.updates = 1
+        pub.publish(c)
+        assert (c.version, c.publishes, c.updates_at_publish) == (1, 1, 1)
+    finally:
+        backend.close()
+
+
+def test_registered_threshold() -> None:
+    assert registered_threshold("gym:CartPole-v1") == 475
+    assert registered_threshold("dmc:walker-walk") is None
