@@ -29,6 +29,18 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["train", "d4pg", "--env", "gym:CartPole-v1", "--actors", "0"], "use DQN"),
         (["train", "d4pg", "--policy-hidden-sizes", "12,x"], "positive integers"),
         (["eval", "/nonexistent/run"], "not found"),
+        (["train", "dqn", "--samples-per-insert", "nan"], "finite number"),
+        (["train", "dqn", "--learning-rate", "nan"], "finite number"),
+        (["train", "dqn", "--n-step", "100000"], "--n-step must be in [1, 1000]"),
+        (["train", "dqn", "--adam-eps", "-1"], "--adam-eps must be > 0"),
+        (["train", "dqn", "--seed", "-1"], "--seed must be in"),
+        (["train", "dqn", "--device", "foo"], "--device must be cpu, cuda or cuda:N"),
+        (["train", "dqn", "--huber-delta", "-1"], "--huber-delta must be > 0"),
+        (["train", "ppo", "--gae-lambda", "2"], "--gae-lambda must be in [0, 1]"),
+        (["train", "dqn", "--env", "gym:LunarLander-v3"], "Box2D is not installed"),
+        (["train", "d4pg", "--env", "gym:HalfCheetah-v2"], "cannot make 'gym:HalfCheetah-v2'"),
+        (["train", "dqn", "--env", "gym:FrozenLake-v1"], "only Box observation spaces"),
+        (["train", "ppo", "--env", "gym:phys2d/CartPole-v1"], "No module named 'jax'"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(args: list[str], needle: str, tmp_path: Path) -> None:
@@ -37,6 +49,46 @@ def test_bad_input_is_one_line_and_nonzero(args: list[str], needle: str, tmp_pat
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], p.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_failed_resume_prints_no_cores_warning(tmp_path: Path) -> None:
+    p = run_cli("train", "dqn", "--actors", "8", "--resume", str(tmp_path / "nothing"))
+    assert p.returncode == 2 and "warning" not in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_eval_and_export_refuse_bad_input_without_writing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(DQNConfig(actors=0, envs_per_actor=4, total_steps=800, min_replay_size=300,
+                    stop_at_target=False, progress=False, energy=False,
+                    run_dir=str(run)))  # fmt: skip
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    (tmp_path / "adir").mkdir()
+    for args in (
+        ["eval", str(run), "--episodes", "0"],
+        ["export", str(run), "--out", str(tmp_path / "missing" / "x.onnx")],
+        ["export", str(run), "--out", str(tmp_path / "adir"), "--force"],
+    ):
+        assert main(args) == 2, args
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, "adir"])
+    # a run whose weights are NaN (a diverged run saved by an older actorq) is refused
+    from safetensors.torch import load_file, save_file
+
+    from tests.test_checkpoint import _reseal
+
+    w = load_file(str(run / "checkpoint/learner.safetensors"))
+    w["q.layers.0.weight"][0, 0] = float("nan")
+    save_file(w, str(run / "checkpoint/learner.safetensors"))
+    _reseal(run / "checkpoint")
+    assert main(["eval", str(run), "--episodes", "1"]) == 2
+    assert main(["export", str(run), "--out", str(tmp_path / "p.onnx")]) == 2
+    assert not (tmp_path / "p.onnx").exists()
+
+
+def test_train_into_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("keep")
+    p = run_cli("train", "dqn", "--actors", "0", "--run-dir", str(f))
+    assert p.returncode == 2 and "is a file" in p.stderr and f.read_text() == "keep"
 
 
 def test_more_actors_than_cores_warns(tmp_path: Path) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from actorq import DQNConfig, PPOConfig, train
 from actorq.agents import AGENTS, builder_for, config_class
@@ -124,3 +126,85 @@ def test_publisher_versions_and_evaluation_publish(tmp_path: Path) -> None:
 def test_registered_threshold() -> None:
     assert registered_threshold("gym:CartPole-v1") == 475
     assert registered_threshold("dmc:walker-walk") is None
+
+
+# -- nothing lost, nothing silently wrong ----------------------------------------------------
+def _csv_steps(run_dir: Path) -> list[int]:
+    return [int(x.split(",")[0]) for x in (run_dir / "metrics.csv").read_text().splitlines()[1:]]
+
+
+def test_resume_of_an_in_process_run_continues_its_step_counter(
+    tiny: Callable[..., Any], tmp_path: Path
+) -> None:
+    kw = dict(min_replay_size=500, eval_every=1_000, stop_at_target=False)
+    first = train(tiny("dqn", total_steps=4_000, **kw))
+    second = train(DQNConfig(resume=first.run_dir, total_steps=5_000, progress=False))
+    # ~1,000 new steps, not 5,000 from zero; the log never goes back in steps
+    assert 5_000 <= second.env_steps < 5_000 + 100
+    state = json.loads((Path(first.run_dir) / "checkpoint/state.json").read_text())
+    assert state["counters"]["env_steps"] == second.env_steps
+    steps = _csv_steps(Path(first.run_dir))
+    assert steps == sorted(steps)
+
+
+def test_a_diverging_resume_keeps_the_last_good_checkpoint(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.agents.dqn.learning import DQNLearner
+    from actorq.errors import DivergedError
+
+    first = train(tiny("dqn", total_steps=2_000, min_replay_size=500, stop_at_target=False))
+    ckpt = Path(first.run_dir) / "checkpoint"
+    before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
+    update = DQNLearner.update
+
+    def poisoned(self: DQNLearner, batch: Any) -> dict[str, float]:
+        out = update(self, batch)
+        if self.updates > 3:
+            with torch.no_grad():
+                for p in self.q.parameters():
+                    p.fill_(float("nan"))
+            out["losses/td_loss"] = float("nan")
+        return out
+
+    monkeypatch.setattr(DQNLearner, "update", poisoned)
+    with pytest.raises(DivergedError, match=r"diverged at update .* last finite checkpoint"):
+        train(DQNConfig(resume=first.run_dir, total_steps=4_000, progress=False, energy=False))
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
+
+
+def test_a_crash_mid_run_writes_no_checkpoint(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.agents.ppo.learning import PPOLearner
+
+    def boom(self: PPOLearner, batch: Any) -> dict[str, float]:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(PPOLearner, "update", boom)
+    cfg = tiny("ppo", total_steps=2_000)
+    with pytest.raises(RuntimeError, match="a bug"):
+        train(cfg)
+    assert not (Path(cfg.run_dir) / "checkpoint").exists()
+
+
+def test_periodic_checkpoints_keep_wall_time(tiny: Callable[..., Any]) -> None:
+    r = train(tiny("ppo", total_steps=3_000, checkpoint_every=2, stop_at_target=False))
+    state = json.loads((Path(r.run_dir) / "checkpoint/state.json").read_text())
+    assert 0 < state["counters"]["wall_time_s"] <= r.wall_time_s + 1e-6
+
+
+def test_resume_refuses_options_it_would_ignore(tiny: Callable[..., Any]) -> None:
+    first = train(tiny("ppo", total_steps=600, stop_at_target=False))
+    with pytest.raises(ConfigError, match=r"--learning-rate 0.1 \(saved: 0.00025\)"):
+        train(PPOConfig(resume=first.run_dir, learning_rate=0.1, progress=False))
+    with pytest.raises(ConfigError, match="is a ppo run"):
+        train(DQNConfig(resume=first.run_dir, progress=False))
+
+
+def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        open_run_dir(DQNConfig(run_dir=str(f)))
+    assert f.read_text() == "x"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 from actorq.errors import CheckpointError
 
 MANIFEST = "manifest.json"
+REQUIRED = ("learner.safetensors", "state.json")  # every checkpoint has these, in its manifest
 
 
 def _sha256(path: Path) -> str:
@@ -56,18 +58,34 @@ def save(
 
 
 def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
-    """Verify and load; returns ``(tensors, state, replay_path or None)``."""
+    """Verify and load; returns ``(tensors, state, replay_path or None)``.
+
+    If a save was cut between its two renames, only ``<dir>.old`` holds a complete checkpoint:
+    it is used (and said so on stderr)."""
     from safetensors.torch import load_file
 
     if not (ckpt_dir / MANIFEST).is_file():
-        raise CheckpointError(f"no checkpoint in {ckpt_dir.parent} (missing {ckpt_dir}/{MANIFEST})")
+        old = ckpt_dir.with_name(ckpt_dir.name + ".old")
+        if not (old / MANIFEST).is_file():
+            raise CheckpointError(
+                f"no checkpoint in {ckpt_dir.parent} (missing {ckpt_dir}/{MANIFEST})"
+            )
+        print(f"actorq: note: using {old} (a save was interrupted)", file=sys.stderr)
+        ckpt_dir = old
     try:
         manifest = json.loads((ckpt_dir / MANIFEST).read_text())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         raise CheckpointError(f"corrupt checkpoint manifest in {ckpt_dir}") from None
+    if not isinstance(manifest, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in manifest.items()
+    ):
+        raise CheckpointError(f"corrupt checkpoint manifest in {ckpt_dir}")
+    missing = [f for f in REQUIRED if f not in manifest]
+    if missing:
+        raise CheckpointError(f"checkpoint manifest in {ckpt_dir} does not list {missing[0]}")
     for name, digest in manifest.items():
         path = ckpt_dir / name
-        if not path.is_file():
+        if "/" in name or name.startswith(".") or not path.is_file():
             raise CheckpointError(f"checkpoint file missing: {path}")
         if _sha256(path) != digest:
             raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {path}")
@@ -75,9 +93,16 @@ def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
         tensors = load_file(str(ckpt_dir / "learner.safetensors"))
         state = json.loads((ckpt_dir / "state.json").read_text())
     except Exception as e:
-        raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {e}") from None
+        raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {_line(e)}") from None
+    if not isinstance(state, dict) or not {"learner", "counters", "rng"} <= set(state):
+        raise CheckpointError(f"checkpoint state.json in {ckpt_dir} lacks learner/counters/rng")
     replay = ckpt_dir / "replay.npz"
-    return tensors, state, replay if replay.is_file() else None
+    return tensors, state, replay if "replay.npz" in manifest else None
+
+
+def _line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
@@ -90,7 +115,12 @@ def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+
 def restore_rng(d: dict[str, Any]) -> np.random.Generator:
+    if d.get("bit_generator") not in _BIT_GENERATORS:
+        raise ValueError(f"unknown bit generator {d.get('bit_generator')!r}")
     bg = getattr(np.random, d["bit_generator"])()
     bg.state = {
         "bit_generator": d["bit_generator"],

@@ -64,25 +64,31 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
     from actorq.agents import builder_for
     from actorq.checkpoint import load
     from actorq.envs import env_spec
-    from actorq.experiment import learner_snapshot, load_run_config
+    from actorq.errors import CheckpointError, SnapshotError
+    from actorq.experiment import learner_snapshot, load_run_config, policy_is_finite
 
     rd = Path(run_dir)
     if not rd.is_dir():
         raise ActorQError(f"run directory not found: {rd}")
     cfg = load_run_config(rd)
+    cfg.validate()  # config.json is input too
     builder = builder_for(cfg)
     tensors, state, _ = load(rd / "checkpoint")
     spec = env_spec(cfg.env)
     learner = builder.make_learner(cfg, spec)
-    learner.load_state(tensors, state["learner"])
+    try:
+        learner.load_state(tensors, state["learner"])
+        version = int(state["counters"]["version"])
+    except Exception as e:  # e.g. weights of another width than config.json says
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise CheckpointError(
+            f"checkpoint in {rd} does not match its config.json: {first}"
+        ) from None
+    if not policy_is_finite(learner):
+        raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
     prec = precision or cfg.precision
-    snap = learner_snapshot(
-        learner,
-        builder.policy_spec(cfg, spec),
-        prec,
-        int(state["counters"]["version"]),
-        cfg.granularity,
-    )
+    snap = learner_snapshot(learner, builder.policy_spec(cfg, spec), prec, version, cfg.granularity)
+    snap.validate()
     return cfg, snap
 
 
@@ -90,6 +96,10 @@ def cmd_eval(a: EvalArgs) -> int:
     from actorq.core.evaluation import evaluate
     from actorq.quant.runtimes import make_runtime
 
+    if not 1 <= a.episodes <= 100_000:
+        return _fail(f"--episodes must be in [1, 100000], got {a.episodes}")
+    if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
+        return _fail(f"--seed must be in [0, 2**32 - 1 - episodes], got {a.seed}")
     cfg, snap = _load_snapshot(a.run_dir, a.precision)
     rets = evaluate(make_runtime(snap, a.runtime), cfg.env, a.episodes, a.seed, cfg.env_kwargs())
     print(
@@ -103,6 +113,10 @@ def cmd_export(a: ExportArgs) -> int:
     from actorq.quant.runtimes import to_onnx
 
     out = Path(a.out)
+    if out.is_dir():
+        return _fail(f"--out {out} is a directory; give a file name such as {out / 'policy.onnx'}")
+    if not out.parent.is_dir():
+        return _fail(f"--out {out}: directory {out.parent} does not exist")
     if out.exists() and not a.force:
         return _fail(f"{out} exists; pass --force to overwrite")
     _, snap = _load_snapshot(a.run_dir, a.precision)
@@ -125,9 +139,6 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     from actorq.envs import validate_env_id
 
     validate_env_id(cfg.env)
-    warn = cfg.cores_warning()  # only once the input is known to be good
-    if warn:
-        print(f"actorq: warning: {warn}", file=sys.stderr)
     from actorq.experiment import train
 
     result = train(cfg)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
+import types
+import typing
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 import tyro
@@ -15,12 +18,106 @@ import tyro
 from actorq.errors import ConfigError
 from actorq.quant.quantizer import PRECISIONS
 
+MAX_WIDTH = 1 << 16  # a 65536-wide layer is already 16 GiB of fp32 weights per pair
+MAX_LAYERS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The range a numeric config field must lie in: ``lo``/``hi`` inclusive unless ``*_open``.
+    Every float must also be finite (NaN and ±inf are bad input, whatever the range)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def check(self, name: str, v: float) -> None:
+        bad = (self.lo is not None and (v < self.lo or (self.lo_open and v == self.lo))) or (
+            self.hi is not None and (v > self.hi or (self.hi_open and v == self.hi))
+        )
+        if bad:
+            raise ConfigError(f"{_flag(name)} must be {self.describe()}, got {v}")
+
+    def describe(self) -> str:
+        if self.lo is not None and self.hi is not None:
+            left, right = "(" if self.lo_open else "[", ")" if self.hi_open else "]"
+            return f"in {left}{_num(self.lo)}, {_num(self.hi)}{right}"
+        if self.lo is not None:
+            return f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
+        if self.hi is not None:
+            return f"{'<' if self.hi_open else '<='} {_num(self.hi)}"
+        return "finite"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+POSITIVE = Bound(0, None, lo_open=True)
+NON_NEGATIVE = Bound(0)
+AT_LEAST_1 = Bound(1)
+FINITE = Bound()
+
+
+def check_fields(cfg: Any) -> None:
+    """The one validation layer for configs: every field has its declared type (ints are not
+    bools, floats are finite numbers, a Literal is one of its values) and lies in the range
+    the class declares in ``bounds`` (merged over the class hierarchy). Raises ConfigError."""
+    hints = typing.get_type_hints(type(cfg))
+    bounds: dict[str, Bound] = {}
+    for klass in reversed(type(cfg).__mro__):
+        bounds.update(getattr(klass, "bounds", {}) if "bounds" in vars(klass) else {})
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        _check_type(f.name, v, hints[f.name])
+        if f.name in bounds and isinstance(v, int | float) and not isinstance(v, bool):
+            bounds[f.name].check(f.name, v)
+
+
+def _check_type(name: str, v: Any, hint: Any) -> None:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return _check_type(name, v, args[0])
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        return _check_type(name, v, hint)
+    if origin is Literal:
+        if v not in args:
+            raise ConfigError(
+                f"{_flag(name)} must be one of {', '.join(map(str, args))}, got {v!r}"
+            )
+        return None
+    if hint is bool:
+        ok = isinstance(v, bool)
+    elif hint is int:
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif hint is float:
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+        if ok and not math.isfinite(v):
+            raise ConfigError(f"{_flag(name)} must be a finite number, got {v}")
+    elif hint is str:
+        ok = isinstance(v, str)
+    elif origin is tuple:
+        ok = isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    else:
+        ok = True
+    if not ok:
+        raise ConfigError(f"{_flag(name)} has the wrong type: {v!r}")
+    return None
+
 
 def parse_hidden(
     text: str | tuple[int, ...] | list[int], flag: str = "--hidden"
 ) -> tuple[int, ...]:
     """Hidden sizes from ``"2048,2048,2048"`` (or a sequence); positive integers only."""
+    if not isinstance(text, str | tuple | list):
+        raise ConfigError(f"{flag} must be comma-separated positive integers, got {text!r}")
     parts = text.split(",") if isinstance(text, str) else list(text)
+    if any(isinstance(p, bool | float) for p in parts):
+        raise ConfigError(f"{flag} must be comma-separated positive integers, got {text!r}")
     try:
         sizes = tuple(int(str(p).strip()) for p in parts if str(p).strip() != "")
     except ValueError:
@@ -29,6 +126,10 @@ def parse_hidden(
         ) from None
     if not sizes or any(s <= 0 for s in sizes):
         raise ConfigError(f"{flag} must be comma-separated positive integers, got {text!r}")
+    if any(s > MAX_WIDTH for s in sizes) or len(sizes) > MAX_LAYERS:
+        raise ConfigError(
+            f"{flag}: at most {MAX_LAYERS} layers of at most {MAX_WIDTH} units, got {text!r}"
+        )
     return sizes
 
 
@@ -50,6 +151,26 @@ class ExperimentConfig:
     agent: ClassVar[str] = ""
     #: Fields holding layer widths (parsed from "W,W,..."); the first is the acting network's.
     width_fields: ClassVar[tuple[str, ...]] = ()
+    #: Ranges of numeric fields (:func:`check_fields`); subclasses add their own.
+    bounds: ClassVar[dict[str, Bound]] = {
+        "calibration_states": Bound(1, 10**7),
+        "actors": Bound(0, 100_000),
+        "envs_per_actor": Bound(1, 4096),
+        "total_steps": Bound(1, 10**13),
+        "target_return": FINITE,
+        "gamma": Bound(0, 1, lo_open=True),
+        "publish_every": Bound(1, 10**9),
+        "eval_every": Bound(1, 10**13),
+        "eval_episodes": Bound(1, 100_000),
+        "checkpoint_every": Bound(1, 10**12),
+        "replay_shards": Bound(1, 4096),
+        "cache_relays": Bound(0, 4096),
+        "actor_cpus": Bound(0, 1024, lo_open=True),
+        "actor_threads": Bound(1, 1024),
+        "learner_threads": Bound(1, 1024),
+        "seed": Bound(0, 2**32 - 1),  # numpy and torch seeds
+        "log_every": Bound(0, 10**9, lo_open=True),
+    }
 
     env: str = "gym:CartPole-v1"
     """Environment id: gym:<Gymnasium id> or dmc:<domain>-<task>."""
@@ -153,46 +274,39 @@ class ExperimentConfig:
         """Raise :class:`ConfigError` (one line) for the first invalid field."""
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), _flag(name)))
+        check_fields(self)
         if self.precision not in (*PRECISIONS, "auto"):
             raise ConfigError(
                 f"unknown precision {self.precision!r}; expected one of "
                 f"{', '.join(PRECISIONS)} or auto"
             )
-        positive = {
-            "envs_per_actor": self.envs_per_actor,
-            "total_steps": self.total_steps,
-            "publish_every": self.publish_every,
-            "eval_every": self.eval_every,
-            "eval_episodes": self.eval_episodes,
-            "checkpoint_every": self.checkpoint_every,
-            "actor_threads": self.actor_threads,
-            "calibration_states": self.calibration_states,
-            "learner_threads": self.learner_threads,
-            "replay_shards": self.replay_shards,
-            "actor_cpus": self.actor_cpus,
-        }
-        for name, v in positive.items():
-            if v <= 0:
-                raise ConfigError(f"{_flag(name)} must be positive, got {v}")
-        if self.actors < 0:
-            raise ConfigError(f"--actors must be >= 0, got {self.actors}")
-        if not 0 < self.gamma <= 1:
-            raise ConfigError(f"--gamma must be in (0, 1], got {self.gamma}")
-        if self.backend not in ("local", "ray"):
-            raise ConfigError(f"unknown backend {self.backend!r}; expected local or ray")
         if self.backend == "ray" and self.actors == 0:
             raise ConfigError("--backend ray needs --actors >= 1 (0 means one in-process actor)")
-        if self.cache_relays < 0:
-            raise ConfigError(f"--cache-relays must be >= 0, got {self.cache_relays}")
-        if self.cache not in ("node", "none"):
-            raise ConfigError(f"unknown cache {self.cache!r}; expected node or none")
-        if self.runtime not in ("ort", "numpy", "torch"):
-            raise ConfigError(f"unknown runtime {self.runtime!r}")
-        if self.device.startswith("cuda"):
+        if not (len(self.energy_country) == 3 and self.energy_country.isalpha()):
+            raise ConfigError(
+                f"--energy-country must be an ISO 3166 alpha-3 code (e.g. USA), "
+                f"got {self.energy_country!r}"
+            )
+        self._check_device()
+
+    def _check_device(self) -> None:
+        dev = self.device
+        kind, _, index = dev.partition(":")
+        if (
+            kind not in ("cpu", "cuda")
+            or (index and not index.isdigit())
+            or (kind == "cpu" and index)
+        ):
+            raise ConfigError(f"--device must be cpu, cuda or cuda:N, got {dev!r}")
+        if kind == "cuda":
             import torch
 
             if not torch.cuda.is_available():
-                raise ConfigError(f"--device {self.device}: no CUDA device on this machine")
+                raise ConfigError(f"--device {dev}: no CUDA device on this machine")
+            if index and int(index) >= torch.cuda.device_count():
+                raise ConfigError(
+                    f"--device {dev}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+                )
 
     def uses_gptq(self) -> bool:
         """Whether publishes calibrate int8/int4 rounding with GPTQ (see ``calibration``)."""
@@ -228,6 +342,17 @@ class OffPolicyConfig(ExperimentConfig):
     """Fields of off-policy agents (DQN, D4PG): n-step transitions in a uniform replay behind a
     samples-per-insert rate limiter."""
 
+    bounds: ClassVar[dict[str, Bound]] = {
+        # the n-step adder keeps an n × n matrix and n × K windows: 1000 is far past any use
+        "n_step": Bound(1, 1000),
+        "batch_size": Bound(1, 10**6),
+        "samples_per_insert": Bound(0, 10**6, lo_open=True),
+        "error_buffer": NON_NEGATIVE,
+        "min_replay_size": Bound(1, 10**10),
+        "replay_size": Bound(1, 10**10),
+        "prefetch": Bound(1, 1024),
+    }
+
     n_step: int = 3
     """n of the n-step return targets."""
     batch_size: int = 128
@@ -249,17 +374,6 @@ class OffPolicyConfig(ExperimentConfig):
 
     def validate(self) -> None:
         super().validate()
-        positive = {
-            "n_step": self.n_step,
-            "batch_size": self.batch_size,
-            "min_replay_size": self.min_replay_size,
-            "replay_size": self.replay_size,
-            "samples_per_insert": self.samples_per_insert,
-            "prefetch": self.prefetch,
-        }
-        for name, v in positive.items():
-            if v <= 0:
-                raise ConfigError(f"{_flag(name)} must be positive, got {v}")
         if self.min_replay_size > self.replay_size:
             raise ConfigError("--min-replay-size cannot exceed --replay-size")
 

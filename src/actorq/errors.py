@@ -21,5 +21,10 @@ class CheckpointError(ActorQError):
     """A checkpoint that is missing, incomplete or corrupt."""
 
 
+class DivergedError(ActorQError):
+    """The learner produced non-finite losses or weights; the run stops, keeping its last
+    finite checkpoint."""
+
+
 class GraphError(ActorQError, ValueError):
     """A computation graph, cluster, placement or graph name that the graphopt tools reject."""

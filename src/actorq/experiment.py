@@ -12,11 +12,14 @@ the actors, writes a checkpoint and returns.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
+import math
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +37,7 @@ from actorq.core.interfaces import Learner
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
 from actorq.envs import env_spec, validate_env_id
-from actorq.errors import CheckpointError, ConfigError
+from actorq.errors import CheckpointError, ConfigError, DivergedError
 from actorq.logging import MetricLogger
 from actorq.quant.runtimes import make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
@@ -133,7 +136,15 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
         return out, None
     resume_dir = Path(cfg.resume)
     saved = load_run_config(resume_dir)
-    for f in ("total_steps", "progress", "log_every", "stop_at_target"):
+    if saved.agent != cfg.agent:
+        raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
+    conflicts = resume_conflicts(cfg, saved)
+    if conflicts:
+        raise ConfigError(
+            f"--resume continues {resume_dir} with its saved settings; these options differ "
+            f"from them: {', '.join(conflicts)} (drop them, or start a new run)"
+        )
+    for f in RESUME_OVERRIDES:
         setattr(saved, f, getattr(cfg, f))
     saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
@@ -143,9 +154,30 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
     return saved, loaded
 
 
+#: What a resume may change: run length and display. Anything else is the saved run's.
+RESUME_OVERRIDES = ("total_steps", "progress", "log_every", "stop_at_target")
+_RESUME_FREE = (*RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country")
+
+
+def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
+    """Options set on a resume (differing from the defaults) that differ from the saved run:
+    they would be silently ignored, so they are refused (``--flag value (saved: x)``)."""
+    defaults = type(cfg)()
+    out = []
+    for f in dataclasses.fields(cfg):
+        if f.name in _RESUME_FREE:
+            continue
+        mine, default, was = (getattr(x, f.name) for x in (cfg, defaults, saved))
+        if mine != default and mine != was:
+            out.append(f"--{f.name.replace('_', '-')} {mine} (saved: {was})")
+    return out
+
+
 def open_run_dir(cfg: ExperimentConfig) -> Path:
     """Create (or, resuming, reuse) the run directory; write config.json for a new run."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--run-dir {run_dir} is a file, not a directory")
     if not cfg.resume and (run_dir / "checkpoint").exists():
         raise ConfigError(
             f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir"
@@ -192,13 +224,31 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
     """Load the learner's state, the counters and the RNG streams; returns the learner's
     sampling generator."""
     tensors, state, _ = loaded
-    learner.load_state(tensors, state["learner"])
-    restored = Counters.from_json(state["counters"])
+    try:
+        learner.load_state(tensors, state["learner"])
+        restored = Counters.from_json(state["counters"])
+        rng = ckpt.restore_rng(state["rng"]["numpy"])
+        torch.set_rng_state(tensors["rng.torch"])
+        random.setstate((3, tuple(state["rng"]["python"]), None))
+    except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
+        raise CheckpointError(f"checkpoint does not match config.json: {_line(e)}") from None
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
-    torch.set_rng_state(tensors["rng.torch"])
-    random.setstate((3, tuple(state["rng"]["python"]), None))
-    return ckpt.restore_rng(state["rng"]["numpy"])
+    return rng
+
+
+def load_replay(replay: Any, path: Path) -> None:
+    """Restore a checkpoint's replay; one CheckpointError line if it is unreadable or does not
+    fit this run's replay (shapes, dtypes, non-finite values)."""
+    try:
+        replay.load(path)
+    except Exception as e:
+        raise CheckpointError(f"cannot read {path}: {_line(e)}") from None
+
+
+def _line(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
 # -- snapshots ---------------------------------------------------------------------------------
@@ -223,6 +273,22 @@ def learner_snapshot(
     )
 
 
+def policy_is_finite(learner: Learner) -> bool:
+    """Whether every weight actors would get is a finite number (a pass over the policy's
+    weights: milliseconds at 3×2048, paid once per publish)."""
+    arrays = [a for layer in learner.policy_layers() for a in layer]
+    arrays += list(learner.policy_extras().values())
+    return all(bool(np.isfinite(a).all()) for a in arrays)
+
+
+def check_losses(metrics: dict[str, float], updates: int) -> None:
+    """Stop at the first non-finite loss: a diverged learner must not publish, checkpoint or
+    report success."""
+    for k, v in metrics.items():
+        if k.endswith("_loss") and not math.isfinite(v):
+            raise DivergedError(f"the learner diverged at update {updates}: {k} = {v}")
+
+
 class Publisher:
     """Quantizes the learner's policy and broadcasts it through the backend.
 
@@ -245,6 +311,8 @@ class Publisher:
         if self.gptq and self.replay is not None and self.replay.size:
             calib_rng = np.random.default_rng((cfg.seed, version))
             calib = self.replay.sample_states(cfg.calibration_states, calib_rng)
+        if not policy_is_finite(self.learner):
+            raise DivergedError("the learner's policy weights are NaN or infinite")
         return learner_snapshot(
             self.learner,
             self.pspec,
@@ -291,6 +359,9 @@ class Checkpointer:
 
     def save(self) -> None:
         tensors, meta = self.learner.state()
+        for name, t in tensors.items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise DivergedError(f"learner tensor {name!r} is NaN or infinite")
         tensors["rng.torch"] = torch.get_rng_state()
         state = {
             "learner": meta,
@@ -442,6 +513,9 @@ def train(
     builder = builder_for(cfg)
     spec = env_spec(cfg.env)
     builder.check_spec(spec)
+    warn = cfg.cores_warning()  # once the input is known good, from the settings in use
+    if warn:
+        print(f"actorq: warning: {warn}", file=sys.stderr)
     target = cfg.target_return if cfg.target_return is not None else registered_threshold(cfg.env)
     run_dir = open_run_dir(cfg)
 
@@ -487,7 +561,12 @@ def train(
         raise
     replay = backend.replay
     if loaded is not None and loaded[2] is not None and replay.persistent:
-        replay.load(loaded[2])
+        try:
+            load_replay(replay, loaded[2])
+        except CheckpointError:
+            backend.close()
+            stop.restore()
+            raise
     publisher.replay, publisher.backend = replay, backend
     checkpointer = Checkpointer(
         run_dir, learner, c, rng, replay, bool(getattr(cfg, "save_replay", False))
@@ -508,11 +587,15 @@ def train(
             batch = backend.next_batch()
             interval.add_episodes(backend.drain_episodes())
             if batch is not None:
-                interval.add_update(learner.update(batch))
+                metrics = learner.update(batch)
                 c.updates += 1
+                check_losses(metrics, c.updates)
+                interval.add_update(metrics)
                 if c.updates % cfg.publish_every == 0:
                     publisher.publish(c)
                 if c.updates % cfg.checkpoint_every == 0:
+                    c.env_steps = backend.env_steps()
+                    c.wall_time_s = time.perf_counter() - start_wall  # time to target on resume
                     checkpointer.save()
             c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
@@ -545,20 +628,34 @@ def train(
                     break
     except KeyboardInterrupt:
         interrupted, stop_reason = True, "interrupted"
-    finally:
+    except BaseException as e:
+        # A failed run (a diverged learner, a bug) writes nothing more: the checkpoint on disk
+        # is the last good one, and a crashed resume must not replace it.
         stop.restore()
-        try:
-            st = backend.stats()
-            reading = energy.stop() if energy is not None else None  # the run, not the report
-            c.env_steps = st.env_steps
-            c.wall_time_s = time.perf_counter() - start_wall
-            # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
-            final_states = _final_states(replay, cfg.seed)
-            final = publisher.snapshot(c.version + 1)
-            checkpointer.save()
-        finally:
-            backend.close()
-            progress.stop()
+        with contextlib.suppress(Exception):
+            if energy is not None:
+                energy.stop()
+        backend.close()
+        progress.stop()
+        if isinstance(e, DivergedError):
+            raise DivergedError(
+                f"{e}; stopped at {c.env_steps} env steps, the last finite checkpoint is kept "
+                f"in {checkpointer.dir}"
+            ) from None
+        raise
+    stop.restore()
+    try:
+        st = backend.stats()
+        reading = energy.stop() if energy is not None else None  # the run, not the report
+        c.env_steps = st.env_steps
+        c.wall_time_s = time.perf_counter() - start_wall
+        # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
+        final_states = _final_states(replay, cfg.seed)
+        final = publisher.snapshot(c.version + 1)
+        checkpointer.save()
+    finally:
+        backend.close()
+        progress.stop()
 
     result = final_report(
         cfg, spec, learner, pspec, final, final_states, c, st, publisher, target, fp32_bytes

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -148,3 +149,25 @@ def test_publish_costs_the_learner_the_same_for_any_number_of_readers() -> None:
         assert np.all([r.latest_version() == 1 for r in readers])
     finally:
         writer.file.unlink()
+
+
+def test_a_later_run_reclaims_shared_memory_of_a_killed_learner(tmp_path: Path, tiny: Any) -> None:
+    from actorq.distributed import shm
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    d = shm.shm_dir()
+    stale = [d / f"actorq-{dead.pid}-deadbeef-{k}" for k in ("control", "cache", "chan0")]
+    keep = [
+        d / f"actorq-{dead.pid}-deadbeef-cache-0123456789ab",  # a Ray node cache: not ours
+        d / f"actorq-{os.getpid()}-cafe0000-control",  # a live learner's
+    ]
+    for p in stale + keep:
+        p.write_bytes(b"x")
+    try:
+        train(tiny("ppo", actors=1, total_steps=1_024, stop_at_target=False))
+        assert not any(p.exists() for p in stale)
+        assert all(p.exists() for p in keep)
+    finally:
+        for p in stale + keep:
+            p.unlink(missing_ok=True)

@@ -1,9 +1,12 @@
 import itertools
 import json
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorq.errors import SnapshotError
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
@@ -86,3 +89,62 @@ def test_wrong_shapes_are_refused() -> None:
 def test_spec_rejects_nonpositive_sizes() -> None:
     with pytest.raises(ValueError):
         PolicySpec(4, (0, 3), 2)
+
+
+def _header_bytes(data: bytes) -> tuple[int, bytes]:
+    (n,) = struct.unpack("<Q", data[:8])
+    return n, data[8 : 8 + n]
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ('\\"head\\": \\"q\\"', '\\"head\\": \\"c\\"'),  # q head read as something else
+        ('"version":"7"', '"version":"8"'),
+        ('\\"output_activation\\": \\"tanh\\"', '\\"output_activation\\": \\"none\\"'),
+    ],
+)
+def test_header_is_covered_by_the_checksum(old: str, new: str) -> None:
+    # A flipped bit in the metadata changes what the weights mean; it must be refused.
+    spec = PolicySpec(4, (16,), 2, output_activation="tanh", head="q")
+    data = make_snapshot(layers(spec), spec, "int8", 7).to_bytes()
+    n, header = _header_bytes(data)
+    text = header.decode()
+    assert old in text, text
+    bad = text.replace(old, new).encode()
+    assert len(bad) == n  # same length: only the meaning changed
+    with pytest.raises(SnapshotError, match="checksum"):
+        PolicySnapshot.from_bytes(data[:8] + bad + data[8 + n :])
+
+
+@pytest.mark.parametrize("scale", [3e38, 0.0, -1.0])
+def test_absurd_scales_are_refused(scale: float) -> None:
+    spec = PolicySpec(4, (16, 16), 2)
+    snap = make_snapshot(layers(spec), spec, "int8", 1)
+    tensors = dict(snap.tensors)
+    tensors["s1"] = np.full_like(tensors["s1"], scale)
+    forged = PolicySnapshot(1, "int8", spec, tensors)  # a valid checksum over bad scales
+    with pytest.raises(SnapshotError, match="scales"):
+        PolicySnapshot.from_bytes(forged.to_bytes())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_corrupted_snapshots_are_refused_in_one_line(data: Any) -> None:
+    spec = PolicySpec(4, (16, 16), 3, head=data.draw(st.sampled_from(["q", "categorical"])))
+    blob = bytearray(make_snapshot(layers(spec), spec, data.draw(st.sampled_from(
+        ["fp32", "fp16", "int8", "int4"])), 3).to_bytes())  # fmt: skip
+    how = data.draw(st.sampled_from(["flip", "truncate", "random"]))
+    if how == "flip":
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] ^= 1 << data.draw(st.integers(0, 7))
+    elif how == "truncate":
+        blob = blob[: data.draw(st.integers(0, len(blob) - 1))]
+    else:
+        blob = bytearray(data.draw(st.binary(max_size=256)))
+    try:
+        PolicySnapshot.from_bytes(bytes(blob))
+    except SnapshotError as e:
+        assert str(e) and "\n" not in str(e)
+    else:  # accepted only if the corruption left every byte that matters intact
+        assert how == "flip"

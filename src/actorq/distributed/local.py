@@ -139,6 +139,7 @@ class LocalBackend:
         self.rng = ctx.rng
         self._version = 0
         self.learner_wait_s = 0.0
+        shm.reclaim_stale()  # segments of earlier runs whose learner was killed
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._names = {"control": f"{tag}-control", "cache": f"{tag}-cache"}
         self.control = shm.ControlBlock(self._names["control"], num_actors, create=True)

@@ -24,6 +24,46 @@ def shm_dir() -> Path:
     return d if d.is_dir() and os.access(d, os.W_OK) else Path(tempfile.gettempdir())
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def reclaim_stale(prefix: str = "actorq-") -> list[str]:
+    """Remove shared-memory files of local runs whose learner is dead (a kill -9 leaves them:
+    nothing else ever would). The local backend names its files
+    ``actorq-<learner pid>-<run>-{control,cache,chan<i>}``; a Ray node cache's name ends with
+    its node id and its pid is the learner's on another machine, so it is never touched here.
+    Returns the names removed."""
+    removed = []
+    try:
+        entries = list(shm_dir().iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        parts = path.name.split("-")
+        if (
+            not path.name.startswith(prefix)
+            or len(parts) != 4
+            or not parts[1].isdigit()
+            or not (parts[3] in ("control", "cache") or parts[3].startswith("chan"))
+        ):
+            continue
+        pid = int(parts[1])
+        if pid != os.getpid() and not _alive(pid):
+            try:
+                path.unlink()
+                removed.append(path.name)
+            except OSError:
+                pass
+    return removed
+
+
 class ShmFile:
     """A named, file-backed shared mapping. The creator sizes it; others attach by name."""
 

@@ -7,6 +7,7 @@ Ids carry a prefix naming the family; the rest is the family's own id. Gymnasium
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -85,15 +86,38 @@ def make_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> SyncVectorEnv:
 
 
 def env_spec(env_id: str) -> EnvSpec:
-    env = make_env(env_id)
+    """What an agent needs to know of an environment; one :class:`EnvIdError` line if it cannot
+    be made here (a package it needs is missing) or its spaces are ones actorq does not
+    support (e.g. discrete observations)."""
+    env = checked_make(env_id)
     try:
         return EnvSpec.from_spaces(env_id, env.observation_space, env.action_space)
+    except TypeError as e:
+        raise EnvIdError(str(e)) from None
     finally:
         env.close()
 
 
+def checked_make(env_id: str, **kwargs: Any) -> gym.Env:
+    """:func:`make_env`, with a missing dependency or a retired id reported as one line (and
+    the warnings gymnasium printed on the way shown only if the env could be made)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            env = make_env(env_id, **kwargs)
+        except EnvIdError:
+            raise
+        except (ImportError, gym.error.Error) as e:  # DependencyNotInstalled, retired versions
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise EnvIdError(f"cannot make {env_id!r} here: {first}") from None
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return env
+
+
 __all__ = [
     "ACCEPTED_PREFIXES",
+    "checked_make",
     "env_factory",
     "env_spec",
     "make_env",

@@ -34,7 +34,10 @@ from actorq.quant.quantizer import (
     to_fp16,
 )
 
-FORMAT = "actorq.snapshot/1"
+FORMAT = "actorq.snapshot/2"  # /2: the checksum covers the header too
+#: Largest quantization scale accepted: |w| up to ~1e8 (a policy's weights are O(1); a larger
+#: scale is a corrupt or diverged snapshot, not a policy).
+MAX_SCALE = 1e6
 ACTIVATIONS = ("relu", "tanh", "none")
 
 
@@ -125,18 +128,21 @@ class PolicySnapshot:
     tensors: dict[str, np.ndarray]
     granularity: str = "per_channel"
 
-    def checksum(self) -> str:
-        return _checksum(self.tensors)
-
-    def to_bytes(self) -> bytes:
-        meta = {
+    def header(self) -> dict[str, str]:
+        """The metadata a snapshot's bytes carry (without the checksum)."""
+        return {
             "format": FORMAT,
             "version": str(self.version),
             "precision": self.precision,
             "granularity": self.granularity,
             "spec": json.dumps(self.spec.to_json(), sort_keys=True),
-            "checksum": self.checksum(),
         }
+
+    def checksum(self) -> str:
+        return _checksum(self.header(), self.tensors)
+
+    def to_bytes(self) -> bytes:
+        meta = {**self.header(), "checksum": self.checksum()}
         return bytes(safetensors.numpy.save(self.tensors, metadata=meta))
 
     @property
@@ -152,7 +158,8 @@ class PolicySnapshot:
             tensors = safetensors.numpy.load(data)
         except Exception as e:  # safetensors raises its own error types
             raise SnapshotError(f"corrupt snapshot: {e}") from None
-        if _checksum(tensors) != meta.get("checksum"):
+        header = {k: v for k, v in meta.items() if k != "checksum"}
+        if _checksum(header, tensors) != meta.get("checksum"):
             raise SnapshotError("snapshot checksum mismatch (corrupt or torn copy)")
         try:
             spec = PolicySpec.from_json(json.loads(meta["spec"]))
@@ -204,6 +211,10 @@ class PolicySnapshot:
         for name, t in self.tensors.items():
             if t.dtype.kind == "f" and not np.isfinite(t).all():
                 raise SnapshotError(f"snapshot tensor {name!r} has NaN or Inf")
+        for i in range(self.spec.num_layers):
+            s = self.tensors.get(f"s{i}")
+            if s is not None and not ((s > 0) & (s <= MAX_SCALE)).all():
+                raise SnapshotError(f"layer {i}: quantization scales must be in (0, {MAX_SCALE:g}]")
 
     def spec_extras(self) -> dict[str, tuple[int, ...]]:
         return extra_shapes(self.spec)
@@ -243,10 +254,13 @@ def normalize_obs(spec: PolicySpec, tensors: dict[str, np.ndarray], obs: np.ndar
     return np.clip(x, -spec.obs_clip, spec.obs_clip) if spec.obs_clip > 0 else x
 
 
-def _checksum(tensors: dict[str, np.ndarray]) -> str:
-    # blake2b over names, dtypes, shapes and bytes, in name order. Guards against corruption and
-    # torn reads, not against an attacker (nothing in a snapshot can execute anyway).
+def _checksum(header: dict[str, str], tensors: dict[str, np.ndarray]) -> str:
+    # blake2b over the header (architecture, head, version, precision: a flipped bit there
+    # changes what the weights mean) and the tensors' names, dtypes, shapes and bytes, in name
+    # order. Guards against corruption and torn reads, not against an attacker (nothing in a
+    # snapshot can execute anyway).
     h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps(header, sort_keys=True).encode())
     for name in sorted(tensors):
         t = np.ascontiguousarray(tensors[name])
         h.update(f"{name}|{t.dtype.str}|{t.shape}".encode())

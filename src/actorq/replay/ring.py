@@ -58,11 +58,27 @@ class ReplayBuffer:
         np.savez(path, **arrays)  # type: ignore[arg-type]
 
     def load(self, path: str | Path) -> None:
+        """Replace the contents with a saved replay; ``ValueError`` (nothing changed) unless
+        every field is there with this buffer's shapes and dtypes and they agree in length."""
         with np.load(path, allow_pickle=False) as z:
             missing = set(self.specs) - set(z.files)
             if missing:
                 raise ValueError(f"replay file lacks fields {sorted(missing)}")
-            n = len(z["obs"])
-            self._next, self.size = 0, 0
-            self.add({k: z[k] for k in self.specs})
-            self.inserts = int(z["_inserts"]) if "_inserts" in z.files else n
+            data = {k: z[k] for k in self.specs}
+            inserts = z["_inserts"] if "_inserts" in z.files else None
+        lengths = {len(v) if v.ndim else -1 for v in data.values()}
+        if len(lengths) != 1 or -1 in lengths:
+            raise ValueError("replay fields differ in length")
+        for k, v in data.items():
+            spec = self.specs[k]
+            if v.shape[1:] != spec.shape or not np.can_cast(v.dtype, spec.dtype, "same_kind"):
+                raise ValueError(f"replay field {k!r} is {v.dtype}{list(v.shape[1:])}, "
+                                 f"expected {spec.dtype}{list(spec.shape)}")  # fmt: skip
+            if v.dtype.kind == "f" and not np.isfinite(v).all():
+                raise ValueError(f"replay field {k!r} has NaN or Inf")
+        n = lengths.pop()
+        if inserts is not None and (inserts.shape != () or inserts.dtype.kind not in "iu"):
+            raise ValueError("replay _inserts is not an integer")
+        self._next, self.size = 0, 0
+        self.add(data)
+        self.inserts = max(int(inserts), n) if inserts is not None else n

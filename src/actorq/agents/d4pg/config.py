@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from actorq.config import OffPolicyConfig, Widths
+from actorq.config import FINITE, POSITIVE, Bound, OffPolicyConfig, Widths
 from actorq.errors import ConfigError
 
 
@@ -21,6 +21,18 @@ class D4PGConfig(OffPolicyConfig):
 
     agent: ClassVar[str] = "d4pg"
     width_fields: ClassVar[tuple[str, ...]] = ("policy_hidden_sizes", "critic_hidden_sizes")
+    bounds: ClassVar[dict[str, Bound]] = {
+        "action_repeat": Bound(1, 1000),
+        "num_atoms": Bound(2, 10_000),
+        "v_min": FINITE,
+        "v_max": FINITE,
+        "policy_learning_rate": POSITIVE,
+        "critic_learning_rate": POSITIVE,
+        "target_update_period": Bound(1, 10**9),
+        "max_grad_norm": POSITIVE,
+        "sigma_min": Bound(0, 10),
+        "sigma_max": Bound(0, 10),
+    }
 
     env: str = "dmc:cartpole-balance"
     """Environment id with continuous actions: dmc:<domain>-<task> (DeepMind Control Suite) or
@@ -66,11 +78,7 @@ class D4PGConfig(OffPolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.num_atoms < 2 or not self.v_min < self.v_max:
-            raise ConfigError("--num-atoms must be >= 2 and --v-min < --v-max")
-        if min(self.policy_learning_rate, self.critic_learning_rate) <= 0:
-            raise ConfigError("learning rates must be positive")
-        if self.action_repeat < 1 or self.target_update_period < 1:
-            raise ConfigError("--action-repeat and --target-update-period must be >= 1")
-        if not 0 <= self.sigma_min <= self.sigma_max:
-            raise ConfigError("need 0 <= --sigma-min <= --sigma-max")
+        if not self.v_min < self.v_max:
+            raise ConfigError(f"need --v-min < --v-max, got {self.v_min} and {self.v_max}")
+        if not self.sigma_min <= self.sigma_max:
+            raise ConfigError("need --sigma-min <= --sigma-max")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Self
 
-from actorq.config import OffPolicyConfig, Widths
+from actorq.config import POSITIVE, Bound, OffPolicyConfig, Widths
 from actorq.errors import ConfigError
 
 
@@ -15,6 +15,15 @@ class DQNConfig(OffPolicyConfig):
 
     agent: ClassVar[str] = "dqn"
     width_fields: ClassVar[tuple[str, ...]] = ("hidden",)
+    bounds: ClassVar[dict[str, Bound]] = {
+        "learning_rate": POSITIVE,
+        "adam_eps": POSITIVE,
+        "target_update_period": Bound(1, 10**9),
+        "max_grad_norm": POSITIVE,
+        "huber_delta": POSITIVE,
+        "epsilon": Bound(0, 1),
+        "epsilon_alpha": Bound(0, 1000),
+    }
 
     env: str = "gym:CartPole-v1"
     """Environment id with discrete actions, e.g. gym:CartPole-v1, gym:Acrobot-v1,
@@ -44,8 +53,6 @@ class DQNConfig(OffPolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.learning_rate <= 0 or self.target_update_period <= 0:
-            raise ConfigError("--learning-rate and --target-update-period must be positive")
         if self.dueling and self.hidden[-1] % 2:
             raise ConfigError(
                 f"--dueling splits the last hidden layer in two; its width must be even, "

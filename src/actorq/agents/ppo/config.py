@@ -10,10 +10,9 @@ actions (CleanRL's ``ppo_continuous_action.py``), off for discrete ones.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar, Literal
 
-from actorq.config import ExperimentConfig, Widths
+from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig, Widths
 from actorq.errors import ConfigError
 
 
@@ -23,6 +22,24 @@ class PPOConfig(ExperimentConfig):
 
     agent: ClassVar[str] = "ppo"
     width_fields: ClassVar[tuple[str, ...]] = ("policy_hidden_sizes", "value_hidden_sizes")
+    bounds: ClassVar[dict[str, Bound]] = {
+        "action_repeat": Bound(1, 1000),
+        "num_steps": Bound(1, 10**6),
+        "max_policy_lag": Bound(1, 1000),
+        "learning_rate": POSITIVE,
+        "adam_eps": POSITIVE,
+        "gae_lambda": Bound(0, 1),
+        "update_epochs": Bound(1, 10_000),
+        "minibatch_size": Bound(1, 10**8),
+        "clip_coef": NON_NEGATIVE,
+        "ent_coef": NON_NEGATIVE,
+        "vf_coef": NON_NEGATIVE,
+        "max_grad_norm": POSITIVE,
+        "target_kl": POSITIVE,
+        "obs_clip": POSITIVE,
+        "reward_clip": POSITIVE,
+        "log_std_init": Bound(-20, 5),
+    }
 
     env: str = "gym:CartPole-v1"
     """Environment id, discrete (categorical policy) or continuous actions (diagonal Gaussian
@@ -105,36 +122,6 @@ class PPOConfig(ExperimentConfig):
 
     def validate(self) -> None:
         super().validate()
-        positive = {
-            "num_steps": self.num_steps,
-            "max_policy_lag": self.max_policy_lag,
-            "learning_rate": self.learning_rate,
-            "adam_eps": self.adam_eps,
-            "update_epochs": self.update_epochs,
-            "minibatch_size": self.minibatch_size,
-            "max_grad_norm": self.max_grad_norm,
-            "obs_clip": self.obs_clip,
-            "reward_clip": self.reward_clip,
-            "action_repeat": self.action_repeat,
-        }
-        for name, v in positive.items():
-            if not (math.isfinite(v) and v > 0):
-                raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {v}")
-        for name, v in {
-            "clip_coef": self.clip_coef,
-            "ent_coef": self.ent_coef,
-            "vf_coef": self.vf_coef,
-        }.items():
-            if not (math.isfinite(v) and v >= 0):
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
-        if not 0 <= self.gae_lambda <= 1:
-            raise ConfigError(f"--gae-lambda must be in [0, 1], got {self.gae_lambda}")
-        if not math.isfinite(self.log_std_init):
-            raise ConfigError(f"--log-std-init must be finite, got {self.log_std_init}")
-        if self.target_kl is not None and not (
-            math.isfinite(self.target_kl) and self.target_kl > 0
-        ):
-            raise ConfigError(f"--target-kl must be positive, got {self.target_kl}")
         if self.publish_every != 1:
             raise ConfigError("PPO publishes after every update (--publish-every 1)")
         if self.minibatch_size > self.steps_per_update():

@@ -1,0 +1,146 @@
+"""Checkpoints: what a load refuses (one CheckpointError line), the fallback to the previous
+checkpoint when a save was cut between its renames, and a corrupt replay behind a valid
+manifest. Property-based: random damage to every file of a real checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actorq import DQNConfig, train
+from actorq import checkpoint as ckpt
+from actorq.agents import builder_for
+from actorq.envs import env_spec
+from actorq.errors import ActorQError, CheckpointError
+from actorq.experiment import Counters, load_replay, restore
+from actorq.replay.tables import make_table
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("ckpt") / "run"
+    train(
+        DQNConfig(
+            actors=0, envs_per_actor=4, total_steps=1_500, min_replay_size=300,
+            stop_at_target=False, progress=False, log_every=1e9, energy=False, run_dir=str(run),
+        )
+    )  # fmt: skip
+    return run
+
+
+def _copy(saved: Path, dst: Path) -> Path:
+    shutil.copytree(saved, dst)
+    return dst / "checkpoint"
+
+
+def _reseal(d: Path) -> None:
+    """Rewrite the manifest for the files as they are now (damage a checksum cannot see)."""
+    files = sorted(p.name for p in d.iterdir() if p.name != ckpt.MANIFEST)
+    manifest = {f: hashlib.sha256((d / f).read_bytes()).hexdigest() for f in files}
+    (d / ckpt.MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_manifest_must_list_the_required_files(saved: Path, tmp_path: Path) -> None:
+    d = _copy(saved, tmp_path / "r")
+    (d / ckpt.MANIFEST).write_text("{}")
+    with pytest.raises(CheckpointError, match=r"does not list learner\.safetensors"):
+        ckpt.load(d)
+
+
+def test_an_interrupted_save_falls_back_to_the_previous_checkpoint(
+    saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = _copy(saved, tmp_path / "r")
+    d.rename(d.with_name("checkpoint.old"))  # cut after the first rename of a save
+    tensors, state, _ = ckpt.load(d)
+    assert state["counters"]["env_steps"] >= 1_500 and tensors
+    assert "checkpoint.old" in capsys.readouterr().err
+    # and a resume from that run works
+    r = train(DQNConfig(resume=str(tmp_path / "r"), total_steps=2_000, progress=False))
+    assert r.env_steps >= 2_000
+
+
+def test_a_corrupt_replay_behind_a_valid_manifest_is_one_line(saved: Path, tmp_path: Path) -> None:
+    d = _copy(saved, tmp_path / "r")
+    np.savez(d / "replay.npz", obs=np.zeros((3, 7), np.float32))  # wrong shape, fields missing
+    _reseal(d)
+    with pytest.raises(CheckpointError, match="replay"):
+        train(DQNConfig(resume=str(tmp_path / "r"), total_steps=3_000, progress=False))
+
+
+_FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    target=st.sampled_from(_FILES),
+    how=st.sampled_from(["flip", "truncate", "junk", "json"]),
+    reseal=st.booleans(),
+    data=st.data(),
+)
+def test_damaged_checkpoints_load_or_fail_in_one_line(
+    saved: Path, tmp_path: Path, target: str, how: str, reseal: bool, data: Any
+) -> None:
+    root = Path(tempfile.mkdtemp(dir=tmp_path)) / "r"  # a fresh copy for every example
+    d = _copy(saved, root)
+    path = d / target
+    blob = bytearray(path.read_bytes())
+    if how == "flip" and blob:
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] ^= 1 << data.draw(st.integers(0, 7))
+    elif how == "truncate":
+        blob = blob[: data.draw(st.integers(0, max(len(blob) - 1, 0)))]
+    elif how == "junk":
+        blob = bytearray(data.draw(st.binary(max_size=64)))
+    else:  # valid JSON of the wrong shape
+        value = data.draw(
+            st.recursive(
+                st.none() | st.integers() | st.text(max_size=5),
+                lambda c: (
+                    st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3)
+                ),
+            )
+        )
+        blob = bytearray(json.dumps(value).encode())  # fmt: skip
+    path.write_bytes(bytes(blob))
+    if reseal and target != ckpt.MANIFEST:
+        _reseal(d)
+    before = sorted(p.name for p in root.rglob("*"))
+    cfg = DQNConfig(envs_per_actor=4, min_replay_size=300)
+    try:
+        tensors, state, replay = ckpt.load(d)
+        builder = builder_for(cfg)
+        spec = env_spec(cfg.env)
+        learner = builder.make_learner(cfg, spec)
+        restore((tensors, state, replay), learner, Counters())
+        if replay is not None:
+            table = make_table(builder.table_config(cfg, spec), builder.data_specs(cfg, spec))
+            load_replay(table, replay)
+    except ActorQError as e:
+        assert str(e) and "\n" not in str(e)
+    assert sorted(p.name for p in root.rglob("*")) == before  # nothing written
+
+
+def test_config_json_must_match_the_checkpoint(
+    saved: Path, tmp_path: Path, tiny: Callable[..., Any]
+) -> None:
+    from actorq.cli import main
+
+    run = tmp_path / "r"
+    _copy(saved, run)
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["hidden"] = [32, 32]  # weights on disk are 256×256
+    (run / "config.json").write_text(json.dumps(cfg))
+    assert main(["eval", str(run), "--episodes", "1"]) == 2
