@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format typecheck bench clean
+.PHONY: run test test-cluster lint format typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# A real Ray cluster as users start one (ray start, token auth, two raylets): ~1-3 minutes.
+test-cluster: $(STAMP)
+	$(BIN)/python -m pytest -q -m cluster tests/distributed/test_ray_start.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

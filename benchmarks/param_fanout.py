@@ -42,6 +42,15 @@ Quick smoke run::
 
     .venv/bin/python benchmarks/param_fanout.py --actors 1,4 --seconds 5 --out /tmp/fanout
 
+On a real cluster (docs/distributed.md: ``ray start`` on each machine, ``RAY_AUTH_MODE=token``
+and the head's token on this one), from a machine of the cluster::
+
+    .venv/bin/python benchmarks/param_fanout.py --ray-address HEAD:6379 --no-pin
+
+With ``--ray-address`` the actors are spread round-robin over the cluster's *other* nodes
+(Menger's setting: the learner's machine runs the learner), one node cache per node; pinning
+(``--no-pin`` to turn it off, ``--pin-daemons``) only ever touches this machine's processes.
+
 Results go to ``<out>/param_fanout.json`` and ``<out>/param_fanout.md``.
 """
 
@@ -70,7 +79,7 @@ from _machine import machine_info
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
 from actorq.core.types import ArraySpec, EnvSpec
-from actorq.distributed.ray_backend import ParameterTier, cpu_nodes
+from actorq.distributed.ray_backend import ParameterTier, cpu_nodes, init_ray, node_affinity
 from actorq.quant.snapshot import PolicySpec, make_snapshot
 
 
@@ -306,6 +315,12 @@ def main() -> None:
         help="once the actors are up, move Ray's daemons, all actor-worker threads and this "
         "process's Ray threads to the actors' core (the learner's core runs only the learner)",
     )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="join a running cluster (HEAD:PORT or auto) instead of starting Ray here; actors "
+        "go round-robin to the nodes other than this one",
+    )
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
     pin = not args.no_pin and (os.cpu_count() or 1) >= 2
@@ -327,7 +342,12 @@ def main() -> None:
     }
     learner.update(batch)  # warm-up (allocations, Adam state)
 
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
+    if args.ray_address:
+        init_ray(args.ray_address)  # one line, e.g. what to set for token authentication
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
+    nodes = cpu_nodes()  # this (the learner's) node first
+    actor_nodes = nodes[1:] if args.ray_address and len(nodes) > 1 else [None]
     if pin:
         _pin(0)  # after ray.init: Ray's daemons (children of this process) are not inherited
 
@@ -352,9 +372,15 @@ def main() -> None:
                 # miss their connection handshake
                 batch_start = len(pool)
                 for _ in range(min(32, n - len(pool))):
+                    node = actor_nodes[len(pool) % len(actor_nodes)]
+                    placed = {} if node is None else {"scheduling_strategy": node_affinity(node)}
+                    here = node is None  # pin only this machine's actors
                     pool.append(
-                        remote_actor.options(num_cpus=args.actor_cpus).remote(
-                            1 if pin else None, args.poll_ms / 1e3, args.env_steps, len(pool)
+                        remote_actor.options(num_cpus=args.actor_cpus, **placed).remote(
+                            1 if pin and here else None,
+                            args.poll_ms / 1e3,
+                            args.env_steps,
+                            len(pool),
                         )
                     )
                 _wait_ready(pool[batch_start:])

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from actorq.distributed import wire
-from actorq.distributed.ray_backend import _affinity, actor_nodes, cpu_nodes, import_ray
+from actorq.distributed.ray_backend import actor_nodes, cpu_nodes, import_ray, node_affinity
 from actorq.errors import ActorQError
 from actorq.quant.quantizer import PRECISIONS
 
@@ -100,7 +100,7 @@ def node_choices(
     fn = ray.remote(_choose_here)
     refs = {
         node: fn.options(
-            num_cpus=task_cpus, scheduling_strategy=_affinity(node), max_retries=0
+            num_cpus=task_cpus, scheduling_strategy=node_affinity(node), max_retries=0
         ).remote(fp32_snapshot, obs, batch, runtime, threads, granularity)
         for node in per_node
     }

@@ -27,9 +27,12 @@ import json
 import math
 import os
 import queue
+import sys
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +54,21 @@ def import_ray() -> Any:
     return ray
 
 
+AUTH_HINT = (
+    "set RAY_AUTH_MODE=token and give this machine the cluster's token (copy the head's "
+    "~/.ray/auth_token to ~/.ray/auth_token here, or point RAY_AUTH_TOKEN_PATH at a copy, or "
+    "set RAY_AUTH_TOKEN): see docs/distributed.md"
+)
+
+
 def init_ray(address: str | None) -> bool:
     """Connect to ``address`` (a running cluster) or start Ray on this machine.
-    Returns True if this call started Ray (so the backend shuts it down at the end)."""
+    Returns True if this call started Ray (so the backend shuts it down at the end).
+
+    Ray ≥ 2.52 turns token authentication on for clusters made with ``ray start``; a client
+    without the token only sees "Failed to connect" after ~20 s of retries, its cause logged by
+    Ray's C++ client on the process's stderr. That stream is captured while connecting, so the
+    error can say what to set."""
     ray = import_ray()
     if ray.is_initialized():
         return False
@@ -67,14 +82,63 @@ def init_ray(address: str | None) -> bool:
         kwargs["address"] = address
     else:
         kwargs["num_cpus"] = os.cpu_count() or 1
-    try:
-        ray.init(**kwargs)
-    except ConnectionError as e:
-        raise ConfigError(f"cannot connect to Ray at {address!r}: {e}") from None
-    return True
+    with _captured_stderr() as captured:
+        try:
+            ray.init(**kwargs)
+            error: BaseException | None = None
+        except (ConnectionError, ray.exceptions.RayError) as e:
+            error = e
+    log = captured.text
+    if error is None:
+        sys.stderr.write(log)  # not ours to hide
+        return True
+    mode = os.environ.get("RAY_AUTH_MODE", "")
+    if is_auth_failure(error, log):
+        if mode.lower() == "token":
+            raise ConfigError(
+                f"the Ray cluster at {address!r} refused this machine's token: copy the head's "
+                "~/.ray/auth_token here (or set RAY_AUTH_TOKEN_PATH / RAY_AUTH_TOKEN to it)"
+            )
+        raise ConfigError(f"the Ray cluster at {address!r} requires token authentication: "
+                          f"{AUTH_HINT}")  # fmt: skip
+    sys.stderr.write(log)
+    raise ConfigError(f"cannot connect to Ray at {address!r}: {error}") from None
 
 
-def _affinity(node: str) -> Any:
+def is_auth_failure(error: BaseException, log: str) -> bool:
+    """Whether a failed ``ray.init`` was refused for its (missing or wrong) token."""
+    names = {type(error).__name__, *(c.__name__ for c in type(error).__mro__)}
+    return (
+        "AuthenticationError" in names
+        or "InvalidAuthToken" in log
+        or "Unauthenticated" in log
+        or "InvalidAuthToken" in str(error)
+    )
+
+
+class _Captured:
+    text = ""
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[_Captured]:
+    """Capture file descriptor 2 (C++ code writes there, not to ``sys.stderr``)."""
+    out = _Captured()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield out
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            out.text = tmp.read().decode(errors="replace")
+
+
+def node_affinity(node: str) -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
@@ -128,7 +192,7 @@ class ParameterTier:
                 name = f"{tag}-cache-{n[:12]}"
                 self.names[n] = name
                 self.caches[n] = cls.options(
-                    num_cpus=0, scheduling_strategy=_affinity(n), max_restarts=0
+                    num_cpus=0, scheduling_strategy=node_affinity(n), max_restarts=0
                 ).remote(name, capacity)
             ray.get([c.info.remote() for c in self.caches.values()])  # files exist before actors
             if relays > 0:
@@ -139,7 +203,7 @@ class ParameterTier:
                 for r in range(min(relays, len(caches))):
                     self.relays.append(
                         relay_cls.options(
-                            num_cpus=0, scheduling_strategy=_affinity(nodes[r % len(nodes)])
+                            num_cpus=0, scheduling_strategy=node_affinity(nodes[r % len(nodes)])
                         ).remote(caches[r :: min(relays, len(caches))])
                     )
                 ray.get([r.info.remote() for r in self.relays])
@@ -150,7 +214,7 @@ class ParameterTier:
                 .options(
                     name=self.server_name,
                     num_cpus=0,
-                    scheduling_strategy=_affinity(nodes[0]),
+                    scheduling_strategy=node_affinity(nodes[0]),
                     max_concurrency=32,
                 )
                 .remote()
@@ -493,7 +557,7 @@ class RayBackend:
             shard_node.append(node)
             self.shards.append(
                 shard_cls.options(
-                    name=name, num_cpus=0, scheduling_strategy=_affinity(node), max_restarts=-1
+                    name=name, num_cpus=0, scheduling_strategy=node_affinity(node), max_restarts=-1
                 ).remote(j, specs_json, cap, json.dumps(table), s.seed)
             )
         namespace = ray.get_runtime_context().namespace
@@ -505,7 +569,7 @@ class RayBackend:
             acfg = {**s.actor_config(i), "insert_chunk": chunk, "poll_s": poll_s}
             h = actor_cls.options(
                 num_cpus=cfg.actor_cpus,
-                scheduling_strategy=_affinity(node),
+                scheduling_strategy=node_affinity(node),
                 max_restarts=-1,
                 max_concurrency=2,  # run() in one thread; stop()/info() in the other
             ).remote(json.dumps(acfg), tier, shard, namespace)

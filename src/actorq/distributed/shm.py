@@ -40,7 +40,7 @@ def reclaim_stale(prefix: str = "actorq-") -> list[str]:
     ``actorq-<learner pid>-<run>-{control,cache,chan<i>}``; a Ray node cache's name ends with
     its node id and its pid is the learner's on another machine, so it is never touched here.
     Returns the names removed."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(shm_dir().iterdir())
     except OSError:
