@@ -156,5 +156,5 @@ def test_cli_bad_graph_file_in_a_subprocess(tmp_path: Path) -> None:
     )
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        "actorq: error: graph 'cyc' has a cycle: 'b' -> 'a' -> 'b'"
+        f"actorq: error: {bad}: graph 'cyc' has a cycle: 'b' -> 'a' -> 'b'"
     ]

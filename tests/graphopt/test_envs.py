@@ -99,3 +99,17 @@ def test_check_env_on_a_suite_graph() -> None:
 def test_op_categories() -> None:
     cats = [op_category(t) for t in ("linear", "conv2d_grad", "sigmoid", "layernorm", "update")]
     assert cats == [1, 2, 3, 4, 7]
+
+
+def test_a_graph_that_takes_no_time_is_rejected_up_front() -> None:
+    # rewards are relative to the reference step time: with 0 they would divide by zero on step
+    from actorq.graphopt.cluster import cluster_from_dict
+    from actorq.graphopt.ir import make_graph
+
+    free = make_graph("free", [{"name": "a"}, {"name": "b"}], [("a", "b", 0)])
+    dev = {"flop_s": 1, "mem_bw": 1, "memory": 1, "op_overhead": 0}
+    c = cluster_from_dict({"devices": [dev, dev], "link": {"bandwidth": 1, "latency": 0}})
+    for mode in MODES:
+        with pytest.raises(GraphError, match="takes no time") as e:
+            GraphOptEnv(free, "placement", c, mode)
+        assert "\n" not in str(e.value)

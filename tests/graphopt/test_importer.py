@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pytest
 import torch
@@ -151,3 +153,59 @@ def test_whole_suite_sizes() -> None:
     sizes = {name: get_graph(name).num_ops for name in SUITE}
     assert min(sizes.values()) >= 900 and max(sizes.values()) >= 80_000
     assert sum(v >= 80_000 for v in sizes.values()) >= 2
+
+
+class Tied(nn.Module):
+    """Weights, a BatchNorm (buffers a training-mode forward updates) and a tied weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.bn = nn.Linear(IN, H), nn.BatchNorm1d(H)
+        self.fc2 = nn.Linear(H, H)
+        self.fc3 = nn.Linear(H, H)
+        self.fc3.weight = self.fc2.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(torch.relu(self.fc2(self.bn(self.fc1(x))))).sum()
+
+
+@pytest.mark.parametrize("tracer", ["fx", "export"])
+@pytest.mark.parametrize("train", [True, False])
+def test_from_torch_leaves_the_module_untouched(
+    tracer: Literal["fx", "export"], train: bool
+) -> None:
+    torch.manual_seed(0)
+    m = Tied().train(train)
+    x = torch.randn(B, IN)
+    params = dict(m.named_parameters())
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    grads = {k: p.requires_grad for k, p in params.items()}
+    g = from_torch(m, [x], "tied", tracer=tracer)
+    assert g.num_ops > 0
+    after = m.state_dict()
+    assert after.keys() == before.keys()
+    for k, v in after.items():
+        assert v.device.type == "cpu" and torch.equal(v, before[k]), k
+    # the same Parameter objects, not replacements, and the tie kept
+    assert all(p is params[k] for k, p in m.named_parameters())
+    assert m.fc3.weight is m.fc2.weight
+    assert {k: p.requires_grad for k, p in m.named_parameters()} == grads
+    assert all(mod.training == train for mod in m.modules())
+    assert x.device.type == "cpu"
+    # and the module still works: a real forward and backward with finite results
+    m.train()
+    loss = m(x)
+    loss.backward()
+    assert torch.isfinite(loss) and all(
+        p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters()
+    )
+
+
+def test_from_torch_on_a_meta_module_stays_on_meta() -> None:
+    with torch.device("meta"):
+        m = MLP()
+    g = from_torch(m, [torch.zeros(B, IN, device="meta")], "mlp", training=False)
+    cpu = from_torch(MLP(), [torch.zeros(B, IN)], "mlp", training=False)
+    np.testing.assert_array_equal(g.flops, cpu.flops)
+    np.testing.assert_array_equal(g.param_bytes, cpu.param_bytes)
+    assert all(p.device.type == "meta" for p in m.parameters())

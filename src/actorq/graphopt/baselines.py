@@ -90,9 +90,17 @@ def _anchor_groups(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return roots, gi, w
 
 
+def _split_weights(w: np.ndarray) -> np.ndarray:
+    """Group times to balance a split by; when every op is free (zero costs on zero-overhead
+    devices) there is no time to balance, so balance the number of groups instead of
+    dividing by a zero total."""
+    return w if w.sum() > 0 else np.ones_like(w)
+
+
 def expert(sim: Simulator) -> Decision:
     """Contiguous split of the forward order balanced by compute (module docstring)."""
     _, gi, w = _anchor_groups(sim)
+    w = _split_weights(w)
     nd = sim.cluster.num_devices
     cum = np.cumsum(w) - w / 2  # the piece a group falls in is decided by its midpoint
     piece = np.minimum((cum / w.sum() * nd).astype(np.int64), nd - 1)
@@ -123,7 +131,8 @@ def metis(sim: Simulator, seed: int = 0) -> Decision:
     ua, ub = uk // k, uk % k
     s2, d2 = np.concatenate([ua, ub]), np.concatenate([ub, ua])
     ew = np.concatenate([wts, wts])
-    ew = np.maximum(1, np.round(ew / max(ew.max(), 1.0) * 1e4)).astype(np.int64)
+    # initial=: a graph whose groups share no edge (e.g. no edges at all) has no weights to scale
+    ew = np.maximum(1, np.round(ew / ew.max(initial=1.0) * 1e4)).astype(np.int64)
     order = np.lexsort((d2, s2))
     xadj = np.concatenate([[0], np.cumsum(np.bincount(s2, minlength=k))])
     opts = pymetis.Options(seed=seed)
@@ -323,6 +332,7 @@ def random_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
     _, gi, w = _anchor_groups(sim)
     nd = sim.cluster.num_devices
     prio = upward_rank(sim)
+    w = _split_weights(w)
     cum = np.cumsum(w) / w.sum()
     best: tuple[float, np.ndarray] | None = None
     for _ in range(budget):
@@ -390,7 +400,8 @@ def _anneal_loop(
         cand = cur.copy()
         cand[(gi >= a) & (gi < a + run)] = rng.integers(nd)
         s = score(cand)
-        delta = (s - cur_s) / cur_s
+        # relative change; from a score of 0 (a graph of free ops) nothing can improve
+        delta = (s - cur_s) / cur_s if cur_s > 0 else (0.0 if s <= 0 else math.inf)
         if delta <= 0 or (temp > 0 and rng.random() < math.exp(-delta / temp)):
             cur, cur_s = cand, s
             if s < best_s:

@@ -13,11 +13,15 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tyro
 
 from actorq.errors import GraphError
+from actorq.graphopt.files import shown
+
+if TYPE_CHECKING:
+    from actorq.graphopt.ir import Graph
 
 
 @dataclasses.dataclass
@@ -52,7 +56,6 @@ def cmd_list(a: ListArgs) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from actorq.graphopt.ir import load_graph
     from actorq.graphopt.suite import SUITE, SUITE_VERSION, cache_dir, get_graph
 
     if a.family is not None and a.family not in {e.family for e in SUITE.values()}:
@@ -67,7 +70,7 @@ def cmd_list(a: ListArgs) -> int:
         if a.family and e.family != a.family:
             continue
         path = cache_dir() / f"{name}-v{SUITE_VERSION}.npz"
-        g = get_graph(name) if a.build else (load_graph(path) if path.is_file() else None)
+        g = get_graph(name) if a.build else _cached(path)
         cells = (
             [f"{g.num_ops:,}", f"{g.num_edges:,}", f"{g.flops.sum() / 1e9:,.0f}",
              f"{g.param_bytes.sum() / 2**30:.2f}"]
@@ -82,6 +85,16 @@ def cmd_list(a: ListArgs) -> int:
     return 0
 
 
+def _cached(path: Path) -> Graph | None:
+    """A cached suite graph, or None if it is not built (or is corrupt: get_graph rebuilds it)."""
+    from actorq.graphopt.ir import load_graph
+
+    try:
+        return load_graph(path) if path.is_file() else None
+    except GraphError:
+        return None
+
+
 def baseline_rows(
     graph: str, cluster: str, budget: int, seed: int, only: str | None
 ) -> dict[str, Any]:
@@ -93,6 +106,8 @@ def baseline_rows(
 
     if budget < 1:
         raise GraphError(f"--budget must be >= 1, got {budget}")
+    if not 0 <= seed < 2**31:  # numpy's generators take no negative seed, METIS a C int
+        raise GraphError(f"--seed must be in 0..{2**31 - 1}, got {seed}")
     names = NAMES if only is None else tuple(s.strip() for s in only.split(",") if s.strip())
     c = get_cluster(cluster)
     g = get_graph(graph)
@@ -108,7 +123,8 @@ def baseline_rows(
                 "baseline": b.name,
                 "start": b.start,
                 "step_time_s": r.step_time,
-                "vs_single": (ref / r.step_time) if ref else None,
+                # a graph of zero-cost ops on zero-overhead devices takes no time at all
+                "vs_single": (ref / r.step_time) if ref and r.step_time > 0 else None,
                 "feasible": r.feasible,
                 "reason": r.reason,
                 "peak_memory_gib": [float(x) / 2**30 for x in r.peak_memory],
@@ -137,10 +153,36 @@ def _ms(seconds: float) -> str:
     return f"{ms:,.1f}" if ms >= 10 or ms == 0 else f"{ms:.3f}"
 
 
+def _check_out_path(path: str) -> Path:
+    """Where ``--json`` will go, checked before any work: a bad path fails in a second, not after
+    the baselines have run."""
+    p = Path(path)
+    if p.is_dir():
+        raise GraphError(f"--json {shown(p)} is a directory")
+    if not p.parent.is_dir():
+        raise GraphError(f"--json {shown(p)}: directory {shown(p.parent)} does not exist")
+    return p
+
+
+def _write_json(p: Path, data: Any) -> None:
+    """Write all of ``data`` or nothing: through a temporary file renamed into place, so a failed
+    write never leaves a truncated file; ``allow_nan=False`` so the file is always valid JSON."""
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        text = json.dumps(data, indent=1, allow_nan=False)
+        tmp.write_text(text)
+        tmp.replace(p)
+    except (OSError, ValueError) as e:
+        tmp.unlink(missing_ok=True)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise GraphError(f"cannot write --json {shown(p)}: {why}") from None
+
+
 def cmd_baselines(a: BaselinesArgs) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    out_path = _check_out_path(a.json) if a.json else None
     out = baseline_rows(a.graph, a.cluster, a.budget, a.seed, a.only)
     t = Table(title=f"{out['graph']} ({out['ops']:,} ops) on {out['cluster_desc']}")
     for col in ("baseline", "step ms", "speedup vs single", "max peak GiB", "feasible", "comm ms",
@@ -166,10 +208,9 @@ def cmd_baselines(a: BaselinesArgs) -> int:
             print(f"  {r['baseline']}: infeasible: {r['reason']}")
     start = next((r["start"] for r in out["rows"] if r["baseline"] == best), "")
     print(f"best feasible: {best or 'none'}" + (f" (started from {start})" if start else ""))
-    if a.json:
-        p = Path(a.json)
-        p.write_text(json.dumps(out, indent=1))
-        print(f"wrote {p}")
+    if out_path is not None:
+        _write_json(out_path, out)
+        print(f"wrote {out_path}")
     return 0
 
 

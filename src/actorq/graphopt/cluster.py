@@ -38,7 +38,6 @@ directions. Every device field is required: a missing one is an error naming it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from actorq.errors import GraphError
+from actorq.graphopt.files import LIMIT, index, naming, number, read_json, short, shown
 
 DEVICE_FIELDS = ("flop_s", "mem_bw", "memory", "op_overhead")
 LINK_FIELDS = ("bandwidth", "latency")
@@ -80,21 +80,31 @@ class Cluster:
         d = len(self.devices)
         if d == 0:
             raise GraphError(f"cluster {self.name!r} has no devices")
+        # rates and capacities in [1 / LIMIT, LIMIT], times in [0, LIMIT]: see files.LIMIT for
+        # why finite and > 0 is not enough (a denormal FLOP/s makes every op time inf)
         for dev in self.devices:
             for f in DEVICE_FIELDS:
                 v = getattr(dev, f)
-                ok = np.isfinite(v) and (v >= 0 if f == "op_overhead" else v > 0)
+                lo = 0.0 if f == "op_overhead" else 1 / LIMIT
+                try:
+                    ok = lo <= float(v) <= LIMIT  # NaN compares false
+                except (TypeError, ValueError, OverflowError):
+                    ok = False
                 if not ok:
                     raise GraphError(
-                        f"cluster {self.name!r}: device {dev.name!r} has {f}={v!r} "
-                        f"(must be {'>= 0' if f == 'op_overhead' else '> 0'})"
+                        f"cluster {self.name!r}: device {dev.name!r} has {f}={short(v, 30)} "
+                        f"(must be between {lo:g} and {LIMIT:g})"
                     )
         for arr, what in ((self.bandwidth, "bandwidth"), (self.latency, "latency")):
             if arr.shape != (d, d):
                 raise GraphError(f"cluster {self.name!r}: {what} matrix is not {d}x{d}")
         off = ~np.eye(d, dtype=bool)
-        if np.any(~(self.bandwidth[off] > 0)) or np.any(~(self.latency[off] >= 0)):
-            raise GraphError(f"cluster {self.name!r}: link bandwidth must be > 0, latency >= 0")
+        bw, lat = self.bandwidth[off], self.latency[off]
+        if not (np.all((bw >= 1 / LIMIT) & (bw <= LIMIT)) and np.all((lat >= 0) & (lat <= LIMIT))):
+            raise GraphError(
+                f"cluster {self.name!r}: link bandwidth must be between {1 / LIMIT:g} and "
+                f"{LIMIT:g}, latency between 0 and {LIMIT:g}"
+            )
 
     @property
     def num_devices(self) -> int:
@@ -146,9 +156,11 @@ def get_cluster(spec: str | Path) -> Cluster:
     s = str(spec)
     m = re.fullmatch(r"(\d+)xgpu(?:-(pcie|nvlink))?", s)
     if m:
-        n, kind = int(m.group(1)), m.group(2) or "pcie"
-        if not 1 <= n <= 64:
-            raise GraphError(f"cluster {s!r}: 1 to 64 GPUs")
+        digits, kind = m.group(1), m.group(2) or "pcie"
+        # int() of thousands of digits raises ValueError; past 2 digits is out of range anyway
+        if len(digits) > 3 or not 1 <= int(digits) <= 64:
+            raise GraphError(f"cluster {short(s)}: 1 to 64 GPUs")
+        n = int(digits)
         devs = [Device(f"gpu{i}", **GPU) for i in range(n)]
         return _uniform(s, devs, *LINKS[kind])
     p = Path(s)
@@ -160,27 +172,28 @@ def get_cluster(spec: str | Path) -> Cluster:
 
 
 def load_cluster(path: str | Path) -> Cluster:
-    """Read a cluster file (format in the module docstring); every missing field is named."""
+    """Read a cluster file (format in the module docstring); every missing field is named. Anything
+    wrong with the file is one :class:`GraphError` line that starts with the path."""
     p = Path(path)
     if not p.is_file():
-        raise GraphError(f"cluster file not found: {p}")
-    try:
-        d = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise GraphError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    return cluster_from_dict(d, name=p.stem, where=str(p))
+        raise GraphError(f"cluster file not found: {shown(p)}")
+    with naming(p):
+        return cluster_from_dict(read_json(p), name=p.stem, where=shown(p))
 
 
-def _num(obj: dict[str, Any], field: str, where: str) -> float:
+MAX_DEVICES = 1024
+"""Link bandwidths and latencies are dense ``d x d`` matrices (and the simulator's per-device
+state is too): a file with a million devices must be an error, not a 7 TiB allocation."""
+
+
+def _field(obj: dict[str, Any], field: str, where: str, *, positive: bool) -> float:
     if field not in obj:
         raise GraphError(f"{where}: missing field {field!r}")
-    v = obj[field]
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        raise GraphError(f"{where}: field {field!r} must be a number, got {v!r}")
-    return float(v)
+    return number(obj[field], where, field, positive=positive)
 
 
 def cluster_from_dict(d: Any, name: str = "cluster", where: str = "cluster") -> Cluster:
+    """A :class:`Cluster` from a parsed cluster file; every field type- and range-checked."""
     if not isinstance(d, dict):
         raise GraphError(f"{where}: expected a JSON object with 'devices' and 'link'")
     for k in ("devices", "link"):
@@ -188,26 +201,41 @@ def cluster_from_dict(d: Any, name: str = "cluster", where: str = "cluster") -> 
             raise GraphError(f"{where}: missing field {k!r}")
     if not isinstance(d["devices"], list) or not d["devices"]:
         raise GraphError(f"{where}: 'devices' must be a non-empty list")
+    if len(d["devices"]) > MAX_DEVICES:
+        raise GraphError(f"{where}: {len(d['devices'])} devices; at most {MAX_DEVICES}")
+    cname = d.get("name", name)
+    if not isinstance(cname, str):
+        raise GraphError(f"{where}: 'name' must be a string, got {short(cname)}")
     devs = []
     for i, dv in enumerate(d["devices"]):
-        if not isinstance(dv, dict):
-            raise GraphError(f"{where}: devices[{i}] must be an object")
         w = f"{where}: devices[{i}]"
-        devs.append(
-            Device(str(dv.get("name", f"dev{i}")), **{f: _num(dv, f, w) for f in DEVICE_FIELDS})
-        )
+        if not isinstance(dv, dict):
+            raise GraphError(f"{w} must be an object")
+        dname = dv.get("name", f"dev{i}")
+        if not isinstance(dname, str):
+            raise GraphError(f"{w}: 'name' must be a string, got {short(dname)}")
+        vals = {f: _field(dv, f, w, positive=f != "op_overhead") for f in DEVICE_FIELDS}
+        devs.append(Device(dname, **vals))
     if not isinstance(d["link"], dict):
         raise GraphError(f"{where}: 'link' must be an object")
-    bw0, lat0 = (_num(d["link"], f, f"{where}: link") for f in LINK_FIELDS)
+    bw0, lat0 = (
+        _field(d["link"], f, f"{where}: link", positive=f == "bandwidth") for f in LINK_FIELDS
+    )
     n = len(devs)
     bw, lat = np.full((n, n), bw0), np.full((n, n), lat0)
-    for li, ln in enumerate(d.get("links", [])):
+    links = d.get("links", [])
+    if not isinstance(links, list):
+        raise GraphError(f"{where}: 'links' must be a list, got {short(links)}")
+    for li, ln in enumerate(links):
         w = f"{where}: links[{li}]"
         if not isinstance(ln, dict):
             raise GraphError(f"{w} must be an object")
-        i, j = int(_num(ln, "src", w)), int(_num(ln, "dst", w))
-        if not (0 <= i < n and 0 <= j < n) or i == j:
+        for f in ("src", "dst"):
+            if f not in ln:
+                raise GraphError(f"{w}: missing field {f!r}")
+        i, j = index(ln["src"], n, w, "src"), index(ln["dst"], n, w, "dst")
+        if i == j:
             raise GraphError(f"{w}: src/dst must be two different devices in 0..{n - 1}")
-        bw[i, j] = bw[j, i] = _num(ln, "bandwidth", w)
-        lat[i, j] = lat[j, i] = _num(ln, "latency", w)
-    return Cluster(str(d.get("name", name)), tuple(devs), bw, lat)
+        bw[i, j] = bw[j, i] = _field(ln, "bandwidth", w, positive=True)
+        lat[i, j] = lat[j, i] = _field(ln, "latency", w, positive=False)
+    return Cluster(cname, tuple(devs), bw, lat)

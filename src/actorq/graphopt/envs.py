@@ -121,6 +121,11 @@ class GraphOptEnv(gym.Env[Any, Any]):
         ref = run_baselines(self.sim, (reference,))[0]
         self.reference = ref.decision
         self.reference_time = penalized(self.sim, ref.result)
+        if not self.reference_time > 0:  # rewards are relative to it: they would divide by 0
+            raise GraphError(
+                f"graph {graph.name!r} takes no time on cluster {self.cluster.name!r} (free ops, "
+                "no per-op overhead): there is nothing to optimize"
+            )
         g, nd = graph, self.cluster.num_devices
         n, m = g.num_ops, g.num_edges
         ref_prio = self.reference.priority

@@ -48,6 +48,7 @@ buffers and optimizer state on the update ops, activations kept alive until thei
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import operator
@@ -128,14 +129,42 @@ def _tensor_bytes(t: torch.Tensor) -> float:
     return float(t.numel() * t.element_size())
 
 
+def _meta_copy(module: torch.nn.Module, name: str) -> torch.nn.Module:
+    """A copy of ``module`` whose parameters and buffers are shape-only meta tensors.
+
+    Tracing needs the module on ``meta``, but ``module.to("meta")`` (and a traced GraphModule,
+    which shares the caller's submodules) would replace the caller's weights in place, and a
+    training-mode forward would update its BatchNorm statistics. Seeding ``deepcopy``'s memo with
+    the meta tensors copies the module's structure without ever copying (or allocating) a weight,
+    so a model larger than this machine's memory still imports, and the caller's module is left
+    exactly as it was."""
+    memo: dict[int, Any] = {}
+    try:
+        for t in itertools.chain(module.parameters(), module.buffers()):
+            if id(t) not in memo:  # a tied weight stays tied in the copy
+                m = t.detach().to("meta")
+                keep = isinstance(t, torch.nn.Parameter)
+                memo[id(t)] = torch.nn.Parameter(m, t.requires_grad) if keep else m
+        return copy.deepcopy(module, memo)
+    except Exception as e:  # deepcopy fails in as many ways as a module's attributes can
+        raise GraphError(f"cannot copy {name!r} to trace it: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    """``Type: first line of the message``: torch's errors often run to many lines of hints."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
 def _trace_fx(module: torch.nn.Module, inputs: Sequence[torch.Tensor], name: str) -> _Traced:
     """``torch.fx.symbolic_trace`` at module granularity (a ``Linear`` is one op), costed by
     running each node on meta tensors under :class:`_FlopCounter`."""
     try:
-        gm = torch.fx.symbolic_trace(module)
+        gm = torch.fx.symbolic_trace(_meta_copy(module, name))
+    except GraphError:
+        raise
     except Exception as e:  # fx raises many types for untraceable code
-        raise GraphError(f"cannot trace {name!r} with torch.fx: {type(e).__name__}: {e}") from None
-    gm = gm.to("meta")
+        raise GraphError(f"cannot trace {name!r} with torch.fx: {_first_line(e)}") from None
     tr = _Traced(gm.graph, {}, {}, {}, {}, {}, set())
     counter = _FlopCounter()
 
@@ -179,11 +208,13 @@ def _trace_export(module: torch.nn.Module, inputs: Sequence[torch.Tensor], name:
     try:
         with warnings.catch_warnings():  # torch's own pytree deprecation noise, not the user's
             warnings.simplefilter("ignore", FutureWarning)
-            ep = torch.export.export(module.to("meta"), tuple(x.to("meta") for x in inputs))
+            meta_module = _meta_copy(module, name)
+            ep = torch.export.export(meta_module, tuple(x.to("meta") for x in inputs))
             ep = ep.run_decompositions()  # core ATen: linear -> addmm, so FLOP formulas apply
+    except GraphError:
+        raise
     except Exception as e:  # export raises many types for unsupported code
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise GraphError(f"cannot export {name!r}: {type(e).__name__}: {msg}") from None
+        raise GraphError(f"cannot export {name!r}: {_first_line(e)}") from None
     g = ep.graph_module.graph
     tr = _Traced(g, {}, {}, {}, {}, {}, set())
     from torch.export.graph_signature import InputKind
@@ -236,8 +267,9 @@ def from_torch(
     """Trace ``module`` on ``example_inputs`` into a :class:`Graph` (see the module docstring).
 
     ``tracer="fx"`` (``torch.fx.symbolic_trace``, module granularity, fast) or ``"export"``
-    (``torch.export``, aten granularity, handles more code). The module and inputs are moved to
-    ``meta`` for the shape pass, so a model far larger than this machine's memory imports fine.
+    (``torch.export``, aten granularity, handles more code). The shape pass runs on a ``meta``
+    copy of the module and inputs, so a model far larger than this machine's memory imports fine
+    and ``module`` itself (device, weights, buffers, train/eval mode) is left untouched.
     """
     if tracer == "fx":
         tr = _trace_fx(module, example_inputs, name)

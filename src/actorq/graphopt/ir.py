@@ -33,6 +33,15 @@ from typing import Any
 import numpy as np
 
 from actorq.errors import GraphError
+from actorq.graphopt.files import (
+    LIMIT,
+    check_unicode,
+    naming,
+    number,
+    read_json,
+    short,
+    shown,
+)
 
 FORMAT = "actorq.graphopt/1"
 COST_FIELDS = ("flops", "bytes_read", "bytes_written", "out_bytes", "param_bytes")
@@ -69,23 +78,26 @@ class Graph:
             raise GraphError(f"graph {self.name!r} has no ops")
         if len(self.op_types) != n:
             raise GraphError(f"graph {self.name!r}: {len(self.op_types)} op types for {n} ops")
+        dup = _first_duplicate(self.op_names)  # errors, results and files name ops by name
+        if dup is not None:
+            raise GraphError(f"graph {self.name!r}: op name {dup!r} is used twice")
         for f in COST_FIELDS:
-            a = np.ascontiguousarray(getattr(self, f), dtype=np.float64)
+            a = _array(getattr(self, f), np.float64, self.name, f)
             if a.shape != (n,):
                 raise GraphError(
                     f"graph {self.name!r}: field {f!r} has shape {a.shape}, not ({n},)"
                 )
-            bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
+            bad = np.flatnonzero(~_in_range(a))
             if bad.size:
                 i = int(bad[0])
                 raise GraphError(
-                    f"graph {self.name!r}: op {self.op_names[i]!r} has {f}={a[i]!r} "
-                    "(costs must be finite and >= 0)"
+                    f"graph {self.name!r}: op {self.op_names[i]!r} has {f}={float(a[i])!r} "
+                    f"(costs must be finite, >= 0 and <= {LIMIT:g})"
                 )
             setattr(self, f, a)
-        self.src = np.ascontiguousarray(self.src, dtype=np.int64).reshape(-1)
-        self.dst = np.ascontiguousarray(self.dst, dtype=np.int64).reshape(-1)
-        self.edge_bytes = np.ascontiguousarray(self.edge_bytes, dtype=np.float64).reshape(-1)
+        self.src = _array(self.src, np.int64, self.name, "src").reshape(-1)
+        self.dst = _array(self.dst, np.int64, self.name, "dst").reshape(-1)
+        self.edge_bytes = _array(self.edge_bytes, np.float64, self.name, "edge_bytes").reshape(-1)
         m = self.src.size
         if self.dst.size != m or self.edge_bytes.size != m:
             raise GraphError(f"graph {self.name!r}: src, dst and edge_bytes differ in length")
@@ -96,12 +108,13 @@ class Graph:
                 f"graph {self.name!r}: edge {e} ({self.src[e]} -> {self.dst[e]}) names an op "
                 f"that does not exist (ops are 0..{n - 1})"
             )
-        bad = np.flatnonzero(~np.isfinite(self.edge_bytes) | (self.edge_bytes < 0))
+        bad = np.flatnonzero(~_in_range(self.edge_bytes))
         if bad.size:
             e = int(bad[0])
             raise GraphError(
                 f"graph {self.name!r}: edge {self.op_names[self.src[e]]!r} -> "
-                f"{self.op_names[self.dst[e]]!r} has bytes={self.edge_bytes[e]!r} (must be >= 0)"
+                f"{self.op_names[self.dst[e]]!r} has bytes={float(self.edge_bytes[e])!r} "
+                f"(must be finite, >= 0 and <= {LIMIT:g})"
             )
         loops = np.flatnonzero(self.src == self.dst)
         if loops.size:
@@ -111,7 +124,7 @@ class Graph:
             )
         if self.anchor is None:
             self.anchor = np.arange(n, dtype=np.int64)
-        self.anchor = np.ascontiguousarray(self.anchor, dtype=np.int64).reshape(-1)
+        self.anchor = _array(self.anchor, np.int64, self.name, "anchor").reshape(-1)
         if self.anchor.shape != (n,):
             raise GraphError(f"graph {self.name!r}: anchor has {self.anchor.size} entries, not {n}")
         bad = np.flatnonzero((self.anchor < 0) | (self.anchor >= n))
@@ -277,6 +290,45 @@ def _find_cycle(g: Graph, left: np.ndarray) -> list[int]:
     return [*cyc, cyc[0]]
 
 
+def _array(x: Any, dtype: type[np.generic], graph: str, field: str) -> np.ndarray:
+    """``x`` as a contiguous array of ``dtype``. Integers must come as integers: a float index
+    would be truncated silently, a NaN one would become an arbitrary int64."""
+    a = np.asarray(x)
+    want_int = np.issubdtype(dtype, np.integer)
+    kinds = "iu" if want_int else "iuf"
+    if a.size and a.dtype.kind not in kinds:
+        what = "integers" if want_int else "real numbers"
+        raise GraphError(f"graph {graph!r}: field {field!r} must hold {what}, not {a.dtype}")
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _first_duplicate(names: Sequence[str]) -> str | None:
+    seen: set[str] = set()
+    for nm in names:
+        if nm in seen:
+            return nm
+        seen.add(nm)
+    return None
+
+
+def _in_range(a: np.ndarray) -> np.ndarray:
+    """Which entries are valid costs: finite, >= 0 and <= LIMIT (NaN fails every comparison)."""
+    return (a >= 0) & (a <= LIMIT)
+
+
+def _op_ref(x: Any, index_of: dict[str, int], n: int, what: str) -> int:
+    """An op named by name or index (not a bool or a float, which JSON would let through)."""
+    if isinstance(x, str):
+        if x not in index_of:
+            raise GraphError(f"{what} names op {short(x)}, which does not exist")
+        return index_of[x]
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        if not 0 <= x < n:
+            raise GraphError(f"{what} names op {short(x, 30)}, which does not exist (0..{n - 1})")
+        return int(x)
+    raise GraphError(f"{what} must name an op by name or index, got {short(x)}")
+
+
 def make_graph(
     name: str,
     ops: Sequence[dict[str, Any]],
@@ -284,55 +336,73 @@ def make_graph(
     meta: dict[str, Any] | None = None,
 ) -> Graph:
     """Build a graph from op dicts (``name``, ``type`` and the cost fields; missing costs are 0)
-    and edges ``(src, dst, bytes)`` or ``{"src", "dst", "bytes"}`` naming ops by name or index."""
-    names = [str(o.get("name", f"op{i}")) for i, o in enumerate(ops)]
-    index = {nm: i for i, nm in enumerate(names)}
-    if len(index) != len(names):
-        dup = next(nm for nm in names if names.count(nm) > 1)
-        raise GraphError(f"graph {name!r}: op name {dup!r} is used twice")
+    and edges ``(src, dst, bytes)`` or ``{"src", "dst", "bytes"}`` naming ops by name or index.
+
+    Everything is type-checked (this is what a hand-written JSON file reaches): any mistake is a
+    one-line :class:`GraphError` naming the op or edge."""
+    if not isinstance(name, str):
+        raise GraphError(f"a graph's name must be a string, got {short(name)}")
+    g = f"graph {short(name)}"
+    if not isinstance(ops, (list, tuple)):
+        raise GraphError(f"{g}: 'ops' must be a list of objects, got {short(ops)}")
+    if not isinstance(edges, (list, tuple)):
+        raise GraphError(f"{g}: 'edges' must be a list, got {short(edges)}")
+    if meta is not None and not isinstance(meta, dict):
+        raise GraphError(f"{g}: 'meta' must be an object, got {short(meta)}")
+    names: list[str] = []
+    types: list[str] = []
+    for i, o in enumerate(ops):
+        if not isinstance(o, dict):
+            raise GraphError(f"{g}: ops[{i}] must be an object, got {short(o)}")
+        nm, tp = o.get("name", f"op{i}"), o.get("type", "op")
+        if not isinstance(nm, str) or not isinstance(tp, str):
+            bad, field = (nm, "name") if not isinstance(nm, str) else (tp, "type")
+            raise GraphError(f"{g}: ops[{i}] has {field}={short(bad)} (must be a string)")
+        names.append(nm)
+        types.append(tp)
+    dup = _first_duplicate(names)
+    if dup is not None:
+        raise GraphError(f"{g}: op name {dup!r} is used twice")
+    index_of = {nm: i for i, nm in enumerate(names)}
+    n = len(names)
     cols: dict[str, list[float]] = {f: [] for f in COST_FIELDS}
     for i, o in enumerate(ops):
         unknown = set(o) - {"name", "type", "anchor", *COST_FIELDS}
         if unknown:
-            raise GraphError(
-                f"graph {name!r}: op {names[i]!r} has unknown field(s) {sorted(unknown)}"
-            )
+            raise GraphError(f"{g}: op {names[i]!r} has unknown field(s) {sorted(unknown)}")
         for f in COST_FIELDS:
             v = o.get(f, 0.0)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise GraphError(f"graph {name!r}: op {names[i]!r} has non-numeric {f}={v!r}")
-            cols[f].append(float(v))
-
-    def ref(x: int | str, k: int) -> int:
-        if isinstance(x, str):
-            if x not in index:
-                what = f"edge {k}" if k >= 0 else "an anchor"
-                raise GraphError(f"graph {name!r}: {what} names op {x!r}, which does not exist")
-            return index[x]
-        return int(x)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise GraphError(f"{g}: op {names[i]!r} has non-numeric {f}={short(v)}")
+            cols[f].append(number(v, f"{g}: op {names[i]!r}", f))
 
     src, dst, eb = [], [], []
     for k, e in enumerate(edges):
         if isinstance(e, dict):
             missing = {"src", "dst", "bytes"} - set(e)
             if missing:
-                raise GraphError(f"graph {name!r}: edge {k} lacks field(s) {sorted(missing)}")
+                raise GraphError(f"{g}: edge {k} lacks field(s) {sorted(missing)}")
             s, d, b = e["src"], e["dst"], e["bytes"]
-        else:
+        elif isinstance(e, (list, tuple)) and len(e) == 3:
             s, d, b = e
-        src.append(ref(s, k))
-        dst.append(ref(d, k))
-        eb.append(float(b))
-    anchor = [ref(o["anchor"], -1) if "anchor" in o else i for i, o in enumerate(ops)]
-    if any(not 0 <= a < len(names) for a in anchor):
-        i = next(i for i, a in enumerate(anchor) if not 0 <= a < len(names))
-        raise GraphError(f"graph {name!r}: op {names[i]!r} has an anchor that does not exist")
+        else:
+            raise GraphError(
+                f"{g}: edge {k} must be {{'src', 'dst', 'bytes'}} or [src, dst, bytes], "
+                f"got {short(e)}"
+            )
+        src.append(_op_ref(s, index_of, n, f"{g}: edge {k}"))
+        dst.append(_op_ref(d, index_of, n, f"{g}: edge {k}"))
+        eb.append(number(b, f"{g}: edge {names[src[-1]]!r} -> {names[dst[-1]]!r}", "bytes"))
+    anchor = [
+        _op_ref(o["anchor"], index_of, n, f"{g}: op {names[i]!r}: anchor") if "anchor" in o else i
+        for i, o in enumerate(ops)
+    ]
     return Graph(
         name=name,
         anchor=np.array(anchor, dtype=np.int64),
         op_names=names,
-        op_types=[str(o.get("type", "op")) for o in ops],
-        **{f: np.array(cols[f]) for f in COST_FIELDS},
+        op_types=types,
+        **{f: np.array(cols[f], dtype=np.float64) for f in COST_FIELDS},
         src=np.array(src, dtype=np.int64),
         dst=np.array(dst, dtype=np.int64),
         edge_bytes=np.array(eb, dtype=np.float64),
@@ -341,49 +411,105 @@ def make_graph(
 
 
 def load_graph(path: str | Path) -> Graph:
-    """Read a graph written by :meth:`Graph.save` (or hand-written JSON). Never unpickles."""
+    """Read a graph written by :meth:`Graph.save` (or hand-written JSON). Never unpickles.
+
+    Anything wrong with the file is one :class:`GraphError` line that starts with the path."""
     p = Path(path)
     if not p.is_file():
-        raise GraphError(f"graph file not found: {p}")
-    if p.suffix == ".json":
-        try:
-            d = json.loads(p.read_text())
-        except json.JSONDecodeError as e:
-            raise GraphError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        if not isinstance(d, dict):
-            raise GraphError(f"{p}: expected a JSON object with 'ops' and 'edges'")
-        for k in ("ops", "edges"):
-            if k not in d:
-                raise GraphError(f"{p}: missing field {k!r}")
-        if d.get("format", FORMAT) != FORMAT:
-            raise GraphError(f"{p}: unknown format {d.get('format')!r} (expected {FORMAT!r})")
-        return make_graph(str(d.get("name", p.stem)), d["ops"], d["edges"], d.get("meta"))
-    if p.suffix == ".npz":
-        try:
-            z = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise GraphError(f"{p}: not a readable npz file ({e})") from None
-        with z:
-            need = {"header", "op_names", "op_type_codes", "src", "dst", "edge_bytes", *COST_FIELDS}
-            missing = sorted(need - set(z.files))
-            if missing:
-                raise GraphError(f"{p}: missing field(s) {missing}")
-            header = json.loads(str(z["header"]))
-            if header.get("format") != FORMAT:
-                raise GraphError(f"{p}: unknown format {header.get('format')!r}")
-            vocab = header["type_vocab"]
-            codes = z["op_type_codes"]
-            if codes.size and (codes.min() < 0 or codes.max() >= len(vocab)):
-                raise GraphError(f"{p}: op type code out of range")
-            return Graph(
-                name=header["name"],
-                op_names=[str(s) for s in z["op_names"]],
-                op_types=[vocab[c] for c in codes.tolist()],
-                **{f: z[f] for f in COST_FIELDS},
-                src=z["src"],
-                dst=z["dst"],
-                edge_bytes=z["edge_bytes"],
-                meta=header.get("meta", {}),
-                anchor=z["anchor"] if "anchor" in z.files else None,
-            )
+        raise GraphError(f"graph file not found: {shown(p)}")
+    with naming(p):
+        if p.suffix == ".json":
+            return _graph_from_json(read_json(p), p.stem)
+        if p.suffix == ".npz":
+            return _graph_from_npz(p)
     raise GraphError(f"unknown graph file type {p.suffix!r} (use .json or .npz)")
+
+
+def _graph_from_json(d: Any, stem: str) -> Graph:
+    if not isinstance(d, dict):
+        raise GraphError("expected a JSON object with 'ops' and 'edges'")
+    for k in ("ops", "edges"):
+        if k not in d:
+            raise GraphError(f"missing field {k!r}")
+    if d.get("format", FORMAT) != FORMAT:
+        raise GraphError(f"unknown format {short(d.get('format'))} (expected {FORMAT!r})")
+    return make_graph(d.get("name", stem), d["ops"], d["edges"], d.get("meta"))
+
+
+_NPZ_KINDS = {
+    "header": "U",
+    "op_names": "U",
+    "op_type_codes": "iu",
+    "src": "iu",
+    "dst": "iu",
+    "anchor": "iu",
+    "edge_bytes": "iuf",
+    **dict.fromkeys(COST_FIELDS, "iuf"),
+}
+
+
+def _graph_from_npz(p: Path) -> Graph:
+    # Read every array inside one try: np.load reads members lazily, and a corrupt or hostile
+    # archive fails in zipfile, zlib or numpy's header parser with a dozen exception types
+    # (BadZipFile, zlib.error, EOFError, ValueError, RuntimeError for "encrypted",
+    # NotImplementedError for an unknown compression method...). This block only decodes bytes,
+    # so any exception here means the file is unreadable, whatever its type.
+    try:
+        with p.open("rb") as f:
+            magic = f.read(4)
+        # np.load takes anything that is not a zip or .npy header for a pickle, and says so: a
+        # misleading message for a file that is simply not an npz archive
+        if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+            raise GraphError("not an npz archive (not a zip file)")
+        with np.load(p, allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise GraphError("not an npz archive (a single .npy array?)")
+            missing = sorted({*_NPZ_KINDS} - {"anchor"} - set(z.files))
+            if missing:
+                raise GraphError(f"missing field(s) {missing}")
+            arrays = {k: z[k] for k in _NPZ_KINDS if k in z.files}
+    except GraphError:
+        raise
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first if len(first) <= 100 else first[:97] + "..."
+        raise GraphError(f"not a readable npz file ({first})") from None
+    for k, a in arrays.items():
+        if a.dtype.kind not in _NPZ_KINDS[k] or a.ndim != (0 if k == "header" else 1):
+            raise GraphError(f"field {k!r} is a {a.ndim}-d {a.dtype} array, which it cannot be")
+    try:
+        header = json.loads(
+            str(arrays["header"]), parse_constant=_reject_constant, object_pairs_hook=dict
+        )
+    except (ValueError, RecursionError):
+        raise GraphError("header is not valid JSON") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        fmt = header.get("format") if isinstance(header, dict) else None
+        raise GraphError(f"unknown format {short(fmt)} (expected {FORMAT!r})")
+    vocab, name, meta = header.get("type_vocab"), header.get("name"), header.get("meta", {})
+    if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
+        raise GraphError("header: 'type_vocab' must be a list of strings")
+    if not isinstance(name, str) or not isinstance(meta, dict):
+        raise GraphError("header: 'name' must be a string and 'meta' an object")
+    names = [str(s) for s in arrays["op_names"]]
+    check_unicode([names, header], "op names or header")
+    codes = arrays["op_type_codes"]
+    if codes.size and (codes.min() < 0 or codes.max() >= len(vocab)):
+        raise GraphError("op type code out of range")
+    if codes.shape != arrays["op_names"].shape:
+        raise GraphError("op_type_codes and op_names differ in length")
+    return Graph(
+        name=name,
+        op_names=names,
+        op_types=[vocab[c] for c in codes.tolist()],
+        **{f: arrays[f] for f in COST_FIELDS},
+        src=arrays["src"],
+        dst=arrays["dst"],
+        edge_bytes=arrays["edge_bytes"],
+        meta=meta,
+        anchor=arrays.get("anchor"),
+    )
+
+
+def _reject_constant(s: str) -> Any:
+    raise ValueError(f"{s} is not allowed")

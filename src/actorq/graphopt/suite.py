@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from actorq.errors import GraphError
+from actorq.graphopt.files import short
 from actorq.graphopt.ir import Graph, load_graph
 
 #: Bump when the importer or a model changes, so stale cached graphs are not reused.
@@ -110,6 +111,8 @@ for size, (layers, hidden, steps, batch) in {
 SUITE: dict[str, Entry] = {e.name: e for e in _ENTRIES}
 
 _SYNTH = re.compile(r"synthetic-(\d+)-s(\d+)")
+MAX_SYNTHETIC_OPS = 10_000_000
+"""About 100 times the suite's largest graph; a bigger one would only exhaust memory while built."""
 
 
 def cache_dir() -> Path:
@@ -149,7 +152,13 @@ def get_graph(name: str, *, cache: bool = True) -> Graph:
     if m:
         from actorq.graphopt.synthetic import layered_dag
 
-        return layered_dag(int(m.group(1)), int(m.group(2)))
+        ops, seed = m.group(1), m.group(2)
+        # length first: int() refuses thousands of digits with a ValueError
+        if len(ops) > 9 or int(ops) > MAX_SYNTHETIC_OPS:
+            raise GraphError(f"graph {short(name)}: at most {MAX_SYNTHETIC_OPS:,} ops")
+        if len(seed) > 19:
+            raise GraphError(f"graph {short(name)}: a seed has at most 19 digits")
+        return layered_dag(int(ops), int(seed))
     if name in SUITE:
         path = cache_dir() / f"{name}-v{SUITE_VERSION}.npz"
         if cache and path.is_file():
