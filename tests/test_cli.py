@@ -3,9 +3,12 @@
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorq import DQNConfig, train
 from actorq.cli import main
@@ -41,6 +44,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["train", "d4pg", "--env", "gym:HalfCheetah-v2"], "cannot make 'gym:HalfCheetah-v2'"),
         (["train", "dqn", "--env", "gym:FrozenLake-v1"], "only Box observation spaces"),
         (["train", "ppo", "--env", "gym:phys2d/CartPole-v1"], "No module named 'jax'"),
+        (["train", "dqn", "--actors", "abc"], "Error parsing --actors"),
+        (["train", "ppo", "--no-such-flag"], "Unrecognized options: --no-such-flag"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(args: list[str], needle: str, tmp_path: Path) -> None:
@@ -112,3 +117,49 @@ def test_eval_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["export", str(run), "--out", str(out)]) == 2  # exists: not overwritten
     (run / "checkpoint" / "manifest.json").write_text("{not json")
     assert main(["eval", str(run)]) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    agent=st.sampled_from(["dqn", "d4pg", "ppo"]),
+    flags=st.lists(
+        st.tuples(
+            st.sampled_from(["--actors", "--seed", "--learning-rate", "--gamma", "--hidden",
+                             "--policy-hidden-sizes", "--n-step", "--num-steps", "--device",
+                             "--precision", "--total-steps", "--env", "--backend", "--bogus"]),
+            st.one_of(st.sampled_from(["nan", "inf", "-1", "0", "1e400", "abc", "", "2,x",
+                                       "cuda:9", "gym:CartPole-v1", "99999999999999999999"]),
+                      st.text(max_size=6)),
+        ),
+        max_size=3,
+    ),
+)  # fmt: skip
+def test_random_flags_are_one_line_or_a_validated_config(
+    agent: str, flags: list[tuple[str, str]]
+) -> None:
+    import contextlib
+    import io
+
+    import actorq.experiment
+
+    seen: list[Any] = []
+
+    def fake_train(cfg: Any) -> Any:  # parsing and validation only: no run
+        seen.append(cfg)
+        return type("R", (), {"interrupted": False})()
+
+    argv = ["train", agent, *[x for pair in flags for x in pair]]
+    err = io.StringIO()
+    orig = actorq.experiment.train
+    actorq.experiment.train = fake_train  # type: ignore[assignment]
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(argv)
+    finally:
+        actorq.experiment.train = orig  # type: ignore[assignment]
+    lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+    if code == 0:
+        assert len(seen) == 1
+        seen[0].validate()
+    else:
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("actorq: error:"), lines

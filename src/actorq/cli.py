@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 import tyro
 
+from actorq.cli_args import parse
 from actorq.errors import ActorQError
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     if algo not in AGENTS:
         return _fail(f"unknown algorithm {algo!r}; available: {', '.join(AGENTS)}")
 
-    cfg = tyro.cli(config_class(algo), args=argv, prog=f"actorq train {algo}")
+    cfg = parse(config_class(algo), argv, f"actorq train {algo}")
     cfg.validate()
     from actorq.envs import validate_env_id
 
@@ -175,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
                 return _fail(f"say which algorithm to train: actorq train {{{','.join(AGENTS)}}}")
             return cmd_train(rest[0], rest[1:])
         if cmd == "eval":
-            return cmd_eval(tyro.cli(EvalArgs, args=rest, prog="actorq eval"))
+            return cmd_eval(parse(EvalArgs, rest, "actorq eval"))
         if cmd == "export":
-            return cmd_export(tyro.cli(ExportArgs, args=rest, prog="actorq export"))
+            return cmd_export(parse(ExportArgs, rest, "actorq export"))
         if cmd == "graphopt":  # graph suite and placement baselines: actorq.graphopt.cli
             from actorq.graphopt.cli import main as graphopt_main
 

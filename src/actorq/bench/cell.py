@@ -8,10 +8,13 @@ with :class:`~actorq.energy.EnergyTracker` over its training loop, on the spec's
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from actorq.config import ExperimentConfig
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -21,18 +24,39 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m actorq.bench.cell CELL_JSON", file=sys.stderr)
         return 2
-    from actorq.agents import config_class
-    from actorq.energy import DEFAULT_COUNTRY
-    from actorq.experiment import train
+    from actorq.errors import ActorQError
 
     path = Path(args[0])
-    cell = json.loads(path.read_text())
-    cfg = config_class(cell["agent"]).from_json(cell["config"])
-    cfg.run_dir = str(path.parent)
-    cfg.progress = False
-    cfg.energy, cfg.energy_country = True, cell.get("country", DEFAULT_COUNTRY)
+    try:
+        cfg = _load(path)
+    except ActorQError as e:  # one line in the cell's log.txt, and the cell fails (status 2)
+        print(f"actorq: error: {e}", file=sys.stderr)
+        return 2
+    from actorq.experiment import train
+
     result = train(cfg)
     return 130 if result.interrupted else 0
+
+
+def _load(path: Path) -> ExperimentConfig:
+    """The validated config of the cell described by ``path`` (its cell.json)."""
+    from actorq.agents import AGENTS
+    from actorq.bench.results import ResultsError, read_cell_json
+    from actorq.bench.spec import run_config
+    from actorq.energy import DEFAULT_COUNTRY
+
+    cell = read_cell_json(path)
+    if cell is None:
+        raise ResultsError(f"cell file not found: {path}")
+    agent, config = cell.get("agent"), cell.get("config")
+    if agent not in AGENTS:
+        raise ResultsError(f"{path}: unknown agent {agent!r}; expected one of {', '.join(AGENTS)}")
+    if config is None:
+        raise ResultsError(f"{path}: missing config")
+    cfg = run_config(agent, config, cell.get("country", DEFAULT_COUNTRY))
+    cfg.run_dir = str(path.parent)
+    cfg.validate()
+    return cfg
 
 
 if __name__ == "__main__":

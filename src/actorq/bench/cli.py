@@ -8,6 +8,8 @@ from pathlib import Path
 
 import tyro
 
+from actorq.cli_args import parse
+
 
 @dataclasses.dataclass
 class BenchArgs:
@@ -34,21 +36,23 @@ class ReportArgs:
     results: tyro.conf.Positional[str]
     """Results directory (one run directory per cell)."""
     reps: int = 2000
-    """Bootstrap resamples for the 95% confidence intervals (rliable's stratified bootstrap)."""
+    """Bootstrap resamples for the 95% confidence intervals (rliable's stratified bootstrap),
+    100 to 100000."""
 
 
 def cmd_bench(argv: list[str]) -> int:
-    from actorq.bench.runner import is_finished, run_matrix
+    from actorq.bench.runner import plan_matrix, run_matrix
     from actorq.bench.spec import load_spec, parse_overrides
 
-    a = tyro.cli(BenchArgs, args=argv, prog="actorq bench")
+    a = parse(BenchArgs, argv, "actorq bench")
     spec = load_spec(a.spec, parse_overrides(a.override))
     spec.validate()
     results = Path(a.results) if a.results else Path("runs") / f"bench-{spec.name}"
     if a.dry_run:
+        # the same reads and checks as a run (summaries, machine.json), and no writes
+        finished = {c.name for c in plan_matrix(spec, results).finished}
         for cell in spec.cells:
-            state = "finished" if is_finished(results / cell.name) else "to run"
-            print(f"{cell.name}  ({state})")
+            print(f"{cell.name}  ({'finished' if cell.name in finished else 'to run'})")
         print(f"{len(spec.cells)} cells -> {results}")
         return 0
     out = run_matrix(spec, results, progress=a.progress)
@@ -62,7 +66,7 @@ def cmd_bench(argv: list[str]) -> int:
 def cmd_report(argv: list[str]) -> int:
     from actorq.bench.report import write_report
 
-    a = tyro.cli(ReportArgs, args=argv, prog="actorq report")
+    a = parse(ReportArgs, argv, "actorq report")
     path = write_report(Path(a.results), reps=a.reps)
     print(f"wrote {path}", file=sys.stdout)
     return 0

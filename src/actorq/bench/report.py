@@ -24,12 +24,12 @@ Definitions (the report repeats them):
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import dataclasses
+import io
 import json
 import math
 import re
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -38,8 +38,18 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.runner import read_summary
-from actorq.bench.spec import width_slug
+from actorq.bench.results import (
+    HalfWrittenError,
+    ResultsError,
+    read_cell_json,
+    read_failed_why,
+    read_metrics,
+    read_run_config,
+    read_sessions,
+    read_summary,
+    write_atomic,
+)
+from actorq.bench.spec import one_line, width_slug
 from actorq.energy import (
     METRIC_KG_CO2,
     METRIC_KWH,
@@ -52,6 +62,20 @@ from actorq.errors import ActorQError
 EVAL = "charts/eval_return"
 PRECISION_ORDER = ("fp32", "fp16", "int8", "int4")
 _ENERGY_METRIC = {SUMMARY_KWH: METRIC_KWH, SUMMARY_KG_CO2: METRIC_KG_CO2}
+#: --reps range: below 100 resamples the 2.5% and 97.5% percentiles of the bootstrap rest on two
+#: or three draws; 100000 (twice rliable's default) already takes ~15 s per table row here
+MIN_REPS, MAX_REPS = 100, 100_000
+
+
+def check_reps(reps: int) -> None:
+    if isinstance(reps, bool) or not isinstance(reps, int) or not MIN_REPS <= reps <= MAX_REPS:
+        raise ActorQError(f"--reps must be an integer in [{MIN_REPS}, {MAX_REPS}], got {reps!r}")
+
+
+def _reported_metric(metric: str) -> bool:
+    """The metrics.csv rows the report reads: evaluations, perf/* (whose first row is a run's
+    wall-clock origin) and energy."""
+    return metric == EVAL or metric.startswith("perf/") or metric in _ENERGY_METRIC.values()
 
 
 @dataclasses.dataclass
@@ -102,35 +126,42 @@ class Run:
         return xs[-1] if xs else None
 
 
-def _read_rows(path: Path) -> list[tuple[int, float, str, float]]:
+def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
+    """Every cell directory under ``results`` (one with cell.json or config.json), its files
+    read through :mod:`actorq.bench.results`: a damaged file raises one ResultsError line that
+    names it, except in a partial cell (below), which is skipped: why goes to ``skipped`` when
+    given, else to stderr as a warning."""
     try:
-        with open(path, newline="") as f:
-            return [
-                (int(r["step"]), float(r["wall_time"]), r["metric"], float(r["value"]))
-                for r in csv.DictReader(f)
-            ]
-    except (OSError, KeyError, ValueError):
-        return []
-
-
-def load_runs(results: Path) -> list[Run]:
-    """Every cell directory under ``results`` (one with cell.json or config.json)."""
+        dirs = sorted(p for p in results.iterdir() if p.is_dir())
+    except OSError as e:
+        raise ResultsError(f"cannot read {results}: {e.strerror or e}") from None
     runs = []
-    for d in sorted(p for p in results.iterdir() if p.is_dir()):
-        meta: dict[str, Any] = {}
-        for name in ("cell.json", "config.json"):
-            with contextlib.suppress(OSError, ValueError):
-                meta[name] = json.loads((d / name).read_text())
-        if not meta:
+    for d in dirs:
+        try:
+            cell = read_cell_json(d / "cell.json")
+            cfg = read_run_config(d / "config.json")
+            if cell is None and cfg is None:  # not a cell directory
+                continue
+            why = read_failed_why(d)
+            rows = read_metrics(d / "metrics.csv", _reported_metric)
+        except HalfWrittenError as e:
+            if read_summary(d) is not None:  # a finished run we cannot attribute: never drop it
+                raise
+            # A cell killed while its files were written is a partial run, which the next
+            # `actorq bench` clears and runs again (docs/bench.md): nothing to report yet, and
+            # no reason to hold up the report of the others, so skip it and say so.
+            why = one_line(f"skipped partial cell {d.name}: {e}")
+            if skipped is None:
+                print(f"actorq: warning: {why}", file=sys.stderr)
+            else:
+                skipped.append(why)
             continue
-        cell = meta.get("cell.json", {})
-        cfg = meta.get("config.json") or cell.get("config", {})
+        summary = read_summary(d)
+        cell = cell or {}
+        cfg = cfg or cell.get("config") or {}  # the run's own, else what the matrix asked for
         agent = cfg.get("agent") or cell.get("agent", "dqn")
         env = cfg.get("env") or cell.get("env", "?")
         width = cell.get("width") or cfg.get("hidden") or cfg.get("policy_hidden_sizes") or []
-        why = None
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            why = json.loads((d / "failed.json").read_text()).get("why")
         runs.append(
             Run(
                 name=d.name,
@@ -140,10 +171,10 @@ def load_runs(results: Path) -> list[Run]:
                 precision=cfg.get("precision") or cell.get("precision", "?"),
                 seed=int(cfg.get("seed", cell.get("seed", 0))),
                 width=tuple(int(w) for w in width),
-                summary=read_summary(d),
+                summary=summary,
                 why=why,
                 log_every=float(cfg.get("log_every", 2.0)),
-                rows=_read_rows(d / "metrics.csv"),
+                rows=rows,
             )
         )
     return runs
@@ -283,6 +314,8 @@ def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
     f = fp32.ttt()
     if not f:
         return None, f"fp32 never reached (0/{len(fp32.finished)})"
+    if float(np.mean(g.ttt())) <= 0:  # a target reached at once (time 0): no ratio to take
+        return None, f"— (reached at 0 s, {k}/{n})"
     s = float(np.mean(f)) / float(np.mean(g.ttt()))
     if g is fp32:
         return s, f"{s:.2f}×" + ("" if k == n else f" ({k}/{n} reached)")
@@ -330,7 +363,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
 
-def _plot_curves(groups: list[Group], path: Path, reps: int, target: float | None) -> bool:
+def _png(fig: Any) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _plot_curves(groups: list[Group], reps: int, target: float | None) -> bytes | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -373,7 +415,7 @@ def _plot_curves(groups: list[Group], path: Path, reps: int, target: float | Non
             drawn = True
     if not drawn:
         plt.close(fig)
-        return False
+        return None
     for ax in axes:
         if target is not None:
             ax.axhline(target, ls="--", lw=1, color="gray")
@@ -383,12 +425,10 @@ def _plot_curves(groups: list[Group], path: Path, reps: int, target: float | Non
     g0 = groups[0]
     fig.suptitle(f"{g0.task} · policy {width_slug(g0.width)[1:]}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _png(fig)
 
 
-def _plot_throughput(rows: list[dict[str, Any]], path: Path) -> bool:
+def _plot_throughput(rows: list[dict[str, Any]]) -> bytes | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -396,7 +436,7 @@ def _plot_throughput(rows: list[dict[str, Any]], path: Path) -> bool:
 
     tasks = sorted({r["task"] for r in rows if r["busy_sps"] is not None})
     if not tasks:
-        return False
+        return None
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.4), dpi=90, squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
         mine = [r for r in rows if r["task"] == task and r["busy_sps"] is not None]
@@ -412,24 +452,26 @@ def _plot_throughput(rows: list[dict[str, Any]], path: Path) -> bool:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    return _png(fig)
 
 
 # ---------------------------------------------------------------- the report
 
 
-def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
-    """The report's markdown and its numbers (also written as report.json); writes the PNGs."""
-    runs = load_runs(results)
+def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    """The report's markdown, its numbers (report.json) and its plots (file name -> PNG),
+    from the results directory's files, all read and checked first; writes nothing."""
+    check_reps(reps)
+    skipped: list[str] = []  # reported with the report, not before an error that stops it
+    runs = load_runs(results, skipped)
+    sessions = read_sessions(results)
     if not runs:
-        raise ActorQError(f"{results}: no run directories (cell.json or config.json) found")
+        raise ResultsError(f"{results}: no run directories (cell.json or config.json) found")
     _rliable()
     groups = group_runs(runs)
+    images: dict[str, bytes] = {}
     lines: list[str] = [f"# Benchmark report: {results.name}", ""]
-    try:
-        sessions = json.loads((results / "machine.json").read_text())["sessions"]
+    if sessions:
         m = sessions[-1]
         lines += [
             f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores "
@@ -439,8 +481,6 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
             f"last {m.get('date')}.",
             "",
         ]
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
-        pass
     lines += [
         f"Made by `actorq report {results}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
         f" from {len(runs)} cell(s). Aggregates over seeds: IQM with 95% stratified bootstrap CIs "
@@ -456,7 +496,7 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
         "| final return IQM [95% CI] | kWh per run | kg CO2 per run | kWh ratio | CO2 ratio |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    data: dict[str, Any] = {"table": [], "perf": [], "failed": []}
+    data: dict[str, Any] = {"table": [], "perf": [], "failed": [], "skipped": skipped}
     estimated = False
     for (task, width), gs in groups.items():
         fp32 = next((g for g in gs if g.precision == "fp32"), None)
@@ -561,14 +601,20 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
 
     lines += ["", "## Learning curves", ""]
     for (task, width), gs in groups.items():
-        png = f"curves-{_slug(task)}-{width_slug(width)}.png"
+        # a task's name is at most a directory name long (the spec checks labels), but with the
+        # width and prefix added it may not fit in one file name
+        png = f"curves-{_slug(task)[:120]}-{width_slug(width)[:100]}.png"
         tgts = {r.summary_value("target_return") for g in gs for r in g.finished}
         tgt = next(iter(tgts)) if len(tgts) == 1 else None
-        if _plot_curves(gs, results / png, max(reps // 4, 100), tgt):
+        image = _plot_curves(gs, max(reps // 4, 100), tgt)
+        if image is not None:
+            images[png] = image
             lines.append(f"![{task} {width_slug(width)}]({png})")
             lines.append("")
     several_widths = any(len({w for (t, w) in groups if t == task}) > 1 for task, _ in groups)
-    if several_widths and _plot_throughput(data["perf"], results / "throughput_vs_width.png"):
+    image = _plot_throughput(data["perf"]) if several_widths else None
+    if image is not None:
+        images["throughput_vs_width.png"] = image
         lines += [
             "## Actor throughput vs policy width",
             "",
@@ -583,17 +629,28 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any]]:
             lines.append(f"- {r.name}: {r.why or 'unfinished (no complete summary.json)'}")
             data["failed"].append({"name": r.name, "why": r.why})
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n", data
+    if skipped:
+        lines += ["## Partial cells skipped (the next `actorq bench` runs them again)", ""]
+        lines += [f"- {why}" for why in skipped]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n", data, images
 
 
 def write_report(results: Path, reps: int = 2000) -> Path:
-    """Write ``results/report.md`` (and ``report.json``, the PNGs); returns the report's path."""
+    """Write ``results/report.md`` (and ``report.json``, the PNGs); returns the report's path.
+
+    Everything is read, checked and drawn before the first file is written, and each file is
+    written whole (a tmp file, then a rename), report.md last: a bad input writes nothing.
+    """
+    check_reps(reps)
     if not results.is_dir():
-        raise ActorQError(f"results directory not found: {results}")
-    text, data = build_report(results, reps)
-    (results / "report.json").write_text(json.dumps(data, indent=1))
+        raise ResultsError(f"results directory not found: {results}")
+    text, data, images = build_report(results, reps)
+    for name, png in images.items():
+        write_atomic(results / name, png)
+    write_atomic(results / "report.json", json.dumps(data, indent=1))
     path = results / "report.md"
-    tmp = path.with_name("report.md.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_atomic(path, text)
+    for why in data["skipped"]:
+        print(f"actorq: warning: {why}", file=sys.stderr)
     return path

@@ -11,7 +11,10 @@ Layout of ``RESULTS/``::
 A cell is finished when its ``summary.json`` is complete (the run ended on its own, not by
 Ctrl-C); finished cells are skipped, so an interrupted matrix continues where it stopped. A cell
 directory without a complete summary is a partial run: it is cleared and the cell runs again
-from the start, so wall-clock times (time-to-target) never mix two sessions.
+from the start, so wall-clock times (time-to-target) never mix two sessions. A summary.json cut
+short is such a partial run; one that parses but is not what a run writes (a list, a missing or
+wrong-typed field) stops the matrix with one line naming it (:mod:`actorq.bench.results`), as
+does a damaged machine.json: both are read before anything is written.
 """
 
 from __future__ import annotations
@@ -28,30 +31,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actorq.bench.results import ResultsError, read_sessions, read_summary, write_atomic
 from actorq.bench.spec import Cell, Spec
 
 #: runs one cell into its directory, within a time limit; returns an exit status
 CellRunner = Callable[[Cell, Path, float | None], int]
 
-_SUMMARY_KEYS = ("env_steps", "eval_return", "wall_time_s", "precision", "env")
 TIMEOUT_STATUS = 124
 
-
-def read_summary(cell_dir: Path) -> dict[str, Any] | None:
-    """The cell's summary if it is complete, else None."""
-    try:
-        s = json.loads((cell_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(s, dict) or any(k not in s for k in _SUMMARY_KEYS):
-        return None
-    if s.get("interrupted"):
-        return None
-    return s
+__all__ = ["MatrixOutcome", "Plan", "is_finished", "plan_matrix", "read_summary", "run_matrix"]
 
 
 def is_finished(cell_dir: Path) -> bool:
+    """Whether the cell's run finished; raises ResultsError for a summary.json that is not
+    what a run writes (see the module docstring)."""
     return read_summary(cell_dir) is not None
+
+
+@dataclass
+class Plan:
+    """What running a spec into a results directory would do, from the files already there."""
+
+    finished: list[Cell]
+    todo: list[Cell]
+    sessions: list[dict[str, Any]]  # machine.json's, to append this session to
+
+
+def plan_matrix(spec: Spec, results: Path) -> Plan:
+    """Read and check every results file a run of ``spec`` into ``results`` reads (each
+    cell's summary.json, machine.json), writing nothing: `actorq bench --dry-run` and
+    :func:`run_matrix` fail alike, with one line naming the file, before anything is written."""
+    if results.exists() and not results.is_dir():
+        raise ResultsError(f"results {results} is not a directory")
+    finished: list[Cell] = []
+    todo: list[Cell] = []
+    for cell in spec.cells:
+        (finished if is_finished(results / cell.name) else todo).append(cell)
+    return Plan(finished, todo, read_sessions(results))
 
 
 def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> int:
@@ -111,24 +127,40 @@ def _log_tail(cell_dir: Path, lines: int = 20) -> list[str]:
         return []
 
 
-def _record_session(results: Path, spec: Spec) -> None:
+def _record_session(results: Path, spec: Spec, sessions: list[dict[str, Any]]) -> None:
     from actorq.bench.machine import machine_info
 
-    path = results / "machine.json"
-    try:
-        sessions = json.loads(path.read_text())["sessions"]
-    except (OSError, ValueError, KeyError, TypeError):
-        sessions = []
-    sessions.append(
+    sessions = [
+        *sessions,
         {
             **machine_info(),
             "spec_sha256": spec.sha256,
             "cells": len(spec.cells),
             "overrides": spec.overrides,
-        }
-    )
-    path.write_text(json.dumps({"sessions": sessions}, indent=1))
-    (results / "spec.toml").write_text(spec.text)
+        },
+    ]
+    write_atomic(results / "machine.json", json.dumps({"sessions": sessions}, indent=1))
+    write_atomic(results / "spec.toml", spec.text)
+
+
+def _fresh_dir(cell_dir: Path) -> None:
+    try:
+        if cell_dir.exists():  # a partial run: start over (see the module docstring)
+            shutil.rmtree(cell_dir)
+        cell_dir.mkdir()
+    except OSError as e:
+        raise ResultsError(f"cannot make {cell_dir}: {e.strerror or e}") from None
+
+
+def _outcome(cell_dir: Path, status: int) -> tuple[dict[str, Any] | None, str]:
+    """The summary of a cell that finished, or None and why it did not."""
+    if status != 0:
+        return None, "timed out" if status == TIMEOUT_STATUS else f"exit status {status}"
+    try:
+        summary = read_summary(cell_dir)
+    except ResultsError as e:  # the run wrote a summary the report could not read
+        return None, str(e)
+    return summary, "no complete summary.json"
 
 
 def run_matrix(
@@ -138,16 +170,15 @@ def run_matrix(
     progress: bool = True,
 ) -> MatrixOutcome:
     """Run every unfinished cell of ``spec`` into ``results/<cell name>/``, one at a time."""
-    results.mkdir(parents=True, exist_ok=True)
-    out = MatrixOutcome()
-    todo: list[Cell] = []
-    for cell in spec.cells:
-        if is_finished(results / cell.name):
-            out.skipped.append(cell.name)
-        else:
-            todo.append(cell)
+    plan = plan_matrix(spec, results)  # every file read and checked before anything is written
+    out = MatrixOutcome(skipped=[c.name for c in plan.finished])
+    todo = plan.todo
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ResultsError(f"cannot make {results}: {e.strerror or e}") from None
     if todo:  # a session that runs nothing leaves no trace
-        _record_session(results, spec)
+        _record_session(results, spec, plan.sessions)
     bar = _Bar(progress, len(spec.cells), len(out.skipped))
     bar.print(
         f"bench {spec.name}: {len(spec.cells)} cells, {len(out.skipped)} finished, "
@@ -156,10 +187,9 @@ def run_matrix(
     try:
         for cell in todo:
             cell_dir = results / cell.name
-            if cell_dir.exists():  # a partial run: start over (see the module docstring)
-                shutil.rmtree(cell_dir)
-            cell_dir.mkdir()
-            (cell_dir / "cell.json").write_text(
+            _fresh_dir(cell_dir)
+            write_atomic(
+                cell_dir / "cell.json",
                 json.dumps(
                     {
                         "name": cell.name, "task": cell.task, "agent": cell.agent,
@@ -172,18 +202,18 @@ def run_matrix(
             )  # fmt: skip
             bar.start(cell.name)
             status = runner(cell, cell_dir, spec.timeout_s)
-            if status == 0 and is_finished(cell_dir):
+            summary, why = _outcome(cell_dir, status)
+            if summary is not None:
                 out.ran.append(cell.name)
-                s = read_summary(cell_dir) or {}
                 bar.print(
-                    f"  done   {cell.name}: eval {s.get('eval_return', float('nan')):.1f}, "
-                    f"{s.get('wall_time_s', float('nan')):.0f}s"
+                    f"  done   {cell.name}: eval {float(summary['eval_return']):.1f}, "
+                    f"{float(summary['wall_time_s']):.0f}s"
                 )
             else:
                 out.failed.append(cell.name)
-                why = "timed out" if status == TIMEOUT_STATUS else f"exit status {status}"
-                (cell_dir / "failed.json").write_text(
-                    json.dumps({"status": status, "why": why, "log_tail": _log_tail(cell_dir)})
+                write_atomic(
+                    cell_dir / "failed.json",
+                    json.dumps({"status": status, "why": why, "log_tail": _log_tail(cell_dir)}),
                 )
                 bar.print(f"  [red]failed[/] {cell.name}: {why} (see {cell_dir / 'log.txt'})")
             bar.advance(len(out.failed))

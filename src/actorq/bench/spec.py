@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import tomllib
 import types
 import typing
@@ -48,11 +49,34 @@ from actorq.errors import ActorQError
 class SpecError(ActorQError):
     """A benchmark spec that names an unknown agent, field, precision or env, or a bad value."""
 
+    def __init__(self, msg: str) -> None:
+        super().__init__(one_line(msg))
+
+
+# what str.splitlines() breaks at
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(msg: str) -> str:
+    """``msg`` with its line breaks escaped. Values from a file are quoted with repr() where
+    they are known, but a path, a key or a library's message can carry a line break too, and
+    the CLI promises one line."""
+    return _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], msg)
+
+
+def _names(keys: set[str]) -> str:
+    return ", ".join(k if k.isprintable() else repr(k) for k in sorted(keys))
+
 
 #: config fields the matrix sets itself
 RESERVED = frozenset({"env", "precision", "seed", "run_dir", "resume", "progress"})
 _TOP_KEYS = frozenset({"name", "precisions", "seeds", "timeout_s", "country", "defaults", "tasks"})
 _TASK_KEYS = frozenset({"agent", "env", "label", "widths", "precisions", "seeds", "config"})
+#: the longest timeout_s: a cell allowed more than 30 days is a unit slip (minutes or
+#: milliseconds written as seconds), not a limit anyone means to wait for
+MAX_TIMEOUT_S = 30 * 24 * 3600.0
+#: bytes in one file name on Linux and macOS: cell names and bench-<name> are directory names
+_MAX_NAME_BYTES = 255
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +96,16 @@ class Cell:
         return config_class(self.agent).from_json(self.config)
 
 
+def run_config(agent: str, config: dict[str, Any], country: str) -> ExperimentConfig:
+    """A cell's config as its process (:mod:`actorq.bench.cell`) runs it: the spec's fields,
+    plus what the matrix sets for every cell (energy tracked on the spec's grid, no progress
+    bar). One function for both, so that the spec is validated as the cells will run."""
+    cfg = config_class(agent).from_json(config)
+    cfg.progress = False
+    cfg.energy, cfg.energy_country = True, country
+    return cfg
+
+
 @dataclasses.dataclass
 class Spec:
     name: str
@@ -88,12 +122,14 @@ class Spec:
         return hashlib.sha256((self.text + extra).encode()).hexdigest()
 
     def validate(self) -> None:
-        """Build each cell's config and run its checks (values, precision, env id)."""
+        """Build each cell's config as its process will and run the config's own checks
+        (``validate()``: types, ranges, finite numbers, precision, device, grid) and the env id's.
+        """
         from actorq.envs import validate_env_id
 
         for cell in self.cells:
             try:
-                cfg = cell.make_config()
+                cfg = run_config(cell.agent, cell.config, self.country)
                 cfg.validate()
                 validate_env_id(cfg.env)
             except ActorQError as e:
@@ -145,7 +181,12 @@ def _check_fields(where: str, agent: str, fields: dict[str, Any]) -> None:
 
 
 def _unique_list(where: str, v: Any, kind: type) -> list[Any]:
-    if not isinstance(v, list) or not v or not all(isinstance(x, kind) for x in v):
+    # bool is a subclass of int: `seeds = [true]` is not a seed
+    if (
+        not isinstance(v, list)
+        or not v
+        or not all(isinstance(x, kind) and not isinstance(x, bool) for x in v)
+    ):
         raise SpecError(f"{where} must be a non-empty list of {kind.__name__}")
     if len(set(v)) != len(v):
         raise SpecError(f"{where} has repeated values: {v}")
@@ -162,10 +203,27 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key:
             raise SpecError(f"--override {item!r}: expected KEY=VALUE, e.g. device=cuda")
         try:
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
+            parsed = tomllib.loads(f"v = {value}")
+        except (tomllib.TOMLDecodeError, RecursionError):
             out[key] = value
+            continue
+        # "1\nseed = 3" parses as two keys: never take the first and drop the rest silently
+        if list(parsed) != ["v"]:
+            raise SpecError(f"--override {item!r}: expected one TOML value after '='")
+        out[key] = parsed["v"]
     return out
+
+
+def _dir_name(where: str, what: str, name: str, max_bytes: int, too_long: str = "") -> None:
+    """Raise unless ``name`` can be (part of) one directory name: cells are directories, and
+    so is the default results directory, bench-<name>."""
+    if not name.isprintable() or "/" in name or name in (".", ".."):
+        raise SpecError(f"{where}: {what} {name!r} must be printable, without '/'")
+    if len(name.encode()) > max_bytes:
+        raise SpecError(
+            f"{where}: {what} {name[:40]!r}... is longer than {max_bytes} bytes, too long for "
+            f"a directory name{too_long}"
+        )
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec:
@@ -180,18 +238,26 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     overrides = dict(overrides or {})
     path = Path(path)
     try:
-        text = path.read_text()
-        raw = tomllib.loads(text)
+        data = path.read_bytes()
     except OSError as e:
         raise SpecError(f"cannot read spec {path}: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")  # TOML is UTF-8 (tomllib reads str; the locale is not it)
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: invalid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise SpecError(f"{path}: invalid TOML: nested too deep") from None
     unknown = set(raw) - _TOP_KEYS
     if unknown:
-        raise SpecError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise SpecError(f"{path}: unknown key(s) {_names(unknown)}")
     name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name or "/" in name:
-        raise SpecError(f"{path}: name must be a non-empty name without '/'")
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{path}: name must be a non-empty string")
+    _dir_name(str(path), "name", name, _MAX_NAME_BYTES - len("bench-"))
     precisions = _unique_list(f"{path}: precisions", raw.get("precisions", ["fp32", "int8"]), str)
     seeds = _unique_list(f"{path}: seeds", raw.get("seeds", [0]), int)
     defaults = raw.get("defaults", {})
@@ -201,8 +267,15 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     if not isinstance(tasks, list) or not tasks:
         raise SpecError(f"{path}: no [[tasks]]")
     timeout = raw.get("timeout_s")
-    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-        raise SpecError(f"{path}: timeout_s must be a positive number")
+    if timeout is not None and (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or not 0 < timeout <= MAX_TIMEOUT_S  # False for NaN too
+    ):
+        raise SpecError(
+            f"{path}: timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:.0f}], "
+            f"got {timeout!r}"
+        )
     country = raw.get("country", DEFAULT_COUNTRY)
     if not isinstance(country, str):
         raise SpecError(f"{path}: country must be an ISO 3166 alpha-3 code such as 'USA'")
@@ -215,9 +288,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
             raise SpecError(f"{where} must be a table")
         unknown = set(task) - _TASK_KEYS
         if unknown:
-            raise SpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+            raise SpecError(f"{where}: unknown key(s) {_names(unknown)}")
         agent = task.get("agent")
-        if agent not in AGENTS:
+        if not isinstance(agent, str) or agent not in AGENTS:  # a list is not hashable
             raise SpecError(
                 f"{where}: unknown agent {agent!r}; expected one of {', '.join(AGENTS)}"
             )
@@ -250,8 +323,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
         except ActorQError as e:
             raise SpecError(str(e)) from None
         label = task.get("label", f"{agent}-{_env_slug(env)}")
-        if not isinstance(label, str) or not label or "/" in label:
-            raise SpecError(f"{where}: label must be a non-empty name without '/'")
+        if not isinstance(label, str) or not label:
+            raise SpecError(f"{where}: label must be a non-empty string")
+        _dir_name(where, "label", label, _MAX_NAME_BYTES)
         t_prec = _unique_list(f"{where}.precisions", task.get("precisions", precisions), str)
         t_seeds = _unique_list(f"{where}.seeds", task.get("seeds", seeds), int)
         for width in widths:
@@ -266,6 +340,7 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
                         "progress": False,
                     }
                     cell_name = f"{label}-{width_slug(width)}-{prec}-s{seed}"
+                    _dir_name(where, "cell name", cell_name, _MAX_NAME_BYTES, "; shorten its label")
                     cells.append(Cell(cell_name, label, agent, env, prec, seed, width, config))
     unused = sorted(set(overrides) - used)
     if unused:

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tyro
-
+from actorq.cli_args import parse
 from actorq.errors import GraphError
 from actorq.graphopt.files import shown
 
@@ -228,9 +227,9 @@ def main(argv: list[str]) -> int:
         return 0 if argv else 2
     sub, rest = argv[0], argv[1:]
     if sub == "list":
-        return cmd_list(tyro.cli(ListArgs, args=rest, prog="actorq graphopt list"))
+        return cmd_list(parse(ListArgs, rest, "actorq graphopt list"))
     if sub == "baselines":
-        return cmd_baselines(tyro.cli(BaselinesArgs, args=rest, prog="actorq graphopt baselines"))
+        return cmd_baselines(parse(BaselinesArgs, rest, "actorq graphopt baselines"))
     print(
         f"actorq: error: unknown graphopt command {sub!r}; expected list or baselines",
         file=sys.stderr,

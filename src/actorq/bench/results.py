@@ -1,0 +1,334 @@
+"""The one reader of a results directory's files: cell.json, config.json, summary.json,
+failed.json, machine.json and metrics.csv.
+
+`actorq report`, a resumed `actorq bench` and the cell process read them only through here, so
+each either gets values of the types it uses (numbers finite, at most :data:`MAX_MAGNITUDE`) or
+stops with one :class:`ResultsError` line that names the file.
+
+Two kinds of damage are told apart. Bytes that are not UTF-8 or not JSON are what a write cut
+short leaves (:class:`HalfWrittenError`): a cell killed while writing its files. A cell directory
+without a complete summary is a partial run (docs/bench.md): the next `actorq bench` clears it
+and runs the cell again, so such files are not an error there. A file that parses but has the
+wrong shape (a list, a missing or wrong-typed field, NaN) is not something a cut-short write
+makes, nor actorq: it is reported, never skipped or cleared, which would hide or delete what
+someone else put there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from actorq.bench.spec import one_line
+from actorq.errors import ActorQError
+
+#: summary.json keys a finished run always has (experiment.TrainResult)
+SUMMARY_REQUIRED = ("env", "precision", "env_steps", "eval_return", "wall_time_s")
+METRICS_HEADER = ["step", "wall_time", "metric", "value"]
+# JSON integers have no size limit, but everything read here becomes a float or a numpy value
+_INT_MAX = 2**63 - 1
+#: the largest magnitude of a number read here. No return, duration, step count (the config caps
+#: total_steps at 1e13), timestamp, byte count or energy a run logs comes near it, and the
+#: report's sums, bootstrap means and plot axes overflow to inf on values near float's limit.
+MAX_MAGNITUDE = 1e15
+
+Row = tuple[int, float, str, float]
+
+
+class ResultsError(ActorQError):
+    """A results file that cannot be read or does not hold what actorq writes there."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(one_line(msg))
+
+
+class HalfWrittenError(ResultsError):
+    """A results file whose bytes are not UTF-8 or not JSON: what a write cut short leaves."""
+
+
+def _decode(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HalfWrittenError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ResultsError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when there is no such file.
+
+    NaN and Infinity parse (a run writes NaN where a statistic has no data, e.g. the action
+    agreement of a run without states); the field readers below reject them where they are used.
+    """
+    data = _read_bytes(path)
+    if data is None:
+        return None
+    text = _decode(path, data)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise HalfWrittenError(
+            f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        ) from None
+    except (ValueError, RecursionError) as e:  # an integer of > 4300 digits, or nesting
+        raise ResultsError(f"{path}: unreadable JSON ({type(e).__name__})") from None
+    if not isinstance(obj, dict):
+        raise ResultsError(f"{path}: not a JSON object (a {type(obj).__name__})")
+    return obj
+
+
+class Fields:
+    """Typed access to one JSON object's fields; every error names the file and the key."""
+
+    def __init__(self, path: Path, d: dict[str, Any], prefix: str = "") -> None:
+        self.path, self.d, self.prefix = path, d, prefix  # prefix: "config." for a nested object
+
+    def bad(self, key: str, what: str) -> ResultsError:
+        return ResultsError(
+            f"{self.path}: {self.prefix}{key} must be {what}, got {_short(self.d[key])}"
+        )
+
+    def has(self, key: str) -> bool:
+        return key in self.d
+
+    def text(self, key: str) -> str | None:
+        v = self.d.get(key)
+        if key in self.d and not isinstance(v, str):
+            raise self.bad(key, "a string")
+        return v
+
+    def integer(self, key: str, lo: int = 0) -> int | None:
+        v = self.d.get(key)
+        if key in self.d and (
+            not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_MAGNITUDE
+        ):
+            raise self.bad(key, f"an integer in [{lo}, {MAX_MAGNITUDE:g}]")
+        return v
+
+    def number(self, key: str, *, nullable: bool = False, lo: float | None = None) -> float | None:
+        """A finite number (an int or a float), at least ``lo``; None if absent (or null when
+        ``nullable``)."""
+        if key not in self.d:
+            return None
+        v = self.d[key]
+        if v is None and nullable:
+            return None
+        what = f"a number in [{-MAX_MAGNITUDE if lo is None else lo:g}, {MAX_MAGNITUDE:g}]"
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            raise self.bad(key, what + (" or null" if nullable else ""))
+        # NaN fails both comparisons; a huge int is compared exactly, before float() overflows
+        if not (-MAX_MAGNITUDE if lo is None else lo) <= v <= MAX_MAGNITUDE:
+            raise self.bad(key, what)
+        return float(v)
+
+    def flag(self, key: str, *, nullable: bool = False) -> bool | None:
+        v = self.d.get(key)
+        if key in self.d and not (isinstance(v, bool) or (nullable and v is None)):
+            raise self.bad(key, "true or false" + (" or null" if nullable else ""))
+        return v
+
+    def widths(self, key: str) -> tuple[int, ...] | None:
+        v = self.d.get(key)
+        if key not in self.d:
+            return None
+        if not isinstance(v, list) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and 0 < w <= _INT_MAX for w in v
+        ):
+            raise self.bad(key, "a list of positive integers")
+        return tuple(v)
+
+    def table(self, key: str) -> dict[str, Any] | None:
+        v = self.d.get(key)
+        if key in self.d and not isinstance(v, dict):
+            raise self.bad(key, "an object")
+        return v
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    """A value for an error line: its repr, shortened (a file may hold a megabyte-long list)."""
+    try:
+        text = repr(v)
+    except (ValueError, RecursionError):  # a huge int's repr, or deep nesting
+        return f"a {type(v).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_cell_json(path: Path) -> dict[str, Any] | None:
+    """``<cell>/cell.json`` (what the matrix asked for), its fields checked; None if absent.
+
+    Every field is optional (a cell directory from an older actorq may lack some); the ones
+    present must have their types.
+    """
+    d = read_json_object(path)
+    if d is None:
+        return None
+    f = Fields(path, d)
+    for key in ("name", "task", "agent", "env", "precision", "country", "spec", "spec_sha256"):
+        f.text(key)
+    f.integer("seed")
+    f.widths("width")
+    config = f.table("config")
+    if config is not None:  # the report reads it when the run wrote no config.json
+        check_run_config(Fields(path, config, "config."))
+    return d
+
+
+def read_run_config(path: Path) -> dict[str, Any] | None:
+    """A run's ``config.json`` (written by ``actorq.train``): the fields the report uses are
+    checked; the agent's own config checks the rest when it is built."""
+    d = read_json_object(path)
+    if d is None:
+        return None
+    check_run_config(Fields(path, d))
+    return d
+
+
+def check_run_config(f: Fields) -> None:
+    for key in ("agent", "env", "precision"):
+        f.text(key)
+    f.integer("seed")
+    f.widths("hidden")
+    f.widths("policy_hidden_sizes")
+    if f.has("log_every") and (f.number("log_every") or 0.0) <= 0:
+        raise f.bad("log_every", "a positive number")
+
+
+def read_summary(cell_dir: Path) -> dict[str, Any] | None:
+    """The cell's ``summary.json`` if its run finished, else None.
+
+    None for no file, a half-written one (see the module docstring: the cell is a partial run)
+    or the summary of an interrupted run. A summary that parses but lacks a field every finished
+    run writes, or has one of the wrong type, raises :class:`ResultsError`.
+    """
+    path = cell_dir / "summary.json"
+    try:
+        d = read_json_object(path)
+    except HalfWrittenError:
+        return None
+    if d is None:
+        return None
+    missing = [k for k in SUMMARY_REQUIRED if k not in d]
+    if missing:
+        raise ResultsError(f"{path}: missing {', '.join(missing)}")
+    f = Fields(path, d)
+    f.text("env")
+    f.text("precision")
+    f.integer("env_steps")
+    f.number("eval_return")
+    f.number("wall_time_s", lo=0)
+    f.number("target_return", nullable=True)
+    f.number("time_to_target_s", nullable=True, lo=0)
+    f.flag("reached_target", nullable=True)
+    f.flag("interrupted", nullable=True)
+    f.flag("energy_estimated", nullable=True)
+    for key in ("energy_kwh", "energy_kg_co2", "snapshot_bytes", "fp32_snapshot_bytes"):
+        f.number(key, nullable=True, lo=0)
+    return None if d.get("interrupted") else d
+
+
+def read_failed_why(cell_dir: Path) -> str | None:
+    """Why the cell failed (``failed.json``, written by `actorq bench`), if it did."""
+    path = cell_dir / "failed.json"
+    d = read_json_object(path)
+    if d is None:
+        return None
+    f = Fields(path, d)
+    f.integer("status", lo=-(2**31))
+    return f.text("why")
+
+
+def read_sessions(results: Path) -> list[dict[str, Any]]:
+    """``machine.json``'s sessions (one per `actorq bench` that ran cells); [] if absent.
+
+    machine.json is written whole (tmp file, then rename), so unlike a cell's files a damaged one
+    is not a cut-short write of ours: it is an error whatever the damage.
+    """
+    path = results / "machine.json"
+    d = read_json_object(path)
+    if d is None:
+        return []
+    sessions = d.get("sessions")
+    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+        raise ResultsError(f"{path}: sessions must be a list of objects")
+    return sessions
+
+
+def read_metrics(path: Path, keep: Callable[[str], bool]) -> list[Row]:
+    """The rows of ``metrics.csv`` whose metric ``keep`` accepts: (step, wall time, metric,
+    value), all finite; [] if there is no file.
+
+    The logger appends whole lines, so a run killed while logging leaves at most its last line
+    cut short (no newline at its end): that line is dropped. Any other bad line is an error.
+    Other metrics' values are not read (a diverged loss may be logged as inf).
+    """
+    data = _read_bytes(path)
+    if data is None:
+        return []
+    text = _decode(path, data)
+    cut_short = bool(text) and not text.endswith(("\n", "\r"))
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[Row] = []
+    try:
+        header = next(reader, None)
+        if header != METRICS_HEADER:
+            raise ResultsError(f"{path}: header must be {','.join(METRICS_HEADER)}")
+        pending: tuple[int, list[str]] | None = None
+        for fields in reader:
+            if pending is not None:
+                rows.extend(_metric_row(path, *pending, keep))
+            pending = (reader.line_num, fields)
+        if pending is not None:
+            try:
+                rows.extend(_metric_row(path, *pending, keep))
+            except ResultsError:
+                if not cut_short:
+                    raise
+    except csv.Error as e:
+        raise ResultsError(f"{path}: line {reader.line_num}: {e}") from None
+    return rows
+
+
+def _metric_row(path: Path, line: int, fields: list[str], keep: Callable[[str], bool]) -> list[Row]:
+    if len(fields) != len(METRICS_HEADER):
+        raise ResultsError(f"{path}: line {line}: expected 4 fields, got {len(fields)}")
+    step, wall, metric, value = fields
+    try:
+        s, w = int(step), float(wall)
+        v = float(value) if keep(metric) else 0.0
+    except ValueError:
+        raise ResultsError(f"{path}: line {line}: not a number in {_short(fields)}") from None
+    if not keep(metric):
+        return []
+    if not all(abs(x) <= MAX_MAGNITUDE for x in (s, w, v)):  # False for NaN too
+        raise ResultsError(f"{path}: line {line}: a number out of range in {_short(fields)}")
+    return [(s, w, metric, v)]
+
+
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Write ``path`` whole or not at all (a tmp file, then a rename), so that a process killed
+    mid-write leaves the old file or none, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        if isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise ResultsError(f"cannot write {path}: {e.strerror or e}") from None
