@@ -22,7 +22,7 @@ from actorq import checkpoint as ckpt
 from actorq.agents import builder_for
 from actorq.envs import env_spec
 from actorq.errors import ActorQError, CheckpointError
-from actorq.experiment import Counters, load_replay, restore
+from actorq.experiment import Counters, load_replay, load_run_config, restore
 from actorq.replay.tables import make_table
 
 
@@ -78,7 +78,7 @@ def test_a_corrupt_replay_behind_a_valid_manifest_is_one_line(saved: Path, tmp_p
         train(DQNConfig(resume=str(tmp_path / "r"), total_steps=3_000, progress=False))
 
 
-_FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST]
+_FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST, "../config.json"]
 
 
 @settings(
@@ -118,8 +118,8 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
     if reseal and target != ckpt.MANIFEST:
         _reseal(d)
     before = sorted(p.name for p in root.rglob("*"))
-    cfg = DQNConfig(envs_per_actor=4, min_replay_size=300)
     try:
+        cfg = load_run_config(root)
         tensors, state, replay = ckpt.load(d)
         builder = builder_for(cfg)
         spec = env_spec(cfg.env)

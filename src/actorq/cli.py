@@ -71,8 +71,7 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
     rd = Path(run_dir)
     if not rd.is_dir():
         raise ActorQError(f"run directory not found: {rd}")
-    cfg = load_run_config(rd)
-    cfg.validate()  # config.json is input too
+    cfg = load_run_config(rd)  # validated: config.json is input too
     builder = builder_for(cfg)
     tensors, state, _ = load(rd / "checkpoint")
     spec = env_spec(cfg.env)

@@ -112,13 +112,20 @@ def load_run_config(run_dir: Path) -> ExperimentConfig:
     if not path.is_file():
         raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(path.read_bytes().decode("utf-8"))
+        if not isinstance(d, dict):
+            raise TypeError("not a JSON object")
         agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
-        if agent not in AGENTS:
+        if not isinstance(agent, str) or agent not in AGENTS:
             raise CheckpointError(f"{path}: unknown agent {agent!r}")
-        return config_class(agent).from_json(d)
-    except (json.JSONDecodeError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"corrupt config.json in {run_dir}: {e}") from None
+        cfg = config_class(agent).from_json(d)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, AttributeError, ValueError) as e:
+        raise CheckpointError(f"corrupt config.json in {run_dir}: {_line(e)}") from None
+    try:
+        cfg.validate()
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+    return cfg
 
 
 # -- resolve the config and the run directory ------------------------------------------------
