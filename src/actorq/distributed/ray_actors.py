@@ -221,25 +221,26 @@ class ReplayShard:
         self, index: int, specs_json: str, capacity: int, table_json: str, seed: int
     ) -> None:
         from actorq.core.types import ArraySpec
-        from actorq.replay.tables import make_table
+        from actorq.replay.tables import UniformTable, make_table
 
         specs = {k: ArraySpec.from_json(v) for k, v in json.loads(specs_json).items()}
         cfg = json.loads(table_json)
         self.index = index
         self.kind = cfg["kind"]
-        self.table: Any = None
-        self.items: list[dict[str, np.ndarray]] = []  # queue kind
+        # The agent's replay kind, from the builder's config like the local backends' (for the
+        # queue kind the learner's queue batches and checks staleness: the shard's hands over
+        # whatever it holds).
+        table = make_table({**cfg, "capacity": capacity}, specs)
+        self.table: Any = table
         self.cap = 0
-        if self.kind == "uniform":
-            self.table = make_table({**cfg, "capacity": capacity}, specs)
-            self.replay = self.table.ring
-            self.limiter: SampleToInsertRatio = self.table.limiter
+        if isinstance(table, UniformTable):
+            self.replay = table.ring
+            self.limiter: SampleToInsertRatio = table.limiter
         else:
             self.cap = int(cfg["chunk_items"]) * int(cfg["max_lag"])
         self.inserted: dict[int, int] = {}  # queue kind: per actor
         self.released: dict[int, int] = {}
         self.min_version = 0
-        self.queued = 0
         self.rng = np.random.default_rng((seed, index, uuid.uuid4().int & 0xFFFF))
         self.inserts = self.samples = 0
         self.incarnation = uuid.uuid4().hex[:12]
@@ -257,7 +258,7 @@ class ReplayShard:
 
     @property
     def size(self) -> int:
-        return self.replay.size if self.kind == "uniform" else self.queued
+        return int(self.table.size)
 
     async def insert(self, payload: bytes) -> int:
         batch, meta = wire.decode_batch(payload)
@@ -271,8 +272,7 @@ class ReplayShard:
                 cond.notify_all()
         elif n:
             async with cond:
-                self.items.append(batch)
-                self.queued += n
+                self.table.insert(batch)
                 self.inserts += n
                 a = int(meta.get("actor", -1))
                 self.inserted[a] = self.inserted.get(a, 0) + n
@@ -301,11 +301,10 @@ class ReplayShard:
         cond = self._c()
         async with cond:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(cond.wait_for(lambda: bool(self.items)), timeout)
-            items, self.items = self.items, []
-            self.queued = 0
-            self.samples += sum(len(b["reward"]) for b in items)
-        return wire.encode_batch(wire.concat(items) if items else {}, {"shard": self.index})
+                await asyncio.wait_for(cond.wait_for(lambda: self.table.size > 0), timeout)
+            batch = self.table.take_all()
+            self.samples += len(batch["reward"]) if batch else 0
+        return wire.encode_batch(batch, {"shard": self.index})
 
     async def release(self, released_json: str, version: int) -> None:
         """The learner consumed these items (per actor) and published ``version``."""

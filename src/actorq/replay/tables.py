@@ -245,6 +245,14 @@ class TrajectoryQueue:
         out, self._released = self._released, {}
         return out
 
+    def take_all(self) -> Batch:
+        """Every chunk held, oldest first, whatever its version (a Ray shard hands its chunks
+        to the learner's queue, which batches them and checks their staleness)."""
+        parts, self._parts, self._n = list(self._parts), deque(), 0
+        if len(parts) <= 1:
+            return parts[0] if parts else {}
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
     def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
         obs = self._recent
         if obs is None:
