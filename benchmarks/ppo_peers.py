@@ -640,12 +640,13 @@ def run_cell(cell: dict[str, Any]) -> None:
     )
 
 
-def spawn_cell(cell: dict[str, Any], log_path: Path) -> int:
-    """Run one cell in a subprocess, streaming its output to stdout and to ``log_path``.
-    Returns its exit status; Ctrl-C waits for the cell to stop and re-raises."""
+def spawn_cell(cell: dict[str, Any], log_path: Path, script: Path | None = None) -> int:
+    """Run one cell in a subprocess (``script --cell JSON``; default: this script), streaming
+    its output to stdout and to ``log_path``. Returns its exit status; Ctrl-C waits for the
+    cell to stop and re-raises."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **CELL_ENV}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--cell", json.dumps(cell)]
+    cmd = [sys.executable, str((script or Path(__file__)).resolve()), "--cell", json.dumps(cell)]
     with open(log_path, "w") as log:
         # Its own process group: the terminal's Ctrl-C reaches only this process, which passes
         # exactly one SIGINT on (a second one would make actorq stop without cleaning up).
