@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.errors import CheckpointError
+from actorq.errors import CheckpointError, first_line
 
 MANIFEST = "manifest.json"
 REQUIRED = ("learner.safetensors", "state.json")  # every checkpoint has these, in its manifest
@@ -93,16 +93,11 @@ def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
         tensors = load_file(str(ckpt_dir / "learner.safetensors"))
         state = json.loads((ckpt_dir / "state.json").read_text())
     except Exception as e:
-        raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {_line(e)}") from None
+        raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {first_line(e)}") from None
     if not isinstance(state, dict) or not {"learner", "counters", "rng"} <= set(state):
         raise CheckpointError(f"checkpoint state.json in {ckpt_dir} lacks learner/counters/rng")
     replay = ckpt_dir / "replay.npz"
     return tensors, state, replay if "replay.npz" in manifest else None
-
-
-def _line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
     from actorq.agents import builder_for
     from actorq.checkpoint import load
     from actorq.envs import env_spec
-    from actorq.errors import CheckpointError, SnapshotError
+    from actorq.errors import CheckpointError, SnapshotError, first_line
     from actorq.experiment import learner_snapshot, load_run_config, policy_is_finite
 
     rd = Path(run_dir)
@@ -80,9 +80,8 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
         learner.load_state(tensors, state["learner"])
         version = int(state["counters"]["version"])
     except Exception as e:  # e.g. weights of another width than config.json says
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise CheckpointError(
-            f"checkpoint in {rd} does not match its config.json: {first}"
+            f"checkpoint in {rd} does not match its config.json: {first_line(e)}"
         ) from None
     if not policy_is_finite(learner):
         raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")

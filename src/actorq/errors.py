@@ -1,6 +1,12 @@
 """Errors a user can cause. The CLI prints them as one line and exits non-zero."""
 
 
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line (its first), for errors that wrap another."""
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:limit]
+
+
 class ActorQError(Exception):
     """Base class for errors caused by input (config, files, ids), not by bugs."""
 

@@ -37,7 +37,7 @@ from actorq.core.interfaces import Learner
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
 from actorq.envs import env_spec, validate_env_id
-from actorq.errors import CheckpointError, ConfigError, DivergedError
+from actorq.errors import CheckpointError, ConfigError, DivergedError, first_line
 from actorq.logging import MetricLogger
 from actorq.quant.runtimes import make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
@@ -120,7 +120,7 @@ def load_run_config(run_dir: Path) -> ExperimentConfig:
             raise CheckpointError(f"{path}: unknown agent {agent!r}")
         cfg = config_class(agent).from_json(d)
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError, AttributeError, ValueError) as e:
-        raise CheckpointError(f"corrupt config.json in {run_dir}: {_line(e)}") from None
+        raise CheckpointError(f"corrupt config.json in {run_dir}: {first_line(e)}") from None
     try:
         cfg.validate()
     except ConfigError as e:
@@ -238,7 +238,7 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         torch.set_rng_state(tensors["rng.torch"])
         random.setstate((3, tuple(state["rng"]["python"]), None))
     except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
-        raise CheckpointError(f"checkpoint does not match config.json: {_line(e)}") from None
+        raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
     return rng
@@ -250,12 +250,7 @@ def load_replay(replay: Any, path: Path) -> None:
     try:
         replay.load(path)
     except Exception as e:
-        raise CheckpointError(f"cannot read {path}: {_line(e)}") from None
-
-
-def _line(e: BaseException) -> str:
-    text = str(e).strip()
-    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+        raise CheckpointError(f"cannot read {path}: {first_line(e)}") from None
 
 
 # -- snapshots ---------------------------------------------------------------------------------
@@ -550,30 +545,18 @@ def train(
     # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
     # stops through the loop's clean path (checkpoint, summary).
     stop = _StopOnCtrlC()
-    try:
-        backend = make_backend(
-            BackendContext(
-                cfg=cfg,
-                setup=setup,
-                specs=builder.data_specs(cfg, spec),
-                table_config=builder.table_config(cfg, spec),
-                snapshot_capacity=int(len(first) * 1.1) + 65536,
-                run_dir=run_dir,
-                rng=rng,
-                env_steps_offset=c.env_steps,
-            )
-        )
-    except BaseException:
-        stop.restore()
-        raise
+    ctx = BackendContext(
+        cfg=cfg,
+        setup=setup,
+        specs=builder.data_specs(cfg, spec),
+        table_config=builder.table_config(cfg, spec),
+        snapshot_capacity=int(len(first) * 1.1) + 65536,
+        run_dir=run_dir,
+        rng=rng,
+        env_steps_offset=c.env_steps,
+    )
+    backend = start_backend(ctx, loaded, stop)
     replay = backend.replay
-    if loaded is not None and loaded[2] is not None and replay.persistent:
-        try:
-            load_replay(replay, loaded[2])
-        except CheckpointError:
-            backend.close()
-            stop.restore()
-            raise
     publisher.replay, publisher.backend = replay, backend
     checkpointer = Checkpointer(
         run_dir, learner, c, rng, replay, bool(getattr(cfg, "save_replay", False))
@@ -616,20 +599,7 @@ def train(
             if c.env_steps >= cfg.total_steps:
                 break
             if interval.due(now, cfg.log_every):
-                st = backend.stats()
-                restarted = backend.supervise()
-                if restarted:
-                    progress.print(f"[yellow]restarted {restarted} actor(s)[/]")
-                m = interval.log(
-                    now,
-                    c,
-                    st,
-                    backend.learner_wait_s,
-                    publisher,
-                    replay.size,
-                    energy.snapshot().as_metrics() if energy is not None else {},
-                )
-                info = {**m, **c.to_json(), "backend": backend, "actor_pids": backend.pids()}
+                info = log_interval(now, c, backend, interval, publisher, energy, progress)
                 if callback is not None and callback(info) is False:
                     stop_reason = "callback"
                     break
@@ -667,31 +637,80 @@ def train(
     result = final_report(
         cfg, spec, learner, pspec, final, final_states, c, st, publisher, target, fp32_bytes
     )
-    result.interrupted = interrupted
-    result.eval_time_s = evaluator.seconds
-    if reading is not None:
-        for k, v in reading.as_summary().items():
-            setattr(result, k, v)
-    logger.log(
-        c.env_steps,
-        {
-            "charts/final_eval_return": result.eval_return,
-            "charts/final_eval_return_fp32": result.eval_return_fp32,
-            "quant/action_agreement": result.action_agreement,
-            **(
-                {}
-                if result.action_mean_abs_diff is None
-                else {"quant/action_mean_abs_diff": result.action_mean_abs_diff}
-            ),
-            **({} if result.logprob_gap is None else {"quant/logprob_gap": result.logprob_gap}),
-        },
+    result = dataclasses.replace(
+        result,
+        interrupted=interrupted,
+        eval_time_s=evaluator.seconds,
+        **(reading.as_summary() if reading is not None else {}),
     )
+    write_summary(result, stop_reason, logger, run_dir, c.env_steps)
+    return result
+
+
+def log_interval(
+    now: float,
+    c: Counters,
+    backend: Backend,
+    interval: IntervalLogger,
+    publisher: Publisher,
+    energy: EnergyTracker | None,
+    progress: _Progress,
+) -> dict[str, Any]:
+    """One log interval: supervise the actors, log the metrics; returns what a callback gets."""
+    st = backend.stats()
+    restarted = backend.supervise()
+    if restarted:
+        progress.print(f"[yellow]restarted {restarted} actor(s)[/]")
+    m = interval.log(
+        now,
+        c,
+        st,
+        backend.learner_wait_s,
+        publisher,
+        backend.replay.size,
+        energy.snapshot().as_metrics() if energy is not None else {},
+    )
+    return {**m, **c.to_json(), "backend": backend, "actor_pids": backend.pids()}
+
+
+def start_backend(ctx: BackendContext, loaded: Loaded | None, stop: _StopOnCtrlC) -> Backend:
+    """Start the backend and, resuming, restore the checkpoint's replay into it; on failure
+    nothing is left running (and Ctrl-C gets its default handler back)."""
+    try:
+        backend = make_backend(ctx)
+    except BaseException:
+        stop.restore()
+        raise
+    replay = backend.replay
+    if loaded is not None and loaded[2] is not None and replay.persistent:
+        try:
+            load_replay(replay, loaded[2])
+        except CheckpointError:
+            backend.close()
+            stop.restore()
+            raise
+    return backend
+
+
+def write_summary(
+    result: TrainResult, stop_reason: str, logger: MetricLogger, run_dir: Path, env_steps: int
+) -> None:
+    """The final report to the logs, ``summary.json`` and the console."""
+    final = {
+        "charts/final_eval_return": result.eval_return,
+        "charts/final_eval_return_fp32": result.eval_return_fp32,
+        "quant/action_agreement": result.action_agreement,
+    }
+    if result.action_mean_abs_diff is not None:
+        final["quant/action_mean_abs_diff"] = result.action_mean_abs_diff
+    if result.logprob_gap is not None:
+        final["quant/logprob_gap"] = result.logprob_gap
+    logger.log(env_steps, final)
     logger.close()
     (run_dir / "summary.json").write_text(
         json.dumps({**result.to_json(), "stop": stop_reason}, indent=1)
     )
     print_summary(result, stop_reason)
-    return result
 
 
 def final_report(

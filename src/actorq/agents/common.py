@@ -4,6 +4,7 @@ rule and exploration."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any
 
@@ -22,15 +23,15 @@ def make_rate_limiter(cfg: OffPolicyConfig) -> SampleToInsertRatio:
     )
 
 
-class OffPolicyBuilder:
+class OffPolicyBuilder(abc.ABC):
     """Data path of an off-policy agent; subclasses add the networks and the exploration."""
 
     #: :func:`~actorq.core.exploration.make_behaviour` kind
     behaviour = ""
 
+    @abc.abstractmethod
     def exploration_noise(self, cfg: Any, count: int) -> np.ndarray:
         """One exploration parameter per environment instance (actors × envs)."""
-        raise NotImplementedError
 
     def data_specs(self, cfg: OffPolicyConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
         return transition_specs(spec)

@@ -9,6 +9,7 @@ step (PPO: ``log_prob``, the log-probability of the action under the snapshot th
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import TYPE_CHECKING
 
@@ -21,12 +22,12 @@ Extras = dict[str, np.ndarray]
 NO_EXTRAS: Extras = {}
 
 
-class Behaviour:
+class Behaviour(abc.ABC):
     """Base: ``act(out) -> (action, extras)``; ``set_snapshot`` sees every snapshot an actor
     swaps in (a Gaussian policy reads its log-std there)."""
 
-    def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]: ...
 
     def set_snapshot(self, snap: PolicySnapshot) -> None:
         return None

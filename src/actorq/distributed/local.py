@@ -24,12 +24,6 @@ from actorq.replay.tables import make_table
 __all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 
 
-def table_stats(table: Any) -> dict[str, float]:
-    """On-policy: chunks dropped as too stale (0 in a synchronous run)."""
-    dropped = getattr(table, "dropped", None)
-    return {} if dropped is None else {"replay/dropped_stale": float(dropped)}
-
-
 def channel_items(setup: ActorSetup) -> int:
     """Items an actor's shared-memory channel holds: room for every chunk the gate lets it
     have unconsumed (on-policy), or for many n-step emissions (off-policy)."""
@@ -111,7 +105,7 @@ class SyncBackend:
     def stats(self) -> BackendStats:
         a = self.actor
         return BackendStats(
-            self.env_steps(), self._busy, 0.0, 0, a.rejected, [a.version], table_stats(self.table)
+            self.env_steps(), self._busy, 0.0, 0, a.rejected, [a.version], self.table.stats()
         )
 
     def close(self) -> None:
@@ -217,7 +211,7 @@ class LocalBackend:
         self._drain()
         batch = self.table.next_batch(self.rng, self._version)
         if batch is not None:
-            self.control.words[shm.SAMPLES] = getattr(self.table, "samples", 0)
+            self.control.words[shm.SAMPLES] = self.table.samples
             return batch
         t = time.perf_counter()
         time.sleep(0.0002)
@@ -261,7 +255,7 @@ class LocalBackend:
             actor_restarts=self.restarts,
             rejected_snapshots=int(sum(h[shm.A_REJECTED] for h in hs)),
             versions=[int(h[shm.A_VERSION]) for h in hs],
-            extra=table_stats(self.table),
+            extra=self.table.stats(),
         )
 
     def close(self, timeout: float = 5.0) -> None:

@@ -21,6 +21,7 @@ Ray is an optional dependency (``pip install 'actorq[distributed]'``).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import json
@@ -336,7 +337,7 @@ class ShardedReplay:
         ray.get(refs)
 
 
-class _ShardPump:
+class _ShardPump(abc.ABC):
     """A background thread that keeps one request in flight per shard and hands each reply's
     batch to :meth:`_deliver`; a dead or restarting shard is asked again (``errors``)."""
 
@@ -349,11 +350,12 @@ class _ShardPump:
         self._t = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._t.start()
 
+    @abc.abstractmethod
     def _request(self, shard: Any) -> Any:
-        raise NotImplementedError
+        """The remote call whose reply is the next batch (an ObjectRef)."""
 
-    def _deliver(self, batch: Batch) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _deliver(self, batch: Batch) -> None: ...
 
     def _run(self) -> None:
         ray = import_ray()
@@ -744,7 +746,7 @@ class RayBackend:
                 extra=extra,
             )
         if self.feeder is not None:
-            st.extra["replay/dropped_stale"] = float(self.feeder.queue.dropped)
+            st.extra.update(self.feeder.queue.stats())
         with contextlib.suppress(Exception):
             st.extra.update(self.tier.egress())
         return st

@@ -15,7 +15,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from actorq.core.types import EnvSpec
-from actorq.errors import EnvIdError
+from actorq.errors import EnvIdError, first_line
 
 #: Prefixes accepted by :func:`make_env`. Families arrive with the issues that need them.
 ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:", "graphopt:")
@@ -108,8 +108,7 @@ def checked_make(env_id: str, **kwargs: Any) -> gym.Env:
         except EnvIdError:
             raise
         except (ImportError, gym.error.Error) as e:  # DependencyNotInstalled, retired versions
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise EnvIdError(f"cannot make {env_id!r} here: {first}") from None
+            raise EnvIdError(f"cannot make {env_id!r} here: {first_line(e)}") from None
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return env

@@ -110,6 +110,9 @@ class Table(Protocol):
 
     def load(self, path: str | Path) -> None: ...
 
+    def stats(self) -> dict[str, float]:
+        """Metrics of the replay kind for the interval log."""
+
 
 class UniformTable:
     """A ring buffer sampled uniformly in ``batch_size`` batches whenever the samples-per-insert
@@ -159,6 +162,9 @@ class UniformTable:
         if not self.ring.size:
             return np.zeros((0, *self.specs["obs"].shape), np.float32)
         return np.asarray(self.ring.sample(min(n, self.ring.size), rng)["obs"])
+
+    def stats(self) -> dict[str, float]:
+        return {}
 
     def save(self, path: str | Path) -> None:
         self.ring.save(path)
@@ -261,6 +267,15 @@ class TrajectoryQueue:
             obs = self._parts[-1]["obs"].reshape(-1, *self.specs["obs"].shape[1:])
         idx = rng.choice(len(obs), size=min(n, len(obs)), replace=False)
         return np.asarray(obs[idx])
+
+    def stats(self) -> dict[str, float]:
+        # chunks collected with a policy too old to train on (0 in a synchronous run)
+        return {"replay/dropped_stale": float(self.dropped)}
+
+    @property
+    def samples(self) -> int:
+        """Items handed to the learner (the counter the local backend shares with actors)."""
+        return self.taken
 
     def save(self, path: str | Path) -> None:  # nothing to keep: consumed once
         return None

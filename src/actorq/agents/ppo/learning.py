@@ -107,6 +107,7 @@ class PPOLearner(Learner):
         params = [*self.policy.parameters(), *self.value.parameters()]
         if not spec.discrete:
             params.append(self.log_std)
+        self.params = params  # what the optimizer steps and the gradient clip covers
         self.opt = torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.normalize_obs = resolve_auto(cfg.normalize_obs, spec)
         self.normalize_reward = resolve_auto(cfg.normalize_reward, spec)
@@ -230,9 +231,7 @@ class PPOLearner(Learner):
                 loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(
-                    [p for g in self.opt.param_groups for p in g["params"]], cfg.max_grad_norm
-                )
+                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.opt.step()
                 stats = {
                     "losses/policy_loss": float(pg_loss.detach()),
