@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/dqn_peers.py --case wide --seeds 0 1 2
 
 Needs the ``[peers]`` extra (stable-baselines3). Structure, cells, resumption and exit status as
-in ``benchmarks/ppo_peers.py`` (whose helpers this script imports): each (case, framework, seed)
+in ``benchmarks/peers.py`` (the matrix runner both peers scripts share): each (case, framework, seed)
 is one cell, trained in its own subprocess and written to ``<results>/<case>/<framework>-s<seed>
 .json`` when it finishes; a cell whose JSON exists is skipped, so an interrupted matrix resumes
 where it stopped; an existing cell with another budget is refused. After the cells a Markdown
@@ -77,13 +77,9 @@ shipped.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
-import json
 import math
-import shlex
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -92,17 +88,27 @@ from typing import Any
 
 import numpy as np
 
-import ppo_peers
-from ppo_peers import (
+from peers import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CURVE_METRIC,
     EVAL_TIME_METRIC,
-    _as_dict,
-    _Greedy,
-    _jsonable,
-    _num,
+    GreedyEval,
+    eval_seconds,
     first_at_or_above,
+    iqm,
     machine_info,
+    matrix_args,
+    num,
+    plain,
+    ratio_ci,
     read_metrics_csv,
+    report_head,
+    result_fields,
+    run_cell_main,
+    run_matrix,
     say,
+    times_to_target,
     write_json_atomic,
 )
 
@@ -153,9 +159,6 @@ ACTORQ_DQN: dict[str, Any] = {"actors": 2}
 FRAMEWORKS = ("sb3", "actorq-int8", "actorq-fp32", "actorq-fp16")
 EVAL_EPISODES = 10
 EVAL_SEED = 10_000  # periodic evaluations: seeds 10000..10009
-CURVE_METRIC = "charts/eval_return"
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,7 +188,7 @@ def run_sb3_cell(cell: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     case = CASES[cell["case"]]
     every, seed, budget = cell["eval_every"], cell["seed"], cell["budget"]
-    greedy = _Greedy(case.env_id, EVAL_EPISODES)
+    greedy = GreedyEval(case.env_id, EVAL_EPISODES)
 
     class EvalAndStop(BaseCallback):
         """Every ``every`` env steps: 10 deterministic episodes (seeds 10000..10009) on separate
@@ -207,7 +210,7 @@ def run_sb3_cell(cell: dict[str, Any]) -> dict[str, Any]:
                 return True
             start = time.perf_counter()
             train_s = start - self.t0 - self.eval_time
-            rets = greedy(self.model, EVAL_SEED, None)
+            rets = greedy(self.model, EVAL_SEED)
             self.eval_time += time.perf_counter() - start
             self.next_eval = (self.num_timesteps // every + 1) * every
             point = {
@@ -288,11 +291,6 @@ def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
     metrics = read_metrics_csv(run_dir / "metrics.csv")
     eval_points = metrics.get(EVAL_TIME_METRIC, [])
 
-    def evals_before(step: int) -> float:
-        """Cumulative evaluation seconds logged strictly before ``step``."""
-        before = [v for s, v, _ in eval_points if s < step]
-        return before[-1] if before else 0.0
-
     curve = [
         {"step": s, "return": v, "std": None, "train_time_s": None}
         for s, v, _ in metrics.get(CURVE_METRIC, [])
@@ -301,7 +299,7 @@ def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
     train_s = wall_s - eval_s
     ttt = None
     if r.reached_target and r.time_to_target_s is not None:
-        ttt = float(r.time_to_target_s) - evals_before(int(r.steps_to_target))
+        ttt = float(r.time_to_target_s) - eval_seconds(eval_points, int(r.steps_to_target), True)
     first = first_at_or_above(curve, case.target)
     return {
         "env_steps": int(r.env_steps),
@@ -314,10 +312,8 @@ def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
         "steps_to_target": int(r.steps_to_target) if r.reached_target else None,
         "time_to_target_s": ttt,
         "first_eval_at_target": first["step"] if first else None,
-        "hyperparams": {
-            "DQNConfig": {k: list(v) if isinstance(v, tuple) else v for k, v in hp.items()}
-        },
-        "actorq_result": {k: v for k, v in _as_dict(r).items() if _jsonable(v)},
+        "hyperparams": {"DQNConfig": {k: plain(v) for k, v in hp.items()}},
+        "actorq_result": result_fields(r),
     }
 
 
@@ -363,56 +359,9 @@ def run_cell(cell: dict[str, Any]) -> None:
     )
 
 
-def spawn_cell(cell: dict[str, Any], log_path: Path) -> int:
-    """One cell of this benchmark in its own subprocess (``ppo_peers.spawn_cell``)."""
-    return int(ppo_peers.spawn_cell(cell, log_path, Path(__file__)))
-
-
 # --------------------------------------------------------------------------------------------
 # Statistics and report
 # --------------------------------------------------------------------------------------------
-
-
-def times_to_target(cells: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Time to target per cell; +inf for a cell that never reached it (a failure)."""
-    return np.array(
-        [c["time_to_target_s"] if c["time_to_target_s"] is not None else math.inf for c in cells],
-        dtype=float,
-    )
-
-
-def iqm(x: np.ndarray) -> float:
-    """Interquartile mean: the mean after trimming int(n/4) values from each end (rliable's
-    ``scipy.stats.trim_mean(x, 0.25)``); +inf when a failure falls in the middle half."""
-    xs = np.sort(np.asarray(x, dtype=float))
-    k = int(0.25 * len(xs))
-    mid = xs[k : len(xs) - k]
-    return float(np.mean(mid)) if len(mid) else math.nan
-
-
-def ratio_ci(
-    num: np.ndarray, den: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES
-) -> tuple[float, float, float, float]:
-    """median(num) / median(den) and its percentile-bootstrap 95% CI, seeds resampled with
-    replacement within each framework (independently: seed i of one framework shares nothing
-    with seed i of another). Returns (ratio, low, high, share of resamples undefined), where
-    undefined is inf/inf (both medians failures); those resamples are dropped."""
-
-    def ratio(a: float, b: float) -> float:
-        if math.isinf(a) and math.isinf(b):
-            return math.nan
-        return a / b if b > 0 else math.inf
-
-    point = ratio(float(np.median(num)), float(np.median(den)))
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    a = np.median(rng.choice(num, size=(resamples, len(num))), axis=1)
-    b = np.median(rng.choice(den, size=(resamples, len(den))), axis=1)
-    rs = np.array([ratio(x, y) for x, y in zip(a, b, strict=True)])
-    ok = rs[~np.isnan(rs)]
-    if not len(ok):
-        return point, math.nan, math.nan, 1.0
-    lo, hi = np.quantile(ok, [0.025, 0.975], method="inverted_cdf")  # no interpolation: inf-safe
-    return point, float(lo), float(hi), 1.0 - len(ok) / len(rs)
 
 
 def _t(x: float | None) -> str:
@@ -421,31 +370,13 @@ def _t(x: float | None) -> str:
     return "∞ (failure)" if math.isinf(x) else f"{x:.1f}"
 
 
-def load_cells(case_dir: Path) -> list[dict[str, Any]]:
-    """Every finished cell JSON of a case, in framework order then seed."""
-    cells = [json.loads(p.read_text()) for p in sorted(case_dir.glob("*-s*.json"))]
-    order = {f: i for i, f in enumerate(FRAMEWORKS)}
-    return sorted(cells, key=lambda c: (order.get(c["framework"], 99), c["framework"], c["seed"]))
-
-
 def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
     """The Markdown report for one case from its cell JSONs."""
     spec = CASES[case]
-    m = machine_info()
     width = "x".join(map(str, spec.hidden))
-    lines = [
-        f"# DQN: actorq vs Stable-Baselines3 on {spec.env_id}, {width} ({case})",
-        "",
-        f"`{command}`",
-        "",
-        f"- report written {m['date']} on {m['cpu_model']} ({m['cores_usable']} usable cores, "
-        f"load average {', '.join(map(str, m['load_avg']))}); git {m['git_commit']}",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v),
-    ]
+    title = f"DQN: actorq vs Stable-Baselines3 on {spec.env_id}, {width} ({case})"
+    lines = report_head(title, command, cells)
     if cells:
-        cpus = sorted({c["machine"]["cpu_model"] for c in cells})
-        dates = sorted(c["machine"]["date"] for c in cells)
-        lines.append(f"- cells ran {dates[0]} .. {dates[-1]} on: {'; '.join(cpus)}")
         budgets = sorted({(c["budget"], c["eval_every"]) for c in cells})
         lines.append(
             "- budget: "
@@ -480,7 +411,7 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
             lines.append(
                 f"| {fw} | {len(cs)} | {len(steps)}/{len(cs)} ({len(steps) / len(cs):.0%}) | "
                 f"{_t(float(np.median(t)))} | {_t(iqm(t))} | "
-                f"{_num(float(np.median(steps)) if steps else None)} | "
+                f"{num(float(np.median(steps)) if steps else None)} | "
                 f"{np.mean([c['steps_per_s'] or 0.0 for c in cs]):,.0f} |"
             )
         if "sb3" in by_fw:
@@ -497,8 +428,8 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
                 if fw == "sb3":
                     continue
                 r, lo, hi, undef = ratio_ci(sb3_t, times_to_target(by_fw[fw]))
-                lines.append(f"| {fw} | {_num(r, '.2f')} | {_num(lo, '.2f')} .. "
-                             f"{_num(hi, '.2f')} | {undef:.1%} |")  # fmt: skip
+                lines.append(f"| {fw} | {num(r, '.2f')} | {num(lo, '.2f')} .. "
+                             f"{num(hi, '.2f')} | {undef:.1%} |")  # fmt: skip
     else:
         lines += [
             "Fixed budget, no early stop; return at the budget: the evaluation at the end.",
@@ -529,9 +460,9 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
         ttt = c["time_to_target_s"]
         lines.append(
             f"| {c['framework']} | {c['seed']} | {c['env_steps']:,} | {c['train_time_s']:.1f} | "
-            f"{c['eval_time_s']:.1f} | {_num(c['steps_per_s'])} | "
-            f"{_t(ttt if ttt is not None else fail)} | {_num(c['steps_to_target'])} | "
-            f"{_num(c['first_eval_at_target'])} | {_num(c['return_at_end'], '.1f')} | "
+            f"{c['eval_time_s']:.1f} | {num(c['steps_per_s'])} | "
+            f"{_t(ttt if ttt is not None else fail)} | {num(c['steps_to_target'])} | "
+            f"{num(c['first_eval_at_target'])} | {num(c['return_at_end'], '.1f')} | "
             f"{c['finished']} |"
         )
     lines += [
@@ -549,107 +480,27 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
-    )
-    ap.add_argument("--case", choices=sorted(CASES), help="setting (required)")
-    ap.add_argument("--seeds", type=int, nargs="+", help="default: 0..9 (cartpole), 0 1 2 (wide)")
-    ap.add_argument(
-        "--frameworks", nargs="+", choices=FRAMEWORKS, default=["sb3", "actorq-int8", "actorq-fp32"]
-    )
-    ap.add_argument("--results", type=Path, default=Path("benchmarks/results/dqn_peers"))
-    ap.add_argument("--budget", type=int, help="env steps per cell (default: the case's)")
-    ap.add_argument("--eval-every", type=int, help="env steps between evaluations")
-    ap.add_argument("--cell", help=argparse.SUPPRESS)  # internal: run one cell (JSON)
-    a = ap.parse_args(argv)
-    if a.cell is None and a.case is None:
-        ap.error("--case is required")
-    return a
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    a = parse_args(argv)
+    ap = matrix_args(__doc__.split("\n\n")[0], "benchmarks/results/dqn_peers", FRAMEWORKS)
+    ap.add_argument("--budget", type=int, help="env steps per cell (default: the case's)")
+    a = ap.parse_args(argv)
     if a.cell is not None:
-        try:
-            run_cell(json.loads(a.cell))
-        except KeyboardInterrupt:
-            say("    interrupted: cell not recorded")
-            return 130
-        return 0
-
+        return run_cell_main(a.cell, run_cell)
+    if a.case not in CASES:
+        ap.error(f"--case must be one of {', '.join(sorted(CASES))}")
     spec = CASES[a.case]
     budget = a.budget or spec.budget
-    every = a.eval_every or spec.eval_every or budget
-    seeds = a.seeds if a.seeds is not None else list(spec.seeds)
-    command = shlex.join(["python", *sys.argv])
-    case_dir = a.results / a.case
-    cells = [(fw, s) for fw in a.frameworks for s in seeds]
-
-    for fw, s in cells:  # refuse to mix budgets
-        p = case_dir / f"{fw}-s{s}.json"
-        if p.exists():
-            old = json.loads(p.read_text())
-            if (old["budget"], old["eval_every"]) != (budget, every):
-                say(
-                    f"error: {p} exists with budget={old['budget']:,}, "
-                    f"eval_every={old['eval_every']:,} (asked: {budget:,}, {every:,}); use "
-                    "another --results folder or delete it"
-                )
-                return 2
-
-    say(
-        f"{a.case}: {spec.env_id} {'x'.join(map(str, spec.hidden))}, {budget:,} env steps per "
-        f"cell, evaluation every {every:,}; {len(cells)} cells -> {case_dir}"
+    settings = {"budget": budget, "eval_every": a.eval_every or spec.eval_every or budget}
+    return run_matrix(
+        Path(__file__),
+        a.case,
+        a.results / a.case,
+        a.frameworks,
+        a.seeds if a.seeds is not None else spec.seeds,
+        settings,
+        lambda cells, command: render_report(a.case, cells, command),
+        FRAMEWORKS,
     )
-    failed: list[str] = []
-    interrupted = False
-    for i, (fw, seed) in enumerate(cells, 1):
-        name = f"{a.case}/{fw}-s{seed}"
-        out = case_dir / f"{fw}-s{seed}.json"
-        tag = f"[{i}/{len(cells)}] {name}"
-        if out.exists():
-            say(f"{tag}: done before, skipped ({out})")
-            continue
-        run_dir = case_dir / "runs" / f"{fw}-s{seed}"
-        if run_dir.exists():  # an unfinished earlier attempt: start the cell afresh
-            shutil.rmtree(run_dir)
-        cell = {
-            "case": a.case,
-            "framework": fw,
-            "seed": seed,
-            "budget": budget,
-            "eval_every": every,
-            "out": str(out.resolve()),
-            "run_dir": str(run_dir.resolve()),
-            "command": command,
-        }
-        say(f"{tag}: training")
-        t0 = time.perf_counter()
-        try:
-            rc = spawn_cell(cell, case_dir / "logs" / f"{fw}-s{seed}.log")
-        except KeyboardInterrupt:
-            say(f"{tag}: interrupted, not recorded; run the same command again to resume")
-            interrupted = True
-            break
-        dt_s = time.perf_counter() - t0
-        if rc == 0 and out.exists():
-            say(f"{tag}: done in {dt_s:.0f} s")
-        else:
-            say(f"{tag}: FAILED (exit {rc}) after {dt_s:.0f} s; see {case_dir / 'logs'}")
-            failed.append(name)
-
-    report = render_report(a.case, load_cells(case_dir), command)
-    case_dir.mkdir(parents=True, exist_ok=True)
-    (case_dir / "report.md").write_text(report)
-    say("")
-    say(report)
-    say(f"report: {case_dir / 'report.md'}")
-    if failed:
-        say(f"failed: {', '.join(failed)}")
-    if interrupted:
-        return 130
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -7,14 +7,15 @@
 
 Needs the ``[peers]`` extra (stable-baselines3) and, for halfcheetah and walker, ``[control]``.
 
-Cells. Each (case, framework, seed) is one cell, trained in its own subprocess, and written to
-``<results>/<case>/<framework>-s<seed>.json`` (atomically) when it finishes. A cell whose JSON
-exists is skipped, so an interrupted matrix resumes where it stopped, across sessions; a crash or
-Ctrl-C loses at most the cell that was running. After the cells, a Markdown table goes to stdout
-and to ``<results>/<case>/report.md`` (built from every cell JSON of the case found there).
+Cells (``benchmarks/peers.py``, shared with ``dqn_peers.py``). Each (case, framework, seed) is
+one cell, trained in its own subprocess, and written to ``<results>/<case>/<framework>-s<seed>
+.json`` (atomically) when it finishes. A cell whose JSON exists is skipped, so an interrupted
+matrix resumes where it stopped, across sessions; a crash or Ctrl-C loses at most the cell that
+was running. After the cells, a Markdown table goes to stdout and to
+``<results>/<case>/report.md`` (built from every cell JSON of the case found there).
 
-Exit status: 0 when every asked cell is done, 1 when a cell failed, 3 when actorq cells were
-skipped because actorq's PPO cannot be imported yet, 130 when interrupted.
+Exit status: 0 when every asked cell is done, 1 when a cell failed, 2 when cells with other
+budget settings are there, 130 when interrupted.
 
 Evaluation, the same for both frameworks. Every ``--eval-every`` env steps (default 10k for
 cartpole, 50k for halfcheetah and walker): 10 deterministic episodes on separately seeded envs,
@@ -94,29 +95,36 @@ actorq runs 2 actor processes; ``actors * envs_per_actor * num_steps`` equals rl
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import copy
-import csv
 import dataclasses
 import datetime as dt
-import json
-import math
-import os
-import platform
-import shlex
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from actorq.bench.machine import cpu_model
+from peers import (
+    CURVE_METRIC,
+    EVAL_TIME_METRIC,
+    GreedyEval,
+    eval_seconds,
+    first_at_or_above,
+    machine_info,
+    matrix_args,
+    mean_std,
+    num,
+    plain,
+    read_metrics_csv,
+    report_head,
+    result_fields,
+    run_cell_main,
+    run_matrix,
+    say,
+    write_json_atomic,
+)
 
 # --------------------------------------------------------------------------------------------
 # Settings (edit here)
@@ -236,78 +244,6 @@ FRAMEWORKS = ("sb3", "actorq-int8", "actorq-fp32", "actorq-fp16")
 EVAL_EPISODES = 10
 EVAL_SEED = 10_000  # periodic evaluations: seeds 10000..10009
 FINAL_EVAL_SEED = 20_000  # final evaluation: held-out seeds 20000..20009
-EXIT_ACTORQ_MISSING = 3  # a cell's exit status when actorq's PPO cannot be imported
-CURVE_METRIC = "charts/eval_return"  # actorq metrics.csv: one row per periodic evaluation
-EVAL_TIME_METRIC = "perf/eval_s"  # actorq metrics.csv, if recorded: cumulative eval seconds
-CELL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-# --------------------------------------------------------------------------------------------
-# Shared helpers
-# --------------------------------------------------------------------------------------------
-
-
-def say(msg: str) -> None:
-    """A progress line on stdout, flushed (the parent streams the cells' output)."""
-    print(msg, flush=True)
-
-
-def machine_info() -> dict[str, Any]:
-    """Facts about this machine and software, recorded with every cell and report."""
-    versions = {}
-    for pkg in ("actorq", "stable-baselines3", "torch", "gymnasium", "mujoco", "dm-control"):
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    return {
-        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "cpu_model": cpu_model(),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "load_avg": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "versions": versions,
-        "git_commit": _git_commit(),
-    }
-
-
-def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True, timeout=10,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, check=True, timeout=10,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}{' (modified tree)' if dirty else ''}"
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def cell_path(results: Path, case: str, framework: str, seed: int) -> Path:
-    return results / case / f"{framework}-s{seed}.json"
-
-
-def first_at_or_above(
-    curve: Sequence[dict[str, Any]], target: float | None
-) -> dict[str, Any] | None:
-    """The first evaluation point whose mean return is >= ``target``."""
-    if target is None:
-        return None
-    return next((p for p in curve if p["return"] >= target), None)
-
-
 # --------------------------------------------------------------------------------------------
 # SB3 cell
 # --------------------------------------------------------------------------------------------
@@ -340,39 +276,6 @@ def sb3_kwargs(zoo: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
-class _Greedy:
-    """Deterministic evaluation of an SB3 policy: ``episodes`` separately seeded envs stepped in
-    lock-step (one batched ``predict`` per step), returns summed until each episode ends."""
-
-    def __init__(self, env_id: str, episodes: int) -> None:
-        from actorq.envs import make_env
-
-        self.envs = [make_env(env_id) for _ in range(episodes)]
-
-    def __call__(
-        self, model: Any, seed: int, normalize: Callable[[np.ndarray], np.ndarray] | None
-    ) -> np.ndarray:
-        n = len(self.envs)
-        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
-        returns = np.zeros(n)
-        alive = np.ones(n, bool)
-        while alive.any():
-            idx = np.flatnonzero(alive)
-            batch = obs[idx] if normalize is None else normalize(obs[idx])
-            actions, _ = model.predict(batch, deterministic=True)
-            for j, i in enumerate(idx):
-                o, r, term, trunc, _ = self.envs[i].step(actions[j])
-                obs[i] = o
-                returns[i] += float(r)
-                if term or trunc:
-                    alive[i] = False
-        return returns
-
-    def close(self) -> None:
-        for env in self.envs:
-            env.close()
-
-
 def _frozen_normalizer(venv: Any) -> Callable[[np.ndarray], np.ndarray] | None:
     """The training VecNormalize's observation normalization with its statistics copied now
     (frozen: evaluation never updates them); None without VecNormalize."""
@@ -402,7 +305,7 @@ def run_sb3_cell(cell: dict[str, Any]) -> dict[str, Any]:
     case = CASES[cell["case"]]
     zoo = ZOO_PPO[cell["case"]]
     every, seed = cell["eval_every"], cell["seed"]
-    greedy = _Greedy(case.env_id, EVAL_EPISODES)
+    greedy = GreedyEval(case.env_id, EVAL_EPISODES)
 
     class PeriodicEval(BaseCallback):
         """Every ``every`` env steps: 10 deterministic episodes (seeds 10000..10009) on separate
@@ -474,63 +377,11 @@ def run_sb3_cell(cell: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def actorq_problem(case: str) -> str | None:
-    """Why actorq's PPO cells cannot run (one line), or None when ``from actorq import
-    PPOConfig, train`` works and PPOConfig has every field ``ACTORQ_PPO[case]`` sets."""
-    try:
-        import actorq
-
-        ppo_config = actorq.PPOConfig
-        actorq.train  # noqa: B018 (the import is the check)
-    except Exception as e:
-        return (
-            f"actorq's PPO is not importable yet ({type(e).__name__}: {e}); "
-            "actorq cells skipped, not recorded"
-        )
-    if dataclasses.is_dataclass(ppo_config):
-        names = {f.name for f in dataclasses.fields(ppo_config)}
-        unknown = sorted(set(ACTORQ_PPO[case]) - names)
-        if unknown:
-            return (
-                f"actorq.PPOConfig has no field(s) {', '.join(unknown)}: adjust "
-                f"ACTORQ_PPO[{case!r}] in benchmarks/ppo_peers.py; actorq cells skipped"
-            )
-    return None
-
-
-def read_metrics_csv(path: Path) -> dict[str, list[tuple[int, float, float | None]]]:
-    """actorq's metrics.csv (``step,wall_time,metric,value``; a ``name`` column is accepted
-    in place of ``metric``) as ``{metric: [(step, value, wall_time or None), ...]}``."""
-    out: dict[str, list[tuple[int, float, float | None]]] = {}
-    if not path.exists():
-        return out
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            name = row.get("metric") or row.get("name")
-            if not name:
-                continue
-            wall = row.get("wall_time")
-            out.setdefault(name, []).append(
-                (int(float(row["step"])), float(row["value"]), float(wall) if wall else None)
-            )
-    return out
-
-
-def _eval_seconds_at(points: list[tuple[int, float, float | None]], step: int) -> float:
-    """Cumulative evaluation seconds recorded at or before ``step`` (0 if none yet)."""
-    before = [v for s, v, _ in points if s <= step]
-    return before[-1] if before else 0.0
-
-
 def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """Train actorq's PPO for one cell through ``actorq.train(PPOConfig(...))``."""
     import torch
 
     torch.set_num_threads(1)
-    problem = actorq_problem(cell["case"])
-    if problem:
-        say(problem)
-        sys.exit(EXIT_ACTORQ_MISSING)
     from actorq import PPOConfig, train
 
     case = CASES[cell["case"]]
@@ -566,7 +417,7 @@ def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
     for step, value, wall in curve_rows:
         # From the train() call (actorq's start-up included) to the end of this evaluation,
         # less the evaluation time known at that step.
-        t = None if wall is None else wall - t_call - _eval_seconds_at(eval_points, step)
+        t = None if wall is None else wall - t_call - eval_seconds(eval_points, step, False)
         curve.append({"step": step, "return": value, "std": None, "train_time_s": t})
     wall_s = float(r.wall_time_s)
     train_s = wall_s - eval_s if eval_s is not None else wall_s
@@ -581,23 +432,9 @@ def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
         "curve": curve,
         "final_return": float(r.eval_return),
         "final_return_std": float(r.eval_return_std),
-        "hyperparams": {"PPOConfig": {k: _plain(v) for k, v in hp.items()}},
-        "actorq_result": {k: v for k, v in _as_dict(r).items() if _jsonable(v)},
+        "hyperparams": {"PPOConfig": {k: plain(v) for k, v in hp.items()}},
+        "actorq_result": result_fields(r),
     }
-
-
-def _plain(v: Any) -> Any:
-    return list(v) if isinstance(v, tuple) else v
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    return dict(vars(obj))
-
-
-def _jsonable(v: Any) -> bool:
-    return v is None or isinstance(v, str | int | float | bool)
 
 
 # --------------------------------------------------------------------------------------------
@@ -640,83 +477,17 @@ def run_cell(cell: dict[str, Any]) -> None:
     )
 
 
-def spawn_cell(cell: dict[str, Any], log_path: Path, script: Path | None = None) -> int:
-    """Run one cell in a subprocess (``script --cell JSON``; default: this script), streaming
-    its output to stdout and to ``log_path``. Returns its exit status; Ctrl-C waits for the
-    cell to stop and re-raises."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **CELL_ENV}
-    cmd = [sys.executable, str((script or Path(__file__)).resolve()), "--cell", json.dumps(cell)]
-    with open(log_path, "w") as log:
-        # Its own process group: the terminal's Ctrl-C reaches only this process, which passes
-        # exactly one SIGINT on (a second one would make actorq stop without cleaning up).
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            process_group=0,
-            cwd=log_path.parent,  # MuJoCo writes MUJOCO_LOG.TXT into the working directory
-        )
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                log.write(line)
-            return proc.wait()
-        except KeyboardInterrupt:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            raise
-
-
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
 
 
-def _mean_std(xs: Sequence[float]) -> str:
-    if not xs:
-        return "—"
-    return f"{np.mean(xs):.1f} ± {np.std(xs):.1f}"
-
-
-def _num(x: float | None, fmt: str = ",.0f") -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
-
-
-def load_cells(case_dir: Path) -> list[dict[str, Any]]:
-    """Every finished cell JSON of a case, in framework order then seed."""
-    cells = [json.loads(p.read_text()) for p in sorted(case_dir.glob("*-s*.json"))]
-    order = {f: i for i, f in enumerate(FRAMEWORKS)}
-    return sorted(cells, key=lambda c: (order.get(c["framework"], 99), c["framework"], c["seed"]))
-
-
 def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
     """The Markdown report for one case from its cell JSONs."""
     spec = CASES[case]
-    m = machine_info()
     frameworks = list(dict.fromkeys(c["framework"] for c in cells))
-    lines = [
-        f"# PPO: actorq vs Stable-Baselines3 on {spec.env_id} ({case})",
-        "",
-        f"`{command}`",
-        "",
-        f"- report written {m['date']} on {m['cpu_model']} ({m['cores_usable']} usable cores, "
-        f"load average {', '.join(map(str, m['load_avg']))}); git {m['git_commit']}",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v),
-    ]
-    cpus = sorted({c["machine"]["cpu_model"] for c in cells})
-    dates = sorted(c["machine"]["date"] for c in cells)
-    if cells:
-        lines.append(f"- cells ran {dates[0]} .. {dates[-1]} on: {'; '.join(cpus)}")
+    title = f"PPO: actorq vs Stable-Baselines3 on {spec.env_id} ({case})"
+    lines = report_head(title, command, cells)
     budgets = sorted({(c["total_steps"], c["eval_every"]) for c in cells})
     if budgets:
         lines.append(
@@ -747,9 +518,9 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
         row = [
             fw,
             str(len(cs)),
-            _mean_std(finals),
+            mean_std(finals),
             ", ".join(f"s{c['seed']}: {c['final_return']:.1f}" for c in cs),
-            _mean_std([c["train_time_s"] for c in cs]),
+            mean_std([c["train_time_s"] for c in cs]),
             f"{np.mean([c['steps_per_s'] or 0.0 for c in cs]):,.0f}",
         ]
         if target is not None:
@@ -758,7 +529,7 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
             row += [
                 f"{len(hits)}/{len(cs)}",
                 ", ".join(f"s{c['seed']}: {c['steps_to_target']:,}" for c in hits) or "—",
-                ", ".join(f"s{sd}: {_num(t, '.1f')}" for sd, t in times) or "—",
+                ", ".join(f"s{sd}: {num(t, '.1f')}" for sd, t in times) or "—",
             ]
         incl = sorted({c["evals_in_train_time"] for c in cs})
         row.append(
@@ -802,8 +573,8 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
         last = c["curve"][-1]["return"] if c["curve"] else None
         lines.append(
             f"| {c['framework']} | {c['seed']} | {c['env_steps']:,} | {c['train_time_s']:.1f} | "
-            f"{_num(c['eval_time_s'], '.1f')} | {_num(c['steps_per_s'])} | "
-            f"{c['final_return']:.1f} ± {c['final_return_std']:.1f} | {_num(last, '.1f')} | "
+            f"{num(c['eval_time_s'], '.1f')} | {num(c['steps_per_s'])} | "
+            f"{c['final_return']:.1f} ± {c['final_return_std']:.1f} | {num(last, '.1f')} | "
             f"{c['eval_time_source']} | {c['finished']} |"
         )
     lines += [
@@ -821,128 +592,29 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
-    )
-    ap.add_argument("--case", choices=sorted(CASES), help="environment (required)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument(
-        "--frameworks", nargs="+", choices=FRAMEWORKS, default=["sb3", "actorq-int8", "actorq-fp32"]
-    )
-    ap.add_argument("--results", type=Path, default=Path("benchmarks/results/ppo_peers"))
-    ap.add_argument("--total-steps", type=int, help="env steps per cell (default: rl-zoo's)")
-    ap.add_argument("--eval-every", type=int, help="env steps between evaluations")
-    ap.add_argument("--cell", help=argparse.SUPPRESS)  # internal: run one cell (JSON)
-    a = ap.parse_args(argv)
-    if a.cell is None and a.case is None:
-        ap.error("--case is required")
-    return a
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    a = parse_args(argv)
+    ap = matrix_args(__doc__.split("\n\n")[0], "benchmarks/results/ppo_peers", FRAMEWORKS)
+    ap.add_argument("--total-steps", type=int, help="env steps per cell (default: rl-zoo's)")
+    a = ap.parse_args(argv)
     if a.cell is not None:
-        try:
-            run_cell(json.loads(a.cell))
-        except KeyboardInterrupt:
-            say("    interrupted: cell not recorded")
-            return 130
-        return 0
-
+        return run_cell_main(a.cell, run_cell)
+    if a.case not in CASES:
+        ap.error(f"--case must be one of {', '.join(sorted(CASES))}")
     spec = CASES[a.case]
-    total = a.total_steps or spec.total_steps
-    every = a.eval_every or spec.eval_every
-    command = shlex.join(["python", *sys.argv])
-    case_dir = a.results / a.case
-    cells = [(fw, s) for fw in a.frameworks for s in a.seeds]
-
-    # Refuse to mix budgets: an existing cell with other settings is not this benchmark's.
-    for fw, s in cells:
-        p = cell_path(a.results, a.case, fw, s)
-        if p.exists():
-            old = json.loads(p.read_text())
-            if (old["total_steps"], old["eval_every"]) != (total, every):
-                say(
-                    f"error: {p} exists with total_steps={old['total_steps']:,}, "
-                    f"eval_every={old['eval_every']:,} (asked: {total:,}, {every:,}); use "
-                    "another --results folder or delete it"
-                )
-                return 2
-
-    actorq_msg = None
-    if any(fw.startswith("actorq-") for fw, s in cells):
-        if any(not cell_path(a.results, a.case, fw, s).exists() for fw, s in cells):
-            actorq_msg = actorq_problem(a.case)
-        if actorq_msg:
-            say(actorq_msg)
-
-    say(
-        f"{a.case}: {spec.env_id}, {total:,} env steps per cell, evaluation every {every:,}; "
-        f"{len(cells)} cells -> {case_dir}"
+    settings = {
+        "total_steps": a.total_steps or spec.total_steps,
+        "eval_every": a.eval_every or spec.eval_every,
+    }
+    return run_matrix(
+        Path(__file__),
+        a.case,
+        a.results / a.case,
+        a.frameworks,
+        a.seeds if a.seeds is not None else [0, 1, 2],
+        settings,
+        lambda cells, command: render_report(a.case, cells, command),
+        FRAMEWORKS,
     )
-    failed: list[str] = []
-    skipped: list[str] = []
-    interrupted = False
-    for i, (fw, seed) in enumerate(cells, 1):
-        name = f"{a.case}/{fw}-s{seed}"
-        out = cell_path(a.results, a.case, fw, seed)
-        tag = f"[{i}/{len(cells)}] {name}"
-        if out.exists():
-            say(f"{tag}: done before, skipped ({out})")
-            continue
-        if fw.startswith("actorq-") and actorq_msg:
-            say(f"{tag}: skipped (actorq's PPO unavailable)")
-            skipped.append(name)
-            continue
-        run_dir = case_dir / "runs" / f"{fw}-s{seed}"
-        if run_dir.exists():  # an unfinished earlier attempt: start the cell afresh
-            import shutil
-
-            shutil.rmtree(run_dir)
-        cell = {
-            "case": a.case,
-            "framework": fw,
-            "seed": seed,
-            "total_steps": total,
-            "eval_every": every,
-            "out": str(out.resolve()),
-            "run_dir": str(run_dir.resolve()),
-            "command": command,
-        }
-        say(f"{tag}: training")
-        t0 = time.perf_counter()
-        try:
-            rc = spawn_cell(cell, case_dir / "logs" / f"{fw}-s{seed}.log")
-        except KeyboardInterrupt:
-            say(f"{tag}: interrupted, not recorded; run the same command again to resume")
-            interrupted = True
-            break
-        dt_s = time.perf_counter() - t0
-        if rc == 0 and out.exists():
-            say(f"{tag}: done in {dt_s:.0f} s")
-        elif rc == EXIT_ACTORQ_MISSING:
-            say(f"{tag}: skipped (actorq's PPO unavailable)")
-            skipped.append(name)
-        else:
-            say(f"{tag}: FAILED (exit {rc}) after {dt_s:.0f} s; see {case_dir / 'logs'}")
-            failed.append(name)
-
-    report = render_report(a.case, load_cells(case_dir), command)
-    case_dir.mkdir(parents=True, exist_ok=True)
-    (case_dir / "report.md").write_text(report)
-    say("")
-    say(report)
-    say(f"report: {case_dir / 'report.md'}")
-    if skipped:
-        say(f"skipped: {', '.join(skipped)}")
-    if failed:
-        say(f"failed: {', '.join(failed)}")
-    if interrupted:
-        return 130
-    if failed:
-        return 1
-    return EXIT_ACTORQ_MISSING if skipped else 0
 
 
 if __name__ == "__main__":
