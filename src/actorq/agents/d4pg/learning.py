@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from actorq.agents.d4pg.categorical import categorical_projection
 from actorq.agents.d4pg.networks import DistributionalCritic, Policy
+from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
 from actorq.core.interfaces import Learner
 from actorq.core.types import Batch
@@ -49,8 +50,8 @@ class D4PGLearner(Learner):
         self.target_policy = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.atoms = torch.linspace(v_min, v_max, num_atoms, device=self.device)
-        self.policy_opt = torch.optim.Adam(self.policy.parameters(), lr=policy_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=critic_lr)
+        self.policy_opt = adam(self.policy.parameters(), policy_lr)
+        self.critic_opt = adam(self.critic.parameters(), critic_lr)
         self.target_update_period = target_update_period
         self.max_grad_norm = max_grad_norm
         self.updates = 0

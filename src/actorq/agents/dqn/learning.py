@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.networks import MLP
+from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
 from actorq.core.interfaces import Learner
 from actorq.core.types import Batch, EnvSpec
@@ -32,7 +33,7 @@ class DQNLearner(Learner):
         self.q.to(self.device)
         self.target = copy.deepcopy(self.q)
         self.target.requires_grad_(False)
-        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.opt = adam(self.q.parameters(), cfg.learning_rate, cfg.adam_eps)
         self.updates = 0
 
     def _t(self, x: np.ndarray) -> torch.Tensor:

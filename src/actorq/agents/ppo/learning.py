@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from actorq.agents.optim import adam
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.networks import MLP
 from actorq.agents.state import pack, unpack
@@ -108,7 +109,7 @@ class PPOLearner(Learner):
         if not spec.discrete:
             params.append(self.log_std)
         self.params = params  # what the optimizer steps and the gradient clip covers
-        self.opt = torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.opt = adam(params, cfg.learning_rate, cfg.adam_eps)
         self.normalize_obs = resolve_auto(cfg.normalize_obs, spec)
         self.normalize_reward = resolve_auto(cfg.normalize_reward, spec)
         self.obs_rms = RunningMeanStd((spec.obs_dim,))
