@@ -34,3 +34,8 @@ class DivergedError(ActorQError):
 
 class GraphError(ActorQError, ValueError):
     """A computation graph, cluster, placement or graph name that the graphopt tools reject."""
+
+
+class NetlistError(ActorQError, ValueError):
+    """A chip netlist (circuit-training protobuf text), placement (.plc) file, or netlist name
+    that the chip tools reject."""
