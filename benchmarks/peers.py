@@ -305,7 +305,8 @@ def run_matrix(
     cell and must match those of cells already there. Exit status: 0 when every cell is done, 1
     when one failed, 2 for mixed settings, 130 when interrupted."""
     command = shlex.join(["python", *sys.argv])
-    pairs = [(fw, s) for fw in frameworks for s in seeds]
+    # Seed-major: a slow patch of a shared machine then hits every framework, not one.
+    pairs = [(fw, s) for s in seeds for fw in frameworks]
     for fw, s in pairs:
         p = case_dir / f"{fw}-s{s}.json"
         if p.exists():

@@ -30,8 +30,10 @@ class DQNConfig(OffPolicyConfig):
     gym:MountainCar-v0."""
     hidden: Widths = (256, 256)
     """Hidden layer widths of the Q-network, e.g. 2048,2048,2048 (the QuaRL paper's actors)."""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate."""
+    learning_rate: float = 1e-3
+    """Adam learning rate. 1e-3 rather than DQN's usual 2.5e-4: on CartPole-v1 the slower rate
+    left half the seeds on a ~125-return plateau for 100k steps (docs/results.md, "DQN that
+    learns every seed")."""
     adam_eps: float = 1e-5
     """Adam epsilon (1e-5 rather than 1e-8: steadier on sparse, bootstrapped targets)."""
     target_update_period: int = 250
@@ -45,6 +47,9 @@ class DQNConfig(OffPolicyConfig):
     stream at the scale of the action gap, so int8 actors agree with fp32 far more often."""
     huber_delta: float = 1.0
     """Huber loss threshold."""
+    publish_every: int = 100
+    """Learner updates between published (quantized) snapshots: a GPTQ publish of a 256-wide
+    layer costs about 15 updates' time, so every 50 updates it took a fifth of the learner."""
     epsilon: float = 0.4
     """Ape-X exploration base: environment instance i of N explores with
     epsilon^(1 + epsilon_alpha * i / (N - 1))."""
