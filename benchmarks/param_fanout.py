@@ -302,7 +302,7 @@ def main() -> None:
         "--rounds", type=int, default=1, help="repeat every cell, interleaved; report medians"
     )
     p.add_argument(
-        "--publish-every", type=int, default=50, help="learner updates per publish (the default)"
+        "--publish-every", type=int, default=50, help="learner updates per publish"
     )
     p.add_argument("--fp32-max-actors", type=int, default=64, help="memory: see the docstring")
     p.add_argument("--poll-ms", type=float, default=50.0)
