@@ -54,7 +54,11 @@ def test_training_step_mirrors_the_backward_pass() -> None:
     assert "x/grad" not in names
     assert {"fc1/update", "fc2/update"} <= set(names)
     i = names.index
-    assert g.flops[i("fc1/grad")] == 2 * fwd.flops[fwd.op_names.index("fc1")]
+    # backward FLOPs are the sum over the inputs that need a gradient: fc1's input is data, so
+    # only its weight gradient (one matmul) and bias gradient (a sum); fc2 needs both matmuls
+    f = dict(zip(fwd.op_names, fwd.flops.tolist(), strict=True))
+    assert g.flops[i("fc1/grad")] == f["fc1"] + B * H
+    assert g.flops[i("fc2/grad")] == 2 * f["fc2"] + B * OUT
     assert g.flops[i("relu/grad")] == fwd.flops[fwd.op_names.index("relu")]
     edges = {(names[s], names[d]) for s, d in zip(g.src, g.dst, strict=True)}
     assert ("relu/grad", "fc1/grad") in edges  # gradient flows back

@@ -24,6 +24,25 @@ NVLink link bandwidth     45 GB/s          NVLink 2, 2 bricks per pair (50 GB/s 
 NVLink link latency       5 µs             direct peer copy
 ========================  ===============  ==============================================
 
+``{1,2,4,8}xa100-{pcie,nvlink}`` and ``{1,2,4,8}xh100-{pcie,nvlink}`` are A100- and
+H100-class (SXM, 80 GB), with the same derating (~70% of the peak FLOP/s, ~80% of the peak
+bandwidths). FLOP/s are TF32 tensor-core rates, the dtype an fp32 model trains at on these GPUs
+(``torch.set_float32_matmul_precision("high")``); the IR counts fp32 bytes. Sources: NVIDIA A100
+Tensor Core GPU datasheet (2021) and NVIDIA H100 Tensor Core GPU datasheet (2023):
+
+===================  ================================  ================================
+constant             A100 (peak -> preset)             H100 (peak -> preset)
+===================  ================================  ================================
+``flop_s``           156 TFLOP/s TF32 dense -> 110     495 TFLOP/s TF32 dense -> 350
+``mem_bw``           2.04 TB/s HBM2e -> 1.6 TB/s       3.35 TB/s HBM3 -> 2.7 TB/s
+``memory``           80 GB -> 80 GiB                   80 GB -> 80 GiB
+``op_overhead``      5 µs                              5 µs
+NVLink bandwidth     NVLink 3: 300 GB/s/dir -> 240     NVLink 4: 450 GB/s/dir -> 360
+NVLink latency       5 µs                              5 µs
+PCIe bandwidth       PCIe 4.0 x16: 32 GB/s/dir -> 25   PCIe 5.0 x16: 64 GB/s/dir -> 50
+PCIe latency         10 µs                             10 µs
+===================  ================================  ================================
+
 A cluster file (JSON) overrides any of this::
 
     {"devices": [{"name": "gpu0", "flop_s": 1e13, "mem_bw": 7.5e11, "memory": 1.7e10,
@@ -52,6 +71,16 @@ LINK_FIELDS = ("bandwidth", "latency")
 
 GPU = {"flop_s": 10e12, "mem_bw": 750e9, "memory": 16 * 2**30, "op_overhead": 5e-6}
 LINKS = {"pcie": (12e9, 10e-6), "nvlink": (45e9, 5e-6)}
+A100 = {"flop_s": 110e12, "mem_bw": 1.6e12, "memory": 80 * 2**30, "op_overhead": 5e-6}
+A100_LINKS = {"pcie": (25e9, 10e-6), "nvlink": (240e9, 5e-6)}
+H100 = {"flop_s": 350e12, "mem_bw": 2.7e12, "memory": 80 * 2**30, "op_overhead": 5e-6}
+H100_LINKS = {"pcie": (50e9, 10e-6), "nvlink": (360e9, 5e-6)}
+#: preset device kinds: (device numbers, link numbers per link kind); module docstring for sources
+KINDS: dict[str, tuple[dict[str, float], dict[str, tuple[float, float]]]] = {
+    "gpu": (GPU, LINKS),
+    "a100": (A100, A100_LINKS),
+    "h100": (H100, H100_LINKS),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,21 +177,27 @@ def _uniform(name: str, devices: list[Device], bw: float, lat: float) -> Cluster
 
 
 def preset_names() -> list[str]:
-    return ["1xgpu"] + [f"{n}xgpu-{k}" for k in LINKS for n in (2, 4, 8)]
+    return [
+        name
+        for dev in KINDS
+        for name in [f"1x{dev}"] + [f"{n}x{dev}-{k}" for k in LINKS for n in (2, 4, 8)]
+    ]
 
 
 def get_cluster(spec: str | Path) -> Cluster:
-    """A preset name (``4xgpu-pcie``, ``8xgpu-nvlink``, ``1xgpu``) or a path to a JSON file."""
+    """A preset name (``4xgpu-pcie``, ``8xh100-nvlink``, ``1xa100``) or a path to a JSON
+    file."""
     s = str(spec)
-    m = re.fullmatch(r"(\d+)xgpu(?:-(pcie|nvlink))?", s)
+    m = re.fullmatch(r"(\d+)x(gpu|a100|h100)(?:-(pcie|nvlink))?", s)
     if m:
-        digits, kind = m.group(1), m.group(2) or "pcie"
+        digits, dev, kind = m.group(1), m.group(2), m.group(3) or "pcie"
         # int() of thousands of digits raises ValueError; past 2 digits is out of range anyway
         if len(digits) > 3 or not 1 <= int(digits) <= 64:
             raise GraphError(f"cluster {short(s)}: 1 to 64 GPUs")
         n = int(digits)
-        devs = [Device(f"gpu{i}", **GPU) for i in range(n)]
-        return _uniform(s, devs, *LINKS[kind])
+        numbers, links = KINDS[dev]
+        devs = [Device(f"gpu{i}", **numbers) for i in range(n)]
+        return _uniform(s, devs, *links[kind])
     p = Path(s)
     if p.suffix == ".json" or p.exists():
         return load_cluster(p)

@@ -20,8 +20,8 @@ NeurIPS 2020) — :class:`Simulator` plays one step the way a dataflow runtime e
   group is neither written nor allocated; outputs used outside are materialized when the group
   finishes. Other fuse bits are ignored and counted in :attr:`SimResult.fusions_ignored`.
   (The mirror rule — ``u`` with a single consumer — is just as safe alone, but not mixed with
-  this one; in training graphs almost every forward output also feeds its gradient op, so the
-  single-input rule is the one that leaves something to fuse.)
+  this one; in training graphs every forward output the backward saves also feeds a gradient
+  op, so the single-input rule is the one that leaves something to fuse.)
 * **Memory.** Parameter bytes live on their op's device all step. An op's output is allocated
   when it starts and freed when its last consumer on that device has finished and its transfers
   have arrived; a received tensor is allocated on arrival and freed after its last consumer there.

@@ -25,7 +25,7 @@ from actorq.graphopt.files import short
 from actorq.graphopt.ir import Graph, load_graph
 
 #: Bump when the importer or a model changes, so stale cached graphs are not reused.
-SUITE_VERSION = 5
+SUITE_VERSION = 6
 
 
 @dataclasses.dataclass(frozen=True)
