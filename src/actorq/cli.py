@@ -144,7 +144,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     return 130 if result.interrupted else 0
 
 
-USAGE = """usage: actorq {train,eval,export,graphopt,bench,report} ...
+USAGE = """usage: actorq {train,eval,export,graphopt,chip,bench,report} ...
 
   actorq train dqn [--env ID] [--precision fp32|fp16|int8|int4|auto] [--actors N] ...   (see --help)
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
@@ -152,6 +152,7 @@ USAGE = """usage: actorq {train,eval,export,graphopt,bench,report} ...
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
   actorq graphopt list | baselines --graph NAME [--cluster 4xgpu-pcie]   (graph optimization)
+  actorq chip place NETLIST --out out.plc | show FILE.plc | cost NETLIST PLC  (macro placement)
   actorq bench SPEC.toml [--results DIR] [--dry-run]      (benchmark matrix, resumable)
   actorq report RESULTS_DIR                               (RESULTS_DIR/report.md + plots)
 """
@@ -181,12 +182,17 @@ def main(argv: list[str] | None = None) -> int:
             from actorq.graphopt.cli import main as graphopt_main
 
             return graphopt_main(rest)
+        if cmd == "chip":  # macro placement on circuit-training netlists: actorq.chip.cli
+            from actorq.chip.cli import main as chip_main
+
+            return chip_main(rest)
         if cmd in ("bench", "report"):  # benchmark matrices and their reports: actorq.bench
             from actorq.bench.cli import cmd_bench, cmd_report
 
             return cmd_bench(rest) if cmd == "bench" else cmd_report(rest)
         return _fail(
-            f"unknown command {cmd!r}; expected train, eval, export, graphopt, bench or report"
+            f"unknown command {cmd!r}; expected train, eval, export, graphopt, chip, bench or "
+            "report"
         )
     except ActorQError as e:
         return _fail(str(e))

@@ -78,3 +78,30 @@ def test_bad_config() -> None:
         AnnealConfig(p_shift=0, p_move=0, p_swap=0, p_flip=0)
     with pytest.raises(ConfigError):
         AnnealConfig(steps=-1)
+
+
+def test_legalize_moves_only_the_illegal_macros() -> None:
+    from actorq.chip.anneal import legalize
+
+    pc = _initial("macro_tiles_10x10")
+    assert _legal(pc) and legalize(pc) == 0
+    h = pc.netlist.hard_macros
+    pc.x[h[0]], pc.y[h[0]] = -500.0, 50.0  # off the canvas
+    pc.x[h[1]], pc.y[h[1]] = pc.x[h[2]], pc.y[h[2]]  # on top of another
+    pc.reset()
+    x0, y0 = pc.x.copy(), pc.y.copy()
+    assert not _legal(pc)
+    assert legalize(pc, seed=0) == 2 and _legal(pc)
+    # h[0] and one of the two stacked macros moved; nothing else did
+    changed = np.flatnonzero((pc.x != x0) | (pc.y != y0))
+    assert len(changed) == 2 and h[0] in changed and (h[1] in changed or h[2] in changed)
+    assert pc.costs() == pc.full_costs()
+
+
+def test_sa_from_ariane_initial_ends_legal() -> None:
+    """Ariane133's initial.plc has macros off the canvas and overlapping: annealing legalizes
+    first, so its result is legal."""
+    pc = _initial("ariane133")
+    assert not _legal(pc)
+    anneal(pc, AnnealConfig(steps=200, seed=0))
+    assert _legal(pc)

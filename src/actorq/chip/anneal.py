@@ -16,19 +16,30 @@ A hard-macro move is legal when the macro stays inside the canvas and overlaps n
 macro; illegal proposals are skipped. A legal proposal is applied with
 :meth:`PlacementCost.move` (incremental, ~0.3 ms on Ariane133), accepted by the Metropolis rule
 on the proxy cost and otherwise moved back. Temperatures fall geometrically from ``t0`` (by
-default the mean cost change of a random proposal, so one schedule fits netlists whose moves
+default the median cost change of a random proposal, so one schedule fits netlists whose moves
 change the cost by 1e-4 or by 1e-1) to ``t0 · t1_ratio``.
+
+**Soft macros by force-directed placement.** The published numbers (Mirhoseini et al. 2021;
+MacroPlacement's SA 0.7552 on Ariane133) are proxies *after* the standard-cell clusters are
+re-placed around the final macros with the FD placer (:mod:`actorq.chip.force`); the Nature
+paper's SA also re-runs FD between macro moves. ``AnnealConfig.fd`` turns this on: FD runs once
+before the first step (so the moves are judged with clusters placed around the start),
+every ``fd_every`` accepted moves (0: never in between), and once more on the best placement at
+the end; :attr:`AnnealResult.best_proxy` is then the proxy after that last FD, and
+:attr:`AnnealResult.proxy_before_fd` the best proxy the annealing itself reached.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from actorq.chip.cost import PlacementCost
-from actorq.errors import ConfigError
+from actorq.chip.force import FDConfig, ForcePlacer
+from actorq.errors import ConfigError, NetlistError
 
 FLIPS = np.array([0, 1, 2, 3], np.int8)  # N, FN, S, FS
 
@@ -52,8 +63,18 @@ class AnnealConfig:
     p_flip: float = 0.1
     """move mix (normalised)"""
     seed: int = 0
+    fd: FDConfig | None = None
+    """re-place soft macros with this force-directed schedule (before, every ``fd_every``
+    accepted moves, and at the end); None: soft macros stay where they are"""
+    fd_every: int = 0
+    """accepted moves between FD runs during the annealing (0: only before and at the end)"""
+    legalize: bool = True
+    """first move hard macros that are off the canvas or overlap others to legal spots
+    (:func:`legalize`), so that the result is legal; False: anneal from the placement as given"""
 
     def __post_init__(self) -> None:
+        if self.fd_every < 0:
+            raise ConfigError(f"fd_every={self.fd_every} (must be >= 0)")
         if self.steps < 0:
             raise ConfigError(f"steps={self.steps} (must be >= 0)")
         if self.t0 is not None and not (0 < self.t0 < math.inf):
@@ -71,10 +92,19 @@ class AnnealResult:
 
     initial_proxy: float
     best_proxy: float
+    """the best placement's proxy; with ``fd``, after the final FD"""
     accepted: int
     illegal: int
     history: list[float] = field(default_factory=list)
     """proxy cost every 1 % of the steps"""
+    proxy_before_fd: float | None = None
+    """with ``fd``: the best proxy the annealing reached, before the final FD"""
+    evaluations: int = 0
+    """cost evaluations (one per legal proposal, plus the t0 estimate's)"""
+    fd_runs: int = 0
+    fd_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """process CPU time of the whole call"""
 
 
 class _Legality:
@@ -136,6 +166,57 @@ def random_legal_placement(pc: PlacementCost, seed: int = 0, tries: int = 2000) 
     return done
 
 
+def legalize(pc: PlacementCost, seed: int = 0, tries: int = 2000) -> int:
+    """Make the hard-macro placement legal, moving few macros a short way: visited largest
+    first, a macro is kept if it lies on the canvas and overlaps no macro kept before it; each
+    of the others moves to the first legal spot of ``tries`` draws around its position clipped
+    onto the canvas, in a window growing from nothing to the whole canvas. Returns how many moved
+    (-1 if some found no spot: it is then left where it was). Ariane133's ``initial.plc`` has 18
+    macros off the canvas, whose nets the evaluator does not route: annealing from it without
+    this would keep them there and score an illegal placement."""
+    rng = np.random.default_rng(seed)
+    leg = _Legality(pc)
+    nl = pc.netlist
+    c = pc.canvas
+    order = leg.hard[np.argsort(-(nl.width[leg.hard] * nl.height[leg.hard]), kind="stable")]
+    far = 10.0 * (c.width + c.height)
+    x0, y0 = pc.x.copy(), pc.y.copy()
+    # first pass: park everything, bring back (largest first) each macro that is inside and
+    # overlaps none brought back before it; second pass: find spots for the rest, among all
+    # the kept ones (so a moved macro never displaces a legal one)
+    for i in order:
+        pc.x[i] = pc.y[i] = far
+    todo = []
+    for i in order:
+        i = int(i)
+        if leg.ok(i, float(x0[i]), float(y0[i])):
+            pc.x[i], pc.y[i] = x0[i], y0[i]
+        else:
+            todo.append(i)
+    moved, failed = 0, False
+    for i in todo:
+        k = leg.slot[i]
+        hw, hh = leg.hw[k], leg.hh[k]
+        cx = float(np.clip(x0[i], hw, max(c.width - hw, hw)))
+        cy = float(np.clip(y0[i], hh, max(c.height - hh, hh)))
+        spot = None
+        for t in range(tries):
+            r = (t + 1) / tries
+            x = float(np.clip(cx + rng.uniform(-r, r) * c.width, hw, max(c.width - hw, hw)))
+            y = float(np.clip(cy + rng.uniform(-r, r) * c.height, hh, max(c.height - hh, hh)))
+            if leg.ok(i, x, y):
+                spot = (x, y)
+                break
+        if spot is None:
+            pc.x[i], pc.y[i] = x0[i], y0[i]
+            failed = True
+        else:
+            pc.x[i], pc.y[i] = spot
+            moved += 1
+    pc.reset()
+    return -1 if failed else moved
+
+
 Move = tuple[int, float, float, int | None]
 
 
@@ -185,8 +266,9 @@ def _apply(pc: PlacementCost, moves: list[Move]) -> None:
 
 def _auto_t0(
     pc: PlacementCost, leg: _Legality, movers: np.ndarray, probs: np.ndarray, seed: int
-) -> float:
-    """Mean |Δproxy| of up to 100 legal random proposals (each undone)."""
+) -> tuple[float, int]:
+    """Median |Δproxy| of up to 100 legal random proposals (each undone), and the number of
+    cost evaluations that took."""
     rng = np.random.default_rng(seed + 1)
     base = pc.proxy()
     deltas = []
@@ -200,30 +282,54 @@ def _auto_t0(
         if len(deltas) == 100:
             break
     t0 = float(np.median(deltas)) if deltas else 0.0
-    return t0 if t0 > 0 else 1e-3
+    return (t0 if t0 > 0 else 1e-3), len(deltas)
 
 
 def anneal(pc: PlacementCost, config: AnnealConfig | None = None) -> AnnealResult:
-    """Simulated annealing of ``pc``'s macros; ``pc`` ends at the best placement found."""
+    """Simulated annealing of ``pc``'s macros; ``pc`` ends at the best placement found (with
+    ``config.fd``, its soft macros re-placed by FD)."""
     cfg = config or AnnealConfig()
+    cpu0 = time.process_time()
     rng = np.random.default_rng(cfg.seed)
     nl = pc.netlist
     leg = _Legality(pc)
     hard = leg.hard
+    placer = ForcePlacer(pc) if cfg.fd is not None else None
+    fd_runs, fd_s = 0, 0.0
+    initial = pc.proxy()
+    if cfg.legalize and len(hard) and legalize(pc, seed=cfg.seed) < 0:
+        raise NetlistError(f"{nl.name}: some hard macro has no legal spot (canvas too full?)")
+
+    def run_fd() -> float:
+        nonlocal fd_runs, fd_s
+        assert placer is not None and cfg.fd is not None
+        r = placer.place(cfg.fd)
+        fd_runs += 1
+        fd_s += r.seconds
+        return r.after.proxy
+
     movers = np.concatenate([hard, nl.soft_macros]) if cfg.move_soft else hard
     if not len(movers):
-        p = pc.proxy()
-        return AnnealResult(p, p, 0, 0, [p])
+        p = run_fd() if placer is not None else initial
+        before = initial if placer is not None else None
+        return AnnealResult(initial, p, 0, 0, [p], before, 0, fd_runs, fd_s,
+                            time.process_time() - cpu0)  # fmt: skip
     probs = np.array([cfg.p_shift, cfg.p_move, cfg.p_swap, cfg.p_flip], float)
     if len(hard) < 2:
         probs[2] = 0.0
     if not len(hard):
         probs[3] = 0.0
     probs /= probs.sum()
-    t0 = cfg.t0 if cfg.t0 is not None else _auto_t0(pc, leg, movers, probs, cfg.seed)
+    if placer is not None:
+        run_fd()  # judge the moves with the clusters placed around the starting macros
+    evaluations = 0
+    if cfg.t0 is None:
+        t0, evaluations = _auto_t0(pc, leg, movers, probs, cfg.seed)
+    else:
+        t0 = cfg.t0
     kinds = rng.choice(4, size=cfg.steps, p=probs)
     cur = pc.proxy()
-    initial = best = cur
+    best = cur
     best_state = (pc.x.copy(), pc.y.copy(), pc.orientation.copy())
     accepted = illegal = 0
     history = [cur]
@@ -237,10 +343,13 @@ def anneal(pc: PlacementCost, config: AnnealConfig | None = None) -> AnnealResul
         else:
             _apply(pc, prop[0])
             new = pc.proxy()
+            evaluations += 1
             delta = new - cur
             if delta <= 0 or rng.random() < math.exp(-delta / temp):
                 cur = new
                 accepted += 1
+                if placer is not None and cfg.fd_every and accepted % cfg.fd_every == 0:
+                    cur = run_fd()
                 if cur < best:
                     best = cur
                     best_state = (pc.x.copy(), pc.y.copy(), pc.orientation.copy())
@@ -250,4 +359,17 @@ def anneal(pc: PlacementCost, config: AnnealConfig | None = None) -> AnnealResul
             history.append(cur)
     pc.x[:], pc.y[:], pc.orientation[:] = best_state
     pc.reset()  # the best state, recomputed from scratch (also clears rounding drift)
-    return AnnealResult(initial, pc.proxy(), accepted, illegal, history)
+    before_fd = pc.proxy()
+    final = run_fd() if placer is not None else before_fd
+    return AnnealResult(
+        initial_proxy=initial,
+        best_proxy=final,
+        accepted=accepted,
+        illegal=illegal,
+        history=history,
+        proxy_before_fd=before_fd if placer is not None else None,
+        evaluations=evaluations,
+        fd_runs=fd_runs,
+        fd_seconds=fd_s,
+        cpu_seconds=time.process_time() - cpu0,
+    )

@@ -18,7 +18,7 @@ from actorq.core.types import EnvSpec
 from actorq.errors import EnvIdError, first_line
 
 #: Prefixes accepted by :func:`make_env`. Families arrive with the issues that need them.
-ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:", "graphopt:")
+ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:", "graphopt:", "chip:")
 
 
 def _split(env_id: str) -> tuple[str, str]:
@@ -44,6 +44,11 @@ def validate_env_id(env_id: str) -> None:
 
         validate_graphopt_id(name)
         return
+    if prefix == "chip":  # chip:<shipped netlist> or chip:<netlist file>, see actorq.chip.env
+        from actorq.chip.env import validate_chip_id
+
+        validate_chip_id(name)
+        return
     if prefix == "gym" and name not in gym.registry:
         close = [k for k in gym.registry if k.lower().startswith(name.split("-")[0].lower()[:4])]
         hint = f"; did you mean {', '.join(sorted(close)[:5])}?" if close else ""
@@ -65,6 +70,10 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         from actorq.graphopt.envs import make_graphopt_env
 
         return make_graphopt_env(name, **kwargs)
+    if prefix == "chip":
+        from actorq.chip.env import make_chip_env
+
+        return make_chip_env(name, **kwargs)
     return gym.make(name, **kwargs)
 
 

@@ -1,0 +1,322 @@
+"""``actorq chip``: place macros, draw a placement and print its costs.
+
+    actorq chip place NETLIST [--plc initial.plc] [--method sa|random] [--steps N] [--seed S]
+                      --out out.plc
+    actorq chip show FILE.plc --netlist NETLIST --out fig.png [--map density|congestion]
+    actorq chip cost NETLIST PLC
+
+``NETLIST`` is a shipped netlist's name (``ariane133``, ``macro_tiles_10x10``,
+``sample_clustered``, ``toy_macro_stdcell``) or a circuit-training netlist file. Bad input (a
+missing or malformed file, a bad flag value) raises an :class:`~actorq.errors.ActorQError`, which
+``actorq`` prints as one line, exiting with status 2; an output file is written whole or not at
+all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import tyro
+
+from actorq.cli_args import parse
+from actorq.errors import NetlistError, first_line
+
+if TYPE_CHECKING:
+    from actorq.chip.cost import CostWeights, PlacementCost
+    from actorq.chip.netlist import Netlist
+    from actorq.chip.plc import Placement
+
+MAX_STEPS = 10**9
+MAX_SEED = 2**32 - 1
+
+
+@dataclasses.dataclass
+class PlaceArgs:
+    """Place the hard macros (simulated annealing or random legal), then the soft macros by
+    force-directed placement; write a .plc with the costs in its header."""
+
+    netlist: tyro.conf.Positional[str]
+    """Shipped netlist name or a netlist file (.pb.txt, optionally .gz)."""
+    out: str
+    """Output .plc file (written atomically; replaced if it exists)."""
+    plc: str | None = None
+    """Starting placement and canvas; default: the shipped initial.plc, or an initial.plc beside
+    the netlist file, or circuit-training's default canvas."""
+    method: Literal["sa", "random"] = "sa"
+    """sa: simulated annealing from the starting placement; random: a random legal placement."""
+    steps: int = 20_000
+    """Simulated-annealing proposals (method sa)."""
+    seed: int = 0
+    """Seed of the annealing / random placement and of FD."""
+    fd: bool = True
+    """Place the soft macros by force-directed placement at the end (--no-fd: leave them)."""
+    density_weight: float = 0.5
+    """Weight of the density cost in the proxy."""
+    congestion_weight: float = 0.5
+    """Weight of the congestion cost in the proxy."""
+
+
+@dataclasses.dataclass
+class ShowArgs:
+    """Draw a placement: canvas, hard macros (blue), soft macros and standard cells (green),
+    ports (red) and a heat map."""
+
+    plc: tyro.conf.Positional[str]
+    """The .plc file to draw."""
+    netlist: str
+    """Shipped netlist name or netlist file the .plc places."""
+    out: str
+    """Image file (.png, .pdf or .svg; written atomically)."""
+    map: Literal["density", "congestion", "none"] = "density"
+    """Heat map under the macros: grid density, or the larger of horizontal and vertical
+    congestion per cell."""
+
+
+@dataclasses.dataclass
+class CostArgs:
+    """Print the proxy cost of a placement (wirelength, density, congestion)."""
+
+    netlist: tyro.conf.Positional[str]
+    """Shipped netlist name or netlist file."""
+    plc: tyro.conf.Positional[str]
+    """The .plc file."""
+    density_weight: float = 0.5
+    """Weight of the density cost in the proxy."""
+    congestion_weight: float = 0.5
+    """Weight of the congestion cost in the proxy."""
+
+
+def _weights(density: float, congestion: float) -> CostWeights:
+    from actorq.chip.cost import CostWeights
+
+    for flag, v in (("--density-weight", density), ("--congestion-weight", congestion)):
+        if not (math.isfinite(v) and 0 <= v <= 1e6):
+            raise NetlistError(f"{flag} must be finite and in [0, 1e6], got {v!r}")
+    return CostWeights(1.0, density, congestion)
+
+
+def load_netlist_arg(spec: str) -> tuple[Netlist, Path | None]:
+    """A shipped netlist by name or a netlist file, and the ``initial.plc`` that goes with it
+    (None if there is none)."""
+    from actorq.chip.netlist import get_netlist, load_netlist, netlist_dir, netlist_names
+
+    if spec in netlist_names():
+        return get_netlist(spec), netlist_dir(spec) / "initial.plc"
+    p = Path(spec)
+    if not p.is_file():
+        raise NetlistError(
+            f"{_shown(p)}: no such netlist file (or a shipped name: {', '.join(netlist_names())})"
+        )
+    nl = load_netlist(p)
+    beside = p.parent / "initial.plc"
+    return nl, (beside if beside.is_file() else None)
+
+
+def _shown(p: Path) -> str:
+    s = str(p)
+    return s if s.isprintable() else repr(s)
+
+
+def _out_path(path: str, suffixes: tuple[str, ...]) -> Path:
+    """Where an output goes, checked before any work."""
+    p = Path(path)
+    if p.is_dir():
+        raise NetlistError(f"--out {_shown(p)} is a directory")
+    if not p.parent.is_dir():
+        raise NetlistError(f"--out {_shown(p)}: directory {_shown(p.parent)} does not exist")
+    if p.suffix.lower() not in suffixes:
+        raise NetlistError(f"--out {_shown(p)} must end in {' or '.join(suffixes)}")
+    return p
+
+
+def _write_atomically(p: Path, write: object) -> None:
+    """Call ``write(tmp_path)``, then rename the temporary file onto ``p``: a failure leaves no
+    partial file."""
+    tmp = p.with_name(f".{p.stem}.tmp{os.getpid()}{p.suffix}")
+    try:
+        write(tmp)  # type: ignore[operator]
+        tmp.replace(p)
+    except (OSError, ValueError) as e:
+        tmp.unlink(missing_ok=True)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
+        raise NetlistError(f"cannot write {_shown(p)}: {why}") from None
+
+
+def _placement_cost(
+    netlist: Netlist, plc: Path | None, weights: CostWeights
+) -> tuple[PlacementCost, Placement | None]:
+    from actorq.chip.cost import Canvas, PlacementCost
+    from actorq.chip.plc import load_plc
+
+    if plc is None:
+        return PlacementCost(netlist, Canvas.default_for(netlist), weights), None
+    p = load_plc(plc)
+    return PlacementCost.from_placement(netlist, p, weights), p
+
+
+def _print_costs(pc: PlacementCost, header: dict[str, float] | None = None) -> None:
+    c = pc.costs()
+    w = pc.weights
+    print(f"wirelength       {c.wirelength:.3f} µm (weighted HPWL)")
+    print(f"wirelength cost  {c.wirelength_cost:.6f}")
+    print(f"density cost     {c.density_cost:.6f}")
+    print(f"congestion cost  {c.congestion_cost:.6f}")
+    print(
+        f"proxy            {c.proxy:.6f} "
+        f"(= {w.wirelength:g}·wirelength + {w.density:g}·density + {w.congestion:g}·congestion)"
+    )
+    if header:
+        shown = ", ".join(f"{k} {v:.10g}" for k, v in header.items())
+        print(f"file header says: {shown}")
+
+
+def cmd_place(a: PlaceArgs) -> int:
+    from actorq.chip.anneal import AnnealConfig, anneal, random_legal_placement
+    from actorq.chip.force import FDConfig, ForcePlacer
+    from actorq.chip.plc import format_plc
+
+    if not 0 <= a.steps <= MAX_STEPS:
+        raise NetlistError(f"--steps must be in [0, {MAX_STEPS}], got {a.steps}")
+    if not 0 <= a.seed <= MAX_SEED:
+        raise NetlistError(f"--seed must be in [0, {MAX_SEED}], got {a.seed}")
+    weights = _weights(a.density_weight, a.congestion_weight)
+    out = _out_path(a.out, (".plc",))
+    nl, default_plc = load_netlist_arg(a.netlist)
+    plc_path = Path(a.plc) if a.plc is not None else default_plc
+    pc, base = _placement_cost(nl, plc_path, weights)
+    start = pc.proxy()
+    fd = FDConfig(seed=a.seed) if a.fd else None
+    if a.method == "random":
+        if not random_legal_placement(pc, seed=a.seed):
+            raise NetlistError(f"{nl.name}: found no legal spot for some macro (canvas too full?)")
+        if fd is not None:
+            ForcePlacer(pc).place(fd)
+        note = f"random legal placement, seed {a.seed}" + (", then FD" if fd else "")
+    else:
+        res = anneal(pc, AnnealConfig(steps=a.steps, seed=a.seed, fd=fd))
+        note = (
+            f"simulated annealing, {a.steps} steps, seed {a.seed}: proxy {start:.4f} -> "
+            f"{res.proxy_before_fd if fd else res.best_proxy:.4f}"
+            + (f", {res.best_proxy:.4f} after FD" if fd else "")
+        )
+    p = pc.placement(base)
+    p.costs["Proxy cost"] = pc.proxy()
+    text = format_plc(p, comment=f"actorq chip place {nl.name}: {note}")
+    _write_atomically(out, lambda t: Path(t).write_text(text))
+    print(note)
+    _print_costs(pc)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_cost(a: CostArgs) -> int:
+    weights = _weights(a.density_weight, a.congestion_weight)
+    nl, _ = load_netlist_arg(a.netlist)
+    pc, p = _placement_cost(nl, Path(a.plc), weights)
+    _print_costs(pc, p.costs if p is not None else None)
+    return 0
+
+
+def cmd_show(a: ShowArgs) -> int:
+    out = _out_path(a.out, (".png", ".pdf", ".svg"))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
+    except ImportError:
+        raise NetlistError(
+            "actorq chip show needs matplotlib: pip install 'actorq[bench]'"
+        ) from None
+    import numpy as np
+
+    from actorq.chip.netlist import PORT, SOFT_MACRO, STDCELL
+
+    nl, _ = load_netlist_arg(a.netlist)
+    pc, _ = _placement_cost(nl, Path(a.plc), _weights(0.5, 0.5))
+    c = pc.canvas
+    costs = pc.costs()
+    fig, ax = plt.subplots(figsize=(7, 7 * c.height / c.width + 0.6))
+    try:
+        if a.map != "none":
+            if a.map == "density":
+                grid, label = pc.density_grid(), "density"
+            else:
+                h, v = pc.congestion_grids()
+                grid, label = np.maximum(h, v), "congestion (max of H, V)"
+            im = ax.imshow(
+                grid,
+                origin="lower",
+                extent=(0, c.width, 0, c.height),
+                cmap="magma",
+                alpha=0.75,
+                interpolation="nearest",
+            )
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=label)
+        ax.add_patch(Rectangle((0, 0), c.width, c.height, fill=False, lw=1.5, ec="black"))
+        for i in nl.indices(SOFT_MACRO, STDCELL):
+            w, hh = nl.width[i], nl.height[i]
+            ax.add_patch(
+                Rectangle((pc.x[i] - w / 2, pc.y[i] - hh / 2), w, hh, fc="tab:green", alpha=0.3,
+                          lw=0.3, ec="darkgreen")
+            )  # fmt: skip
+        for i in nl.hard_macros:
+            w, hh = nl.width[i], nl.height[i]
+            ax.add_patch(
+                Rectangle((pc.x[i] - w / 2, pc.y[i] - hh / 2), w, hh, fc="tab:blue", alpha=0.7,
+                          lw=0.5, ec="navy")
+            )  # fmt: skip
+        ports = np.flatnonzero(nl.kind == PORT)
+        ax.scatter(pc.x[ports], pc.y[ports], s=4, c="tab:red", label="ports", zorder=3)
+        pad = 0.03 * max(c.width, c.height)
+        ax.set_xlim(-pad, c.width + pad)
+        ax.set_ylim(-pad, c.height + pad)
+        ax.set_aspect("equal")
+        ax.set_title(
+            f"{nl.name}: proxy {costs.proxy:.4f}\n(wirelength {costs.wirelength_cost:.4f}, "
+            f"density {costs.density_cost:.4f}, congestion {costs.congestion_cost:.4f})",
+            fontsize=9,
+        )
+        fmt = out.suffix.lower().lstrip(".")
+        _write_atomically(out, lambda t: fig.savefig(t, dpi=150, format=fmt))
+    finally:
+        plt.close(fig)
+    print(f"wrote {out}")
+    return 0
+
+
+USAGE = """usage: actorq chip {place,show,cost} ...
+
+  actorq chip place NETLIST --out out.plc [--plc initial.plc] [--method sa|random] [--steps N]
+                    [--seed S] [--no-fd]
+  actorq chip show FILE.plc --netlist NETLIST --out fig.png [--map density|congestion|none]
+  actorq chip cost NETLIST PLC
+
+NETLIST: a shipped netlist (ariane133, macro_tiles_10x10, sample_clustered, toy_macro_stdcell)
+or a circuit-training netlist file.
+"""
+
+
+def main(argv: list[str]) -> int:
+    """Entry from ``actorq chip ...``; NetlistError propagates to ``actorq``'s handler."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    sub, rest = argv[0], argv[1:]
+    if sub == "place":
+        return cmd_place(parse(PlaceArgs, rest, "actorq chip place"))
+    if sub == "show":
+        return cmd_show(parse(ShowArgs, rest, "actorq chip show"))
+    if sub == "cost":
+        return cmd_cost(parse(CostArgs, rest, "actorq chip cost"))
+    print(
+        f"actorq: error: unknown chip command {sub!r}; expected place, show or cost",
+        file=sys.stderr,
+    )
+    return 2
