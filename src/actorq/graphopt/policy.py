@@ -1,0 +1,827 @@
+"""GO's graph policy network, standalone: features, the torch model, its ONNX form.
+
+GO (Zhou et al., "Transferable Graph Optimizers for ML Compilers", NeurIPS 2020) decides device
+placement, op scheduling and op fusion for every op of a computation graph at once with one
+network: a GraphSAGE encoder (Hamilton et al., NeurIPS 2017) over the op graph, a segment-recurrent
+attention layer over the ops in topological order (Transformer-XL, Dai et al., ACL 2019) so that
+the cost stays linear in the size of graphs of 80k+ ops, and per-node heads conditioned on a
+task/graph embedding ("parameter superposition", here as feature-wise modulation, FiLM: Perez et
+al., AAAI 2018). This module builds that network from the graph IR (:mod:`actorq.graphopt.ir`):
+
+* :func:`node_features`, :func:`edge_features`, :func:`encode_graph`: the numbers it reads
+  (:data:`NODE_FEATURES` documents each column).
+* :class:`GOPolicy`: the torch model (the learner's), returning per-node logits for the three
+  decisions; :func:`sample`, :func:`log_prob`, :func:`entropy` for a one-shot joint decision.
+* :func:`export_onnx` / :class:`OnnxGOPolicy`: the same network as a hand-written ONNX graph with
+  dynamic op and edge counts, fp32 or int8 (actorq's int8 layers: int8 weights per column,
+  uint8 activations per row, ``MatMulInteger``; :mod:`actorq.quant.runtimes`), which actors run
+  in onnxruntime without torch's autograd.
+
+Training through the actor-learner loop (PPO) is not here; see docs/graphopt.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from actorq.graphopt.envs import PRIORITY_LEVELS
+from actorq.graphopt.ir import Graph
+
+# ---- features -------------------------------------------------------------------------------
+
+#: Op types with their own embedding; anything else shares row 0 (``<unk>``). Backward ops
+#: (``<type>_grad``) share their forward type's row and set the ``backward`` feature instead, so
+#: a forward type seen in training also covers its gradient. Fixed: the embedding table's rows
+#: are indices into this tuple, so appending is safe and reordering breaks trained policies.
+OP_VOCAB: tuple[str, ...] = (
+    "<unk>", "input", "saved", "update",
+    # matmul-like
+    "linear", "matmul", "bmm", "mm", "addmm", "baddbmm", "einsum", "embedding",
+    "scaled_dot_product_attention",
+    # convolutions
+    "conv", "conv1d", "conv2d", "conv3d", "convolution", "conv_transpose2d",
+    # elementwise
+    "elementwise", "add", "sub", "mul", "div", "floordiv", "pow", "neg", "exp", "log", "sqrt",
+    "rsqrt", "relu", "gelu", "silu", "tanh", "sigmoid", "dropout", "where", "clamp", "pad",
+    # normalisation
+    "norm", "layernorm", "batchnorm2d", "batchnorm1d", "groupnorm", "native_layer_norm",
+    "native_batch_norm", "rmsnorm",
+    # reductions
+    "reduce", "sum", "mean", "amax", "max", "softmax", "log_softmax", "avg_pool2d",
+    "max_pool2d", "adaptive_avg_pool2d",
+    # data movement and views
+    "concat", "cat", "stack", "chunk", "split", "view", "reshape", "transpose", "permute",
+    "getitem", "getattr", "unsqueeze", "squeeze", "expand", "contiguous", "clone", "detach",
+    "new_zeros", "slice", "select", "index", "gather", "copy",
+)  # fmt: skip
+_VOCAB_INDEX = {t: i for i, t in enumerate(OP_VOCAB)}
+#: log1p(x) / LOG_SCALE maps costs of 0 .. 1e12 (FLOPs, bytes) to about 0 .. 1.
+LOG_SCALE = math.log1p(1e12)
+#: Column names of :func:`node_features`, in order (see its docstring).
+NODE_FEATURES: tuple[str, ...] = (
+    "type_index",
+    "backward",
+    "log_flops",
+    "log_bytes_read",
+    "log_bytes_written",
+    "log_out_bytes",
+    "log_param_bytes",
+    "depth",
+    "topo_position",
+    "log_fan_in",
+    "log_fan_out",
+    "anchored",
+    "log_anchor_followers",
+    "anchor_gap",
+)
+EDGE_FEATURES: tuple[str, ...] = ("log_bytes",)
+
+
+def op_type_index(op_type: str) -> int:
+    """Row of ``op_type`` in :data:`OP_VOCAB` (``_grad`` stripped, lower case; 0 if unknown)."""
+    return _VOCAB_INDEX.get(op_type.lower().removesuffix("_grad"), 0)
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    return (np.log1p(np.asarray(x, np.float64)) / LOG_SCALE).astype(np.float32)
+
+
+def node_features(graph: Graph) -> np.ndarray:
+    """Per-op features ``(num_ops, len(NODE_FEATURES))`` float32, static for a graph.
+
+    Columns (:data:`NODE_FEATURES`):
+
+    * ``type_index``: the op type's row in :data:`OP_VOCAB` (an integer stored as a float; the
+      model embeds it), 0 for types outside the vocabulary.
+    * ``backward``: 1 for a gradient op (type ``*_grad``).
+    * ``log_flops``, ``log_bytes_read``, ``log_bytes_written``, ``log_out_bytes``,
+      ``log_param_bytes``: ``log1p(x) / LOG_SCALE`` of the IR's costs — compute, memory traffic,
+      allocated output and resident weights/optimizer state, the quantities the simulator's
+      roofline and memory check use. Logs because they span ten orders of magnitude.
+    * ``depth``: longest path from a source, divided by the graph's largest (0 .. 1).
+    * ``topo_position``: position in the topological order, divided by ``num_ops - 1``.
+    * ``log_fan_in``, ``log_fan_out``: ``log1p(degree) / 5``.
+    * ``anchored``: 1 if the op has a colocation anchor other than itself (a gradient op and its
+      forward op: :attr:`Graph.anchor`).
+    * ``log_anchor_followers``: ``log1p(ops anchored to this op) / 5``.
+    * ``anchor_gap``: ``(topo_rank[op] - topo_rank[anchor[op]]) / num_ops``: how far back in the
+      order the op's colocation partner is (0 for a self-anchored op).
+
+    The anchor itself is also an input of the model (:class:`GraphInputs`): each GraphSAGE layer
+    reads the anchor's embedding, so a gradient op sees the forward op it should be placed with.
+    """
+    g = graph
+    n = g.num_ops
+    anchor = np.asarray(g.anchor, dtype=np.int64)
+    rank = g.topo_rank
+    # ops anchored to each op, not counting itself
+    followers = np.bincount(anchor, minlength=n) - (anchor == np.arange(n))
+    cols = [
+        np.array([op_type_index(t) for t in g.op_types], dtype=np.float32),
+        np.array([t.endswith("_grad") for t in g.op_types], dtype=np.float32),
+        _log(g.flops),
+        _log(g.bytes_read),
+        _log(g.bytes_written),
+        _log(g.out_bytes),
+        _log(g.param_bytes),
+        (g.depth / max(1, int(g.depth.max()))).astype(np.float32),
+        (rank / max(1, n - 1)).astype(np.float32),
+        (np.log1p(g.in_degree) / 5).astype(np.float32),
+        (np.log1p(g.out_degree) / 5).astype(np.float32),
+        (anchor != np.arange(n)).astype(np.float32),
+        (np.log1p(followers) / 5).astype(np.float32),
+        ((rank - rank[anchor]) / n).astype(np.float32),
+    ]
+    return np.stack(cols, axis=1)
+
+
+def edge_features(graph: Graph) -> np.ndarray:
+    """Per-edge features ``(num_edges, 1)`` float32: ``log1p(tensor bytes) / LOG_SCALE``, the
+    size of what the edge would move between devices."""
+    return _log(graph.edge_bytes)[:, None]
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphInputs:
+    """What :class:`GOPolicy` and its ONNX form read: features plus the graph's index arrays."""
+
+    x: np.ndarray
+    """(n, F) float32 node features (:func:`node_features`)."""
+    edge_attr: np.ndarray
+    """(m, 1) float32 edge features (:func:`edge_features`)."""
+    src: np.ndarray
+    """(m,) int64 producer of each edge."""
+    dst: np.ndarray
+    """(m,) int64 consumer of each edge."""
+    anchor: np.ndarray
+    """(n,) int64 colocation anchor of each op (itself when none)."""
+    order: np.ndarray
+    """(n,) int64 ops in topological order (the attention's sequence)."""
+    rank: np.ndarray
+    """(n,) int64 position of each op in ``order`` (its inverse)."""
+
+    @property
+    def num_ops(self) -> int:
+        return int(self.x.shape[0])
+
+    def feeds(self) -> dict[str, np.ndarray]:
+        """The ONNX model's inputs, by name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The torch model's keyword arguments."""
+        return {k: torch.from_numpy(v) for k, v in self.feeds().items()}
+
+
+def encode_graph(graph: Graph) -> GraphInputs:
+    """A graph as the policy's inputs (computed once per graph; the policy's inputs are static)."""
+    return GraphInputs(
+        x=node_features(graph),
+        edge_attr=edge_features(graph),
+        src=np.ascontiguousarray(graph.src, np.int64),
+        dst=np.ascontiguousarray(graph.dst, np.int64),
+        anchor=np.ascontiguousarray(graph.anchor, np.int64),
+        order=np.ascontiguousarray(graph.topo_order, np.int64),
+        rank=np.ascontiguousarray(graph.topo_rank, np.int64),
+    )
+
+
+# ---- the torch model --------------------------------------------------------------------------
+
+TASKS: tuple[str, ...] = ("placement", "priority", "fusion")
+"""The per-node decisions, in the order of the task embedding's rows and of the outputs."""
+_MASK = -1e9  # additive attention mask: exp underflows to exactly 0 in fp32
+_LN_EPS = 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class GOPolicyConfig:
+    """Sizes of :class:`GOPolicy`. The defaults run an 80k-op graph in about a second on one
+    core (benchmarks/graphopt_policy_speed.py)."""
+
+    num_devices: int = 4
+    """Placement logits per op."""
+    hidden: int = 64
+    """Width of every node embedding."""
+    sage_layers: int = 3
+    """GraphSAGE layers (each sees in-, out-neighbours and the anchor)."""
+    attn_layers: int = 2
+    """Segment attention layers; information travels back ``attn_layers`` segments."""
+    heads: int = 4
+    """Attention heads (``hidden`` must divide by it)."""
+    segment: int = 64
+    """Ops per segment: each attends to its segment and the previous one (2 x segment keys)."""
+    ffn: int = 128
+    """Width of the attention layers' feed-forward block."""
+    type_dim: int = 16
+    """Width of the op-type embedding."""
+    task_dim: int = 16
+    """Width of each task's embedding (the FiLM conditioning's task part)."""
+    priority_levels: int = PRIORITY_LEVELS
+    """Priority buckets (the sequential environment's levels)."""
+
+    def __post_init__(self) -> None:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} must divide by heads={self.heads}")
+        if min(self.num_devices, self.segment, self.priority_levels) < 1:
+            raise ValueError("num_devices, segment and priority_levels must be >= 1")
+
+
+class SAGELayer(nn.Module):
+    """One GraphSAGE layer (Hamilton et al., NeurIPS 2017) on a directed op graph.
+
+    ``h' = LayerNorm(h + ReLU(W [h ; mean_in ; mean_out ; h[anchor]] + b))`` where ``mean_in``
+    averages ``h[u] + e_uv * w_in`` over the op's producers ``u`` and ``mean_out`` averages
+    ``h[v] + e_uv * w_out`` over its consumers: producers and consumers are aggregated apart
+    because they mean different things to a schedule (what must finish first, what waits). The
+    edge term lets a large tensor weigh on its neighbour's embedding (a cut there is costly).
+    """
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.edge_in = nn.Parameter(torch.randn(1, d) * 0.1)
+        self.edge_out = nn.Parameter(torch.randn(1, d) * 0.1)
+        self.lin = nn.Linear(4 * d, d)
+        self.norm = nn.LayerNorm(d, eps=_LN_EPS)
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        e: torch.Tensor,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        anchor: torch.Tensor,
+        inv_in: torch.Tensor,
+        inv_out: torch.Tensor,
+    ) -> torch.Tensor:
+        agg_in = torch.zeros_like(h).index_add_(0, dst, h[src] + e * self.edge_in) * inv_in
+        agg_out = torch.zeros_like(h).index_add_(0, src, h[dst] + e * self.edge_out) * inv_out
+        z = self.lin(torch.cat([h, agg_in, agg_out, h[anchor]], dim=1))
+        out: torch.Tensor = self.norm(h + torch.relu(z))
+        return out
+
+
+class SegmentAttention(nn.Module):
+    """A Transformer-XL layer (Dai et al., ACL 2019) over ops in topological order.
+
+    The padded sequence ``(P, d)`` is cut into ``P / S`` segments of ``S`` ops; each segment's
+    queries attend to its own ``S`` ops and to a memory of the previous segment (the layer's input
+    there, with no gradient, as Transformer-XL's cached memory), so the cost is ``O(P * 2S * d)``:
+    linear in the graph's size. All segments run at once (the memory is the layer input shifted
+    by one segment, not a recurrence), so the ONNX form is one reshape, not a Loop. Attention
+    within a segment is bidirectional (the decision is one-shot, nothing is generated). No
+    relative position encoding: the node features already carry depth and topological position.
+    Post-norm residual blocks, as in the original Transformer.
+    """
+
+    def __init__(self, d: int, heads: int, ffn: int, segment: int) -> None:
+        super().__init__()
+        self.d, self.heads, self.segment = d, heads, segment
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.norm1 = nn.LayerNorm(d, eps=_LN_EPS)
+        self.ff1, self.ff2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+        self.norm2 = nn.LayerNorm(d, eps=_LN_EPS)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        d, h, s = self.d, self.heads, self.segment
+        dh = d // h
+        g = x.shape[0] // s
+        mem = x.detach()  # Transformer-XL: no gradient flows into the previous segment
+
+        def shifted(t: torch.Tensor) -> torch.Tensor:  # segment i sees segment i-1's rows
+            t = t.view(g, s, d)
+            return torch.cat([t.new_zeros(1, s, d), t[:-1]], dim=0)
+
+        # scaled before the product: one (n, d) multiply instead of one over the (n, 2S) scores
+        q = (self.q(x) * (1.0 / math.sqrt(dh))).view(g, s, h, dh).transpose(1, 2)
+        k = torch.cat([shifted(self.k(mem)), self.k(x).view(g, s, d)], dim=1)
+        v = torch.cat([shifted(self.v(mem)), self.v(x).view(g, s, d)], dim=1)
+        k = k.view(g, 2 * s, h, dh).permute(0, 2, 3, 1)  # (g, h, dh, 2s)
+        v = v.view(g, 2 * s, h, dh).transpose(1, 2)  # (g, h, 2s, dh)
+        att = torch.softmax(q @ k + bias, dim=-1)
+        a = (att @ v).transpose(1, 2).reshape(g * s, d)
+        x = self.norm1(x + self.o(a))
+        out: torch.Tensor = self.norm2(x + self.ff2(torch.relu(self.ff1(x))))
+        return out
+
+
+def attention_bias(n: int, segment: int) -> torch.Tensor:
+    """Additive mask ``(G, 1, 1, 2S)`` for ``n`` ops padded to ``G`` segments: the first
+    segment has no memory, and the padding at the end of the last one is no key."""
+    g = -(-n // segment)
+    pos = torch.arange(g * segment).view(g, segment)
+    valid = torch.cat([pos >= segment, pos < n], dim=1)
+    zero, masked = torch.tensor(0.0), torch.tensor(_MASK)
+    return torch.where(valid, zero, masked)[:, None, None, :]
+
+
+class TaskHead(nn.Module):
+    """Per-node MLP for one decision, modulated by its FiLM parameters (Perez et al., 2018)."""
+
+    def __init__(self, d: int, out: int) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(d, d), nn.Linear(d, out)
+
+    def forward(self, h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.out(torch.relu(self.hidden(h * (1.0 + gamma) + beta)))
+        return out
+
+
+class GOPolicy(nn.Module):
+    """GO's policy network (Zhou et al., NeurIPS 2020): GraphSAGE, segment attention, FiLM heads.
+
+    ``forward(**encode_graph(g).tensors())`` returns a dict of per-op outputs:
+
+    * ``placement`` ``(n, num_devices)``: device logits.
+    * ``priority`` ``(n, priority_levels)``: logits over priority buckets (higher runs first).
+    * ``fusion`` ``(n, 2)``: logits for "fuse this op into its single producer" (index 1); the
+      environment's per-edge fusion mask follows with :func:`fusion_edges`.
+    * ``priority_score`` ``(n,)``: the expected bucket scaled to 0 .. 1, a deterministic scalar
+      priority per op.
+
+    Conditioning (GO's "parameter superposition"): a graph embedding (mean of the final node
+    embeddings) and a learned embedding per task go through one shared network to FiLM scales
+    and shifts for that task's head, so one set of weights serves every task and every graph,
+    specialised per graph without per-graph parameters.
+    """
+
+    levels: torch.Tensor
+
+    def __init__(self, config: GOPolicyConfig | None = None) -> None:
+        super().__init__()
+        c = self.config = config or GOPolicyConfig()
+        d = c.hidden
+        self.type_emb = nn.Embedding(len(OP_VOCAB), c.type_dim)
+        self.inp = nn.Linear(c.type_dim + len(NODE_FEATURES) - 1, d)
+        self.inp_norm = nn.LayerNorm(d, eps=_LN_EPS)
+        self.sage = nn.ModuleList(SAGELayer(d) for _ in range(c.sage_layers))
+        self.attn = nn.ModuleList(
+            SegmentAttention(d, c.heads, c.ffn, c.segment) for _ in range(c.attn_layers)
+        )
+        self.task_emb = nn.Parameter(torch.randn(len(TASKS), c.task_dim) * 0.1)
+        self.cond = nn.Linear(d + c.task_dim, d)
+        self.film = nn.Linear(d, 2 * d)
+        # start as the identity modulation (gamma = beta = 0) so conditioning is learned in
+        nn.init.zeros_(self.film.weight)
+        nn.init.zeros_(self.film.bias)
+        self.heads = nn.ModuleDict(
+            {
+                "placement": TaskHead(d, c.num_devices),
+                "priority": TaskHead(d, c.priority_levels),
+                "fusion": TaskHead(d, 2),
+            }
+        )
+        self.register_buffer(
+            "levels", torch.linspace(0.0, 1.0, c.priority_levels), persistent=False
+        )
+
+    def encode(
+        self,
+        x: torch.Tensor,
+        edge_attr: torch.Tensor,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        anchor: torch.Tensor,
+        order: torch.Tensor,
+        rank: torch.Tensor,
+    ) -> torch.Tensor:
+        """Final node embeddings ``(n, hidden)``, in the graph's op order."""
+        n, s = x.shape[0], self.config.segment
+        typ = x[:, 0].long()
+        h = self.inp_norm(self.inp(torch.cat([self.type_emb(typ), x[:, 1:]], dim=1)))
+        ones = h.new_ones(src.shape[0])
+        inv_in = 1.0 / h.new_zeros(n).index_add_(0, dst, ones).clamp(min=1.0)[:, None]
+        inv_out = 1.0 / h.new_zeros(n).index_add_(0, src, ones).clamp(min=1.0)[:, None]
+        for layer in self.sage:
+            h = layer(h, edge_attr, src, dst, anchor, inv_in, inv_out)
+        if len(self.attn):
+            p = -(-n // s) * s
+            t = F.pad(h[order], (0, 0, 0, p - n))
+            bias = attention_bias(n, s).to(device=h.device, dtype=h.dtype)
+            for block in self.attn:
+                t = block(t, bias)
+            h = t[rank]  # back to op order; padding rows are never gathered
+        return h
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        edge_attr: torch.Tensor,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        anchor: torch.Tensor,
+        order: torch.Tensor,
+        rank: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        h = self.encode(x, edge_attr, src, dst, anchor, order, rank)
+        g = h.mean(dim=0, keepdim=True)
+        out: dict[str, torch.Tensor] = {}
+        d = self.config.hidden
+        for i, task in enumerate(TASKS):
+            cond = torch.relu(self.cond(torch.cat([g, self.task_emb[i : i + 1]], dim=1)))
+            film = self.film(cond)
+            out[task] = self.heads[task](h, film[:, :d], film[:, d:])
+        out["priority_score"] = torch.softmax(out["priority"], dim=-1) @ self.levels
+        return out
+
+
+# ---- one-shot joint decisions -------------------------------------------------------------------
+#
+# Priorities are a categorical over PRIORITY_LEVELS buckets, not a Gaussian: a schedule only
+# depends on the order priorities induce, which a bounded bucket captures with ties broken by
+# topological order; a categorical has an exact entropy, no variance to learn and no squashing to
+# keep actions inside the environment's [0, 1] box; it is the same family as the other two heads,
+# so one log-prob routine covers the joint action; and its argmax survives int8 rounding of the
+# logits where a Gaussian's mean would shift every priority a little. The sequential environment
+# uses the same levels.
+
+
+def _masked_sum(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return (values if mask is None else values * mask.to(values.dtype)).sum()
+
+
+def sample(
+    out: dict[str, torch.Tensor], generator: torch.Generator | None = None
+) -> dict[str, torch.Tensor]:
+    """One joint action: an int64 ``(n,)`` choice per task, sampled from its logits."""
+    acts = {}
+    for task in TASKS:
+        probs = torch.softmax(out[task].detach(), dim=-1)
+        acts[task] = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return acts
+
+
+def log_prob(
+    out: dict[str, torch.Tensor],
+    actions: dict[str, torch.Tensor],
+    masks: dict[str, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Log-probability of a joint one-shot action: the sum over tasks in ``actions`` and over
+    ops of each op's categorical log-prob (the decisions are independent given the graph).
+
+    ``masks[task]`` ``(n,)`` keeps only the ops whose decision matters (e.g. fusion only for ops
+    with a fusable input edge: :func:`fusion_node_mask`)."""
+    masks = masks or {}
+    total = out[TASKS[0]].new_zeros(())
+    for task, a in actions.items():
+        lp = torch.log_softmax(out[task], dim=-1).gather(1, a.long()[:, None])[:, 0]
+        total = total + _masked_sum(lp, masks.get(task))
+    return total
+
+
+def entropy(
+    out: dict[str, torch.Tensor],
+    tasks: tuple[str, ...] = TASKS,
+    masks: dict[str, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Entropy of the joint one-shot decision (a sum: the per-op decisions are independent)."""
+    masks = masks or {}
+    total = out[TASKS[0]].new_zeros(())
+    for task in tasks:
+        lp = torch.log_softmax(out[task], dim=-1)
+        total = total + _masked_sum(-(lp.exp() * lp).sum(-1), masks.get(task))
+    return total
+
+
+def log_prob_np(
+    out: dict[str, np.ndarray],
+    actions: dict[str, np.ndarray],
+    masks: dict[str, np.ndarray] | None = None,
+) -> float:
+    """:func:`log_prob` on an actor's numpy outputs (what the ONNX runtime returns)."""
+    masks = masks or {}
+    total = 0.0
+    for task, a in actions.items():
+        z = out[task].astype(np.float64)
+        z = z - z.max(axis=1, keepdims=True)
+        lp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        chosen = np.take_along_axis(lp, np.asarray(a, np.int64)[:, None], axis=1)[:, 0]
+        m = masks.get(task)
+        total += float((chosen if m is None else chosen * m).sum())
+    return total
+
+
+def fusion_node_mask(graph: Graph, fusable: np.ndarray) -> np.ndarray:
+    """Ops whose fusion decision means something: those with a fusable input edge
+    (``Simulator.fusable_edges``: a consumer with a single input, so at most one per op)."""
+    m = np.zeros(graph.num_ops, dtype=bool)
+    m[graph.dst[np.asarray(fusable, bool)]] = True
+    return m
+
+
+def fusion_edges(fuse: np.ndarray, graph: Graph, fusable: np.ndarray) -> np.ndarray:
+    """Per-op fusion bits as the environment's per-edge mask: an edge is fused when it is
+    fusable and its consumer chose to fuse (the sequential joint task's rule)."""
+    return np.asarray(fusable, bool) & (np.asarray(fuse)[graph.dst] > 0)
+
+
+def priorities(levels: np.ndarray, graph: Graph, num_levels: int = PRIORITY_LEVELS) -> np.ndarray:
+    """Bucket choices as the environment's ``Box(0, 1)`` priorities: the level dominates and
+    topological order breaks ties (earlier first), as the sequential environment does."""
+    n = graph.num_ops
+    raw = np.asarray(levels, np.float64) * n + (n - 1 - graph.topo_rank)
+    return raw / max(1, num_levels * n - 1)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------
+
+
+class _OnnxBuilder:
+    """Accumulates nodes and initializers; names every intermediate ``t<k>``."""
+
+    def __init__(self, precision: str) -> None:
+        self.precision = precision
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self._k = 0
+        self._layers = 0
+
+    def name(self) -> str:
+        self._k += 1
+        return f"t{self._k}"
+
+    def init(self, name: str, arr: np.ndarray) -> str:
+        from onnx import helper
+
+        arr = np.ascontiguousarray(arr)
+        dt = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        self.inits.append(helper.make_tensor(name, dt, arr.shape, arr.tobytes(), raw=True))
+        return name
+
+    def const(self, arr: np.ndarray | float | list[int]) -> str:
+        a = np.asarray(arr)
+        a = a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64)
+        return self.init("c" + self.name(), a)
+
+    def op(self, kind: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        y = out or self.name()
+        self.nodes.append(helper.make_node(kind, list(inputs), [y], **attrs))
+        return y
+
+    def linear(self, x: str, lin: nn.Linear, *, quantize: bool, nonnegative: bool = False) -> str:
+        """``x @ W^T + b``; int8 (actorq's per-row activation, per-column weight scheme,
+        :func:`actorq.quant.runtimes._int8_linear`) when exporting int8 and ``quantize``."""
+        w = lin.weight.detach().numpy().T.astype(np.float32)
+        b = lin.bias.detach().numpy().astype(np.float32)
+        return self.dense(x, w, b, quantize=quantize, nonnegative=nonnegative)
+
+    def dense(
+        self, x: str, w: np.ndarray, b: np.ndarray, *, quantize: bool, nonnegative: bool = False
+    ) -> str:
+        """``x @ w + b`` for ``w`` (in, out): see :meth:`linear`."""
+        from actorq.quant.quantizer import quantize_int8
+        from actorq.quant.runtimes import _int8_linear
+
+        y = self.name()
+        if quantize and self.precision == "int8":
+            q, s = quantize_int8(w, "per_channel")
+            i = self._layers
+            self._layers += 1
+            self.nodes += _int8_linear(x, y, i, q, s, b, self.init, nonnegative)
+            return y
+        m = self.op("MatMul", x, self.const(w))
+        return self.op("Add", m, self.const(b), out=y)
+
+    def layer_norm(self, x: str, ln: nn.LayerNorm) -> str:
+        return self.op(
+            "LayerNormalization",
+            x,
+            self.const(ln.weight.detach().numpy()),
+            self.const(ln.bias.detach().numpy()),
+            axis=-1,
+            epsilon=float(ln.eps),
+        )
+
+
+def _onnx_model(model: GOPolicy, precision: str) -> Any:
+    from onnx import TensorProto, helper
+
+    from actorq.quant.runtimes import ONNX_IR_VERSION, ONNX_OPSET
+
+    if precision not in ("fp32", "int8"):
+        raise ValueError(f"precision must be 'fp32' or 'int8', got {precision!r}")
+    c = model.config
+    d, s, nh = c.hidden, c.segment, c.heads
+    dh = d // nh
+    b = _OnnxBuilder(precision)
+    op, const = b.op, b.const
+
+    # sizes: n (1-d), n as a scalar, shapes of per-node buffers
+    n1 = op("Shape", "x", start=0, end=1)
+    n_scalar = op("Squeeze", n1, const([0]))
+    zeros_nd = op("ConstantOfShape", op("Concat", n1, const([d]), axis=0))
+    zeros_n1 = op("ConstantOfShape", op("Concat", n1, const([1]), axis=0))
+    ones_value = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    ones_m1 = op("ConstantOfShape", op("Shape", "edge_attr"), value=ones_value)
+    src_i = op("Unsqueeze", "src", const([1]))  # ScatterND indices: (m, 1)
+    dst_i = op("Unsqueeze", "dst", const([1]))
+    one = const(np.array([1.0], np.float32))
+    inv_in = op(
+        "Reciprocal", op("Max", op("ScatterND", zeros_n1, dst_i, ones_m1, reduction="add"), one)
+    )
+    inv_out = op(
+        "Reciprocal", op("Max", op("ScatterND", zeros_n1, src_i, ones_m1, reduction="add"), one)
+    )
+
+    # input embedding: type embedding ++ the other features
+    typ = op("Cast", op("Slice", "x", const([0]), const([1]), const([1])), to=TensorProto.INT64)
+    typ = op("Squeeze", typ, const([1]))
+    emb = op("Gather", const(model.type_emb.weight.detach().numpy()), typ, axis=0)
+    rest = op("Slice", "x", const([1]), const([len(NODE_FEATURES)]), const([1]))
+    h = b.linear(op("Concat", emb, rest, axis=1), model.inp, quantize=False)
+    h = b.layer_norm(h, model.inp_norm)
+
+    for layer in model.sage:
+        assert isinstance(layer, SAGELayer)
+        e_in = op("Mul", "edge_attr", const(layer.edge_in.detach().numpy()))
+        e_out = op("Mul", "edge_attr", const(layer.edge_out.detach().numpy()))
+        msg_in = op("Add", op("Gather", h, "src", axis=0), e_in)
+        msg_out = op("Add", op("Gather", h, "dst", axis=0), e_out)
+        agg_in = op("Mul", op("ScatterND", zeros_nd, dst_i, msg_in, reduction="add"), inv_in)
+        agg_out = op("Mul", op("ScatterND", zeros_nd, src_i, msg_out, reduction="add"), inv_out)
+        h_anc = op("Gather", h, "anchor", axis=0)
+        z = b.linear(op("Concat", h, agg_in, agg_out, h_anc, axis=1), layer.lin, quantize=True)
+        h = b.layer_norm(op("Add", h, op("Relu", z)), layer.norm)
+
+    if len(model.attn):
+        # pad the topologically ordered rows to G whole segments: the only dynamic dim is G
+        pad = op("Mod", op("Sub", const([s]), op("Mod", n1, const([s]))), const([s]))
+        pads = op("Concat", const([0, 0]), pad, const([0]), axis=0)
+        t = op("Pad", op("Gather", h, "order", axis=0), pads)
+        p_scalar = op("Squeeze", op("Add", n1, pad), const([0]))
+        pos = op("Range", const(np.array(0, np.int64)), p_scalar, const(np.array(1, np.int64)))
+        mem_ok = op(
+            "Reshape", op("GreaterOrEqual", pos, const(np.array(s, np.int64))), const([-1, s])
+        )
+        cur_ok = op("Reshape", op("Less", pos, n_scalar), const([-1, s]))
+        valid = op("Concat", mem_ok, cur_ok, axis=1)
+        bias = op(
+            "Where", valid, const(np.array(0.0, np.float32)), const(np.array(_MASK, np.float32))
+        )
+        bias = op("Unsqueeze", bias, const([1, 2]))  # (G, 1, 1, 2S)
+        zero_seg = const(np.zeros((1, s, d), np.float32))
+        for block in model.attn:
+            assert isinstance(block, SegmentAttention)
+
+            def with_memory(k2: str) -> str:  # (P, d) -> (G, 2S, heads, dh): memory first
+                k3 = op("Reshape", k2, const([-1, s, d]))
+                prev = op("Slice", k3, const([0]), const([-1]), const([0]))
+                mem = op("Concat", zero_seg, prev, axis=0)
+                return op("Reshape", op("Concat", mem, k3, axis=1), const([-1, 2 * s, nh, dh]))
+
+            # one (d, 3d) product for q, k and v: int8 quantizes the shared input once (per-row
+            # scales and per-column weight scales are the same as for three separate layers)
+            qkv_w = [lin.weight.detach().numpy().T for lin in (block.q, block.k, block.v)]
+            qkv_b = [lin.bias.detach().numpy() for lin in (block.q, block.k, block.v)]
+            qkv = b.dense(t, np.concatenate(qkv_w, axis=1), np.concatenate(qkv_b), quantize=True)
+            q2, k2, v2 = (b.name() for _ in range(3))
+            b.nodes.append(helper.make_node("Split", [qkv, const([d, d, d])], [q2, k2, v2], axis=1))
+            q2 = op("Mul", q2, const(np.array(1.0 / math.sqrt(dh), np.float32)))
+            q = op("Transpose", op("Reshape", q2, const([-1, s, nh, dh])), perm=[0, 2, 1, 3])
+            k = op("Transpose", with_memory(k2), perm=[0, 2, 3, 1])
+            v = op("Transpose", with_memory(v2), perm=[0, 2, 1, 3])
+            att = op("Softmax", op("Add", op("MatMul", q, k), bias), axis=-1)
+            a = op(
+                "Reshape", op("Transpose", op("MatMul", att, v), perm=[0, 2, 1, 3]), const([-1, d])
+            )
+            t = b.layer_norm(op("Add", t, b.linear(a, block.o, quantize=True)), block.norm1)
+            f = op("Relu", b.linear(t, block.ff1, quantize=True))
+            f = b.linear(f, block.ff2, quantize=True, nonnegative=True)
+            t = b.layer_norm(op("Add", t, f), block.norm2)
+        h = op("Gather", t, "rank", axis=0)
+
+    g = op("ReduceMean", h, axes=[0], keepdims=1)
+    task_emb = model.task_emb.detach().numpy()
+    outputs = {}
+    for i, task in enumerate(TASKS):
+        cond = op("Concat", g, const(task_emb[i : i + 1]), axis=1)
+        cond = op("Relu", b.linear(cond, model.cond, quantize=False))
+        film = b.linear(cond, model.film, quantize=False)
+        gamma = op("Add", op("Slice", film, const([0]), const([d]), const([1])), one)
+        beta = op("Slice", film, const([d]), const([2 * d]), const([1]))
+        head = model.heads[task]
+        assert isinstance(head, TaskHead)
+        hk = op("Add", op("Mul", h, gamma), beta)
+        z = op("Relu", b.linear(hk, head.hidden, quantize=True))
+        outputs[task] = b.linear(z, head.out, quantize=False)  # output layers stay fp32
+        b.op("Identity", outputs[task], out=task)
+    levels = const(np.linspace(0.0, 1.0, c.priority_levels, dtype=np.float32))
+    b.op("MatMul", op("Softmax", outputs["priority"], axis=-1), levels, out="priority_score")
+
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    inputs = [
+        helper.make_tensor_value_info("x", f32, ["nodes", len(NODE_FEATURES)]),
+        helper.make_tensor_value_info("edge_attr", f32, ["edges", len(EDGE_FEATURES)]),
+        *(helper.make_tensor_value_info(k, i64, ["edges"]) for k in ("src", "dst")),
+        *(helper.make_tensor_value_info(k, i64, ["nodes"]) for k in ("anchor", "order", "rank")),
+    ]
+    widths = {"placement": c.num_devices, "priority": c.priority_levels, "fusion": 2}
+    outs = [helper.make_tensor_value_info(k, f32, ["nodes", w]) for k, w in widths.items()]
+    outs.append(helper.make_tensor_value_info("priority_score", f32, ["nodes"]))
+    graph = helper.make_graph(b.nodes, "actorq_go_policy", inputs, outs, b.inits)
+    m = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)], producer_name="actorq"
+    )
+    m.ir_version = ONNX_IR_VERSION
+    m.doc_string = f"actorq GO policy {precision} {dataclasses.asdict(c)}"
+    return m
+
+
+def onnx_bytes(model: GOPolicy, precision: str = "fp32") -> bytes:
+    """The policy as a serialized ONNX model (see :func:`export_onnx`)."""
+    return bytes(_onnx_model(model, precision).SerializeToString())
+
+
+def export_onnx(model: GOPolicy, path: str | Path, precision: str = "fp32") -> Path:
+    """Write the policy as ONNX: inputs are :meth:`GraphInputs.feeds` (any op and edge count),
+    outputs those of :meth:`GOPolicy.forward`.
+
+    The graph is written by hand, op for op the same computation as the torch model: GraphSAGE
+    aggregation as ``Gather`` + ``ScatterND(reduction="add")`` times the inverse degree; the
+    attention on ``(G, S, d)`` after padding the topologically ordered rows to whole segments
+    (``G`` is the only dynamic dimension; the memory is the keys shifted by one segment).
+
+    ``precision="int8"``: every hidden dense layer (GraphSAGE, attention projections and
+    feed-forward, the heads' hidden layers) runs actorq's int8 layer: weights int8 per output
+    column, activations uint8 with one scale per row (per op), exact int32 ``MatMulInteger``.
+    Not onnxruntime's ``quantize_dynamic``: it quantizes activations with one scale per tensor,
+    i.e. one scale for all 80k ops, so one op with large activations would coarsen every other
+    op's decision; per row, an op's outputs do not depend on the rest of the graph's magnitudes.
+    The input embedding, the FiLM network (one row) and the output layers stay fp32, as in
+    actorq's int8 snapshots (their noise lands directly on the logits), and so do the attention
+    score products (activations times activations).
+    """
+    p = Path(path)
+    p.write_bytes(onnx_bytes(model, precision))
+    return p
+
+
+class OnnxGOPolicy:
+    """An exported policy in onnxruntime on ``threads`` intra-op threads (an actor's runtime)."""
+
+    def __init__(self, model: bytes | str | Path, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Memory patterns pre-plan one arena block per input shape; every graph has its own
+        # shape, and at 80k ops the plan doubled peak memory (1.3 GiB vs 0.7) and was slower
+        # (benchmarks/graphopt_policy_speed.py).
+        so.enable_mem_pattern = False
+        so.log_severity_level = 3
+        data = model if isinstance(model, bytes) else Path(model).read_bytes()
+        self._sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        self.output_names = [o.name for o in self._sess.get_outputs()]
+
+    def __call__(self, inputs: GraphInputs) -> dict[str, np.ndarray]:
+        outs = self._sess.run(None, inputs.feeds())
+        return dict(zip(self.output_names, outs, strict=True))
+
+
+def torch_outputs(model: GOPolicy, inputs: GraphInputs) -> dict[str, np.ndarray]:
+    """The torch model's outputs as numpy (eval mode, no gradient): the reference for tests."""
+    was = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            out = model(**inputs.tensors())
+    finally:
+        model.train(was)
+    return {k: v.numpy() for k, v in out.items()}
+
+
+__all__ = [
+    "EDGE_FEATURES",
+    "NODE_FEATURES",
+    "OP_VOCAB",
+    "TASKS",
+    "GOPolicy",
+    "GOPolicyConfig",
+    "GraphInputs",
+    "OnnxGOPolicy",
+    "edge_features",
+    "encode_graph",
+    "entropy",
+    "export_onnx",
+    "fusion_edges",
+    "fusion_node_mask",
+    "log_prob",
+    "log_prob_np",
+    "node_features",
+    "onnx_bytes",
+    "priorities",
+    "sample",
+    "torch_outputs",
+]

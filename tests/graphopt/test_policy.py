@@ -1,0 +1,292 @@
+"""GO's policy network: features, the torch model, one-shot log-probs and the ONNX export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actorq.graphopt.cluster import get_cluster
+from actorq.graphopt.ir import Graph, make_graph
+from actorq.graphopt.policy import (
+    EDGE_FEATURES,
+    NODE_FEATURES,
+    OP_VOCAB,
+    TASKS,
+    GOPolicy,
+    GOPolicyConfig,
+    OnnxGOPolicy,
+    SegmentAttention,
+    attention_bias,
+    encode_graph,
+    entropy,
+    export_onnx,
+    fusion_edges,
+    fusion_node_mask,
+    log_prob,
+    log_prob_np,
+    node_features,
+    onnx_bytes,
+    op_type_index,
+    priorities,
+    sample,
+    torch_outputs,
+)
+from actorq.graphopt.simulator import Simulator
+from actorq.graphopt.synthetic import layered_dag
+
+SEG = 16  # small segments, so small graphs still span several of them
+
+
+def small_config(**kw: object) -> GOPolicyConfig:
+    return GOPolicyConfig(**{"segment": SEG, **kw})  # type: ignore[arg-type]
+
+
+def training_graph() -> Graph:
+    """A forward chain, its gradient ops anchored to their forward ops, an update, one op type
+    outside the vocabulary and one op with no edges."""
+    ops = [
+        {"name": "x", "type": "input", "out_bytes": 400.0},
+        {"name": "fc", "type": "linear", "flops": 8e6, "out_bytes": 400.0, "param_bytes": 4e4},
+        {"name": "act", "type": "relu", "flops": 100.0, "out_bytes": 400.0},
+        {"name": "odd", "type": "frobnicate", "flops": 5.0, "out_bytes": 4.0},
+        {"name": "act/grad", "type": "relu_grad", "anchor": "act", "flops": 100.0},
+        {"name": "fc/grad", "type": "linear_grad", "anchor": "fc", "flops": 1.6e7},
+        {"name": "fc/update", "type": "update", "anchor": "fc", "param_bytes": 8e4},
+        {"name": "alone", "type": "add"},
+    ]
+    edges = [
+        ("x", "fc", 400.0),
+        ("fc", "act", 400.0),
+        ("act", "odd", 400.0),
+        ("odd", "act/grad", 4.0),
+        ("act/grad", "fc/grad", 400.0),
+        ("fc/grad", "fc/update", 4e4),
+    ]
+    return make_graph("train", ops, edges)
+
+
+# ---- features -----------------------------------------------------------------------------------
+
+
+def test_node_features_columns() -> None:
+    g = training_graph()
+    x = node_features(g)
+    assert x.shape == (g.num_ops, len(NODE_FEATURES)) and x.dtype == np.float32
+    assert np.isfinite(x).all()
+    col = {name: x[:, i] for i, name in enumerate(NODE_FEATURES)}
+    names = g.op_names
+    assert col["type_index"][names.index("fc")] == OP_VOCAB.index("linear")
+    # a gradient op shares its forward type's embedding and sets the backward flag
+    assert col["type_index"][names.index("fc/grad")] == OP_VOCAB.index("linear")
+    assert col["backward"].tolist() == [0, 0, 0, 0, 1, 1, 0, 0]
+    assert col["type_index"][names.index("odd")] == 0  # the <unk> bucket
+    assert col["anchored"].tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
+    assert col["log_anchor_followers"][names.index("fc")] == pytest.approx(np.log1p(2) / 5)
+    assert col["log_anchor_followers"][names.index("fc/grad")] == 0.0
+    assert (col["anchor_gap"] >= 0).all() and col["anchor_gap"][names.index("fc/grad")] > 0
+    assert col["depth"].max() == 1.0 and col["topo_position"].max() == 1.0
+    for f in ("log_flops", "log_bytes_read", "log_out_bytes", "log_param_bytes"):
+        assert ((col[f] >= 0) & (col[f] <= 1.01)).all()
+    assert col["log_flops"][names.index("fc/grad")] > col["log_flops"][names.index("fc")]
+
+
+def test_edge_features_and_inputs() -> None:
+    g = training_graph()
+    inp = encode_graph(g)
+    assert inp.edge_attr.shape == (g.num_edges, len(EDGE_FEATURES))
+    assert inp.edge_attr[-1, 0] > inp.edge_attr[0, 0]  # 40 kB > 400 B
+    assert np.array_equal(inp.order[inp.rank], np.arange(g.num_ops))
+    assert set(inp.feeds()) == {"x", "edge_attr", "src", "dst", "anchor", "order", "rank"}
+
+
+def test_op_type_index() -> None:
+    assert op_type_index("Conv2d_grad") == OP_VOCAB.index("conv2d")
+    assert op_type_index("never-seen") == 0
+    assert len(set(OP_VOCAB)) == len(OP_VOCAB) and OP_VOCAB[0] == "<unk>"
+
+
+# ---- the torch model ----------------------------------------------------------------------------
+
+
+def test_forward_shapes_and_gradients() -> None:
+    torch.manual_seed(0)
+    cfg = small_config(num_devices=3)
+    model = GOPolicy(cfg)
+    g = layered_dag(40, 1)
+    out = model(**encode_graph(g).tensors())
+    n = g.num_ops
+    assert out["placement"].shape == (n, 3)
+    assert out["priority"].shape == (n, cfg.priority_levels)
+    assert out["fusion"].shape == (n, 2)
+    assert out["priority_score"].shape == (n,)
+    assert ((out["priority_score"] >= 0) & (out["priority_score"] <= 1)).all()
+    acts = sample(out, torch.Generator().manual_seed(0))
+    loss = -log_prob(out, acts) - 0.01 * entropy(out)
+    loss.backward()
+    grads = {k: p.grad for k, p in model.named_parameters()}
+    assert all(gr is not None and torch.isfinite(gr).all() for gr in grads.values())
+    assert grads["film.weight"] is not None and grads["film.weight"].abs().sum() > 0
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="divide"):
+        GOPolicyConfig(hidden=30, heads=4)
+
+
+def test_segment_memory_is_detached_but_read() -> None:
+    torch.manual_seed(0)
+    block = SegmentAttention(8, 2, 16, 4)
+    x = torch.randn(8, 8, requires_grad=True)  # two segments of 4
+    bias = attention_bias(8, 4)
+    block(x, bias)[4:].sum().backward()
+    assert x.grad is not None and torch.all(x.grad[:4] == 0)  # no gradient into the memory
+    with torch.no_grad():
+        y0 = block(x, bias)[4:]
+        x2 = x.detach().clone()
+        x2[:4] += 1.0
+        assert not torch.allclose(y0, block(x2, bias)[4:])  # but the memory is attended to
+        # the first segment has no memory: it ignores the second
+        x3 = x.detach().clone()
+        x3[4:] += 1.0
+        assert torch.allclose(block(x, bias)[:4], block(x3, bias)[:4])
+
+
+def test_padding_is_not_attended() -> None:
+    torch.manual_seed(0)
+    block = SegmentAttention(8, 2, 16, 4).eval()
+    x = torch.randn(8, 8)
+    bias = attention_bias(6, 4)  # 6 ops: rows 6 and 7 are padding
+    x2 = x.clone()
+    x2[6:] = 100.0
+    with torch.no_grad():
+        assert torch.allclose(block(x, bias)[:6], block(x2, bias)[:6])
+
+
+def test_log_prob_entropy_and_masks() -> None:
+    n, d = 5, 4
+    out = {
+        "placement": torch.zeros(n, d),
+        "priority": torch.zeros(n, 8),
+        "fusion": torch.tensor([[0.0, 0.0]] * n),
+    }
+    acts = {t: torch.zeros(n, dtype=torch.long) for t in TASKS}
+    expected = -n * (np.log(d) + np.log(8) + np.log(2))
+    assert log_prob(out, acts).item() == pytest.approx(expected, rel=1e-6)
+    assert entropy(out).item() == pytest.approx(-expected, rel=1e-6)
+    mask = torch.tensor([1, 0, 1, 0, 0])
+    lp = log_prob(out, {"fusion": acts["fusion"]}, {"fusion": mask}).item()
+    assert lp == pytest.approx(-2 * np.log(2), rel=1e-6)
+    # the numpy version (what an actor computes on onnxruntime's outputs) agrees
+    torch.manual_seed(1)
+    out = {t: torch.randn(n, k) for t, k in (("placement", d), ("priority", 8), ("fusion", 2))}
+    acts = sample(out)
+    assert all(((a >= 0) & (a < out[t].shape[1])).all() for t, a in acts.items())
+    np_out = {t: v.numpy() for t, v in out.items()}
+    np_acts = {t: a.numpy() for t, a in acts.items()}
+    assert log_prob_np(np_out, np_acts) == pytest.approx(log_prob(out, acts).item(), rel=1e-5)
+
+
+def test_environment_actions() -> None:
+    g = layered_dag(30, 2)
+    sim = Simulator(g, get_cluster("4xgpu-pcie"))
+    fusable = sim.fusable_edges
+    node_mask = fusion_node_mask(g, fusable)
+    assert node_mask.sum() == fusable.sum()  # at most one fusable input per op
+    fused = fusion_edges(np.ones(g.num_ops, np.int64), g, fusable)
+    assert np.array_equal(fused, fusable)
+    assert not fusion_edges(np.zeros(g.num_ops), g, fusable).any()
+    levels = np.zeros(g.num_ops, np.int64)
+    levels[g.topo_order[-1]] = 7
+    pr = priorities(levels, g)
+    assert pr.min() >= 0 and pr.max() <= 1
+    assert pr.argmax() == g.topo_order[-1]  # the level dominates
+    rest = g.topo_order[:-1]
+    assert (np.diff(pr[rest]) < 0).all()  # ties: earlier in topological order runs first
+
+
+# ---- ONNX ---------------------------------------------------------------------------------
+
+GRAPHS = {
+    "one-op": lambda: make_graph("one", [{"name": "a", "type": "matmul", "flops": 1.0}], []),
+    "training": training_graph,
+    "exactly-one-segment": lambda: layered_dag(SEG, 3),
+    "segment-plus-one": lambda: layered_dag(SEG + 1, 4),
+    "synthetic-90": lambda: layered_dag(90, 5),
+    "synthetic-300": lambda: layered_dag(300, 6),
+}
+
+
+@pytest.fixture(scope="module")
+def model() -> GOPolicy:
+    torch.manual_seed(0)
+    return GOPolicy(small_config()).eval()
+
+
+@pytest.fixture(scope="module")
+def sessions(model: GOPolicy) -> dict[str, OnnxGOPolicy]:
+    # one session per precision for every graph: the node and edge counts are dynamic
+    return {p: OnnxGOPolicy(onnx_bytes(model, p)) for p in ("fp32", "int8")}
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_onnx_fp32_matches_torch(
+    model: GOPolicy, sessions: dict[str, OnnxGOPolicy], name: str
+) -> None:
+    inp = encode_graph(GRAPHS[name]())
+    ref = torch_outputs(model, inp)
+    out = sessions["fp32"](inp)
+    assert set(out) == set(ref)
+    for k in ref:
+        assert out[k].shape == ref[k].shape
+        np.testing.assert_allclose(out[k], ref[k], atol=1e-4, rtol=0, err_msg=k)
+
+
+@pytest.mark.parametrize("name", ["training", "synthetic-90", "synthetic-300"])
+def test_onnx_int8_close_to_torch(
+    model: GOPolicy, sessions: dict[str, OnnxGOPolicy], name: str
+) -> None:
+    inp = encode_graph(GRAPHS[name]())
+    ref = torch_outputs(model, inp)
+    out = sessions["int8"](inp)
+    agree = float((out["placement"].argmax(1) == ref["placement"].argmax(1)).mean())
+    err = float(np.abs(out["placement"] - ref["placement"]).mean())
+    scale = float(np.abs(ref["placement"]).mean())
+    # measured (seed 0, onnxruntime 1.32): agreement 0.989 (synthetic-90) to 1.0, mean |error|
+    # 0.0016 to 0.0022 on logits of mean |z| 0.21 to 0.25 (docs/graphopt.md); the bounds leave
+    # room for other onnxruntime builds and CPUs
+    assert agree >= 0.95, (agree, err)
+    assert err < 0.05 * max(scale, 0.1), (err, scale)
+    for k in ("priority", "fusion"):
+        assert np.abs(out[k] - ref[k]).mean() < 0.05
+
+
+def test_int8_graph_is_integer(model: GOPolicy) -> None:
+    import onnx
+
+    ops8 = [n.op_type for n in onnx.load_from_string(onnx_bytes(model, "int8")).graph.node]
+    ops32 = [n.op_type for n in onnx.load_from_string(onnx_bytes(model, "fp32")).graph.node]
+    cfg = model.config
+    # GraphSAGE, fused q/k/v, attention output, 2 feed-forward, 3 heads' hidden layers
+    assert ops8.count("MatMulInteger") == cfg.sage_layers + 4 * cfg.attn_layers + 3
+    assert "MatMulInteger" not in ops32
+    assert "ScatterND" in ops32 and "Loop" not in ops32
+    with pytest.raises(ValueError, match="precision"):
+        onnx_bytes(model, "int4")
+
+
+def test_export_to_file(model: GOPolicy, tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = export_onnx(model, Path(str(tmp_path)) / "go.onnx", precision="fp32")
+    inp = encode_graph(layered_dag(50, 7))
+    out = OnnxGOPolicy(path)(inp)
+    np.testing.assert_allclose(out["placement"], torch_outputs(model, inp)["placement"], atol=1e-4)
+
+
+def test_without_attention_layers() -> None:
+    torch.manual_seed(0)
+    m = GOPolicy(small_config(attn_layers=0, sage_layers=1)).eval()
+    inp = encode_graph(layered_dag(40, 8))
+    out = OnnxGOPolicy(onnx_bytes(m, "fp32"))(inp)
+    np.testing.assert_allclose(out["fusion"], torch_outputs(m, inp)["fusion"], atol=1e-4)
