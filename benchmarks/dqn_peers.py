@@ -4,8 +4,8 @@
         --frameworks sb3 actorq-int8 actorq-fp32 --results benchmarks/results/dqn_peers
     .venv/bin/python benchmarks/dqn_peers.py --case wide --seeds 0 1 2
 
-Needs the ``[peers]`` extra (stable-baselines3). Structure, cells, resumption and exit status as
-in ``benchmarks/peers.py`` (the matrix runner both peers scripts share): each (case, framework, seed)
+Needs the ``[peers]`` extra (stable-baselines3). Structure, cells, resumption and exit status:
+``benchmarks/peers.py`` (the matrix runner both peers scripts share). Each (case, framework, seed)
 is one cell, trained in its own subprocess and written to ``<results>/<case>/<framework>-s<seed>
 .json`` when it finishes; a cell whose JSON exists is skipped, so an interrupted matrix resumes
 where it stopped; an existing cell with another budget is refused. After the cells a Markdown
@@ -312,6 +312,8 @@ def run_actorq_cell(cell: dict[str, Any]) -> dict[str, Any]:
         "steps_to_target": int(r.steps_to_target) if r.reached_target else None,
         "time_to_target_s": ttt,
         "first_eval_at_target": first["step"] if first else None,
+        # CartPole's returns bound Q by 1/(1-gamma) = 100: a larger mean Q is divergence
+        "max_mean_q": max((v for _, v, _ in metrics.get("losses/q_values", [])), default=None),
         "hyperparams": {"DQNConfig": {k: plain(v) for k, v in hp.items()}},
         "actorq_result": result_fields(r),
     }
@@ -452,8 +454,9 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
         "Per cell:",
         "",
         f"| framework | seed | env steps | train time (s) | eval time (s) | steps/s | "
-        f"time to {tgt} (s) | steps to {tgt} | first eval >= {tgt} | last eval | finished |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"time to {tgt} (s) | steps to {tgt} | first eval >= {tgt} | last eval | "
+        "largest mean Q | finished |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     fail = math.inf if spec.stop_at_target else None  # wide: no target, no failure
     for c in cells:
@@ -463,7 +466,7 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
             f"{c['eval_time_s']:.1f} | {num(c['steps_per_s'])} | "
             f"{_t(ttt if ttt is not None else fail)} | {num(c['steps_to_target'])} | "
             f"{num(c['first_eval_at_target'])} | {num(c['return_at_end'], '.1f')} | "
-            f"{c['finished']} |"
+            f"{num(c.get('max_mean_q'), '.1f')} | {c['finished']} |"
         )
     lines += [
         "",

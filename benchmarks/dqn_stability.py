@@ -111,6 +111,7 @@ def main() -> int:
     ap.add_argument("--envs", type=int, default=16, help="environments per actor")
     ap.add_argument("--precision", default="int8")
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/dqn_stability"))
+    ap.add_argument("--report", action="store_true", help="tabulate the cells there; train none")
     a = ap.parse_args()
     a.results.mkdir(parents=True, exist_ok=True)
     cells: dict[str, list[dict[str, Any]]] = {v: [] for v in a.variants}
@@ -127,6 +128,8 @@ def main() -> int:
                         file=sys.stderr,
                     )
                     return 2
+            elif a.report:
+                continue
             else:
                 cell = run_cell(v, seed, a, a.results)
                 path.write_text(json.dumps(cell, indent=1))
@@ -146,6 +149,8 @@ def main() -> int:
     ]:
         t.add_column(col)
     for v, cs in cells.items():
+        if not cs:
+            continue
         hit = [c["steps_to_target"] for c in cs if c["reached"]]
         t.add_row(
             v,
