@@ -48,8 +48,9 @@ class DQNConfig(OffPolicyConfig):
     huber_delta: float = 1.0
     """Huber loss threshold."""
     publish_every: int = 100
-    """Learner updates between published (quantized) snapshots: a GPTQ publish of a 256-wide
-    layer costs about 15 updates' time, so every 50 updates it took a fifth of the learner."""
+    """Learner updates between published (quantized) snapshots. A GPTQ publish of a 256-wide
+    layer costs about 20 updates' time (benchmarks/learner_step.py): every 50 updates it took a
+    fifth of the learner's time."""
     epsilon: float = 0.4
     """Ape-X exploration base: environment instance i of N explores with
     epsilon^(1 + epsilon_alpha * i / (N - 1))."""
