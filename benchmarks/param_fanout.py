@@ -301,9 +301,7 @@ def main() -> None:
     p.add_argument(
         "--rounds", type=int, default=1, help="repeat every cell, interleaved; report medians"
     )
-    p.add_argument(
-        "--publish-every", type=int, default=50, help="learner updates per publish"
-    )
+    p.add_argument("--publish-every", type=int, default=50, help="learner updates per publish")
     p.add_argument("--fp32-max-actors", type=int, default=64, help="memory: see the docstring")
     p.add_argument("--poll-ms", type=float, default=50.0)
     p.add_argument("--env-steps", type=int, default=10, help="CartPole steps per poll")
