@@ -39,3 +39,16 @@ class GraphError(ActorQError, ValueError):
 class NetlistError(ActorQError, ValueError):
     """A chip netlist (circuit-training protobuf text), placement (.plc) file, or netlist name
     that the chip tools reject."""
+
+
+def shown(path: object) -> str:
+    """A path as it appears in an error: as typed, or quoted when it holds a newline or other
+    unprintable character that would break the one-line rule."""
+    s = str(path)
+    return s if s.isprintable() else repr(s)
+
+
+def short(v: object, width: int = 60) -> str:
+    """``repr(v)`` cut to ``width`` characters: a hostile value must not make a huge message."""
+    r = repr(v)
+    return r if len(r) <= width else r[: width - 3] + "..."

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import tyro
 
 from actorq.cli_args import parse
-from actorq.errors import NetlistError, first_line
+from actorq.errors import NetlistError, first_line, shown
 
 if TYPE_CHECKING:
     from actorq.chip.cost import CostWeights, PlacementCost
@@ -110,27 +110,22 @@ def load_netlist_arg(spec: str) -> tuple[Netlist, Path | None]:
     p = Path(spec)
     if not p.is_file():
         raise NetlistError(
-            f"{_shown(p)}: no such netlist file (or a shipped name: {', '.join(netlist_names())})"
+            f"{shown(p)}: no such netlist file (or a shipped name: {', '.join(netlist_names())})"
         )
     nl = load_netlist(p)
     beside = p.parent / "initial.plc"
     return nl, (beside if beside.is_file() else None)
 
 
-def _shown(p: Path) -> str:
-    s = str(p)
-    return s if s.isprintable() else repr(s)
-
-
 def _out_path(path: str, suffixes: tuple[str, ...]) -> Path:
     """Where an output goes, checked before any work."""
     p = Path(path)
     if p.is_dir():
-        raise NetlistError(f"--out {_shown(p)} is a directory")
+        raise NetlistError(f"--out {shown(p)} is a directory")
     if not p.parent.is_dir():
-        raise NetlistError(f"--out {_shown(p)}: directory {_shown(p.parent)} does not exist")
+        raise NetlistError(f"--out {shown(p)}: directory {shown(p.parent)} does not exist")
     if p.suffix.lower() not in suffixes:
-        raise NetlistError(f"--out {_shown(p)} must end in {' or '.join(suffixes)}")
+        raise NetlistError(f"--out {shown(p)} must end in {' or '.join(suffixes)}")
     return p
 
 
@@ -144,7 +139,7 @@ def _write_atomically(p: Path, write: object) -> None:
     except (OSError, ValueError) as e:
         tmp.unlink(missing_ok=True)
         why = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
-        raise NetlistError(f"cannot write {_shown(p)}: {why}") from None
+        raise NetlistError(f"cannot write {shown(p)}: {why}") from None
 
 
 def _placement_cost(

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.errors import NetlistError
+from actorq.errors import NetlistError, short, shown
 
 # node kinds (values of Netlist.kind)
 HARD_MACRO = 0
@@ -157,21 +157,11 @@ class Netlist:
 # ---- reading --------------------------------------------------------------------------------
 
 
-def _shown(path: str | Path) -> str:
-    s = str(path)
-    return s if s.isprintable() else repr(s)
-
-
-def _short(v: str, width: int = 40) -> str:
-    r = repr(v)
-    return r if len(r) <= width else r[: width - 3] + "..."
-
-
 def read_text(path: str | Path) -> str:
     """A text file's contents, gunzipped if it ends in ``.gz`` (or starts with gzip's magic),
     or a :class:`NetlistError` naming the file."""
     p = Path(path)
-    where = _shown(p)
+    where = shown(p)
     try:
         raw = p.read_bytes()
     except OSError as e:
@@ -193,9 +183,9 @@ def _unquote(tok: str, where: str, line: int) -> str:
         try:
             body = body.encode("latin-1", "backslashreplace").decode("unicode_escape")
         except UnicodeDecodeError:
-            raise NetlistError(f"{where}:{line}: bad escape in string {_short(tok)}") from None
+            raise NetlistError(f"{where}:{line}: bad escape in string {short(tok, 40)}") from None
     if not body.isprintable():
-        raise NetlistError(f"{where}:{line}: string {_short(tok)} holds control characters")
+        raise NetlistError(f"{where}:{line}: string {short(tok, 40)} holds control characters")
     return body
 
 
@@ -203,9 +193,9 @@ def _number(tok: str, where: str, line: int) -> float:
     try:
         v = float(tok)
     except ValueError:
-        raise NetlistError(f"{where}:{line}: {_short(tok)} is not a number") from None
+        raise NetlistError(f"{where}:{line}: {short(tok, 40)} is not a number") from None
     if not math.isfinite(v) or abs(v) > LIMIT:
-        raise NetlistError(f"{where}:{line}: number {_short(tok)} is out of range (|x| <= 1e12)")
+        raise NetlistError(f"{where}:{line}: number {short(tok, 40)} is out of range (|x| <= 1e12)")
     return v
 
 
@@ -243,7 +233,7 @@ def _tokenized(s: str, lineno: int, where: str) -> Iterator[tuple[int, str, str 
         if m is None:
             if not s[pos:].strip():
                 break
-            raise NetlistError(f"{where}:{lineno}: cannot read {_short(s[pos:].strip())}")
+            raise NetlistError(f"{where}:{lineno}: cannot read {short(s[pos:].strip(), 40)}")
         toks.append(m.group(1))
         pos = m.end()
     i = 0
@@ -262,7 +252,7 @@ def _tokenized(s: str, lineno: int, where: str) -> Iterator[tuple[int, str, str 
             yield lineno, t, None  # `value: { ... }` is also valid protobuf text
             i += 3
         else:
-            raise NetlistError(f"{where}:{lineno}: cannot read {_short(s)}")
+            raise NetlistError(f"{where}:{lineno}: cannot read {short(s, 40)}")
 
 
 @dataclass
@@ -322,7 +312,7 @@ def _parse_nodes(text: str, where: str) -> list[_Node]:
                 skip_depth = 1  # a list/tensor value: not used by the cost
                 continue
             else:
-                raise NetlistError(f"{where}:{line}: unexpected block {_short(name)}")
+                raise NetlistError(f"{where}:{line}: unexpected block {short(name, 40)}")
             depth += 1
             continue
         # `name: value`
@@ -335,7 +325,7 @@ def _parse_nodes(text: str, where: str) -> list[_Node]:
             elif name in ("op", "device"):
                 _string(val, where, line)
             else:
-                raise NetlistError(f"{where}:{line}: unknown node field {_short(name)}")
+                raise NetlistError(f"{where}:{line}: unknown node field {short(name, 40)}")
         elif depth == 2 and name == "key":
             key = _string(val, where, line)
         elif depth == 3:
@@ -350,11 +340,11 @@ def _parse_nodes(text: str, where: str) -> list[_Node]:
                     raise NetlistError(f"{where}:{line}: b must be true or false")
                 value = 1.0 if val == "true" else 0.0
             else:
-                raise NetlistError(f"{where}:{line}: unknown attr value field {_short(name)}")
+                raise NetlistError(f"{where}:{line}: unknown attr value field {short(name, 40)}")
         elif depth == 0 and _IDENT.match(name):
             pass  # another top-level scalar of GraphDef
         else:
-            raise NetlistError(f"{where}:{line}: unexpected field {_short(name)}")
+            raise NetlistError(f"{where}:{line}: unexpected field {short(name, 40)}")
     if depth or skip_depth:
         raise NetlistError(f"{where}:{last}: file ends inside a block (truncated?)")
     return nodes
@@ -435,7 +425,7 @@ def _parse_nodes_fast(text: str) -> list[_Node] | None:
 def _string(tok: str, where: str, line: int) -> str:
     if len(tok) >= 2 and tok[0] == tok[-1] and tok[0] in "\"'":
         return _unquote(tok, where, line)
-    raise NetlistError(f"{where}:{line}: expected a quoted string, got {_short(tok)}")
+    raise NetlistError(f"{where}:{line}: expected a quoted string, got {short(tok, 40)}")
 
 
 def parse_netlist(text: str, name: str = "netlist", where: str | None = None) -> Netlist:
@@ -465,7 +455,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
     index: dict[str, int] = {}
     for i, nd in enumerate(real):
         if nd.name in index:
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)} defined twice")
+            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} defined twice")
         index[nd.name] = i
 
     kind = np.empty(n, np.int8)
@@ -483,16 +473,18 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
     def num(nd: _Node, k: str, default: float | None = None) -> float:
         v = nd.attrs.get(k, default)
         if v is None:
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)} has no {k}")
+            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} has no {k}")
         if isinstance(v, str):
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)}: {k} must be a number")
+            raise NetlistError(
+                f"{where}:{nd.line}: node {short(nd.name, 40)}: {k} must be a number"
+            )
         return v
 
     def text_attr(nd: _Node, k: str, default: str | None = None) -> str:
         v = nd.attrs.get(k, default)
         if not isinstance(v, str):
             what = "has no" if v is None else "needs a text"
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)} {what} {k}")
+            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} {what} {k}")
         return v
 
     pins: list[int] = []
@@ -500,10 +492,10 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
         t = text_attr(nd, "type").upper()
         what = _TYPES.get(t)
         if what is None:
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)}: unknown type {t!r}")
+            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: unknown type {t!r}")
         w = num(nd, "weight", 1.0)
         if w < 0:
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)}: negative weight")
+            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: negative weight")
         weight[i] = w
         if what == "pin":
             kind[i] = HARD_PIN  # HARD or SOFT once the macro is known
@@ -520,7 +512,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
         width[i] = num(nd, "width")
         height[i] = num(nd, "height")
         if width[i] < 0 or height[i] < 0:
-            raise NetlistError(f"{where}:{nd.line}: node {_short(nd.name)}: negative size")
+            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: negative size")
         if what == "stdcell":
             kind[i] = STDCELL
             continue
@@ -529,7 +521,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
         o = text_attr(nd, "orientation", "N")
         if o not in ORIENTATIONS:
             raise NetlistError(
-                f"{where}:{nd.line}: node {_short(nd.name)}: orientation {_short(o)} "
+                f"{where}:{nd.line}: node {short(nd.name, 40)}: orientation {short(o, 40)} "
                 f"is not one of {', '.join(ORIENTATIONS)}"
             )
         orient[i] = ORIENTATIONS.index(o) if kind[i] == HARD_MACRO else 0
@@ -539,8 +531,8 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
         m = index.get(text_attr(nd, "macro_name"), -1)
         if m < 0 or kind[m] not in (HARD_MACRO, SOFT_MACRO):
             raise NetlistError(
-                f"{where}:{nd.line}: pin {_short(nd.name)}: macro_name "
-                f"{_short(str(nd.attrs['macro_name']))} is not a macro in this netlist"
+                f"{where}:{nd.line}: pin {short(nd.name, 40)}: macro_name "
+                f"{short(str(nd.attrs['macro_name']), 40)} is not a macro in this netlist"
             )
         parent[i] = m
         if kind[m] == SOFT_MACRO:
@@ -554,7 +546,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
             continue
         if kind[i] in (HARD_MACRO, SOFT_MACRO):
             raise NetlistError(
-                f"{where}:{nd.line}: macro {_short(nd.name)} has inputs (only pins, ports and "
+                f"{where}:{nd.line}: macro {short(nd.name, 40)} has inputs (only pins, ports and "
                 "standard cells drive nets)"
             )
         drivers.append(i)
@@ -563,7 +555,8 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
             j = index.get(s, -1)
             if j < 0:
                 raise NetlistError(
-                    f"{where}:{nd.line}: node {_short(nd.name)}: input {_short(s)} is not a node"
+                    f"{where}:{nd.line}: node {short(nd.name, 40)}: "
+                    f"input {short(s, 40)} is not a node"
                 )
             members.append(j)
         ptr.append(len(members))
@@ -594,7 +587,7 @@ def load_netlist(path: str | Path, name: str | None = None) -> Netlist:
     """Read a netlist file (plain or ``.gz``)."""
     p = Path(path)
     nm = name or (p.parent.name if p.name.startswith("netlist") else p.name.split(".")[0])
-    return parse_netlist(read_text(p), name=nm, where=_shown(p))
+    return parse_netlist(read_text(p), name=nm, where=shown(p))
 
 
 # ---- the netlists shipped with actorq ----------------------------------------------------------
@@ -612,7 +605,7 @@ def netlist_dir(name: str) -> Path:
     """The folder of a shipped netlist (``netlist.pb.txt[.gz]``, ``initial.plc``, license)."""
     names = netlist_names()
     if name not in names:
-        raise NetlistError(f"unknown netlist {_short(name)} (known: {', '.join(names)})")
+        raise NetlistError(f"unknown netlist {short(name, 40)} (known: {', '.join(names)})")
     return Path(str(resources.files("actorq.chip") / _DATA / name))
 
 

@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from actorq.errors import GraphError
+from actorq.errors import GraphError, short, shown
+
+__all__ = ["short", "shown"]  # re-exported: graphopt's readers import them from here
 
 LIMIT = 1e30
 """Largest magnitude of any size, cost, rate or time in a graph or cluster. Far beyond any real
@@ -33,19 +35,6 @@ float64; without it ``1e308`` FLOPs or a denormal FLOP/s reach the baselines as 
 _MAX_INT_DIGITS = 400
 """Integers are parsed only up to this many digits: Python refuses to convert more than 4,300
 (a ValueError, not a JSON error), and anything past ~31 digits is out of range anyway."""
-
-
-def shown(path: str | Path) -> str:
-    """A path as it appears in an error: as typed, or quoted when it holds a newline or other
-    unprintable character that would break the one-line rule."""
-    s = str(path)
-    return s if s.isprintable() else repr(s)
-
-
-def short(v: Any, width: int = 60) -> str:
-    """``repr(v)`` cut to ``width`` characters: a hostile value must not make a huge message."""
-    r = repr(v)
-    return r if len(r) <= width else r[: width - 3] + "..."
 
 
 def read_json(path: str | Path) -> Any:
