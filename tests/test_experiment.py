@@ -79,14 +79,12 @@ def test_evaluator_schedule_and_confirmation(tmp_path: Path) -> None:
     cfg = PPOConfig(eval_every=1_000, eval_episodes=2)
     said: list[str] = []
     logger = MetricLogger(tmp_path)
-    ev = Evaluator(cfg, 10.0, logger, said.append, env_steps=2_500)
-    assert not ev.due(2_999) and ev.due(3_000)
     spec = env_spec(cfg.env)
     builder = builder_for(cfg)
-    from actorq.experiment import learner_snapshot
-
-    snap = learner_snapshot(builder.make_learner(cfg, spec), builder.policy_spec(cfg, spec),
-                            "int8", 1)  # fmt: skip
+    io = builder.policy_io(cfg, spec, builder.make_learner(cfg, spec))
+    ev = Evaluator(cfg, io, 10.0, logger, said.append, env_steps=2_500)
+    assert not ev.due(2_999) and ev.due(3_000)
+    snap = io.snapshot(1, "int8")
     c = Counters(env_steps=3_000)
     assert ev.run(snap, c, 1.0)  # a random CartPole policy scores > 10: target, confirmed
     assert c.steps_to_target == 3_000 and ev.next == 4_000 and ev.seconds > 0
@@ -100,7 +98,7 @@ def test_publisher_versions_and_evaluation_publish(tmp_path: Path) -> None:
     spec = env_spec(cfg.env)
     builder = builder_for(cfg)
     learner = builder.make_learner(cfg, spec)
-    pub = Publisher(cfg, learner, builder.policy_spec(cfg, spec))
+    pub = Publisher(cfg, builder.policy_io(cfg, spec, learner))
     ctx = BackendContext(
         cfg=dataclasses.replace(cfg, actors=0),
         setup=builder.actor_setup(cfg, spec),
@@ -114,7 +112,7 @@ def test_publisher_versions_and_evaluation_publish(tmp_path: Path) -> None:
     try:
         pub.backend, pub.replay = backend, backend.replay
         c = Counters()
-        pub.publish(c, pub.snapshot(0).to_bytes())
+        pub.publish(c, pub.snapshot(0))
         assert (c.version, c.publishes) == (0, 0) and pub.latest
         c.updates = 1
         pub.publish(c)

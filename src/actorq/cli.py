@@ -22,8 +22,8 @@ from actorq.cli_args import parse
 from actorq.errors import ActorQError
 
 if TYPE_CHECKING:
+    from actorq.agents.policy_io import PolicyIO
     from actorq.config import ExperimentConfig
-    from actorq.quant.snapshot import PolicySnapshot
 
 
 @dataclasses.dataclass
@@ -61,20 +61,27 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
-def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfig, PolicySnapshot]:
+def _load_policy(
+    run_dir: str, precision: str | None, runtime: str | None = None
+) -> tuple[ExperimentConfig, PolicyIO, bytes]:
+    """A run's config (evaluating with ``runtime`` if given), its policy seam, and its
+    checkpointed policy as snapshot bytes."""
     from actorq.agents import builder_for
     from actorq.checkpoint import load
-    from actorq.envs import env_spec
     from actorq.errors import CheckpointError, SnapshotError, first_line
-    from actorq.experiment import learner_snapshot, load_run_config, policy_is_finite
+    from actorq.experiment import load_run_config
 
     rd = Path(run_dir)
     if not rd.is_dir():
         raise ActorQError(f"run directory not found: {rd}")
     cfg = load_run_config(rd)  # validated: config.json is input too
+    if runtime is not None and runtime != cfg.runtime:
+        if cfg.agent == "go":
+            raise ActorQError("GO's graph policy runs in onnxruntime only (--runtime ort)")
+        cfg.runtime = runtime  # type: ignore[assignment]
     builder = builder_for(cfg)
     tensors, state, _ = load(rd / "checkpoint")
-    spec = env_spec(cfg.env)
+    spec = builder.env_spec(cfg)
     learner = builder.make_learner(cfg, spec)
     try:
         learner.load_state(tensors, state["learner"])
@@ -83,33 +90,32 @@ def _load_snapshot(run_dir: str, precision: str | None) -> tuple[ExperimentConfi
         raise CheckpointError(
             f"checkpoint in {rd} does not match its config.json: {first_line(e)}"
         ) from None
-    if not policy_is_finite(learner):
+    io = builder.policy_io(cfg, spec, learner)
+    if not io.is_finite():
         raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
-    prec = precision or cfg.precision
-    snap = learner_snapshot(learner, builder.policy_spec(cfg, spec), prec, version, cfg.granularity)
-    snap.validate()
-    return cfg, snap
+    return cfg, io, io.snapshot(version, precision or cfg.precision)
 
 
 def cmd_eval(a: EvalArgs) -> int:
-    from actorq.core.evaluation import evaluate
-    from actorq.quant.runtimes import make_runtime
-
     if not 1 <= a.episodes <= 100_000:
         return _fail(f"--episodes must be in [1, 100000], got {a.episodes}")
     if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
         return _fail(f"--seed must be in [0, 2**32 - 1 - episodes], got {a.seed}")
-    cfg, snap = _load_snapshot(a.run_dir, a.precision)
-    rets = evaluate(make_runtime(snap, a.runtime), cfg.env, a.episodes, a.seed, cfg.env_kwargs())
+    cfg, io, data = _load_policy(a.run_dir, a.precision, a.runtime)
+    rets = io.evaluate(data, a.episodes, a.seed)
+    prec = a.precision or cfg.precision
     print(
-        f"{cfg.env} {snap.precision}: mean return {rets.mean():.1f} ± {rets.std():.1f} "
-        f"over {a.episodes} episodes (min {rets.min():.0f}, max {rets.max():.0f})"
+        f"{cfg.env} {prec}: mean return {rets.mean():.3g} ± {rets.std():.3g} over "
+        f"{len(rets)} {'episodes' if len(rets) == a.episodes else 'items'} ({io.eval_label}; "
+        f"min {rets.min():.3g}, max {rets.max():.3g})"
     )
     return 0
 
 
 def cmd_export(a: ExportArgs) -> int:
+    from actorq.quant.model_snapshot import ModelSnapshot
     from actorq.quant.runtimes import to_onnx
+    from actorq.quant.snapshot import PolicySnapshot
 
     out = Path(a.out)
     if out.is_dir():
@@ -118,12 +124,17 @@ def cmd_export(a: ExportArgs) -> int:
         return _fail(f"--out {out}: directory {out.parent} does not exist")
     if out.exists() and not a.force:
         return _fail(f"{out} exists; pass --force to overwrite")
-    _, snap = _load_snapshot(a.run_dir, a.precision)
-    data = to_onnx(snap)
+    _, _, snap_bytes = _load_policy(a.run_dir, a.precision)
+    try:
+        snap = PolicySnapshot.from_bytes(snap_bytes)
+        data, prec, io_names = to_onnx(snap), snap.precision, "input 'obs', output 'out'"
+    except ActorQError:  # a policy exported whole (GO's graph network)
+        model = ModelSnapshot.from_bytes(snap_bytes)
+        data, prec, io_names = model.model, model.precision, f"a {model.kind} policy"
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(out)
-    print(f"wrote {out} ({len(data):,} bytes, {snap.precision}, input 'obs', output 'out')")
+    print(f"wrote {out} ({len(data):,} bytes, {prec}, {io_names})")
     return 0
 
 
@@ -149,6 +160,7 @@ USAGE = """usage: actorq {train,eval,export,graphopt,chip,bench,report} ...
   actorq train dqn [--env ID] [--precision fp32|fp16|int8|int4|auto] [--actors N] ...   (see --help)
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
   actorq train ppo [--env ID] [--precision P] [--num-steps T] [--max-policy-lag K] ...
+  actorq train go [--env graphopt:TASK/GRAPH] [--graphs G ...] [--cluster C] [--init-from RUN]
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
   actorq graphopt list | baselines --graph NAME [--cluster 4xgpu-pcie]   (graph optimization)

@@ -100,6 +100,8 @@ def _check_type(name: str, v: Any, hint: Any) -> None:
             raise ConfigError(f"{_flag(name)} must be a finite number, got {v}")
     elif hint is str:
         ok = isinstance(v, str)
+    elif origin is tuple and args[:1] == (str,):
+        ok = isinstance(v, tuple) and all(isinstance(x, str) for x in v)
     elif origin is tuple:
         ok = isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
     else:

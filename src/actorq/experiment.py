@@ -31,16 +31,19 @@ import torch
 
 from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
+from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and tests use them
+    PolicyIO,
+    compare_policies,
+    learner_snapshot,
+    policy_is_finite,
+)
 from actorq.config import ExperimentConfig
-from actorq.core.evaluation import evaluate
 from actorq.core.interfaces import Learner
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
-from actorq.envs import env_spec, validate_env_id
+from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, DivergedError, first_line
 from actorq.logging import MetricLogger
-from actorq.quant.runtimes import make_runtime
-from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 
 EVAL_SEED = 10_000  # periodic evaluations
 FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
@@ -81,6 +84,9 @@ class TrainResult:
     # states, actions drawn from the quantized policy (the behaviour the actors ran).
     logprob_gap: float | None = None
     eval_time_s: float = 0.0  # of wall_time_s, spent in periodic evaluations
+    # What eval_return is and what agreement_states counts (a graph policy: decided ops)
+    eval_label: str = "held-out, 10 ep"
+    agreement_on: str = "replay states"
     # Whole machine (learner + actors), codecarbon; None when not tracked. ``energy_estimated``:
     # CPU power modelled from TDP and load (no hardware counter), as on machines without RAPL.
     energy_kwh: float | None = None
@@ -254,35 +260,6 @@ def load_replay(replay: Any, path: Path) -> None:
 
 
 # -- snapshots ---------------------------------------------------------------------------------
-def learner_snapshot(
-    learner: Learner,
-    pspec: PolicySpec,
-    precision: str,
-    version: int,
-    granularity: Any = "per_channel",
-    calibration: np.ndarray | None = None,
-) -> PolicySnapshot:
-    """The learner's acting network as a snapshot at ``precision`` (with the extra tensors its
-    spec needs: observation normalisation, a Gaussian's log-std)."""
-    return make_snapshot(
-        learner.policy_layers(),
-        pspec,
-        precision,
-        version,
-        granularity,
-        calibration,
-        learner.policy_extras(),
-    )
-
-
-def policy_is_finite(learner: Learner) -> bool:
-    """Whether every weight actors would get is a finite number (a pass over the policy's
-    weights: milliseconds at 3×2048, paid once per publish)."""
-    arrays = [a for layer in learner.policy_layers() for a in layer]
-    arrays += list(learner.policy_extras().values())
-    return all(bool(np.isfinite(a).all()) for a in arrays)
-
-
 def check_losses(metrics: dict[str, float], updates: int) -> None:
     """Stop at the first non-finite loss: a diverged learner must not publish, checkpoint or
     report success."""
@@ -299,30 +276,24 @@ class Publisher:
     resume-safe, and independent of the learner's sampling stream).
     """
 
-    def __init__(self, cfg: ExperimentConfig, learner: Learner, pspec: PolicySpec) -> None:
-        self.cfg, self.learner, self.pspec = cfg, learner, pspec
+    def __init__(self, cfg: ExperimentConfig, io: PolicyIO) -> None:
+        self.cfg, self.io = cfg, io
         self.gptq = cfg.uses_gptq()
         self.replay: Any = None  # the backend's replay view, once there is a backend
         self.backend: Backend | None = None
         self.times: list[float] = []
         self.latest = b""
 
-    def snapshot(self, version: int, precision: str | None = None) -> PolicySnapshot:
+    def snapshot(self, version: int, precision: str | None = None) -> bytes:
+        """The learner's policy as snapshot bytes (the config's precision by default)."""
         cfg = self.cfg
         calib = None
         if self.gptq and self.replay is not None and self.replay.size:
             calib_rng = np.random.default_rng((cfg.seed, version))
             calib = self.replay.sample_states(cfg.calibration_states, calib_rng)
-        if not policy_is_finite(self.learner):
+        if not self.io.is_finite():
             raise DivergedError("the learner's policy weights are NaN or infinite")
-        return learner_snapshot(
-            self.learner,
-            self.pspec,
-            precision or cfg.precision,
-            version,
-            cfg.granularity,
-            calib,
-        )
+        return self.io.snapshot(version, precision or cfg.precision, calib)
 
     def publish(self, c: Counters, first: bytes | None = None) -> None:
         """Publish the next version (or ``first``, the initial one, as version ``c.version``)."""
@@ -331,7 +302,7 @@ class Publisher:
         if first is None:
             c.version += 1
             c.publishes += 1
-        data = first if first is not None else self.snapshot(c.version).to_bytes()
+        data = first if first is not None else self.snapshot(c.version)
         self.backend.publish(c.version, data)
         if first is None:
             self.times.append(time.perf_counter() - t)
@@ -381,26 +352,26 @@ class Evaluator:
     def __init__(
         self,
         cfg: ExperimentConfig,
+        io: PolicyIO,
         target: float | None,
         logger: MetricLogger,
         say: Callable[[str], None],
         env_steps: int,
     ) -> None:
-        self.cfg, self.target, self.logger, self.say = cfg, target, logger, say
-        self.env_kw = cfg.env_kwargs()
+        self.cfg, self.io, self.target, self.logger, self.say = cfg, io, target, logger, say
         self.next = (env_steps // cfg.eval_every + 1) * cfg.eval_every
         self.seconds = 0.0  # time spent evaluating (periodic and confirmation)
 
     def due(self, env_steps: int) -> bool:
         return env_steps >= self.next
 
-    def run(self, snap: PolicySnapshot, c: Counters, elapsed: float) -> bool:
-        """Evaluate; record it; returns True when the target is newly reached and confirmed."""
+    def run(self, data: bytes, c: Counters, elapsed: float) -> bool:
+        """Evaluate the snapshot ``data``; record it; returns True when the target is newly
+        reached and confirmed."""
         cfg = self.cfg
         t = time.perf_counter()
         self.next = (c.env_steps // cfg.eval_every + 1) * cfg.eval_every
-        rt = make_runtime(snap, cfg.runtime)
-        rets = evaluate(rt, cfg.env, cfg.eval_episodes, EVAL_SEED, self.env_kw)
+        rets = self.io.evaluate(data, cfg.eval_episodes, EVAL_SEED)
         c.last_eval = float(rets.mean())
         self.logger.log(c.env_steps, {"charts/eval_return": c.last_eval})
         self.say(
@@ -410,7 +381,7 @@ class Evaluator:
         reached = False
         if self.target is not None and rets.mean() >= self.target and c.steps_to_target is None:
             seed = CONFIRM_SEED + 100 * c.publishes
-            conf = evaluate(rt, cfg.env, cfg.eval_episodes, seed, self.env_kw)
+            conf = self.io.evaluate(data, cfg.eval_episodes, seed)
             self.say(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}")
             if conf.mean() >= self.target:
                 c.steps_to_target = c.env_steps
@@ -513,7 +484,7 @@ def train(
     """
     cfg, loaded = resolve_config(cfg)
     builder = builder_for(cfg)
-    spec = env_spec(cfg.env)
+    spec = builder.env_spec(cfg)
     builder.check_spec(spec)
     warn = cfg.cores_warning()  # once the input is known good, from the settings in use
     if warn:
@@ -524,10 +495,11 @@ def train(
     torch.set_num_threads(cfg.learner_threads)
     random.seed(cfg.seed)
     learner = builder.make_learner(cfg, spec)
-    pspec = builder.policy_spec(cfg, spec)
     if cfg.precision == "auto":
+        pspec = builder.policy_spec(cfg, spec)
         cfg.precision = _select_precision(cfg, spec, learner, pspec, run_dir)
         write_config(cfg, run_dir)
+    io = builder.policy_io(cfg, spec, learner)
     c = Counters()
     rng = np.random.default_rng(cfg.seed)
     if loaded is not None:
@@ -536,9 +508,9 @@ def train(
     setup = builder.actor_setup(cfg, spec)
     if loaded is not None:
         setup.seed = cfg.seed + 104_729 * (c.env_steps // 1000 + 1)  # fresh env seeds
-    publisher = Publisher(cfg, learner, pspec)
-    fp32_bytes = len(publisher.snapshot(0, "fp32").to_bytes())
-    first = publisher.snapshot(c.version).to_bytes()
+    publisher = Publisher(cfg, io)
+    fp32_bytes = len(publisher.snapshot(0, "fp32"))
+    first = publisher.snapshot(c.version)
     energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
     if energy is not None:
         energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
@@ -564,7 +536,7 @@ def train(
     logger = MetricLogger(run_dir)
     progress = _Progress(cfg.progress, cfg.total_steps, c.env_steps)
     progress.print(f"run dir: {run_dir}")
-    evaluator = Evaluator(cfg, target, logger, progress.print, c.env_steps)
+    evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps)
     interval = IntervalLogger(logger, progress, c)
     publisher.publish(c, first)
 
@@ -592,8 +564,7 @@ def train(
             if evaluator.due(c.env_steps):
                 if c.updates != c.updates_at_publish:
                     publisher.publish(c)  # evaluate exactly the weights the actors now get
-                snap = PolicySnapshot.from_bytes(publisher.latest)
-                if evaluator.run(snap, c, now - start_wall) and cfg.stop_at_target:
+                if evaluator.run(publisher.latest, c, now - start_wall) and cfg.stop_at_target:
                     stop_reason = "target"
                     break
             if c.env_steps >= cfg.total_steps:
@@ -634,9 +605,7 @@ def train(
         backend.close()
         progress.stop()
 
-    result = final_report(
-        cfg, spec, learner, pspec, final, final_states, c, st, publisher, target, fp32_bytes
-    )
+    result = final_report(cfg, io, final, final_states, c, st, publisher, target, fp32_bytes)
     result = dataclasses.replace(
         result,
         interrupted=interrupted,
@@ -715,10 +684,8 @@ def write_summary(
 
 def final_report(
     cfg: ExperimentConfig,
-    spec: Any,
-    learner: Learner,
-    pspec: PolicySpec,
-    final: PolicySnapshot,
+    io: PolicyIO,
+    final: bytes,
     states: np.ndarray | None,
     c: Counters,
     st: BackendStats,
@@ -728,17 +695,10 @@ def final_report(
 ) -> TrainResult:
     """Held-out greedy evaluation of the final weights, quantized and fp32, and how alike the
     two act on states the actors visited."""
-    env_kw = cfg.env_kwargs()
-    fp32 = learner_snapshot(learner, pspec, "fp32", c.version + 1)
-    q_rets = evaluate(
-        make_runtime(final, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
-    )
-    f_rets = evaluate(
-        make_runtime(fp32, cfg.runtime), cfg.env, cfg.eval_episodes, FINAL_EVAL_SEED, env_kw
-    )
-    if states is None:
-        states = np.zeros((0, spec.obs_dim), np.float32)
-    agree, mad, gap = compare_policies(final, fp32, states, cfg.envs_per_actor, cfg.seed)
+    fp32 = io.snapshot(c.version + 1, "fp32")
+    q_rets = io.evaluate(final, cfg.eval_episodes, FINAL_EVAL_SEED)
+    f_rets = io.evaluate(fp32, cfg.eval_episodes, FINAL_EVAL_SEED)
+    cmp = io.compare(final, fp32, states, cfg.seed)
     return TrainResult(
         run_dir=str(cfg.run_dir),
         env=cfg.env,
@@ -749,8 +709,8 @@ def final_report(
         eval_return=float(q_rets.mean()),
         eval_return_std=float(q_rets.std()),
         eval_return_fp32=float(f_rets.mean()),
-        action_agreement=agree,
-        agreement_states=len(states),
+        action_agreement=cmp.agreement,
+        agreement_states=cmp.items,
         snapshot_bytes=len(publisher.latest),
         fp32_snapshot_bytes=fp32_bytes,
         publishes=c.publishes,
@@ -762,38 +722,11 @@ def final_report(
         actor_restarts=st.actor_restarts,
         rejected_snapshots=st.rejected_snapshots,
         agent=cfg.agent,
-        action_mean_abs_diff=mad,
-        logprob_gap=gap,
+        action_mean_abs_diff=cmp.mean_abs_diff,
+        logprob_gap=cmp.logprob_gap,
+        eval_label=io.eval_label,
+        agreement_on=cmp.items_label,
     )
-
-
-def compare_policies(
-    a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16, seed: int = 0
-) -> tuple[float, float | None, float | None]:
-    """How alike two snapshots of one policy act on ``states`` (onnxruntime for both):
-    ``(agreement, mean |Δa| or None, log-prob gap or None)`` (:meth:`Head.compare`).
-
-    Inference runs in batches of ``batch`` (the actors' K); int8 activations are quantized per
-    state, so the batch size does not change the result (tests/quant/test_runtimes.py). For a
-    stochastic head the gap is the mean |log π_a(x|s) − log π_b(x|s)| with x drawn from ``a``.
-    """
-    if not len(states):
-        return float("nan"), None, None
-    ra, rb = make_runtime(a), make_runtime(b)
-    out_a = np.concatenate([ra(states[i : i + batch]) for i in range(0, len(states), batch)])
-    out_b = np.concatenate([rb(states[i : i + batch]) for i in range(0, len(states), batch)])
-    head = a.spec.policy_head
-    agree, mad = head.compare(out_a, out_b)
-    gap = None
-    if head.stochastic:
-        from actorq.core.exploration import PolicySampler
-
-        sampler = PolicySampler(seed)
-        sampler.set_snapshot(a)
-        x, extras = sampler.act(out_a)
-        log_std = b.tensors.get("log_std")
-        gap = float(np.abs(extras["log_prob"] - head.log_prob(out_b, x, log_std)).mean())
-    return agree, mad, gap
 
 
 class _StopOnCtrlC:
@@ -948,20 +881,20 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     t.add_column()
     pm = "±"
     t.add_row(
-        "eval return (held-out, 10 ep)",
+        f"eval return ({r.eval_label})",
         f"{r.eval_return:.1f} {pm} {r.eval_return_std:.1f} ({r.precision})",
     )
     t.add_row("eval return, same weights fp32", f"{r.eval_return_fp32:.1f}")
     if r.action_mean_abs_diff is None:
         t.add_row(
             "action agreement vs fp32",
-            f"{100 * r.action_agreement:.2f}% of {r.agreement_states} replay states",
+            f"{100 * r.action_agreement:.2f}% of {r.agreement_states} {r.agreement_on}",
         )
     else:
         t.add_row(
             "actions vs fp32",
             f"mean |Δa| {r.action_mean_abs_diff:.4f}; {100 * r.action_agreement:.2f}% of "
-            f"{r.agreement_states} replay states within 0.05",
+            f"{r.agreement_states} {r.agreement_on} within 0.05",
         )
     tgt = "-" if r.target_return is None else f"{r.target_return:g}"
     reached = (

@@ -38,6 +38,11 @@ AGENTS: dict[str, AgentEntry] = {
         "actorq.agents.ppo.builder:BUILDER",
         "PPO (clipped surrogate, GAE): discrete or continuous actions",
     ),
+    "go": AgentEntry(
+        "actorq.agents.go.config:GOConfig",
+        "actorq.agents.go.builder:BUILDER",
+        "GO (graph policy, PPO): place, schedule and fuse the ops of graphopt:<task>/<graph>",
+    ),
 }
 
 

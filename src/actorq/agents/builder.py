@@ -11,7 +11,10 @@ A builder says, for an agent's config and an environment:
   a FIFO queue with a staleness bound in policy versions), as plain data every backend builds
   with :func:`actorq.replay.tables.make_table`;
 * ``policy_spec`` and ``make_learner`` — the network actors run (what gets quantized) and the
-  update rule.
+  update rule;
+* ``env_spec`` and ``policy_io`` — what the agent reads of the environment, and how the loop
+  snapshots, evaluates and compares its policy (:mod:`actorq.agents.policy_io`;
+  :class:`MLPBuilder` gives both for agents whose actors run an MLP on a Gymnasium env).
 
 A new agent is one folder with a config, networks, the update rule and a builder, plus one
 line in :data:`actorq.agents.AGENTS`.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from actorq.agents.policy_io import MLPPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.core.loop import ActorSetup
@@ -29,6 +33,12 @@ from actorq.quant.snapshot import PolicySpec
 
 
 class Builder(Protocol):
+    def env_spec(self, cfg: Any) -> EnvSpec:
+        """What the agent's networks and buffers need to know about ``cfg.env``."""
+
+    def policy_io(self, cfg: Any, spec: EnvSpec, learner: Learner) -> PolicyIO:
+        """How the loop snapshots, evaluates and compares the learner's policy."""
+
     def check_spec(self, spec: EnvSpec) -> None:
         """Raise :class:`~actorq.errors.ConfigError` if the agent cannot act in this env."""
 
@@ -41,6 +51,22 @@ class Builder(Protocol):
     def actor_setup(self, cfg: Any, spec: EnvSpec) -> ActorSetup: ...
 
     def make_learner(self, cfg: Any, spec: EnvSpec) -> Learner: ...
+
+
+class MLPBuilder:
+    """What agents whose actors run an MLP :class:`PolicySnapshot` on a Gymnasium environment
+    (DQN, D4PG, PPO) share."""
+
+    def env_spec(self, cfg: ExperimentConfig) -> EnvSpec:
+        from actorq.envs import env_spec
+
+        return env_spec(cfg.env)
+
+    def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec:
+        raise NotImplementedError
+
+    def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> MLPPolicyIO:
+        return MLPPolicyIO(cfg, learner, self.policy_spec(cfg, spec))
 
 
 def base_actor_setup(

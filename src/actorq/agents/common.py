@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.agents.builder import base_actor_setup
+from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.config import OffPolicyConfig
 from actorq.core.loop import ActorSetup
 from actorq.core.types import ArraySpec, EnvSpec, transition_specs
@@ -23,7 +23,7 @@ def make_rate_limiter(cfg: OffPolicyConfig) -> SampleToInsertRatio:
     )
 
 
-class OffPolicyBuilder(abc.ABC):
+class OffPolicyBuilder(MLPBuilder, abc.ABC):
     """Data path of an off-policy agent; subclasses add the networks and the exploration."""
 
     #: :func:`~actorq.core.exploration.make_behaviour` kind

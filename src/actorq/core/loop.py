@@ -48,6 +48,11 @@ class ActorSetup:
     runtime: str = "ort"
     threads: int = 1
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: which actor class acts (:data:`ACTOR_KINDS`): ``"vector"`` steps Gymnasium envs with a
+    #: :class:`~actorq.quant.snapshot.PolicySnapshot`; a workload's own kind (``"graph"``: GO's
+    #: one-shot graph decisions) reads ``workload``, plain data it defines
+    kind: str = "vector"
+    workload: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def actor_config(
         self, i: int, incarnation: int = 0, in_process: bool = False
@@ -65,7 +70,40 @@ class ActorSetup:
             "seed": actor_seed(self.seed, 0 if in_process else i + 1, incarnation),
             "runtime": self.runtime,
             "threads": self.threads,
+            "kind": self.kind,
+            "workload": self.workload,
         }
+
+
+#: Actor classes by :attr:`ActorSetup.kind`, as ``"module:Class"`` (imported when used, so an
+#: actor process loads only its own). Each has ``from_config(cfg, source)`` and the attributes
+#: backends read: ``k`` (items per step), ``runtime`` (None before the first snapshot),
+#: ``version``, ``rejected``, ``env_steps``, ``inference_s``, ``at_boundary``, and
+#: ``update()``, ``step()``, ``close()`` as :class:`VectorActor` has them.
+ACTOR_KINDS: dict[str, str] = {
+    "vector": "actorq.core.loop:VectorActor",
+    "graph": "actorq.graphopt.actor:GraphActor",
+}
+
+
+def make_actor(cfg: dict[str, Any], source: ParameterSource) -> Any:
+    """The one place an actor is built (every backend calls it), from
+    :meth:`ActorSetup.actor_config`'s data."""
+    import importlib
+
+    kind = str(cfg.get("kind", "vector"))
+    if kind not in ACTOR_KINDS:
+        raise ValueError(f"unknown actor kind {kind!r}; expected one of {sorted(ACTOR_KINDS)}")
+    module, _, name = ACTOR_KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name).from_config(cfg, source)
+
+
+def fetch_newer(source: ParameterSource, version: int) -> tuple[int, bytes] | None:
+    """The source's snapshot if it is newer than ``version`` (a cheap version read first)."""
+    if source.latest_version() == version:
+        return None
+    got = source.fetch()
+    return None if got is None or got[0] == version else got
 
 
 class VectorActor(Actor):
@@ -145,10 +183,8 @@ class VectorActor(Actor):
     def update(self) -> bool:
         if not self.adder.at_boundary:
             return False  # mid-chunk: finish it with the policy it started with
-        if self.source.latest_version() == self.version:
-            return False
-        got = self.source.fetch()
-        if got is None or got[0] == self.version:
+        got = fetch_newer(self.source, self.version)
+        if got is None:
             return False
         try:
             snap = PolicySnapshot.from_bytes(got[1])

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from actorq.core.loop import VectorActor
+from actorq.core.loop import make_actor
 from actorq.core.types import ArraySpec
 from actorq.distributed import shm
 from actorq.replay.tables import GateCounters, make_gate
@@ -36,7 +36,7 @@ def run(cfg: dict) -> None:
     k = int(cfg["envs_per_actor"])
     specs = {name: ArraySpec.from_json(v) for name, v in cfg["specs"].items()}
     channel = shm.TransitionChannel(cfg["channel"], specs, int(cfg["channel_capacity"]), h)
-    actor = VectorActor.from_config(cfg, shm.SharedSnapshotCache(cfg["cache"]))
+    actor = make_actor(cfg, shm.SharedSnapshotCache(cfg["cache"]))
     gate = make_gate(cfg["gate"])
     parent = int(cfg["parent_pid"])
     h[shm.A_PID] = os.getpid()

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from actorq.core.interfaces import ParameterSink, ParameterSource
-from actorq.core.loop import ActorSetup, VectorActor
+from actorq.core.loop import ActorSetup, make_actor
 from actorq.core.types import Batch
 from actorq.distributed import shm
 from actorq.distributed.backend import BackendContext, BackendStats
@@ -60,7 +60,7 @@ class SyncBackend:
 
     def __init__(self, ctx: BackendContext) -> None:
         self.cache = _LocalCache()
-        self.actor = VectorActor.from_config(ctx.setup.actor_config(0, in_process=True), self.cache)
+        self.actor = make_actor(ctx.setup.actor_config(0, in_process=True), self.cache)
         self.replay = self.table = make_table(ctx.table_config, ctx.specs)
         self.rng = ctx.rng
         self._version = 0

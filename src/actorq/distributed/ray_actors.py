@@ -451,14 +451,12 @@ class RayActorWorker:
                 time.sleep(0.002)
 
     def run(self) -> dict[str, Any]:
-        from actorq.core.loop import VectorActor
+        from actorq.core.loop import make_actor
 
         cfg = self.cfg
         source, where = make_source(self.tier, float(cfg.get("poll_s", 0.0)))
         incarnation = int(self.incarnation[:6], 16) % 1000
-        actor = VectorActor.from_config(
-            {**cfg, "seed": int(cfg["seed"]) + 7919 * incarnation}, source
-        )
+        actor = make_actor({**cfg, "seed": int(cfg["seed"]) + 7919 * incarnation}, source)
         self._actor, self._where = actor, where
         on_policy = cfg["gate"]["kind"] == "queue"
         chunk = int(cfg.get("insert_chunk", 64))

@@ -33,166 +33,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorq.graphopt.envs import PRIORITY_LEVELS
-from actorq.graphopt.ir import Graph
-
-# ---- features -------------------------------------------------------------------------------
-
-#: Op types with their own embedding; anything else shares row 0 (``<unk>``). Backward ops
-#: (``<type>_grad``) share their forward type's row and set the ``backward`` feature instead, so
-#: a forward type seen in training also covers its gradient. Fixed: the embedding table's rows
-#: are indices into this tuple, so appending is safe and reordering breaks trained policies.
-OP_VOCAB: tuple[str, ...] = (
-    "<unk>", "input", "saved", "update",
-    # matmul-like
-    "linear", "matmul", "bmm", "mm", "addmm", "baddbmm", "einsum", "embedding",
-    "scaled_dot_product_attention",
-    # convolutions
-    "conv", "conv1d", "conv2d", "conv3d", "convolution", "conv_transpose2d",
-    # elementwise
-    "elementwise", "add", "sub", "mul", "div", "floordiv", "pow", "neg", "exp", "log", "sqrt",
-    "rsqrt", "relu", "gelu", "silu", "tanh", "sigmoid", "dropout", "where", "clamp", "pad",
-    # normalisation
-    "norm", "layernorm", "batchnorm2d", "batchnorm1d", "groupnorm", "native_layer_norm",
-    "native_batch_norm", "rmsnorm",
-    # reductions
-    "reduce", "sum", "mean", "amax", "max", "softmax", "log_softmax", "avg_pool2d",
-    "max_pool2d", "adaptive_avg_pool2d",
-    # data movement and views
-    "concat", "cat", "stack", "chunk", "split", "view", "reshape", "transpose", "permute",
-    "getitem", "getattr", "unsqueeze", "squeeze", "expand", "contiguous", "clone", "detach",
-    "new_zeros", "slice", "select", "index", "gather", "copy",
-)  # fmt: skip
-_VOCAB_INDEX = {t: i for i, t in enumerate(OP_VOCAB)}
-#: log1p(x) / LOG_SCALE maps costs of 0 .. 1e12 (FLOPs, bytes) to about 0 .. 1.
-LOG_SCALE = math.log1p(1e12)
-#: Column names of :func:`node_features`, in order (see its docstring).
-NODE_FEATURES: tuple[str, ...] = (
-    "type_index",
-    "backward",
-    "log_flops",
-    "log_bytes_read",
-    "log_bytes_written",
-    "log_out_bytes",
-    "log_param_bytes",
-    "depth",
-    "topo_position",
-    "log_fan_in",
-    "log_fan_out",
-    "anchored",
-    "log_anchor_followers",
-    "anchor_gap",
+from actorq.graphopt.inputs import (
+    EDGE_FEATURES,
+    LOG_SCALE,  # noqa: F401 - re-exported
+    NODE_FEATURES,
+    OP_VOCAB,
+    GraphInputs,
+    OnnxGOPolicy,
+    edge_features,
+    encode_graph,
+    fusion_edges,
+    fusion_node_mask,
+    log_prob_np,
+    node_features,
+    op_type_index,  # noqa: F401 - re-exported
+    priorities,
 )
-EDGE_FEATURES: tuple[str, ...] = ("log_bytes",)
-
-
-def op_type_index(op_type: str) -> int:
-    """Row of ``op_type`` in :data:`OP_VOCAB` (``_grad`` stripped, lower case; 0 if unknown)."""
-    return _VOCAB_INDEX.get(op_type.lower().removesuffix("_grad"), 0)
-
-
-def _log(x: np.ndarray) -> np.ndarray:
-    return (np.log1p(np.asarray(x, np.float64)) / LOG_SCALE).astype(np.float32)
-
-
-def node_features(graph: Graph) -> np.ndarray:
-    """Per-op features ``(num_ops, len(NODE_FEATURES))`` float32, static for a graph.
-
-    Columns (:data:`NODE_FEATURES`):
-
-    * ``type_index``: the op type's row in :data:`OP_VOCAB` (an integer stored as a float; the
-      model embeds it), 0 for types outside the vocabulary.
-    * ``backward``: 1 for a gradient op (type ``*_grad``).
-    * ``log_flops``, ``log_bytes_read``, ``log_bytes_written``, ``log_out_bytes``,
-      ``log_param_bytes``: ``log1p(x) / LOG_SCALE`` of the IR's costs — compute, memory traffic,
-      allocated output and resident weights/optimizer state, the quantities the simulator's
-      roofline and memory check use. Logs because they span ten orders of magnitude.
-    * ``depth``: longest path from a source, divided by the graph's largest (0 .. 1).
-    * ``topo_position``: position in the topological order, divided by ``num_ops - 1``.
-    * ``log_fan_in``, ``log_fan_out``: ``log1p(degree) / 5``.
-    * ``anchored``: 1 if the op has a colocation anchor other than itself (a gradient op and its
-      forward op: :attr:`Graph.anchor`).
-    * ``log_anchor_followers``: ``log1p(ops anchored to this op) / 5``.
-    * ``anchor_gap``: ``(topo_rank[op] - topo_rank[anchor[op]]) / num_ops``: how far back in the
-      order the op's colocation partner is (0 for a self-anchored op).
-
-    The anchor itself is also an input of the model (:class:`GraphInputs`): each GraphSAGE layer
-    reads the anchor's embedding, so a gradient op sees the forward op it should be placed with.
-    """
-    g = graph
-    n = g.num_ops
-    anchor = np.asarray(g.anchor, dtype=np.int64)
-    rank = g.topo_rank
-    # ops anchored to each op, not counting itself
-    followers = np.bincount(anchor, minlength=n) - (anchor == np.arange(n))
-    cols = [
-        np.array([op_type_index(t) for t in g.op_types], dtype=np.float32),
-        np.array([t.endswith("_grad") for t in g.op_types], dtype=np.float32),
-        _log(g.flops),
-        _log(g.bytes_read),
-        _log(g.bytes_written),
-        _log(g.out_bytes),
-        _log(g.param_bytes),
-        (g.depth / max(1, int(g.depth.max()))).astype(np.float32),
-        (rank / max(1, n - 1)).astype(np.float32),
-        (np.log1p(g.in_degree) / 5).astype(np.float32),
-        (np.log1p(g.out_degree) / 5).astype(np.float32),
-        (anchor != np.arange(n)).astype(np.float32),
-        (np.log1p(followers) / 5).astype(np.float32),
-        ((rank - rank[anchor]) / n).astype(np.float32),
-    ]
-    return np.stack(cols, axis=1)
-
-
-def edge_features(graph: Graph) -> np.ndarray:
-    """Per-edge features ``(num_edges, 1)`` float32: ``log1p(tensor bytes) / LOG_SCALE``, the
-    size of what the edge would move between devices."""
-    return _log(graph.edge_bytes)[:, None]
-
-
-@dataclasses.dataclass(frozen=True)
-class GraphInputs:
-    """What :class:`GOPolicy` and its ONNX form read: features plus the graph's index arrays."""
-
-    x: np.ndarray
-    """(n, F) float32 node features (:func:`node_features`)."""
-    edge_attr: np.ndarray
-    """(m, 1) float32 edge features (:func:`edge_features`)."""
-    src: np.ndarray
-    """(m,) int64 producer of each edge."""
-    dst: np.ndarray
-    """(m,) int64 consumer of each edge."""
-    anchor: np.ndarray
-    """(n,) int64 colocation anchor of each op (itself when none)."""
-    order: np.ndarray
-    """(n,) int64 ops in topological order (the attention's sequence)."""
-    rank: np.ndarray
-    """(n,) int64 position of each op in ``order`` (its inverse)."""
-
-    @property
-    def num_ops(self) -> int:
-        return int(self.x.shape[0])
-
-    def feeds(self) -> dict[str, np.ndarray]:
-        """The ONNX model's inputs, by name."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """The torch model's keyword arguments."""
-        return {k: torch.from_numpy(v) for k, v in self.feeds().items()}
-
-
-def encode_graph(graph: Graph) -> GraphInputs:
-    """A graph as the policy's inputs (computed once per graph; the policy's inputs are static)."""
-    return GraphInputs(
-        x=node_features(graph),
-        edge_attr=edge_features(graph),
-        src=np.ascontiguousarray(graph.src, np.int64),
-        dst=np.ascontiguousarray(graph.dst, np.int64),
-        anchor=np.ascontiguousarray(graph.anchor, np.int64),
-        order=np.ascontiguousarray(graph.topo_order, np.int64),
-        rank=np.ascontiguousarray(graph.topo_rank, np.int64),
-    )
-
 
 # ---- the torch model --------------------------------------------------------------------------
 
@@ -491,46 +347,6 @@ def entropy(
     return total
 
 
-def log_prob_np(
-    out: dict[str, np.ndarray],
-    actions: dict[str, np.ndarray],
-    masks: dict[str, np.ndarray] | None = None,
-) -> float:
-    """:func:`log_prob` on an actor's numpy outputs (what the ONNX runtime returns)."""
-    masks = masks or {}
-    total = 0.0
-    for task, a in actions.items():
-        z = out[task].astype(np.float64)
-        z = z - z.max(axis=1, keepdims=True)
-        lp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        chosen = np.take_along_axis(lp, np.asarray(a, np.int64)[:, None], axis=1)[:, 0]
-        m = masks.get(task)
-        total += float((chosen if m is None else chosen * m).sum())
-    return total
-
-
-def fusion_node_mask(graph: Graph, fusable: np.ndarray) -> np.ndarray:
-    """Ops whose fusion decision means something: those with a fusable input edge
-    (``Simulator.fusable_edges``: a consumer with a single input, so at most one per op)."""
-    m = np.zeros(graph.num_ops, dtype=bool)
-    m[graph.dst[np.asarray(fusable, bool)]] = True
-    return m
-
-
-def fusion_edges(fuse: np.ndarray, graph: Graph, fusable: np.ndarray) -> np.ndarray:
-    """Per-op fusion bits as the environment's per-edge mask: an edge is fused when it is
-    fusable and its consumer chose to fuse (the sequential joint task's rule)."""
-    return np.asarray(fusable, bool) & (np.asarray(fuse)[graph.dst] > 0)
-
-
-def priorities(levels: np.ndarray, graph: Graph, num_levels: int = PRIORITY_LEVELS) -> np.ndarray:
-    """Bucket choices as the environment's ``Box(0, 1)`` priorities: the level dominates and
-    topological order breaks ties (earlier first), as the sequential environment does."""
-    n = graph.num_ops
-    raw = np.asarray(levels, np.float64) * n + (n - 1 - graph.topo_rank)
-    return raw / max(1, num_levels * n - 1)
-
-
 # ---- ONNX -----------------------------------------------------------------------------------
 
 
@@ -764,30 +580,6 @@ def export_onnx(model: GOPolicy, path: str | Path, precision: str = "fp32") -> P
     p = Path(path)
     p.write_bytes(onnx_bytes(model, precision))
     return p
-
-
-class OnnxGOPolicy:
-    """An exported policy in onnxruntime on ``threads`` intra-op threads (an actor's runtime)."""
-
-    def __init__(self, model: bytes | str | Path, threads: int = 1) -> None:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Memory patterns pre-plan one arena block per input shape; every graph has its own
-        # shape, and at 80k ops the plan doubled peak memory (1.3 GiB vs 0.7) and was slower
-        # (benchmarks/graphopt_policy_speed.py).
-        so.enable_mem_pattern = False
-        so.log_severity_level = 3
-        data = model if isinstance(model, bytes) else Path(model).read_bytes()
-        self._sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        self.output_names = [o.name for o in self._sess.get_outputs()]
-
-    def __call__(self, inputs: GraphInputs) -> dict[str, np.ndarray]:
-        outs = self._sess.run(None, inputs.feeds())
-        return dict(zip(self.output_names, outs, strict=True))
 
 
 def torch_outputs(model: GOPolicy, inputs: GraphInputs) -> dict[str, np.ndarray]:

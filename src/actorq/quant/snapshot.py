@@ -268,8 +268,9 @@ def _checksum(header: dict[str, str], tensors: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def read_metadata(data: bytes) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors blob, without loading the tensors."""
+def read_metadata(data: bytes, fmt: str = FORMAT) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors blob of format ``fmt``, without loading the
+    tensors."""
     if len(data) < 8:
         raise SnapshotError("snapshot truncated")
     (n,) = struct.unpack("<Q", data[:8])
@@ -280,8 +281,8 @@ def read_metadata(data: bytes) -> dict[str, str]:
         meta = header.get("__metadata__", {})
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         raise SnapshotError("snapshot header is not valid JSON") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise SnapshotError("not an actorq policy snapshot")
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        raise SnapshotError(f"not an actorq snapshot ({fmt})")
     return meta
 
 

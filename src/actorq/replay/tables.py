@@ -244,7 +244,8 @@ class TrajectoryQueue:
         self._n -= self.batch_items
         self.taken += self.batch_items
         self._count_release(batch)
-        self._recent = batch["obs"].reshape(-1, *self.specs["obs"].shape[1:])
+        if "obs" in batch:  # a workload's items (GO's graph decisions) may carry no states
+            self._recent = batch["obs"].reshape(-1, *self.specs["obs"].shape[1:])
         return batch
 
     def release(self) -> dict[int, int]:
@@ -260,6 +261,8 @@ class TrajectoryQueue:
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
     def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if "obs" not in self.specs:
+            return np.zeros((0,), np.float32)
         obs = self._recent
         if obs is None:
             if not self._parts:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actorq.agents.builder import base_actor_setup
+from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner, resolve_auto
 from actorq.core.loop import ActorSetup
@@ -14,7 +14,7 @@ from actorq.core.types import ArraySpec, EnvSpec, trajectory_specs
 from actorq.quant.snapshot import PolicySpec
 
 
-class PPOBuilder:
+class PPOBuilder(MLPBuilder):
     def check_spec(self, spec: EnvSpec) -> None:
         return None  # categorical for discrete actions, Gaussian for continuous ones
 

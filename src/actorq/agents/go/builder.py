@@ -1,0 +1,178 @@
+"""Builds the pieces of a GO experiment (Acme's builder seam): whole-graph decisions with their
+per-op behaviour log-probabilities, a consume-once queue with a staleness bound, graph actors
+running the exported (int8) policy, and the learner's ONNX snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from actorq.agents.go.config import GOConfig
+from actorq.agents.go.learning import GOLearner, policy_config, pretrained_weights
+from actorq.agents.policy_io import Comparison
+from actorq.core.interfaces import Learner
+from actorq.core.loop import ActorSetup, actor_seed
+from actorq.core.types import ArraySpec, EnvSpec
+from actorq.errors import ConfigError
+from actorq.graphopt.actor import (
+    HEADS,
+    SNAPSHOT_KIND,
+    GraphTask,
+    decode_snapshot,
+    log_softmax,
+)
+from actorq.graphopt.inputs import NODE_FEATURES, OnnxGOPolicy
+from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.snapshot import PolicySpec
+
+
+class GOBuilder:
+    def __init__(self) -> None:
+        self._tasks: dict[tuple[Any, ...], list[GraphTask]] = {}
+
+    def tasks(self, cfg: GOConfig) -> list[GraphTask]:
+        """The training graphs as :class:`GraphTask` (built once per process and setting:
+        building one runs the reference baseline)."""
+        key = (cfg.train_graphs(), cfg.task(), cfg.cluster, cfg.reference)
+        if key not in self._tasks:
+            self._tasks[key] = [
+                GraphTask(g, cfg.task(), cfg.cluster, cfg.reference) for g in cfg.train_graphs()
+            ]
+        return self._tasks[key]
+
+    def env_spec(self, cfg: GOConfig) -> EnvSpec:
+        tasks = self.tasks(cfg)
+        if cfg.init_from is not None:  # refuse a misfit before the run directory is written
+            from actorq.graphopt.policy import GOPolicy
+
+            pretrained_weights(cfg, GOPolicy(policy_config(cfg, tasks[0].env.cluster.num_devices)))
+        max_ops = max(t.num_ops for t in tasks)
+        return EnvSpec(
+            cfg.env,
+            ArraySpec((len(NODE_FEATURES),), "float32"),  # per op; the graph is the state
+            ArraySpec((max_ops, len(HEADS)), "int8"),
+            num_actions=tasks[0].env.cluster.num_devices,
+        )
+
+    def check_spec(self, spec: EnvSpec) -> None:
+        return None
+
+    def policy_spec(self, cfg: GOConfig, spec: EnvSpec) -> PolicySpec:
+        raise ConfigError("GO's policy is a graph network, not an MLP (no --precision auto)")
+
+    def data_specs(self, cfg: GOConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
+        max_ops = spec.action.shape[0]
+        per_op = (max_ops, len(HEADS))
+        return {
+            "graph": ArraySpec((), "int32"),
+            "actions": ArraySpec(per_op, "int8"),
+            "log_prob": ArraySpec(per_op, "float32"),
+            "reward": ArraySpec((), "float32"),
+            "version": ArraySpec((), "int64"),
+            "actor": ArraySpec((), "int32"),
+        }
+
+    def table_config(self, cfg: GOConfig, spec: EnvSpec) -> dict[str, Any]:
+        return {"kind": "queue", "batch_items": cfg.batch_graphs, "max_lag": cfg.max_policy_lag}
+
+    def actor_setup(self, cfg: GOConfig, spec: EnvSpec) -> ActorSetup:
+        n_actors = max(cfg.actors, 1)
+        return ActorSetup(
+            env_spec=spec,
+            envs_per_actor=cfg.envs_per_actor,
+            behaviour="sample",
+            noise=[[] for _ in range(n_actors)],
+            adder={"kind": "none"},
+            # each actor's share of one update's decisions, per policy version
+            gate={"kind": "queue", "chunk_items": cfg.chunk_items(), "max_lag": cfg.max_policy_lag},
+            seed=cfg.seed,
+            runtime="ort",
+            threads=cfg.actor_threads,
+            kind="graph",
+            workload={
+                "graphs": list(cfg.train_graphs()),
+                "task": cfg.task(),
+                "cluster": cfg.cluster,
+                "reference": cfg.reference,
+                "max_ops": int(spec.action.shape[0]),
+            },
+        )
+
+    def make_learner(self, cfg: GOConfig, spec: EnvSpec) -> GOLearner:
+        return GOLearner(cfg, self.tasks(cfg))
+
+    def policy_io(self, cfg: GOConfig, spec: EnvSpec, learner: Learner) -> GOPolicyIO:
+        assert isinstance(learner, GOLearner)
+        return GOPolicyIO(cfg, learner)
+
+
+class GOPolicyIO:
+    """Snapshots are the exported network (:func:`actorq.graphopt.policy.onnx_bytes`) in a
+    :class:`ModelSnapshot`; an evaluation is one greedy (argmax) decision per training graph,
+    its "return" the improvement over the reference decision."""
+
+    def __init__(self, cfg: GOConfig, learner: GOLearner) -> None:
+        self.cfg, self.learner = cfg, learner
+        n = len(learner.tasks)
+        self.eval_label = f"greedy, gain over {cfg.reference}, mean of {n} graph(s)"
+
+    def is_finite(self) -> bool:
+        return self.learner.is_finite()
+
+    def snapshot(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> bytes:
+        from actorq.graphopt.policy import onnx_bytes
+
+        model = self.learner.model
+        was = model.training
+        model.eval()
+        try:
+            data = onnx_bytes(model, precision)
+        finally:
+            model.train(was)
+        meta = {"num_devices": model.config.num_devices, "task": self.cfg.task()}
+        return ModelSnapshot(version, precision, SNAPSHOT_KIND, data, meta).to_bytes()
+
+    def _outputs(self, data: bytes) -> list[dict[str, np.ndarray]]:
+        rt = OnnxGOPolicy(decode_snapshot(data).model, self.cfg.actor_threads)
+        return [rt(t.inputs) for t in self.learner.tasks]
+
+    def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
+        """Improvement over the reference of the greedy decision, per training graph
+        (deterministic: ``episodes`` and ``seed`` do not apply)."""
+        out = []
+        for task, o in zip(self.learner.tasks, self._outputs(data), strict=True):
+            actions, _ = task.decide(o, None)
+            out.append(task.judge(actions)[1])
+        return np.asarray(out)
+
+    def compare(
+        self, quant: bytes, fp32: bytes, states: np.ndarray | None, seed: int
+    ) -> Comparison:
+        """Share of decided ops whose greedy choice is the same at both precisions, and the
+        mean per-op |log π_quant(a) − log π_fp32(a)| for a sampled from the quantized policy."""
+        rng = np.random.default_rng(actor_seed(seed, 0))
+        same = total = 0.0
+        gaps: list[np.ndarray] = []
+        for task, oq, of in zip(
+            self.learner.tasks, self._outputs(quant), self._outputs(fp32), strict=True
+        ):
+            m = task.mask > 0
+            gq, _ = task.decide(oq, None)
+            gf, _ = task.decide(of, None)
+            same += float((gq == gf)[m].sum())
+            total += float(m.sum())
+            a, lq = task.decide(oq, rng)
+            lf = np.zeros_like(lq)
+            for c, h in enumerate(HEADS):
+                lp = log_softmax(of[h])
+                lf[:, c] = np.take_along_axis(lp, a[:, c : c + 1], axis=1)[:, 0]
+            gaps.append(np.abs(lq - lf)[m])
+        gap = float(np.concatenate(gaps).mean()) if gaps else None
+        agree = same / total if total else float("nan")
+        return Comparison(agree, int(total), "decided ops", None, gap)
+
+
+BUILDER = GOBuilder()

@@ -1,0 +1,146 @@
+"""GO experiment configuration: one dataclass, every field documented (it is the CLI's --help).
+
+Defaults: GO's network at the sizes of :class:`actorq.graphopt.policy.GOPolicyConfig` (64 wide,
+3 GraphSAGE and 2 segment-attention layers, segments of 64 ops), PPO's clipped surrogate
+(Schulman et al. 2017) per op with ratio clip 0.2, 4 full-batch epochs per update, Adam 5e-4,
+entropy bonus 0.01 per decided op, gradient clip 1.0; 32 whole-graph decisions per update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig
+from actorq.errors import ConfigError, GraphError, first_line
+
+
+@dataclasses.dataclass
+class GOConfig(ExperimentConfig):
+    """Train GO's graph policy (placement, scheduling, fusion) with PPO and quantized actors."""
+
+    agent: ClassVar[str] = "go"
+    bounds: ClassVar[dict[str, Bound]] = {
+        "batch_graphs": Bound(1, 100_000),
+        "max_policy_lag": Bound(1, 1000),
+        "learning_rate": POSITIVE,
+        "update_epochs": Bound(1, 10_000),
+        "clip_coef": NON_NEGATIVE,
+        "ent_coef": NON_NEGATIVE,
+        "max_grad_norm": POSITIVE,
+        "baseline_decay": Bound(0, 1, hi_open=True),
+        "hidden": Bound(4, 4096),
+        "sage_layers": Bound(0, 64),
+        "attn_layers": Bound(0, 64),
+        "segment": Bound(1, 1_000_000),
+    }
+
+    env: str = "graphopt:placement/rnnlm-s"
+    """graphopt:<task>/<graph>: the task (placement, scheduling, fusion or joint) and the first
+    training graph (a suite name, synthetic-<ops>-s<seed>, or a .json/.npz graph file)."""
+    graphs: tuple[str, ...] = ()
+    """More training graphs (the policy is one for all of them: GO's transfer)."""
+    cluster: str = "4xgpu-pcie"
+    """The devices and links the simulator runs the graphs on (a preset such as 8xgpu-nvlink,
+    or a cluster JSON file)."""
+    reference: str = "expert"
+    """The decision rewards are relative to (the human-expert split by default); the task's
+    other decisions come from it."""
+    precision: str = "int8"
+    """Precision of the policy actors run: int8 (GraphSAGE, attention and head hidden layers in
+    int8) or fp32; the learner always trains in fp32."""
+    actors: int = 1
+    """Actor processes (0: one in the learner's process, deterministic for a seed)."""
+    envs_per_actor: int = 8
+    """Whole-graph decisions an actor samples per step."""
+    total_steps: int = 20_000
+    """Budget of whole-graph decisions (simulator calls), all actors together."""
+    batch_graphs: int = 32
+    """Decisions per learner update; a multiple of max(actors, 1) x envs_per_actor (each actor
+    contributes the same number of whole steps)."""
+    max_policy_lag: int = 1
+    """Staleness bound in policy versions (1 = synchronous PPO; see PPOConfig)."""
+    learning_rate: float = 5e-4
+    update_epochs: int = 4
+    """Full-batch PPO epochs per update."""
+    clip_coef: float = 0.2
+    """PPO ratio clip, per op."""
+    ent_coef: float = 0.01
+    """Entropy bonus per decided op."""
+    max_grad_norm: float = 1.0
+    baseline_decay: float = 0.9
+    """Per-graph reward baseline: exponential moving average with this decay (GO's per-graph
+    normalisation; advantages are reward minus baseline, then normalised over the batch)."""
+    init_from: str | None = None
+    """Start from the policy of this GO run directory's checkpoint (weights only: the
+    optimizer, baselines and counters start fresh), e.g. one pre-trained on other graphs: GO's
+    fine-tuning. Its network sizes and device count must match this run's."""
+    hidden: int = 64
+    """Width of the policy's node embeddings."""
+    sage_layers: int = 3
+    attn_layers: int = 2
+    segment: int = 64
+    """Ops per attention segment."""
+    publish_every: int = 1
+    eval_every: int = 2_000
+    """Decisions between greedy evaluations (one argmax decision per training graph)."""
+    checkpoint_every: int = 50
+    """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.graphs, list | tuple):  # JSON gives lists; keep comparisons exact
+            self.graphs = tuple(self.graphs)
+
+    def train_graphs(self) -> tuple[str, ...]:
+        """The env's graph, then ``graphs``, without repeats."""
+        first = self.env.partition(":")[2].partition("/")[2]
+        return tuple(dict.fromkeys((first, *self.graphs)))
+
+    def chunk_items(self) -> int:
+        """Decisions each actor contributes to one update."""
+        return self.batch_graphs // max(self.actors, 1)
+
+    def task(self) -> str:
+        return self.env.partition(":")[2].partition("/")[0]
+
+    def uses_gptq(self) -> bool:
+        return False  # the exported network quantizes per op row at run time (graphopt.policy)
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.env.startswith("graphopt:"):
+            raise ConfigError(f"GO trains on graphopt:<task>/<graph> ids, got --env {self.env!r}")
+        if self.precision not in ("int8", "fp32"):
+            raise ConfigError(f"GO's actors run int8 or fp32 policies, not {self.precision!r}")
+        if self.publish_every != 1:
+            raise ConfigError("GO publishes after every update (--publish-every 1)")
+        per_step = max(self.actors, 1) * self.envs_per_actor
+        if self.batch_graphs % per_step:
+            raise ConfigError(
+                f"--batch-graphs {self.batch_graphs} must be a multiple of max(actors, 1) x "
+                f"envs_per_actor = {per_step} (every actor contributes whole steps to an update)"
+            )
+        if self.hidden % 4:
+            raise ConfigError(f"--hidden must divide by 4 (attention heads), got {self.hidden}")
+        from actorq.graphopt.cluster import get_cluster
+        from actorq.graphopt.envs import validate_graphopt_id
+        from actorq.graphopt.suite import is_graph_name
+
+        validate_graphopt_id(self.env.partition(":")[2])
+        for g in self.graphs:
+            if not isinstance(g, str) or not is_graph_name(g):
+                raise ConfigError(
+                    f"--graphs: unknown graph {g!r} (see `actorq graphopt list`; also "
+                    "synthetic-<ops>-s<seed> or a .json/.npz file)"
+                )
+        try:
+            get_cluster(self.cluster)
+        except GraphError as e:
+            raise ConfigError(f"--cluster: {first_line(e)}") from None
+        from actorq.graphopt.baselines import NAMES
+
+        if self.reference not in NAMES or self.reference in ("random", "anneal", "best+fuse"):
+            raise ConfigError(
+                f"--reference must be a deterministic baseline, not {self.reference!r}"
+            )

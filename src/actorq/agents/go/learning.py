@@ -1,0 +1,187 @@
+"""GO's update rule: PPO over whole-graph one-shot decisions, per-op clipped ratios.
+
+GO (Zhou et al., NeurIPS 2020) trains its graph policy with PPO (Schulman et al. 2017) on
+one-shot decisions: one sample is a whole graph's placement (and/or schedule and fusion), its
+reward the normalised simulated step time. The joint probability of thousands of per-op choices
+makes a single joint importance ratio useless (a tiny per-op change multiplies into an enormous
+ratio), so, as in GDP (Zhou et al. 2019) and Placeto, the surrogate is taken per op: every
+decided op's ratio ``π(a_i | G) / μ(a_i | G)`` against the log-prob the actor recorded under the
+snapshot it ran (the int8 behaviour policy ``μ``), clipped, times the decision's advantage,
+averaged over the decided ops. The advantage is the reward minus a per-graph baseline (an
+exponential moving average of that graph's rewards), normalised over the batch: there is no
+state to learn a value of, and rewards of different graphs live on their own scales.
+
+One update = ``update_epochs`` full-batch epochs; each runs the network once per distinct graph
+in the batch (a graph's outputs serve every decision sampled for it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq.agents.go.config import GOConfig
+from actorq.agents.optim import adam
+from actorq.agents.state import pack, unpack
+from actorq.core.interfaces import Learner
+from actorq.core.types import Batch
+from actorq.graphopt.actor import HEADS, GraphTask
+from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
+
+
+def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
+    return GOPolicyConfig(
+        num_devices=num_devices,
+        hidden=cfg.hidden,
+        sage_layers=cfg.sage_layers,
+        attn_layers=cfg.attn_layers,
+        segment=cfg.segment,
+    )
+
+
+def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor]:
+    """The policy weights of the GO run ``cfg.init_from``, checked against ``model``'s shapes
+    (:class:`~actorq.errors.CheckpointError`, one line, otherwise)."""
+    from pathlib import Path
+
+    from actorq import checkpoint as ckpt
+    from actorq.errors import CheckpointError
+
+    run = Path(str(cfg.init_from))
+    if not (run / "config.json").is_file():
+        raise CheckpointError(f"--init-from {run}: not an actorq run directory (no config.json)")
+    tensors, state, _ = ckpt.load(run / "checkpoint")
+    if not isinstance(state.get("learner"), dict) or "graphs" not in state["learner"]:
+        raise CheckpointError(f"--init-from {run}: not a GO run")
+    weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    want = model.state_dict()
+    for k, v in want.items():
+        got = weights.get(k)
+        if got is None or tuple(got.shape) != tuple(v.shape):
+            raise CheckpointError(
+                f"--init-from {run}: its policy does not fit this one ({k}: "
+                f"{None if got is None else tuple(got.shape)} vs {tuple(v.shape)}; same "
+                "--hidden, layers, segment and device count needed)"
+            )
+    return {k: weights[k] for k in want}
+
+
+class GOLearner(Learner):
+    def __init__(self, cfg: GOConfig, tasks: list[GraphTask]) -> None:
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        torch.manual_seed(cfg.seed)
+        self.tasks = tasks
+        self.model = GOPolicy(policy_config(cfg, tasks[0].env.cluster.num_devices)).to(self.device)
+        self.opt = adam(self.model.parameters(), cfg.learning_rate)
+        self._inputs = [
+            {k: v.to(self.device) for k, v in t.inputs.tensors().items()} for t in tasks
+        ]
+        self._masks = [torch.from_numpy(t.mask).to(self.device) for t in tasks]
+        self.baseline = np.full(len(tasks), np.nan)
+        self.updates = 0
+        if cfg.init_from is not None:
+            self.model.load_state_dict(pretrained_weights(cfg, self.model))
+
+    # -- the update --------------------------------------------------------------------------
+    def advantages(self, graphs: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+        """Reward minus each graph's baseline (then updated with these rewards), normalised."""
+        adv = np.empty(len(rewards))
+        for j, (g, r) in enumerate(zip(graphs, rewards, strict=True)):
+            b = self.baseline[g]
+            adv[j] = 0.0 if math.isnan(b) else r - b
+        for g in np.unique(graphs):
+            mean = float(rewards[graphs == g].mean())
+            b = self.baseline[g]
+            d = self.cfg.baseline_decay
+            self.baseline[g] = mean if math.isnan(b) else d * b + (1 - d) * mean
+        if len(adv) > 1 and adv.std() > 1e-8:
+            adv = (adv - adv.mean()) / adv.std()
+        return adv
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.cfg
+        graphs = np.asarray(batch["graph"], np.int64)
+        rewards = np.asarray(batch["reward"], np.float64)
+        adv = torch.as_tensor(self.advantages(graphs, rewards), dtype=torch.float32)
+        actions = torch.from_numpy(np.asarray(batch["actions"], np.int64)).to(self.device)
+        old_lp = torch.from_numpy(np.asarray(batch["log_prob"], np.float32)).to(self.device)
+        by_graph = {int(g): np.flatnonzero(graphs == g) for g in np.unique(graphs)}
+        stats: dict[str, list[float]] = {"pg": [], "ent": [], "kl": [], "clip": [], "gn": []}
+        for _ in range(cfg.update_epochs):
+            pg_total = torch.zeros((), device=self.device)
+            ent_total = torch.zeros((), device=self.device)
+            kl_sum = clip_sum = count = 0.0
+            for g, idx in by_graph.items():
+                out = self.model(**self._inputs[g])
+                mask = self._masks[g]  # (n, 3): the ops each head decides
+                n = mask.shape[0]
+                lps = [torch.log_softmax(out[h], dim=-1) for h in HEADS]
+                ent = sum((-(lp.exp() * lp).sum(-1) * mask[:, c]).sum() for c, lp in enumerate(lps))
+                decided = mask.sum().clamp(min=1.0)
+                for j in idx:
+                    new = torch.stack(
+                        [lp.gather(1, actions[j, :n, c : c + 1])[:, 0] for c, lp in enumerate(lps)],
+                        dim=1,
+                    )
+                    log_ratio = (new - old_lp[j, :n]) * mask
+                    ratio = log_ratio.exp()
+                    a = adv[j]
+                    surr = torch.minimum(
+                        ratio * a, ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef) * a
+                    )
+                    pg_total = pg_total - (surr * mask).sum() / decided
+                    ent_total = ent_total + ent / decided
+                    with torch.no_grad():
+                        kl_sum += float((((ratio - 1) - log_ratio) * mask).sum() / decided)
+                        far = ((ratio - 1).abs() > cfg.clip_coef).float() * mask
+                        clip_sum += float(far.sum() / decided)
+                    count += 1
+            pg_loss, entropy = pg_total / count, ent_total / count
+            loss = pg_loss - cfg.ent_coef * entropy
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            self.opt.step()
+            stats["pg"].append(float(pg_loss.detach()))
+            stats["ent"].append(float(entropy.detach()))
+            stats["kl"].append(kl_sum / count)
+            stats["clip"].append(clip_sum / count)
+            stats["gn"].append(float(gn))
+        self.updates += 1
+        return {
+            "losses/policy_loss": stats["pg"][-1],
+            "losses/entropy": stats["ent"][0],
+            "losses/approx_kl": stats["kl"][-1],
+            "losses/clipfrac": float(np.mean(stats["clip"])),
+            "losses/grad_norm": float(np.mean(stats["gn"])),
+            "charts/batch_reward": float(rewards.mean()),
+        }
+
+    # -- the seams ---------------------------------------------------------------------------
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        raise NotImplementedError("GO's policy is a graph network: see GOPolicyIO")
+
+    def is_finite(self) -> bool:
+        return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        tensors, meta = pack({"model": self.model}, {"opt": self.opt})
+        meta.update(
+            updates=self.updates,
+            baseline=[None if math.isnan(b) else float(b) for b in self.baseline],
+            graphs=[t.name for t in self.tasks],
+        )
+        return tensors, meta
+
+    def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+        if list(meta["graphs"]) != [t.name for t in self.tasks]:
+            raise ValueError(f"checkpoint trained on graphs {meta['graphs']}, not these")
+        unpack(tensors, meta, {"model": self.model}, {"opt": self.opt}, self.device)
+        self.updates = int(meta["updates"])
+        self.baseline = np.array(
+            [np.nan if b is None else float(b) for b in meta["baseline"]], np.float64
+        )

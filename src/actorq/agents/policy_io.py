@@ -1,0 +1,152 @@
+"""The policy seam between a learner and the experiment loop: snapshots out, judgements back.
+
+The loop (:func:`actorq.experiment.train`) never looks inside a policy. It asks a
+:class:`PolicyIO` for the bytes to broadcast at a precision, for a greedy evaluation of those
+bytes, and for how alike the quantized and fp32 snapshots act. :class:`MLPPolicyIO` serves every
+agent whose actors run an MLP :class:`~actorq.quant.snapshot.PolicySnapshot` on Gymnasium
+environments (DQN, D4PG, PPO); a workload with a policy of its own (GO's graph network,
+:mod:`actorq.agents.go`) brings its own, and the loop, the backends and the checkpoints stay
+the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol
+
+import numpy as np
+
+from actorq.config import ExperimentConfig
+from actorq.core.evaluation import evaluate
+from actorq.core.interfaces import Learner
+from actorq.quant.runtimes import make_runtime
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """How alike the quantized and fp32 snapshots of one policy act."""
+
+    agreement: float
+    """Share of identical greedy decisions (continuous actions: within 0.05 in [-1, 1])."""
+    items: int
+    """What the share is over: replay states, or a graph policy's decided ops."""
+    items_label: str = "replay states"
+    mean_abs_diff: float | None = None
+    """Continuous actions: mean |a_quantized - a_fp32|."""
+    logprob_gap: float | None = None
+    """Stochastic policies: mean |log π_quantized(a) − log π_fp32(a)|, a from the quantized."""
+
+
+class PolicyIO(Protocol):
+    #: What one evaluation "return" is, for the summary (e.g. "held-out, 10 ep")
+    eval_label: str
+
+    def is_finite(self) -> bool:
+        """Whether every weight actors would get is a finite number."""
+
+    def snapshot(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> bytes:
+        """The learner's acting policy as snapshot bytes (what actors decode and run)."""
+
+    def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
+        """Greedy returns of the snapshot ``data`` (one per episode, or per evaluation item)."""
+
+    def compare(
+        self, quant: bytes, fp32: bytes, states: np.ndarray | None, seed: int
+    ) -> Comparison:
+        """How alike two snapshots of one policy act (on ``states``, where the policy reads
+        states: replay's)."""
+
+
+def learner_snapshot(
+    learner: Learner,
+    pspec: PolicySpec,
+    precision: str,
+    version: int,
+    granularity: Any = "per_channel",
+    calibration: np.ndarray | None = None,
+) -> PolicySnapshot:
+    """The learner's acting network as a snapshot at ``precision`` (with the extra tensors its
+    spec needs: observation normalisation, a Gaussian's log-std)."""
+    return make_snapshot(
+        learner.policy_layers(),
+        pspec,
+        precision,
+        version,
+        granularity,
+        calibration,
+        learner.policy_extras(),
+    )
+
+
+def policy_is_finite(learner: Learner) -> bool:
+    """Whether every weight actors would get is a finite number (a pass over the policy's
+    weights: milliseconds at 3×2048, paid once per publish)."""
+    arrays = [a for layer in learner.policy_layers() for a in layer]
+    arrays += list(learner.policy_extras().values())
+    return all(bool(np.isfinite(a).all()) for a in arrays)
+
+
+def compare_policies(
+    a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16, seed: int = 0
+) -> tuple[float, float | None, float | None]:
+    """How alike two snapshots of one policy act on ``states`` (onnxruntime for both):
+    ``(agreement, mean |Δa| or None, log-prob gap or None)`` (:meth:`Head.compare`).
+
+    Inference runs in batches of ``batch`` (the actors' K); int8 activations are quantized per
+    state, so the batch size does not change the result (tests/quant/test_runtimes.py). For a
+    stochastic head the gap is the mean |log π_a(x|s) − log π_b(x|s)| with x drawn from ``a``.
+    """
+    if not len(states):
+        return float("nan"), None, None
+    ra, rb = make_runtime(a), make_runtime(b)
+    out_a = np.concatenate([ra(states[i : i + batch]) for i in range(0, len(states), batch)])
+    out_b = np.concatenate([rb(states[i : i + batch]) for i in range(0, len(states), batch)])
+    head = a.spec.policy_head
+    agree, mad = head.compare(out_a, out_b)
+    gap = None
+    if head.stochastic:
+        from actorq.core.exploration import PolicySampler
+
+        sampler = PolicySampler(seed)
+        sampler.set_snapshot(a)
+        x, extras = sampler.act(out_a)
+        log_std = b.tensors.get("log_std")
+        gap = float(np.abs(extras["log_prob"] - head.log_prob(out_b, x, log_std)).mean())
+    return agree, mad, gap
+
+
+class MLPPolicyIO:
+    """An MLP policy (:class:`PolicySpec`) quantized layer by layer, evaluated greedily on the
+    config's Gymnasium environment with the actors' runtime."""
+
+    def __init__(self, cfg: ExperimentConfig, learner: Learner, pspec: PolicySpec) -> None:
+        self.cfg, self.learner, self.pspec = cfg, learner, pspec
+        self.eval_label = f"held-out, {cfg.eval_episodes} ep"
+
+    def is_finite(self) -> bool:
+        return policy_is_finite(self.learner)
+
+    def snapshot(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> bytes:
+        snap = learner_snapshot(
+            self.learner, self.pspec, precision, version, self.cfg.granularity, calibration
+        )
+        return snap.to_bytes()
+
+    def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
+        cfg = self.cfg
+        rt = make_runtime(PolicySnapshot.from_bytes(data), cfg.runtime)
+        return evaluate(rt, cfg.env, episodes, seed, cfg.env_kwargs())
+
+    def compare(
+        self, quant: bytes, fp32: bytes, states: np.ndarray | None, seed: int
+    ) -> Comparison:
+        if states is None:
+            states = np.zeros((0, self.pspec.obs_dim), np.float32)
+        a, b = PolicySnapshot.from_bytes(quant), PolicySnapshot.from_bytes(fp32)
+        agree, mad, gap = compare_policies(a, b, states, self.cfg.envs_per_actor, seed)
+        return Comparison(agree, len(states), "replay states", mad, gap)

@@ -1,0 +1,231 @@
+"""GO's actors: one-shot decisions for whole graphs with the exported (quantized) policy.
+
+GO (Zhou et al., NeurIPS 2020) poses placement, scheduling and fusion as a one-shot decision:
+the policy reads a graph and emits every op's choice at once; the simulator's step time is the
+only feedback. An actor here is the analogue of :class:`actorq.core.loop.VectorActor` for that
+bandit: each step it picks ``k`` training graphs, runs the snapshot's ONNX policy on each (the
+outputs depend only on the graph and the weights, so they are computed once per graph and
+snapshot version), samples every op's decision from them, simulates, and emits one item per
+decision: the graph's index, the per-op actions, their per-op log-probabilities under the
+snapshot it ran (the behaviour policy: the learner's importance ratio is taken against these,
+so int8 rounding is corrected rather than ignored) and the reward.
+
+Reward: ``-sqrt(S / S_ref)``, ``S`` the simulated (penalized, :func:`~actorq.graphopt.baselines.
+penalized`) step time and ``S_ref`` the reference decision's (the human-expert split by default),
+GO's normalisation: comparable across graphs of very different step times, and compressed for
+the large penalties of infeasible placements. Episodes are reported as the relative improvement
+over the reference, ``(S_ref - S) / S_ref`` (the environment's reward), which is what
+``charts/episodic_return`` and the evaluations show.
+
+numpy, onnxruntime and the simulator only: never torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from actorq.core.interfaces import ParameterSource
+from actorq.core.loop import fetch_newer
+from actorq.core.types import Batch
+from actorq.errors import SnapshotError
+from actorq.graphopt.envs import PRIORITY_LEVELS, GraphOptEnv
+from actorq.graphopt.inputs import (
+    GraphInputs,
+    OnnxGOPolicy,
+    encode_graph,
+    fusion_edges,
+    fusion_node_mask,
+    priorities,
+)
+from actorq.quant.model_snapshot import ModelSnapshot
+
+#: The per-op decisions, in the column order of an item's ``actions`` and ``log_prob``.
+HEADS: tuple[str, ...] = ("placement", "priority", "fusion")
+#: Which heads each task acts with (the others come from the environment's reference decision).
+TASK_HEADS: dict[str, tuple[str, ...]] = {
+    "placement": ("placement",),
+    "scheduling": ("priority",),
+    "fusion": ("fusion",),
+    "joint": HEADS,
+}
+_TASK_PART = {"placement": "placement", "scheduling": "priority", "fusion": "fusion"}
+SNAPSHOT_KIND = "go"
+#: The ONNX inputs a GO snapshot's model must have (:meth:`GraphInputs.feeds`).
+INPUT_NAMES = tuple(f.name for f in dataclasses.fields(GraphInputs))
+
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in float64 (per-op log-probabilities from logits)."""
+    z = z.astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+class GraphTask:
+    """One training (or evaluation) graph for one task: the environment (simulator, reference
+    decision), the policy's inputs, and which ops each head decides."""
+
+    def __init__(self, graph: str, task: str, cluster: str, reference: str = "expert") -> None:
+        self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
+        g = self.env.graph
+        self.name, self.task = g.name, task
+        self.inputs = encode_graph(g)
+        self.fusable = self.env.sim.fusable_edges
+        n = g.num_ops
+        self.mask = np.zeros((n, len(HEADS)), np.float32)
+        for h in TASK_HEADS[task]:
+            col = HEADS.index(h)
+            self.mask[:, col] = fusion_node_mask(g, self.fusable) if h == "fusion" else 1.0
+
+    @property
+    def num_ops(self) -> int:
+        return self.env.graph.num_ops
+
+    def decide(
+        self, out: dict[str, np.ndarray], rng: np.random.Generator | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per-op choices ``(n, 3)`` int64 (sampled with ``rng``, greedy without) and their
+        log-probabilities ``(n, 3)`` float32 (0 where the task does not act)."""
+        n = self.num_ops
+        actions = np.zeros((n, len(HEADS)), np.int64)
+        logp = np.zeros((n, len(HEADS)), np.float32)
+        for h in TASK_HEADS[self.task]:
+            col = HEADS.index(h)
+            lp = log_softmax(out[h])
+            if rng is None:
+                a = lp.argmax(axis=1)
+            else:  # Gumbel-max: one exact categorical sample per op, vectorised
+                a = (lp - np.log(-np.log(rng.random(lp.shape)))).argmax(axis=1)
+            actions[:, col] = a
+            logp[:, col] = np.take_along_axis(lp, a[:, None], axis=1)[:, 0] * self.mask[:, col]
+        return actions, logp
+
+    def env_action(self, actions: np.ndarray) -> Any:
+        """Per-op choices as the environment's one-shot action."""
+        g = self.env.graph
+        parts = {
+            "placement": actions[:, 0],
+            "priority": priorities(actions[:, 1], g, PRIORITY_LEVELS),
+            "fusion": fusion_edges(actions[:, 2], g, self.fusable),
+        }
+        if self.task == "joint":
+            return parts
+        return parts[_TASK_PART[self.task]]
+
+    def judge(self, actions: np.ndarray) -> tuple[float, float, dict[str, Any]]:
+        """Simulate: ``(reward -sqrt(S / S_ref), improvement (S_ref - S) / S_ref, info)``."""
+        self.env.reset()
+        _, improvement, _, _, info = self.env.step(self.env_action(actions))
+        ratio = float(info["score"]) / self.env.reference_time
+        return -float(np.sqrt(ratio)), float(improvement), info
+
+
+def decode_snapshot(data: bytes | bytearray | memoryview) -> ModelSnapshot:
+    """A GO policy snapshot, validated (:class:`SnapshotError` otherwise)."""
+    snap = ModelSnapshot.from_bytes(data, INPUT_NAMES)
+    if snap.kind != SNAPSHOT_KIND:
+        raise SnapshotError(f"expected a {SNAPSHOT_KIND!r} model snapshot, got {snap.kind!r}")
+    return snap
+
+
+class GraphActor:
+    """Samples one-shot decisions for ``k`` training graphs per step with the latest snapshot
+    (module docstring). Same interface as :class:`~actorq.core.loop.VectorActor`, so every
+    backend runs it (:func:`actorq.core.loop.make_actor`)."""
+
+    at_boundary = True  # every item is one whole decision: a snapshot may change between any two
+
+    def __init__(
+        self,
+        tasks: list[GraphTask],
+        num_envs: int,
+        seed: int,
+        source: ParameterSource,
+        threads: int = 1,
+        index: int = 0,
+        max_ops: int | None = None,
+    ) -> None:
+        self.tasks, self.k, self.index = tasks, num_envs, index
+        self.max_ops = max_ops or max(t.num_ops for t in tasks)
+        self.source, self.threads = source, threads
+        self.rng = np.random.default_rng(seed)
+        self.runtime: OnnxGOPolicy | None = None
+        self.version, self.rejected, self.swaps = -1, 0, 0
+        self.env_steps = 0
+        self.inference_s = 0.0
+        self.env_s = 0.0
+        self._outs: dict[int, dict[str, np.ndarray]] = {}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
+        w = cfg["workload"]
+        tasks = [GraphTask(g, w["task"], w["cluster"], w["reference"]) for g in w["graphs"]]
+        return cls(
+            tasks,
+            int(cfg["envs_per_actor"]),
+            int(cfg["seed"]),
+            source,
+            threads=int(cfg.get("threads", 1)),
+            index=int(cfg["actor"]),
+            max_ops=int(w["max_ops"]),
+        )
+
+    def update(self) -> bool:
+        got = fetch_newer(self.source, self.version)
+        if got is None:
+            return False
+        try:
+            snap = decode_snapshot(got[1])
+            runtime = OnnxGOPolicy(snap.model, self.threads)
+        except (SnapshotError, ValueError, RuntimeError):  # ort: a model that does not load
+            self.rejected += 1
+            self.version = got[0]  # don't retry the same bad version every step
+            return False
+        self.runtime, self.version = runtime, snap.version
+        self._outs.clear()
+        self.swaps += 1
+        return True
+
+    def outputs(self, i: int) -> dict[str, np.ndarray]:
+        """The policy's outputs for training graph ``i`` under the current snapshot."""
+        if self.runtime is None:
+            raise RuntimeError("actor has no policy snapshot yet")
+        if i not in self._outs:
+            t = time.perf_counter()
+            self._outs[i] = self.runtime(self.tasks[i].inputs)
+            self.inference_s += time.perf_counter() - t
+        return self._outs[i]
+
+    def step(self) -> tuple[Batch, list[tuple[float, int]]]:
+        k, m = self.k, self.max_ops
+        items: Batch = {
+            "graph": np.zeros(k, np.int32),
+            "actions": np.zeros((k, m, len(HEADS)), np.int8),
+            "log_prob": np.zeros((k, m, len(HEADS)), np.float32),
+            "reward": np.zeros(k, np.float32),
+            "version": np.full(k, self.version, np.int64),
+            "actor": np.full(k, self.index, np.int32),
+        }
+        episodes: list[tuple[float, int]] = []
+        for j in range(k):
+            i = int(self.rng.integers(len(self.tasks)))
+            task = self.tasks[i]
+            actions, logp = task.decide(self.outputs(i), self.rng)
+            t = time.perf_counter()
+            reward, improvement, _ = task.judge(actions)
+            self.env_s += time.perf_counter() - t
+            n = task.num_ops
+            items["graph"][j] = i
+            items["actions"][j, :n] = actions
+            items["log_prob"][j, :n] = logp
+            items["reward"][j] = reward
+            episodes.append((improvement, 1))
+        self.env_steps += k
+        return items, episodes
+
+    def close(self) -> None:
+        self._outs.clear()

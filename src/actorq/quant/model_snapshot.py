@@ -1,0 +1,117 @@
+"""ModelSnapshot: a versioned, checksummed ONNX model, for policies that are not plain MLPs.
+
+:class:`~actorq.quant.snapshot.PolicySnapshot` carries an MLP's layers and lets each runtime build
+its own graph. A graph policy (GO's, :mod:`actorq.graphopt.policy`) or a convolutional one has an
+architecture of its own, so the learner exports the whole network — already quantized where it
+is int8 — as an ONNX model, and the snapshot carries that model. Same container and guarantees
+as a PolicySnapshot: a safetensors blob whose one tensor is the model's bytes (uint8), with the
+version, precision, kind and a JSON ``meta`` (what the actor needs besides the model, e.g. the
+policy's sizes) plus a checksum of all of it in the header. Decoding parses JSON and protobuf;
+nothing is unpickled or executed (an ONNX model is a dataflow graph of standard operators). An
+actor refuses a snapshot whose checksum fails, whose model does not parse, whose inputs are not
+the ones its kind expects, or any of whose floating-point weights is NaN or infinite, and keeps
+its last good one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+import safetensors.numpy
+
+from actorq.errors import SnapshotError
+from actorq.quant.snapshot import _checksum, read_metadata
+
+FORMAT = "actorq.model-snapshot/1"
+#: Largest model accepted (a corrupt length must not make an actor allocate without bound).
+MAX_MODEL_BYTES = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSnapshot:
+    """An ONNX policy at one precision. ``kind`` names the family of models (e.g. ``"go"``),
+    which fixes the model's input names; ``meta`` is JSON-able plain data."""
+
+    version: int
+    precision: str
+    kind: str
+    model: bytes
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def header(self) -> dict[str, str]:
+        return {
+            "format": FORMAT,
+            "version": str(self.version),
+            "precision": self.precision,
+            "kind": self.kind,
+            "meta": json.dumps(self.meta, sort_keys=True),
+        }
+
+    def _tensors(self) -> dict[str, np.ndarray]:
+        return {"model": np.frombuffer(self.model, dtype=np.uint8)}
+
+    def to_bytes(self) -> bytes:
+        tensors = self._tensors()
+        meta = {**self.header(), "checksum": _checksum(self.header(), tensors)}
+        return bytes(safetensors.numpy.save(tensors, metadata=meta))
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes | bytearray | memoryview, inputs: tuple[str, ...] | None = None
+    ) -> ModelSnapshot:
+        """Decode and validate (``inputs``: the input names the model must have, in any
+        order); raises :class:`SnapshotError` on any defect."""
+        data = bytes(data)
+        meta = read_metadata(data, FORMAT)
+        try:
+            tensors = safetensors.numpy.load(data)
+        except Exception as e:  # safetensors raises its own error types
+            raise SnapshotError(f"corrupt model snapshot: {e}") from None
+        header = {k: v for k, v in meta.items() if k != "checksum"}
+        if set(tensors) != {"model"} or _checksum(header, tensors) != meta.get("checksum"):
+            raise SnapshotError("model snapshot checksum mismatch (corrupt or torn copy)")
+        model = tensors["model"]
+        if model.dtype != np.uint8 or model.ndim != 1 or model.size > MAX_MODEL_BYTES:
+            raise SnapshotError("model snapshot: the model must be a uint8 byte vector")
+        try:
+            extra = json.loads(meta["meta"])
+            snap = cls(
+                version=int(meta["version"]),
+                precision=str(meta["precision"]),
+                kind=str(meta["kind"]),
+                model=model.tobytes(),
+                meta=extra if isinstance(extra, dict) else {},
+            )
+        except (KeyError, ValueError, json.JSONDecodeError) as e:
+            raise SnapshotError(f"model snapshot metadata invalid: {e}") from None
+        snap.validate(inputs)
+        return snap
+
+    def validate(self, inputs: tuple[str, ...] | None = None) -> None:
+        """The model parses, has ``inputs`` (if given), and every float weight is finite."""
+        import onnx
+        from onnx import numpy_helper
+
+        if self.precision not in ("fp32", "fp16", "int8", "int4"):
+            raise SnapshotError(f"unknown precision {self.precision!r}")
+        try:
+            proto = onnx.load_model_from_string(self.model)
+        except Exception as e:  # protobuf's DecodeError and friends
+            raise SnapshotError(f"model snapshot: not an ONNX model ({type(e).__name__})") from None
+        if inputs is not None:
+            have = {i.name for i in proto.graph.input}
+            if not set(inputs) <= have:
+                raise SnapshotError(
+                    f"model snapshot ({self.kind}): inputs {sorted(have)} lack "
+                    f"{sorted(set(inputs) - have)}"
+                )
+        for init in proto.graph.initializer:
+            try:
+                arr = numpy_helper.to_array(init)
+            except Exception:
+                raise SnapshotError(f"model snapshot: weight {init.name!r} unreadable") from None
+            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                raise SnapshotError(f"model snapshot: weight {init.name!r} has NaN or Inf")

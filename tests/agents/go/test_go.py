@@ -1,0 +1,197 @@
+"""GO through the actor-learner loop: the actors' items, the importance ratio against their
+recorded per-op log-probs, learning a placement, int8 vs fp32, resume, local processes, and
+bad settings refused in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actorq import train
+from actorq.agents.go.builder import BUILDER, GOPolicyIO
+from actorq.agents.go.config import GOConfig
+from actorq.agents.go.learning import GOLearner
+from actorq.distributed.local import _LocalCache
+from actorq.errors import ConfigError
+from actorq.graphopt.actor import HEADS, GraphActor, log_softmax
+
+ENV = "graphopt:placement/synthetic-120-s0"
+
+
+def _actor_and_learner(
+    precision: str = "fp32", **kw: Any
+) -> tuple[GOConfig, GOLearner, GraphActor, _LocalCache]:
+    cfg = GOConfig(env=ENV, graphs=("synthetic-90-s1",), actors=0, precision=precision, **kw)
+    cfg.validate()
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    io = BUILDER.policy_io(cfg, spec, learner)
+    cache = _LocalCache()
+    cache.publish(0, io.snapshot(0, precision))
+    setup = BUILDER.actor_setup(cfg, spec)
+    actor = GraphActor.from_config(setup.actor_config(0, in_process=True), cache)
+    assert actor.update() and actor.version == 0
+    return cfg, learner, actor, cache
+
+
+def test_actor_items_carry_the_behaviour_log_probs_of_what_it_did() -> None:
+    cfg, _, actor, _ = _actor_and_learner("int8")
+    items, episodes = actor.step()
+    assert len(episodes) == cfg.envs_per_actor == len(items["graph"])
+    assert items["actions"].shape == (8, 120, len(HEADS)) and set(items["version"]) == {0}
+    for j, g in enumerate(items["graph"]):
+        task = actor.tasks[g]
+        n = task.num_ops
+        lp = log_softmax(actor.outputs(int(g))["placement"])
+        a = items["actions"][j, :n, 0].astype(np.int64)
+        np.testing.assert_allclose(items["log_prob"][j, :n, 0], lp[np.arange(n), a], rtol=1e-5)
+        assert not items["log_prob"][j, :, 1:].any()  # the placement task decides placement only
+        assert not items["actions"][j, n:].any()  # padding
+        # the reward is GO's -sqrt(S / S_ref); the episode's return the gain over the reference
+        r, gain = items["reward"][j], episodes[j][0]
+        assert r < 0 and abs(gain - (1 - r**2)) < 1e-5
+
+
+def test_first_epoch_ratio_is_one_for_fp32_actors() -> None:
+    """The learner evaluates exactly the actions the actor took, on the right graph, under the
+    same weights: before any step the per-op ratio is 1 (approx-KL 0), and int8 actors' items
+    give a small but non-zero one (the quantization the ratio corrects)."""
+    _, learner, actor, _ = _actor_and_learner("fp32", update_epochs=1, batch_graphs=16)
+    first, second = actor.step()[0], actor.step()[0]
+    batch = {k: np.concatenate([first[k], second[k]]) for k in first}
+    m = learner.update(batch)
+    assert abs(m["losses/approx_kl"]) < 1e-6 and m["losses/clipfrac"] == 0.0
+    _, learner8, actor8, _ = _actor_and_learner("int8", update_epochs=1, batch_graphs=16)
+    a, b = actor8.step()[0], actor8.step()[0]
+    m8 = learner8.update({k: np.concatenate([a[k], b[k]]) for k in a})
+    assert 0 < m8["losses/approx_kl"] < 1e-3
+
+
+def test_a_corrupt_snapshot_is_refused_and_the_last_good_one_kept() -> None:
+    _, _, actor, cache = _actor_and_learner()
+    good = actor.runtime
+    data = bytearray(cache.fetch()[1])  # type: ignore[index]
+    data[len(data) // 2] ^= 0xFF
+    cache.publish(1, bytes(data))
+    assert not actor.update() and actor.rejected == 1 and actor.runtime is good
+    # it goes on acting with the good one, and records that policy's log-probs (the learner's
+    # ratio stays exact); the items carry the refused version so a synchronous learner, which
+    # waits for that version, is not starved
+    items, _ = actor.step()
+    g = int(items["graph"][0])
+    n = actor.tasks[g].num_ops
+    lp = log_softmax(good(actor.tasks[g].inputs)["placement"])  # type: ignore[misc]
+    a = items["actions"][0, :n, 0].astype(np.int64)
+    np.testing.assert_allclose(items["log_prob"][0, :n, 0], lp[np.arange(n), a], rtol=1e-5)
+
+
+def test_go_learns_a_placement_better_than_the_expert_split(
+    tiny: Callable[..., GOConfig],
+) -> None:
+    """Sync backend (deterministic): from a random policy to a placement faster than the
+    human-expert split on a 300-op graph within 3,000 decisions (~20 s); int8 actors act like
+    the fp32 weights."""
+    cfg = tiny("go", env="graphopt:placement/synthetic-300-s0", total_steps=3_000, eval_every=3_000)
+    r = train(cfg)
+    assert r.eval_return > 0.15, r  # >= 15% faster than the expert split
+    assert r.action_agreement > 0.95 and r.logprob_gap is not None and r.logprob_gap < 0.05
+    assert abs(r.eval_return - r.eval_return_fp32) < 0.1
+
+
+def test_resume_continues_the_baselines_and_counters(tiny: Callable[..., GOConfig]) -> None:
+    cfg = tiny("go", env=ENV, total_steps=128, eval_every=10_000)
+    first = train(cfg)
+    state = json.loads((Path(first.run_dir) / "checkpoint" / "state.json").read_text())
+    assert state["learner"]["graphs"] == ["synthetic-120-s0"]
+    assert state["learner"]["baseline"][0] is not None
+    assert state["counters"]["updates"] == first.updates >= 3
+    again = tiny("go", env=ENV, total_steps=256, resume=first.run_dir, run_dir=None)
+    r = train(again)
+    assert r.env_steps == 256 and r.updates >= first.updates + 3
+
+
+def test_local_backend_with_an_actor_process(tiny: Callable[..., GOConfig]) -> None:
+    cfg = tiny("go", env=ENV, actors=1, total_steps=96, eval_every=10_000)
+    r = train(cfg)
+    assert r.env_steps >= 96 and r.updates >= 2 and r.actor_restarts == 0
+    assert r.rejected_snapshots == 0 and r.agreement_states > 0
+
+
+def test_policy_io_compares_decided_ops_only() -> None:
+    cfg, learner, _, _ = _actor_and_learner()
+    io = GOPolicyIO(cfg, learner)
+    cmp = io.compare(io.snapshot(1, "int8"), io.snapshot(1, "fp32"), None, 0)
+    assert cmp.items == 120 + 90 and cmp.items_label == "decided ops" and cmp.agreement > 0.9
+    gains = io.evaluate(io.snapshot(1, "fp32"), 10, 0)
+    assert gains.shape == (2,) and np.isfinite(gains).all()
+
+
+@pytest.mark.parametrize(
+    ("kw", "msg"),
+    [
+        ({"env": "gym:CartPole-v1"}, "graphopt"),
+        ({"graphs": ("nope",)}, "unknown graph"),
+        ({"precision": "int4"}, "int8 or fp32"),
+        ({"batch_graphs": 12}, "multiple"),
+        ({"cluster": "3xtpu"}, "--cluster"),
+        ({"reference": "anneal"}, "deterministic"),
+        ({"learning_rate": float("nan")}, "finite"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(kw: dict[str, Any], msg: str) -> None:
+    with pytest.raises(ConfigError, match=msg) as e:
+        GOConfig(**{"env": ENV, **kw}).validate()
+    assert "\n" not in str(e.value)
+
+
+def test_cli_refuses_an_unknown_graph_without_writing(tmp_path: Path) -> None:
+    rd = tmp_path / "run"
+    p = subprocess.run(
+        [sys.executable, "-m", "actorq.cli", "train", "go", "--env", ENV, "--graphs", "nope",
+         "--run-dir", str(rd)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode != 0 and "unknown graph" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not rd.exists()
+
+
+def test_fine_tuning_starts_from_the_pretrained_policy(
+    tiny: Callable[..., GOConfig], tmp_path: Path
+) -> None:
+    pre = train(tiny("go", sub="pre", env=ENV, total_steps=96, eval_every=10_000))
+    cfg = tiny("go", sub="ft", env="graphopt:placement/synthetic-90-s1", init_from=pre.run_dir)
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    from actorq import checkpoint as ckpt
+
+    tensors, _, _ = ckpt.load(Path(pre.run_dir) / "checkpoint")
+    for k, v in learner.model.state_dict().items():
+        assert np.array_equal(v.numpy(), tensors[f"model.{k}"].numpy()), k
+    # a policy of another size, or a directory that is no run: one line, nothing written
+    from actorq.errors import CheckpointError
+
+    for bad, msg in ((dict(hidden=32), "does not fit"), (dict(init_from=str(tmp_path)), "no")):
+        c = tiny("go", sub="bad", env=ENV, **{"init_from": pre.run_dir, **bad})
+        with pytest.raises(CheckpointError, match=msg):
+            train(c)
+        assert not (tmp_path / "bad").exists()
+
+
+def test_eval_and_export_a_go_run(tiny: Callable[..., GOConfig], tmp_path: Path) -> None:
+    import onnx
+
+    from actorq.cli import main
+
+    r = train(tiny("go", env=ENV, total_steps=64, eval_every=10_000))
+    assert main(["eval", r.run_dir]) == 0
+    out = tmp_path / "go.onnx"
+    assert main(["export", r.run_dir, "--out", str(out)]) == 0
+    names = {i.name for i in onnx.load(str(out)).graph.input}
+    assert {"x", "edge_attr", "src", "dst", "anchor", "order", "rank"} <= names
