@@ -208,3 +208,27 @@ def test_ppo_on_ray_learns_cartpole_synchronously(ray_local: Any, tmp_path: Path
     assert spread and max(spread) == 0.0  # every batch from one policy version
     dropped = [float(x.split(",")[-1]) for x in lines if ",replay/dropped_stale," in x]
     assert dropped and max(dropped) == 0.0  # and none collected with an outdated one
+
+
+def test_go_graph_actors_on_ray(ray_local: Any, tmp_path: Path) -> None:
+    # a workload's own actor kind (GO's GraphActor) through the same Ray actors and shards
+    from actorq.agents.go.config import GOConfig
+
+    r = train(
+        GOConfig(
+            env="graphopt:placement/synthetic-120-s0",
+            backend="ray",
+            actors=2,
+            replay_shards=1,
+            total_steps=256,
+            eval_every=10**9,
+            log_every=0.5,
+            progress=False,
+            energy=False,
+            run_dir=str(tmp_path),
+        )
+    )
+    assert r.env_steps >= 256 and r.updates >= 6 and r.rejected_snapshots == 0
+    lines = (tmp_path / "metrics.csv").read_text().splitlines()
+    dropped = [float(x.split(",")[-1]) for x in lines if ",replay/dropped_stale," in x]
+    assert not dropped or max(dropped) == 0.0  # synchronous: nothing collected stale

@@ -1,0 +1,240 @@
+"""GO's transfer protocol, leave one family out: pre-train on five model families, then place
+the sixth zero-shot and fine-tuned, against a policy trained from scratch and the classical
+baselines.
+
+GO (Zhou et al., NeurIPS 2020) pre-trains one policy on graphs of several families and reports
+it on a held-out one, zero-shot and after fine-tuning. Here, per held-out family F of the
+suite's six (``actorq graphopt list``), with the smallest graph of each family (1-2k ops: what a
+2-core CPU trains in minutes):
+
+* ``pretrain``: ``actorq train go`` on the five other families' graphs (``--pretrain-steps``
+  whole-graph decisions, int8 actors, the sync backend: deterministic for a seed);
+* ``zeroshot``: that policy's greedy decision on F's graph, int8 (no step on F);
+* ``finetune``: ``--init-from`` the pre-trained run, ``--finetune-steps`` decisions on F's graph;
+* ``scratch``: a fresh policy, ``--scratch-steps`` decisions on F's graph;
+* ``baselines``: single device, the human-expert split, METIS+critical path, HEFT, m-ETF, and
+  random search and simulated annealing given as many simulator calls as ``scratch`` made.
+
+Every step time is the simulator's, penalised when the placement does not fit
+(:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
+the fine-tune curve is compared with the from-scratch one: the decisions fine-tuning needed to
+reach the from-scratch policy's final step time (GO's "converges faster" claim).
+
+Cells (one JSON per (cluster, task, family, stage, seed) under ``<results>/``, written
+atomically when done) make the run resumable; a cell whose JSON exists is skipped. After the
+cells, a Markdown table goes to stdout and ``<results>/report.md``.
+
+    .venv/bin/python benchmarks/go_transfer.py                       # all six families
+    .venv/bin/python benchmarks/go_transfer.py --families gnmt --pretrain-steps 512 \\
+        --finetune-steps 128 --scratch-steps 256 --results /tmp/go_smoke   # a quick smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import machine_info, read_metrics_csv, say, write_json_atomic
+
+FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
+BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf")
+
+
+def smallest(family: str) -> str:
+    """The family's smallest suite graph (built and cached on first use)."""
+    from actorq.graphopt.suite import get_graph, suite_names
+
+    return min(suite_names(family), key=lambda n: get_graph(n).num_ops)
+
+
+def go_config(
+    args: argparse.Namespace, run_dir: Path, graphs: list[str], steps: int, **kw: Any
+) -> Any:
+    from actorq.agents.go.config import GOConfig
+
+    return GOConfig(
+        env=f"graphopt:{args.task}/{graphs[0]}",
+        graphs=tuple(graphs[1:]),
+        cluster=args.cluster,
+        actors=0,
+        total_steps=steps,
+        eval_every=max(1, steps // args.curve_points),
+        seed=args.seed,
+        run_dir=str(run_dir),
+        progress=False,
+        energy=False,
+        log_every=30.0,
+        **kw,
+    )
+
+
+def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times."""
+    import dataclasses
+
+    from actorq.agents.go.builder import BUILDER
+    from actorq.experiment import load_run_config
+
+    saved: Any = load_run_config(run_dir)
+    # the run's weights (init_from), judged on one graph
+    env = f"graphopt:{args.task}/{graph}"
+    cfg = dataclasses.replace(saved, env=env, graphs=(), init_from=str(run_dir))
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)  # the run's weights, via init_from
+    io = BUILDER.policy_io(cfg, spec, learner)
+    task = learner.tasks[0]
+    out: dict[str, Any] = {"reference_time": task.env.reference_time}
+    for prec in ("int8", "fp32"):
+        gain = float(io.evaluate(io.snapshot(0, prec), 1, 0)[0])
+        out[f"time_{prec}"] = task.env.reference_time * (1.0 - gain)
+    return out
+
+
+def curve(run_dir: Path, reference_time: float) -> list[list[float]]:
+    """``[[decisions, step time], ...]`` of a single-graph run's periodic evaluations."""
+    pts = read_metrics_csv(run_dir / "metrics.csv").get("charts/eval_return", [])
+    return [[float(step), reference_time * (1.0 - v)] for step, v, _ in pts]
+
+
+def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    from actorq.experiment import train
+
+    held = smallest(family)
+    train_graphs = [smallest(f) for f in FAMILIES if f != family]
+    runs = root / "runs"
+    pre_dir = runs / f"pretrain-{family}-s{args.seed}"
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"stage": stage, "family": family, "graph": held}
+    if stage == "pretrain":
+        r = train(go_config(args, pre_dir, train_graphs, args.pretrain_steps))
+        out.update(train_graphs=train_graphs, decisions=r.env_steps, updates=r.updates,
+                   train_gain=r.eval_return, train_gain_fp32=r.eval_return_fp32)  # fmt: skip
+    elif stage == "zeroshot":
+        out.update(step_times(pre_dir, held, args))
+    elif stage in ("finetune", "scratch"):
+        steps = args.finetune_steps if stage == "finetune" else args.scratch_steps
+        kw = {"init_from": str(pre_dir)} if stage == "finetune" else {}
+        rd = runs / f"{stage}-{family}-s{args.seed}"
+        r = train(go_config(args, rd, [held], steps, **kw))
+        out.update(step_times(rd, held, args), decisions=r.env_steps, updates=r.updates)
+        out["curve"] = curve(rd, out["reference_time"])
+    elif stage == "baselines":
+        from actorq.graphopt import Simulator, get_cluster
+        from actorq.graphopt.baselines import penalized, run_baselines
+        from actorq.graphopt.suite import get_graph
+
+        sim = Simulator(get_graph(held), get_cluster(args.cluster))
+        names = (*BASELINES, "random", "anneal")
+        for b in run_baselines(sim, names, budget=args.scratch_steps, seed=args.seed):
+            out[b.name] = {"time": penalized(sim, b.result), "feasible": b.result.feasible}
+        out["budget"] = args.scratch_steps
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+STAGES = ("baselines", "pretrain", "zeroshot", "finetune", "scratch")
+
+
+def geomean(x: list[float]) -> float:
+    return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
+
+
+def report(root: Path, args: argparse.Namespace, command: str) -> str:
+    rows, ft_gain, ft_best, zs_gap = [], [], [], []
+    for fam in args.families:
+        cells = {}
+        for stage in STAGES:
+            p = root / f"{fam}-{stage}-s{args.seed}.json"
+            if p.is_file():
+                cells[stage] = json.loads(p.read_text())
+        if len(cells) < len(STAGES):
+            rows.append(f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * 11)
+            continue
+        b, zs, ft, sc = cells["baselines"], cells["zeroshot"], cells["finetune"], cells["scratch"]
+        best = min(b[n]["time"] for n in (*BASELINES, "random", "anneal") if n != "single")
+        ft_curve = [[0.0, zs["time_int8"]], *ft["curve"]]  # zero-shot is the curve's start
+        reach = next((s for s, t in ft_curve if t <= sc["time_int8"] * 1.0001), None)
+        ms = [1e3 * b[n]["time"] for n in (*BASELINES, "random", "anneal")]
+        go = [1e3 * zs["time_int8"], 1e3 * ft["time_int8"], 1e3 * sc["time_int8"]]
+        cols = " | ".join(f"{v:.1f}" for v in ms + go)
+        scratch_n = sc["decisions"]
+        reached = "-" if reach is None else f"{reach:,.0f} / {scratch_n:,}"
+        rows.append(f"| {fam} ({b['graph']}) | {cols} | {reached} |")
+        ft_gain.append(b["expert"]["time"] / ft["time_int8"])
+        ft_best.append(best / ft["time_int8"])
+        zs_gap.append(zs["time_int8"] / ft["time_int8"])
+    head = [
+        f"# GO transfer, leave one family out ({args.task}, {args.cluster}, seed {args.seed})",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Budgets (whole-graph decisions): pre-train {args.pretrain_steps:,} on the five other "
+        f"families' smallest graphs; fine-tune {args.finetune_steps:,}; from scratch "
+        f"{args.scratch_steps:,}; random search and annealing {args.scratch_steps:,} simulator "
+        "calls. Step times in ms (simulated, penalised when infeasible); GO columns are the "
+        "greedy int8 decision.",
+        "",
+        "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF | random | anneal "
+        "| GO zero-shot | GO fine-tuned | GO scratch | fine-tune decisions to reach scratch's "
+        "final / scratch's |",
+        "|---|" + "---:|" * 11 + "---|",
+        *rows,
+        "",
+    ]
+    if ft_gain:
+        head += [
+            f"Geomean over {len(ft_gain)} families: fine-tuned GO is "
+            f"{100 * (geomean(ft_gain) - 1):+.1f}% faster than the expert split (speedup "
+            f"{geomean(ft_gain):.3f}), {100 * (geomean(ft_best) - 1):+.1f}% vs the best "
+            f"baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's step time.",
+            "",
+        ]
+    return "\n".join(head)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    ap.add_argument("--cluster", default="4xgpu-pcie")
+    ap.add_argument("--task", default="placement", choices=("placement", "joint"))
+    ap.add_argument("--pretrain-steps", type=int, default=6_000)
+    ap.add_argument("--finetune-steps", type=int, default=1_000)
+    ap.add_argument("--scratch-steps", type=int, default=4_000)
+    ap.add_argument("--curve-points", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
+    args = ap.parse_args(argv)
+    command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    root = args.results / f"{args.task}-{args.cluster}"
+    budget = {k: getattr(args, k) for k in ("pretrain_steps", "finetune_steps", "scratch_steps")}
+    settings = root / "settings.json"
+    if settings.is_file() and json.loads(settings.read_text()) != budget:
+        say(f"{root} holds cells of other budgets ({settings}); use another --results")
+        return 2
+    write_json_atomic(settings, budget)
+    for fam in args.families:  # family-major: each family's stages run back to back
+        for stage in STAGES:
+            path = root / f"{fam}-{stage}-s{args.seed}.json"
+            if path.is_file():
+                say(f"{fam}/{stage}: done before, skipped")
+                continue
+            say(f"{fam}/{stage}: running")
+            cell = run_cell(stage, fam, args, root)
+            write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
+            say(f"{fam}/{stage}: {cell['seconds']:.0f} s")
+    text = report(root, args, command)
+    (root / "report.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
