@@ -76,9 +76,8 @@ def _load_policy(
         raise ActorQError(f"run directory not found: {rd}")
     cfg = load_run_config(rd)  # validated: config.json is input too
     if runtime is not None and runtime != cfg.runtime:
-        if cfg.agent == "go":
-            raise ActorQError("GO's graph policy runs in onnxruntime only (--runtime ort)")
         cfg.runtime = runtime  # type: ignore[assignment]
+        cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
     builder = builder_for(cfg)
     tensors, state, _ = load(rd / "checkpoint")
     spec = builder.env_spec(cfg)

@@ -65,7 +65,7 @@ class MLPBuilder:
     def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec:
         raise NotImplementedError
 
-    def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> MLPPolicyIO:
+    def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
         return MLPPolicyIO(cfg, learner, self.policy_spec(cfg, spec))
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
 from actorq.core.interfaces import Learner
-from actorq.quant.runtimes import make_runtime
+from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.runtimes import make_runtime, snapshot_head
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 
 
@@ -90,9 +91,14 @@ def policy_is_finite(learner: Learner) -> bool:
 
 
 def compare_policies(
-    a: PolicySnapshot, b: PolicySnapshot, states: np.ndarray, batch: int = 16, seed: int = 0
+    a: PolicySnapshot | ModelSnapshot,
+    b: PolicySnapshot | ModelSnapshot,
+    states: np.ndarray,
+    batch: int = 16,
+    seed: int = 0,
 ) -> tuple[float, float | None, float | None]:
-    """How alike two snapshots of one policy act on ``states`` (onnxruntime for both):
+    """How alike two snapshots of one policy act on ``states`` (onnxruntime for both; MLP
+    snapshots or ``obs-logits`` model snapshots):
     ``(agreement, mean |Δa| or None, log-prob gap or None)`` (:meth:`Head.compare`).
 
     Inference runs in batches of ``batch`` (the actors' K); int8 activations are quantized per
@@ -104,7 +110,7 @@ def compare_policies(
     ra, rb = make_runtime(a), make_runtime(b)
     out_a = np.concatenate([ra(states[i : i + batch]) for i in range(0, len(states), batch)])
     out_b = np.concatenate([rb(states[i : i + batch]) for i in range(0, len(states), batch)])
-    head = a.spec.policy_head
+    head = snapshot_head(a)
     agree, mad = head.compare(out_a, out_b)
     gap = None
     if head.stochastic:
@@ -113,7 +119,7 @@ def compare_policies(
         sampler = PolicySampler(seed)
         sampler.set_snapshot(a)
         x, extras = sampler.act(out_a)
-        log_std = b.tensors.get("log_std")
+        log_std = b.tensors.get("log_std") if isinstance(b, PolicySnapshot) else None
         gap = float(np.abs(extras["log_prob"] - head.log_prob(out_b, x, log_std)).mean())
     return agree, mad, gap
 

@@ -287,3 +287,19 @@ class ChipPlacementEnv(gym.Env[np.ndarray, Any]):
         self._mask = np.zeros_like(self._mask)
         info = {"action_mask": self._mask.astype(np.int8), "reason": reason}
         return self._obs(), -self.penalty, True, False, info
+
+
+def random_legal_proxies(env: ChipPlacementEnv, episodes: int, seed: int) -> np.ndarray:
+    """The random legal placement baseline in the env's own action space: each macro on a
+    uniformly random legal cell, soft macros by FD; the proxy cost of each of ``episodes``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(episodes):
+        _, info = env.reset(seed=0)
+        while True:
+            a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+            _, _, term, trunc, info = env.step(a)
+            if term or trunc:
+                out.append(float(info["proxy"]))
+                break
+    return np.asarray(out)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from actorq.quant.model_snapshot import ModelSnapshot
     from actorq.quant.snapshot import PolicySnapshot
 
 Extras = dict[str, np.ndarray]
@@ -29,7 +30,7 @@ class Behaviour(abc.ABC):
     @abc.abstractmethod
     def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]: ...
 
-    def set_snapshot(self, snap: PolicySnapshot) -> None:
+    def set_snapshot(self, snap: PolicySnapshot | ModelSnapshot) -> None:
         return None
 
 
@@ -117,7 +118,10 @@ class PolicySampler(Behaviour):
     behaviour policy; the learner's importance ratio is taken against this recorded value, so
     quantization error is corrected, not ignored.
 
-    * ``categorical`` head: the output is logits; sample by inverse CDF of the softmax.
+    * ``categorical`` head: the output is logits; sample by inverse CDF of the softmax. Also
+      what an ``obs-logits`` :class:`~actorq.quant.model_snapshot.ModelSnapshot` gives (the
+      chip placement policy, whose illegal cells carry a logit of -1e9: probability exactly 0,
+      so never sampled).
     * ``gaussian`` head: the output is the mean; the snapshot carries the state-independent
       ``log_std``. Actions are stored unclipped (their log-prob is exact); the actor clips them
       to [-1, 1] before mapping to the environment's bounds.
@@ -128,12 +132,15 @@ class PolicySampler(Behaviour):
         self.head = ""
         self.log_std = np.zeros(0, np.float32)
 
-    def set_snapshot(self, snap: PolicySnapshot) -> None:
-        self.head = snap.spec.head
-        if self.head == "gaussian":
-            self.log_std = np.asarray(snap.tensors["log_std"], np.float32)
-        elif self.head != "categorical":
-            raise ValueError(f"cannot sample from a {self.head!r} head")
+    def set_snapshot(self, snap: PolicySnapshot | ModelSnapshot) -> None:
+        from actorq.quant.runtimes import snapshot_head  # lazy: runtimes imports onnx helpers
+
+        name = snapshot_head(snap).name
+        if name == "gaussian":
+            self.log_std = np.asarray(getattr(snap, "tensors", {})["log_std"], np.float32)
+        elif name != "categorical":
+            raise ValueError(f"cannot sample from a {name!r} head")
+        self.head = name
 
     def act(self, out: np.ndarray) -> tuple[np.ndarray, Extras]:
         out = np.asarray(out, np.float32)
@@ -141,7 +148,9 @@ class PolicySampler(Behaviour):
             z = out - out.max(axis=1, keepdims=True)
             logp_all = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
             cdf = np.cumsum(np.exp(logp_all), axis=1)
-            u = self.rng.random((len(out), 1)) * cdf[:, -1:]
+            # u > 0: the first action whose cdf reaches u then has probability > 0, so a masked
+            # cell (probability 0) is never drawn, even when the generator returns exactly 0
+            u = np.maximum(self.rng.random((len(out), 1)) * cdf[:, -1:], np.finfo(np.float64).tiny)
             action = np.minimum((cdf < u).sum(axis=1), out.shape[1] - 1)
             logp = logp_all[np.arange(len(out)), action]
             return action.astype(np.int64), {"log_prob": logp.astype(np.float32)}

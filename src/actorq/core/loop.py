@@ -19,8 +19,8 @@ from actorq.core.interfaces import Actor, ParameterSource
 from actorq.core.types import Batch, EnvSpec
 from actorq.envs import make_vector_env
 from actorq.errors import SnapshotError
-from actorq.quant.runtimes import PolicyRuntime, make_runtime
-from actorq.quant.snapshot import PolicySnapshot
+from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.runtimes import ModelRuntime, PolicyRuntime, decode_snapshot, make_runtime
 from actorq.replay.adders import NStepAdder, TrajectoryAdder, make_adder
 
 
@@ -109,10 +109,13 @@ def fetch_newer(source: ParameterSource, version: int) -> tuple[int, bytes] | No
 class VectorActor(Actor):
     """Steps K copies of an environment with a quantized policy snapshot.
 
-    Snapshots come from a :class:`ParameterSource`; a corrupt or non-finite one is refused
-    (counted in ``rejected``) and the actor keeps acting with its last good one. Snapshots are
-    swapped only where the adder allows it (between trajectory chunks for on-policy agents, so a
-    chunk is collected with one policy version).
+    Snapshots come from a :class:`ParameterSource`: an MLP
+    :class:`~actorq.quant.snapshot.PolicySnapshot`, or an ``obs-logits``
+    :class:`~actorq.quant.model_snapshot.ModelSnapshot` (a whole ONNX policy, e.g. the chip
+    placement network) whose sizes fit the environment. A corrupt, non-finite or misfitting one
+    is refused (counted in ``rejected``) and the actor keeps acting with its last good one.
+    Snapshots are swapped only where the adder allows it (between trajectory chunks for
+    on-policy agents, so a chunk is collected with one policy version).
     """
 
     def __init__(
@@ -136,12 +139,13 @@ class VectorActor(Actor):
             if spec.discrete
             else (np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32))
         )
+        self.spec = spec
         self.k = num_envs
         self.index = index
         self.source = source
         self.behaviour = behaviour
         self.runtime_kind, self.threads = runtime, threads
-        self.runtime: PolicyRuntime | None = None
+        self.runtime: PolicyRuntime | ModelRuntime | None = None
         self.version = -1
         self.rejected = 0
         self.swaps = 0
@@ -187,16 +191,28 @@ class VectorActor(Actor):
         if got is None:
             return False
         try:
-            snap = PolicySnapshot.from_bytes(got[1])
+            snap = decode_snapshot(got[1])
+            if isinstance(snap, ModelSnapshot):
+                self._check_fits(snap)
+            runtime = make_runtime(snap, self.runtime_kind, self.threads)
+            # after the runtime: a snapshot refused here leaves behaviour and runtime as they were
             self.behaviour.set_snapshot(snap)
         except (SnapshotError, ValueError):
             self.rejected += 1
             self.version = got[0]  # don't retry the same bad version every step
             return False
-        self.runtime = make_runtime(snap, self.runtime_kind, self.threads)
+        self.runtime = runtime
         self.version = snap.version
         self.swaps += 1
         return True
+
+    def _check_fits(self, snap: ModelSnapshot) -> None:
+        """A whole-model snapshot is another network for every environment: refuse one built
+        for other observations or actions (another netlist) instead of failing mid-step."""
+        want = {"obs_dim": self.spec.obs_dim, "num_actions": self.spec.num_actions}
+        got = {k: snap.meta.get(k) for k in want}
+        if got != want:
+            raise SnapshotError(f"model snapshot for {got}, this actor's environment has {want}")
 
     def select_action(self, obs: np.ndarray) -> np.ndarray:
         return self._act(obs)[0]

@@ -10,15 +10,25 @@ inputs) at ``accuracy_level=4``: onnxruntime quantizes the activations to int8 p
 block of 32 and sums in int32 with VNNI, instead of dequantizing the weights to fp32.
 fp16 snapshots are a broadcast format: weights are rounded to half precision and computed in fp32
 (onnxruntime's CPU provider has no fast fp16 GEMM on x86).
+
+A policy that is not a plain MLP (the chip placement network, :mod:`actorq.chip.policy`) comes as
+a :class:`~actorq.quant.model_snapshot.ModelSnapshot` of kind :data:`OBS_LOGITS`: an ONNX model
+the learner exported (already int8 where it is int8), input ``obs``, output ``logits`` of a
+categorical policy. :func:`decode_snapshot` reads either format, :func:`make_runtime` runs either
+(:class:`ModelRuntime` for the ONNX one), :func:`snapshot_head` says how to read either's output.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import numpy as np
 
-from actorq.quant.snapshot import PolicySnapshot, PolicySpec
+from actorq.errors import SnapshotError
+from actorq.quant.heads import Head, head
+from actorq.quant.model_snapshot import FORMAT as MODEL_FORMAT
+from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, read_metadata
 
 RUNTIMES: tuple[str, ...] = ("ort", "numpy", "torch")
 ONNX_OPSET = 17
@@ -286,7 +296,96 @@ class TorchRuntime:
         return result
 
 
-def make_runtime(snap: PolicySnapshot, kind: str = "ort", threads: int = 1) -> PolicyRuntime:
+#: :class:`ModelSnapshot` kind of a whole-model policy over flat observations: input ``obs``
+#: ``(batch, obs_dim)`` float32, output ``logits`` ``(batch, num_actions)`` float32 of a categorical
+#: policy (illegal actions may carry a very negative finite logit); ``meta`` holds ``obs_dim``
+#: and ``num_actions``. What PPO's ``--network chip`` publishes (:mod:`actorq.agents.ppo.chip`).
+OBS_LOGITS = "obs-logits"
+OBS_LOGITS_INPUTS: tuple[str, ...] = ("obs",)
+
+#: Either snapshot format an actor of kind "vector" can run.
+AnySnapshot = PolicySnapshot | ModelSnapshot
+
+
+def decode_snapshot(data: bytes | bytearray | memoryview) -> AnySnapshot:
+    """A snapshot of either format, validated (checksum, finite weights, and for a
+    :class:`ModelSnapshot` its kind, :data:`OBS_LOGITS`, its input and its sizes); raises
+    :class:`SnapshotError` (or ``ValueError`` for an impossible MLP spec) on any defect."""
+    data = bytes(data)
+    try:
+        read_metadata(data, MODEL_FORMAT)  # the header only: which format this is
+    except SnapshotError:  # not a model snapshot: the MLP format (which reports its own errors)
+        return PolicySnapshot.from_bytes(data)
+    snap = ModelSnapshot.from_bytes(data, OBS_LOGITS_INPUTS)
+    if snap.kind != OBS_LOGITS:
+        raise SnapshotError(f"model snapshot of kind {snap.kind!r}; actors run {OBS_LOGITS!r}")
+    for key in ("obs_dim", "num_actions"):
+        v = snap.meta.get(key)
+        if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            raise SnapshotError(f"{OBS_LOGITS} snapshot: meta[{key!r}] = {v!r}, not a size")
+    return snap
+
+
+def snapshot_head(snap: AnySnapshot) -> Head:
+    """How the policy's output is read: the MLP spec's head, or categorical for an
+    :data:`OBS_LOGITS` model (its output is logits by definition)."""
+    if isinstance(snap, PolicySnapshot):
+        return snap.spec.policy_head
+    if snap.kind != OBS_LOGITS:
+        raise ValueError(f"a {snap.kind!r} model snapshot has no head an actor can sample")
+    return head("categorical")
+
+
+class ModelRuntime:
+    """onnxruntime CPU session over an :data:`OBS_LOGITS` :class:`ModelSnapshot`: ``obs (B,
+    obs_dim) -> logits (B, num_actions)``. One intra-op thread by default (one actor per core),
+    as :class:`OrtRuntime`. A model onnxruntime cannot load, or whose output is not ``logits``,
+    is a :class:`SnapshotError` (an actor refuses it and keeps its last good one)."""
+
+    def __init__(self, snap: ModelSnapshot, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        if snap.kind != OBS_LOGITS:
+            raise SnapshotError(f"model snapshot of kind {snap.kind!r}; expected {OBS_LOGITS!r}")
+        self.version, self.precision, self.kind = snap.version, snap.precision, snap.kind
+        self.head = head("categorical")
+        self.obs_dim = int(snap.meta["obs_dim"])
+        self.num_actions = int(snap.meta["num_actions"])
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        try:
+            self._sess = ort.InferenceSession(snap.model, so, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's own error types (InvalidGraph, Fail, ...)
+            raise SnapshotError(f"{OBS_LOGITS} snapshot: onnxruntime cannot load it: {e}") from None
+        if "logits" not in {o.name for o in self._sess.get_outputs()}:
+            raise SnapshotError(f"{OBS_LOGITS} snapshot: the model has no output 'logits'")
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(obs, dtype=np.float32)
+        out: np.ndarray = self._sess.run(["logits"], {"obs": x})[0]
+        return out
+
+
+@overload
+def make_runtime(snap: PolicySnapshot, kind: str = "ort", threads: int = 1) -> PolicyRuntime: ...
+
+
+@overload
+def make_runtime(snap: ModelSnapshot, kind: str = "ort", threads: int = 1) -> ModelRuntime: ...
+
+
+def make_runtime(
+    snap: PolicySnapshot | ModelSnapshot, kind: str = "ort", threads: int = 1
+) -> PolicyRuntime | ModelRuntime:
+    """The runtime for a snapshot: ``kind`` picks it for an MLP :class:`PolicySnapshot`; a
+    :class:`ModelSnapshot` is an ONNX model and runs in onnxruntime only."""
+    if isinstance(snap, ModelSnapshot):
+        if kind != "ort":
+            raise ValueError(f"a model snapshot runs in onnxruntime (runtime 'ort'), not {kind!r}")
+        return ModelRuntime(snap, threads)
     if kind == "ort":
         return OrtRuntime(snap, threads)
     if kind == "numpy":

@@ -115,6 +115,8 @@ class GOConfig(ExperimentConfig):
             raise ConfigError(f"GO's actors run int8 or fp32 policies, not {self.precision!r}")
         if self.publish_every != 1:
             raise ConfigError("GO publishes after every update (--publish-every 1)")
+        if self.runtime != "ort":
+            raise ConfigError("GO's graph policy runs in onnxruntime only (--runtime ort)")
         per_step = max(self.actors, 1) * self.envs_per_actor
         if self.batch_graphs % per_step:
             raise ConfigError(

@@ -1,16 +1,21 @@
 """Builds the pieces of a PPO experiment (Acme's builder seam): trajectory chunks with the
 behaviour's log-probabilities, a consume-once queue with a staleness bound, actors that sample
-from their (quantized) snapshot."""
+from their (quantized) snapshot: an MLP's layers, or with ``--network chip`` the exported macro
+placement network (:mod:`actorq.agents.ppo.chip`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from actorq.agents.builder import MLPBuilder, base_actor_setup
+from actorq.agents.policy_io import PolicyIO
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner, resolve_auto
+from actorq.config import ExperimentConfig
+from actorq.core.interfaces import Learner
 from actorq.core.loop import ActorSetup
 from actorq.core.types import ArraySpec, EnvSpec, trajectory_specs
+from actorq.errors import ConfigError
 from actorq.quant.snapshot import PolicySpec
 
 
@@ -19,6 +24,8 @@ class PPOBuilder(MLPBuilder):
         return None  # categorical for discrete actions, Gaussian for continuous ones
 
     def policy_spec(self, cfg: PPOConfig, spec: EnvSpec) -> PolicySpec:
+        if cfg.network == "chip":
+            raise ConfigError("--network chip's policy is not an MLP (no --precision auto)")
         out = spec.num_actions if spec.discrete else spec.action.shape[0]
         return PolicySpec(
             spec.obs_dim,
@@ -49,6 +56,14 @@ class PPOBuilder(MLPBuilder):
 
     def make_learner(self, cfg: PPOConfig, spec: EnvSpec) -> PPOLearner:
         return PPOLearner(cfg, spec)
+
+    def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
+        if isinstance(cfg, PPOConfig) and cfg.network == "chip":
+            from actorq.agents.ppo.chip import ChipPolicyIO
+
+            assert isinstance(learner, PPOLearner)
+            return ChipPolicyIO(cfg, learner)
+        return super().policy_io(cfg, spec, learner)
 
 
 BUILDER = PPOBuilder()

@@ -5,6 +5,11 @@ ICLR blog track 2022) for classic control: 64×64 tanh networks, Adam 2.5e-4 ann
 γ 0.99, GAE λ 0.95, clip 0.2, 4 epochs, entropy 0.01, value loss 0.5, gradient clip 0.5,
 advantage normalisation. Observation and reward normalisation are on by default for continuous
 actions (CleanRL's ``ppo_continuous_action.py``), off for discrete ones.
+
+``network="chip"`` trains the macro-placement policy of Mirhoseini et al. (Nature 594, 2021;
+google-research/circuit_training) on ``chip:<netlist>`` environments with this same PPO;
+circuit-training's own PPO runs with an undiscounted return (``--gamma 1``), the reward being the
+episode's only one, at its end.
 """
 
 from __future__ import annotations
@@ -44,7 +49,16 @@ class PPOConfig(ExperimentConfig):
     env: str = "gym:CartPole-v1"
     """Environment id, discrete (categorical policy) or continuous actions (diagonal Gaussian
     policy, actions clipped to the env's bounds), e.g. gym:CartPole-v1, gym:HalfCheetah-v5,
-    dmc:walker-walk."""
+    dmc:walker-walk, chip:ariane133 (with --network chip)."""
+    network: Literal["mlp", "chip"] = "mlp"
+    """Policy and value networks. mlp: MLPs of policy_hidden_sizes / value_hidden_sizes, any
+    env; snapshots are the MLP's layers, quantized. chip: for chip:<netlist> envs only, the
+    circuit-training-style macro placement networks of actorq.chip.policy at their default sizes
+    (ChipPolicy: GraphSAGE over the netlist's macros, a conv canvas encoder, one masked logit per
+    grid cell; ChipValue, its own weights); actors run the exported ONNX policy, fp32 or int8
+    (no auto), in onnxruntime; observation normalisation is off (the network reads the env's raw
+    features, already in [0, 1], and its graph and canvas parts by position); the MLP fields
+    (hidden sizes, activation, ortho_init) do not apply."""
     action_repeat: int = 1
     """Control steps each action is repeated for (dmc: ids only); rewards are summed."""
     envs_per_actor: int = 4
@@ -87,7 +101,8 @@ class PPOConfig(ExperimentConfig):
     """Normalise advantages per minibatch."""
     normalize_obs: bool | None = None
     """Normalise observations by a running mean/std (updated by the learner, carried in every
-    snapshot so actors normalise identically); default: on for continuous actions."""
+    snapshot so actors normalise identically); default: on for continuous actions; always off
+    with --network chip."""
     normalize_reward: bool | None = None
     """Scale rewards by a running std of discounted returns; default: on for continuous
     actions."""
@@ -120,12 +135,40 @@ class PPOConfig(ExperimentConfig):
     def steps_per_update(self) -> int:
         return self.batch_items() * self.num_steps
 
+    def uses_gptq(self) -> bool:
+        # the chip network's int8 layers quantize per row at run time, and its exported graph
+        # is not the MLP layers GPTQ rounds
+        return self.network != "chip" and super().uses_gptq()
+
     def validate(self) -> None:
         super().validate()
+        if self.network == "chip":
+            self._validate_chip()
         if self.publish_every != 1:
             raise ConfigError("PPO publishes after every update (--publish-every 1)")
         if self.minibatch_size > self.steps_per_update():
             raise ConfigError(
                 f"--minibatch-size {self.minibatch_size} exceeds the steps of one update "
                 f"({self.steps_per_update()} = max(actors, 1) × envs_per_actor × num_steps)"
+            )
+
+    def _validate_chip(self) -> None:
+        if not self.env.startswith("chip:"):
+            raise ConfigError(
+                f"--network chip trains chip:<netlist> environments, got --env {self.env!r}"
+            )
+        if self.precision not in ("fp32", "int8"):
+            raise ConfigError(
+                f"--network chip: actors run the fp32 or int8 chip policy, not --precision "
+                f"{self.precision} (no auto: the policy is not an MLP)"
+            )
+        if self.normalize_obs:
+            raise ConfigError(
+                "--network chip reads the raw observation (its graph and canvas parts by "
+                "position): --normalize-obs must be off"
+            )
+        if self.runtime != "ort":
+            raise ConfigError(
+                f"--network chip: actors run the exported ONNX policy (--runtime ort), not "
+                f"--runtime {self.runtime}"
             )

@@ -16,6 +16,11 @@ off-policyness, instead of being ignored. Values and advantages are computed her
 value network (it never leaves the learner). Each batch is ``N`` chunks of ``T`` steps; GAE
 runs along each chunk and bootstraps from ``V(next_obs)`` at the chunk's end and where a time
 limit cut an episode.
+
+The rule is the same for every ``PPOConfig.network`` (:func:`~actorq.agents.ppo.networks.
+make_networks`): MLPs, or the chip macro placement networks (Mirhoseini et al., Nature 2021),
+whose masked logits (illegal cells at -1e9) give those cells probability 0, so they add
+nothing to the log-probabilities, the ratio or the entropy.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import torch
 
 from actorq.agents.optim import adam
 from actorq.agents.ppo.config import PPOConfig
-from actorq.agents.ppo.networks import MLP
+from actorq.agents.ppo.networks import make_networks
 from actorq.agents.state import pack, unpack
 from actorq.core.interfaces import Learner
 from actorq.core.types import Batch, EnvSpec
@@ -94,14 +99,11 @@ class PPOLearner(Learner):
         self.cfg = cfg
         self.device = torch.device(cfg.device)
         self.discrete = spec.discrete
+        self.network = cfg.network
         torch.manual_seed(cfg.seed)
         act_dim = spec.num_actions if spec.discrete else int(np.prod(spec.action.shape))
-        self.policy = MLP(
-            spec.obs_dim, cfg.policy_hidden(), act_dim, cfg.activation, cfg.ortho_init, 0.01
-        ).to(self.device)
-        self.value = MLP(
-            spec.obs_dim, tuple(cfg.value_hidden_sizes), 1, cfg.activation, cfg.ortho_init, 1.0
-        ).to(self.device)
+        policy, value = make_networks(cfg, spec)
+        self.policy, self.value = policy.to(self.device), value.to(self.device)
         self.log_std = torch.nn.Parameter(
             torch.full((0 if spec.discrete else act_dim,), cfg.log_std_init, device=self.device)
         )
@@ -110,7 +112,8 @@ class PPOLearner(Learner):
             params.append(self.log_std)
         self.params = params  # what the optimizer steps and the gradient clip covers
         self.opt = adam(params, cfg.learning_rate, cfg.adam_eps)
-        self.normalize_obs = resolve_auto(cfg.normalize_obs, spec)
+        # the chip network reads raw features by position (its config refuses normalize_obs)
+        self.normalize_obs = cfg.network != "chip" and resolve_auto(cfg.normalize_obs, spec)
         self.normalize_reward = resolve_auto(cfg.normalize_reward, spec)
         self.obs_rms = RunningMeanStd((spec.obs_dim,))
         self.ret_rms = RunningMeanStd(())
@@ -143,6 +146,18 @@ class PPOLearner(Learner):
         scaled = reward / self.ret_rms.std()
         return np.clip(scaled, -self.cfg.reward_clip, self.cfg.reward_clip).astype(np.float32)
 
+    def _values(self, obs: np.ndarray, chunk: int = 4096) -> np.ndarray:
+        """``V(obs)`` for ``(N, T, obs_dim)`` observations, as ``(N, T)``, without gradients;
+        in chunks of ``chunk`` states, so a large batch of a convolutional network (the chip
+        value's canvas maps) does not hold every state's activations at once."""
+        flat = obs.reshape(-1, obs.shape[-1])
+        with torch.no_grad():
+            parts = [
+                self.value(self._t(flat[i : i + chunk])).reshape(-1).cpu().numpy()
+                for i in range(0, len(flat), chunk)
+            ]
+        return np.concatenate(parts).reshape(obs.shape[:-1])
+
     def _dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         out = self.policy(obs)
         if self.discrete:
@@ -165,9 +180,7 @@ class PPOLearner(Learner):
         next_obs = self._norm_obs(batch["next_obs"])
         done = np.maximum(batch["terminated"], batch["truncated"])
         reward = self._scale_rewards(batch["reward"], done)
-        with torch.no_grad():
-            value = self.value(self._t(obs)).squeeze(-1).cpu().numpy()
-            next_value = self.value(self._t(next_obs)).squeeze(-1).cpu().numpy()
+        value, next_value = self._values(obs), self._values(next_obs)
         adv = gae(
             reward,
             value,
@@ -217,7 +230,7 @@ class PPOLearner(Learner):
                     -mb_adv * ratio,
                     -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
                 ).mean()
-                new_v = self.value(b_obs[idx]).squeeze(-1)
+                new_v = self.value(b_obs[idx]).reshape(-1)
                 if cfg.clip_vloss:
                     v_clipped = b_val[idx] + torch.clamp(
                         new_v - b_val[idx], -cfg.clip_coef, cfg.clip_coef
@@ -260,7 +273,14 @@ class PPOLearner(Learner):
 
     # -- what actors get ----------------------------------------------------------------------
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        return self.policy.export_layers()
+        if self.network != "mlp":
+            raise NotImplementedError("the chip policy is exported whole: see ChipPolicyIO")
+        return self.policy.export_layers()  # type: ignore[operator]
+
+    def is_finite(self) -> bool:
+        """Whether every weight of the acting policy is a finite number."""
+        params = [*self.policy.parameters(), self.log_std]
+        return all(bool(torch.isfinite(p).all()) for p in params)
 
     def policy_extras(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -276,6 +296,7 @@ class PPOLearner(Learner):
         tensors, meta = pack({"policy": self.policy, "value": self.value}, {"opt": self.opt})
         tensors["log_std"] = self.log_std.detach().cpu().clone()
         meta.update(
+            network=self.network,
             updates=self.updates,
             consumed=self.consumed,
             obs_rms=self.obs_rms.state(),
@@ -284,6 +305,11 @@ class PPOLearner(Learner):
         return tensors, meta
 
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+        saved = meta.get("network", "mlp")  # checkpoints from before --network are MLPs
+        if saved != self.network:
+            raise ValueError(
+                f"the checkpoint holds a {saved!r} network, this run a {self.network!r}"
+            )
         unpack(
             {k: v for k, v in tensors.items() if k != "log_std"},
             meta,

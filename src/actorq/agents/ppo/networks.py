@@ -1,14 +1,30 @@
-"""PPO's networks: a policy MLP that exports one-to-one onto a snapshot's plain MLP layers, and
-a separate value MLP that never leaves the learner."""
+"""PPO's networks, by ``PPOConfig.network``:
+
+* ``mlp``: a policy MLP that exports one-to-one onto a snapshot's plain MLP layers, and a
+  separate value MLP that never leaves the learner;
+* ``chip``: the macro placement policy and value networks of :mod:`actorq.chip.policy`
+  (Mirhoseini et al., Nature 2021), built for the netlist of ``chip:<netlist>``; the policy is
+  exported whole to ONNX for the actors (:mod:`actorq.agents.ppo.chip`).
+
+:func:`make_networks` is the one place either pair is built; the update rule
+(:mod:`actorq.agents.ppo.learning`) only needs ``policy(obs) -> logits | mean`` and
+``value(obs) -> values`` on flat ``(B, obs_dim)`` observations.
+"""
 
 from __future__ import annotations
 
 import itertools
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
+
+from actorq.core.types import EnvSpec
+
+if TYPE_CHECKING:
+    from actorq.agents.ppo.config import PPOConfig
 
 
 class MLP(nn.Module):
@@ -57,3 +73,30 @@ class MLP(nn.Module):
             for layer in self.layers
             if isinstance(layer, nn.Linear)
         ]
+
+
+def make_networks(cfg: PPOConfig, spec: EnvSpec) -> tuple[nn.Module, nn.Module]:
+    """``(policy, value)`` for ``cfg.network``, on the CPU (the learner moves them), initialised
+    from torch's current generator (the learner seeds it first).
+
+    ``policy(obs (B, obs_dim))`` gives a categorical policy's logits (discrete actions) or a
+    Gaussian's mean (continuous ones); ``value(obs)`` gives ``(B,)`` or ``(B, 1)`` values.
+    """
+    if cfg.network == "chip":
+        from actorq.chip.env import ChipPlacementEnv
+        from actorq.chip.policy import ChipPolicy, ChipValue
+        from actorq.envs import make_env
+
+        # one env for both: the networks read its layout and netlist graph, never step it (so
+        # no force-directed placer is set up)
+        env = make_env(cfg.env, use_fd=False)
+        if not isinstance(env, ChipPlacementEnv):
+            raise TypeError(f"--network chip needs a chip:<netlist> env, got {cfg.env!r}")
+        try:
+            return ChipPolicy(env), ChipValue(env)
+        finally:
+            env.close()
+    act_dim = spec.num_actions if spec.discrete else int(np.prod(spec.action.shape))
+    policy = MLP(spec.obs_dim, cfg.policy_hidden(), act_dim, cfg.activation, cfg.ortho_init, 0.01)
+    value = MLP(spec.obs_dim, tuple(cfg.value_hidden_sizes), 1, cfg.activation, cfg.ortho_init, 1.0)
+    return policy, value

@@ -1,0 +1,348 @@
+"""PPO trains the chip macro placement policy through the actor-learner loop, int8 or fp32 actors.
+
+What it measures
+----------------
+One cell per (netlist, precision, seed): ``train(PPOConfig(env="chip:<netlist>",
+network="chip", precision=...))`` — the circuit-training-style policy of
+:mod:`actorq.chip.policy` (Mirhoseini et al., Nature 594, 2021) trained with PPO (Schulman et
+al., 2017), the actors sampling from the exported int8 (or fp32) ONNX policy — for a budget of
+environment steps (one step = one macro placed), with synchronous PPO and one in-process actor
+(``actors=0``: deterministic for a seed). Recorded per cell:
+
+* the final policy's **greedy proxy cost** (its argmax placement, soft macros by FD; the env
+  is deterministic, so one episode is the greedy placement) at the run's precision and at fp32,
+  with its wirelength / density / congestion terms, and the greedy proxy of the untrained
+  policy (same seed) and over training (every ``eval_every`` steps);
+* **baselines** in the same action space (macro centres on grid-cell centres, netlist
+  orientations): random legal placements (mean, std, best); on the small netlists also
+  simulated annealing (:mod:`actorq.chip.anneal`, from ``initial.plc``, FD at the end), which
+  moves macros anywhere and flips them — not the policy's action space — so its proxy is given
+  both as is and with its macros snapped to the nearest legal cells in the env (like for
+  like); on ariane133 the SA runs of ``benchmarks/results/chip_anneal.json`` (docs/chip.md);
+* **speed**: wall time of the training loop, env steps/s, learner updates, int8-vs-fp32
+  greedy agreement and log-prob gap on the last batch's states, snapshot bytes.
+
+Commands (results: one JSON per cell under ``--out``, default ``benchmarks/results/chip_ppo``,
+written atomically when the cell is done; a cell whose file exists is skipped, so a killed run
+resumes where it stopped)::
+
+    .venv/bin/python benchmarks/chip_ppo.py                       # small netlists, int8 + fp32
+    .venv/bin/python benchmarks/chip_ppo.py --netlists ariane133  # the long run (hours)
+    .venv/bin/python benchmarks/chip_ppo.py --netlists ariane133 --steps 1064 \\
+        --out /tmp/chip_ppo_smoke                                 # a one-update smoke run
+
+Per-netlist settings (``SETTINGS``; ``--steps``, ``--lr``, ... override them): chunks of
+``num_steps`` steps per env (the macro count on multi-macro netlists: one whole placement per
+env per chunk), minibatches of one chunk, 4 epochs, γ = 1 (circuit-training's undiscounted
+return: the only reward is the last step's).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import csv
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from _machine import machine_info
+from actorq import PPOConfig, train
+from actorq.agents.ppo.chip import ChipPolicyIO
+from actorq.agents.ppo.learning import PPOLearner
+from actorq.checkpoint import load
+from actorq.chip.env import ChipPlacementEnv, random_legal_proxies
+from actorq.envs import env_spec, make_env
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    steps: int
+    """env steps (macros placed), all actors together"""
+    envs: int = 4
+    num_steps: int = 64
+    minibatch: int = 64
+    lr: float = 1e-3
+    epochs: int = 4
+    ent_coef: float = 0.01
+    eval_every: int = 2048
+    random_episodes: int = 100
+    sa_steps: int = 0
+    """simulated-annealing proposals for the SA baseline (0: none)"""
+
+
+SETTINGS: dict[str, Settings] = {
+    # 2 macros, a 10 × 20 grid: ~10 ms per placement (FD included); ~1 minute per cell
+    "toy_macro_stdcell": Settings(8192, 4, 64, 64, 1e-3, eval_every=1024, sa_steps=2000),
+    # 100 macros, a 20 × 20 grid, no soft macros: ~12 ms per placement, the learner dominates;
+    # ~8 minutes per cell
+    "macro_tiles_10x10": Settings(
+        51_200, 4, 100, 100, 1e-3, eval_every=5120, random_episodes=50, sa_steps=20_000
+    ),
+    # 133 macros, a 21 × 24 grid: ~2.4 s of FD per placement (circuit-training's PPO lr 4e-4)
+    "ariane133": Settings(100_000, 4, 133, 133, 4e-4, eval_every=10_640, random_episodes=5),
+}
+#: Published on Ariane133 after Google's FD (TILOS MacroPlacement's evaluation; docs/chip.md)
+PUBLISHED_ARIANE = {"SA best": 0.7552, "circuit-training RL mean": 0.8419}
+
+
+def _costs(info: dict[str, Any]) -> dict[str, float]:
+    c = info.get("costs") or {}
+    keys = ("wirelength_cost", "density_cost", "congestion_cost", "proxy")
+    return {k: float(c[k]) for k in keys if k in c}
+
+
+def _greedy(io: ChipPolicyIO, version: int, precision: str) -> dict[str, Any]:
+    ret = float(io.evaluate(io.snapshot(version, precision), 1, 0)[0])
+    return {"return": ret, "reason": io.last_info.get("reason"), **_costs(io.last_info)}
+
+
+def random_legal(env: ChipPlacementEnv, episodes: int, seed: int) -> dict[str, Any]:
+    """Placements of uniformly random legal cells, in the env (the policy's action space)."""
+    t = time.perf_counter()
+    p = random_legal_proxies(env, episodes, seed)
+    return {
+        "episodes": episodes,
+        "mean": float(p.mean()),
+        "std": float(p.std()),
+        "min": float(p.min()),
+        "p10": float(np.percentile(p, 10)),
+        "s_per_episode": (time.perf_counter() - t) / episodes,
+    }
+
+
+def annealing(netlist: str, env: ChipPlacementEnv, steps: int, seed: int) -> dict[str, Any]:
+    """SA with FD (as ``actorq chip place``), and its macros snapped into the env's grid."""
+    from actorq.chip.anneal import AnnealConfig, anneal
+    from actorq.chip.cost import PlacementCost
+    from actorq.chip.force import FDConfig
+    from actorq.chip.netlist import get_netlist, netlist_dir
+    from actorq.chip.plc import load_plc
+
+    nl = get_netlist(netlist)
+    pc = PlacementCost.from_placement(nl, load_plc(netlist_dir(netlist) / "initial.plc"))
+    res = anneal(pc, AnnealConfig(steps=steps, seed=seed, fd=FDConfig(seed=seed)))
+    # like for like: each macro (in the env's order) to the nearest cell where it is legal
+    _, info = env.reset(seed=0)
+    for node in env.order:
+        d = (env.cx - pc.x[node]) ** 2 + (env.cy - pc.y[node]) ** 2
+        d[~info["action_mask"].astype(bool)] = np.inf
+        _, _, term, trunc, info = env.step(int(np.argmin(d)))
+        if term or trunc:
+            break
+    return {
+        "steps": steps,
+        "proxy": float(res.best_proxy),
+        "cpu_s": float(res.cpu_seconds),
+        "snapped_proxy": float(info["proxy"]) if "proxy" in info else None,
+        "snapped_reason": info.get("reason"),
+    }
+
+
+def _eval_history(run_dir: Path) -> list[tuple[int, float]]:
+    path = run_dir / "metrics.csv"
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return [
+            (int(row["step"]), -float(row["value"]))
+            for row in csv.DictReader(f)
+            if row["metric"] == "charts/eval_return"
+        ]
+
+
+def run_cell(
+    netlist: str, precision: str, seed: int, s: Settings, actors: int, out: Path
+) -> dict[str, Any]:
+    run_dir = out / "runs" / f"{netlist}-{precision}-s{seed}"
+    shutil.rmtree(run_dir, ignore_errors=True)  # a cell killed midway starts again
+    cfg = PPOConfig(
+        env=f"chip:{netlist}",
+        network="chip",
+        precision=precision,
+        seed=seed,
+        actors=actors,
+        envs_per_actor=s.envs,
+        num_steps=s.num_steps,
+        minibatch_size=s.minibatch,
+        learning_rate=s.lr,
+        update_epochs=s.epochs,
+        ent_coef=s.ent_coef,
+        gamma=1.0,
+        total_steps=s.steps,
+        eval_every=s.eval_every,
+        stop_at_target=False,
+        progress=False,
+        log_every=30.0,
+        energy=False,
+        run_dir=str(run_dir),
+    )
+    # time the learner's updates (the rest of the loop is the actor: env steps and inference)
+    update_s: list[float] = []
+    plain_update = PPOLearner.update
+
+    def timed_update(self: PPOLearner, batch: Any) -> dict[str, float]:
+        t = time.perf_counter()
+        out = plain_update(self, batch)
+        update_s.append(time.perf_counter() - t)
+        return out
+
+    PPOLearner.update = timed_update
+    try:
+        r = train(cfg)
+    finally:
+        PPOLearner.update = plain_update
+    spec = env_spec(cfg.env)
+    learner = PPOLearner(cfg, spec)
+    tensors, state, _ = load(run_dir / "checkpoint")
+    learner.load_state(tensors, state["learner"])
+    io = ChipPolicyIO(cfg, learner)
+    version = int(state["counters"]["version"])
+    trained = {p: _greedy(io, version, p) for p in dict.fromkeys((precision, "fp32"))}
+    untrained_io = ChipPolicyIO(cfg, PPOLearner(cfg, spec))
+    env = make_env(cfg.env)
+    assert isinstance(env, ChipPlacementEnv)
+    row: dict[str, Any] = {
+        "netlist": netlist,
+        "precision": precision,
+        "seed": seed,
+        "actors": actors,
+        "settings": dataclasses.asdict(s),
+        "macros": env.n,
+        "grid": [env.rows, env.cols],
+        "env_steps": r.env_steps,
+        "placements": r.env_steps // max(env.n, 1),
+        "updates": r.updates,
+        "wall_s": r.wall_time_s,
+        "eval_s": r.eval_time_s,
+        "env_steps_per_s": r.env_steps / r.wall_time_s,
+        "ms_per_env_step": 1e3 * r.wall_time_s / r.env_steps,
+        "learner_s": float(sum(update_s)),
+        "s_per_update": float(np.mean(update_s)) if update_s else None,
+        # what is left of the loop: the actor (env steps with FD, inference, sampling)
+        "actor_ms_per_env_step": 1e3
+        * (r.wall_time_s - sum(update_s) - r.eval_time_s)
+        / r.env_steps,
+        "greedy": trained[precision],
+        "greedy_fp32_weights": trained["fp32"],
+        "untrained_greedy": _greedy(untrained_io, 0, precision),
+        "eval_history_proxy": _eval_history(run_dir),
+        "action_agreement": r.action_agreement,
+        "agreement_states": r.agreement_states,
+        "logprob_gap": r.logprob_gap,
+        "snapshot_bytes": r.snapshot_bytes,
+        "fp32_snapshot_bytes": r.fp32_snapshot_bytes,
+        "publish_ms": r.publish_ms,
+        "random_legal": random_legal(env, s.random_episodes, seed + 1),
+    }
+    if s.sa_steps:
+        row["sa"] = annealing(netlist, env, s.sa_steps, seed)
+    return row
+
+
+def _sa_docs(netlist: str) -> str:
+    """SA after FD from docs/chip.md's runs (benchmarks/results/chip_anneal.json)."""
+    path = Path(__file__).parent / "results" / "chip_anneal.json"
+    if netlist != "ariane133" or not path.exists():
+        return "-"
+    rows = json.loads(path.read_text()).get("rows", [])
+    best = [r["proxy_after_fd"] for r in rows if r["netlist"] == netlist and r["start"] == "random"]
+    return f"{min(best):.4f}*" if best else "-"
+
+
+def report(out: Path) -> None:
+    cells = sorted(out.glob("*.json"))
+    t = Table(title=f"PPO --network chip ({out}); proxy cost, lower is better")
+    cols = ["netlist", "prec", "seed", "env steps", "placements", "greedy proxy", "wl", "den"]
+    cols += ["cong", "fp32 weights", "untrained", "random mean±std (best)", "SA (snapped)"]
+    cols += ["wall s", "steps/s", "agree", "logp gap"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("netlist", "prec") else "right")
+    for path in cells:
+        r = json.loads(path.read_text())
+        g, rnd = r["greedy"], r["random_legal"]
+        sa = r.get("sa")
+        sa_txt = f"{sa['proxy']:.4f} ({sa['snapped_proxy']:.4f})" if sa else _sa_docs(r["netlist"])
+        gap = r["logprob_gap"]
+        t.add_row(
+            r["netlist"], r["precision"], str(r["seed"]), f"{r['env_steps']:,}",
+            f"{r['placements']:,}", f"{g.get('proxy', float('nan')):.4f}",
+            f"{g.get('wirelength_cost', float('nan')):.4f}",
+            f"{g.get('density_cost', float('nan')):.4f}",
+            f"{g.get('congestion_cost', float('nan')):.4f}",
+            f"{r['greedy_fp32_weights'].get('proxy', float('nan')):.4f}",
+            f"{r['untrained_greedy'].get('proxy', float('nan')):.4f}",
+            f"{rnd['mean']:.4f}±{rnd['std']:.4f} ({rnd['min']:.4f})", sa_txt,
+            f"{r['wall_s']:.0f}", f"{r['env_steps_per_s']:.1f}",
+            f"{100 * r['action_agreement']:.1f}%", "-" if gap is None else f"{gap:.4f}",
+        )  # fmt: skip
+    Console(width=220).print(t)
+    if any(json.loads(p.read_text())["netlist"] == "ariane133" for p in cells):
+        print(
+            "* our SA + FD from a random legal start (docs/chip.md); published on ariane133 "
+            "after Google's FD: " + ", ".join(f"{k} {v}" for k, v in PUBLISHED_ARIANE.items())
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--netlists", default="toy_macro_stdcell,macro_tiles_10x10")
+    ap.add_argument("--precisions", default="int8,fp32")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--steps", type=int, help="env-step budget (default: SETTINGS per netlist)")
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--envs", type=int)
+    ap.add_argument("--num-steps", type=int)
+    ap.add_argument("--minibatch", type=int)
+    ap.add_argument("--eval-every", type=int)
+    ap.add_argument("--random-episodes", type=int)
+    ap.add_argument("--sa-steps", type=int)
+    ap.add_argument("--actors", type=int, default=0, help="0: one in-process actor")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/chip_ppo"))
+    ap.add_argument("--report", action="store_true", help="print the table of --out only")
+    a = ap.parse_args(argv)
+    if not a.report:
+        names = ["steps", "lr", "envs", "num_steps", "minibatch", "eval_every"]
+        names += ["random_episodes", "sa_steps"]
+        overrides = {k: getattr(a, k) for k in names if getattr(a, k) is not None}
+        a.out.mkdir(parents=True, exist_ok=True)
+        for netlist in a.netlists.split(","):
+            base = SETTINGS.get(netlist)
+            if base is None:  # another netlist: one placement per env per chunk
+                n = make_env(f"chip:{netlist}", use_fd=False).unwrapped.n
+                base = Settings(50 * 4 * n, num_steps=max(n, 2), minibatch=max(n, 2))
+            s = dataclasses.replace(base, **overrides)
+            for precision in a.precisions.split(","):
+                for seed in (int(x) for x in a.seeds.split(",")):
+                    path = a.out / f"{netlist}-{precision}-s{seed}.json"
+                    if path.exists():
+                        have = json.loads(path.read_text())["settings"]
+                        note = "" if have == dataclasses.asdict(s) else " (other settings)"
+                        print(f"skip {path.name}: done{note}")
+                        continue
+                    print(f"running {path.name}: {s}", flush=True)
+                    row = run_cell(netlist, precision, seed, s, a.actors, a.out)
+                    row["command"] = "python benchmarks/chip_ppo.py " + " ".join(
+                        sys.argv[1:] if argv is None else argv
+                    )
+                    row["machine"] = machine_info()
+                    tmp = path.with_name(path.name + ".tmp")
+                    tmp.write_text(json.dumps(row, indent=1) + "\n")
+                    tmp.replace(path)  # a killed run never leaves a half-written cell
+    report(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
