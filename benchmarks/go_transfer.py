@@ -156,7 +156,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             if p.is_file():
                 cells[stage] = json.loads(p.read_text())
         if len(cells) < len(STAGES):
-            rows.append(f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * 11)
+            rows.append(f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * 10)
             continue
         b, zs, ft, sc = cells["baselines"], cells["zeroshot"], cells["finetune"], cells["scratch"]
         best = min(b[n]["time"] for n in (*BASELINES, "random", "anneal") if n != "single")
@@ -185,7 +185,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF | random | anneal "
         "| GO zero-shot | GO fine-tuned | GO scratch | fine-tune decisions to reach scratch's "
         "final / scratch's |",
-        "|---|" + "---:|" * 11 + "---|",
+        "|---|" + "---:|" * 10 + "---|",
         *rows,
         "",
     ]
