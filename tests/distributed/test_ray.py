@@ -232,3 +232,12 @@ def test_go_graph_actors_on_ray(ray_local: Any, tmp_path: Path) -> None:
     lines = (tmp_path / "metrics.csv").read_text().splitlines()
     dropped = [float(x.split(",")[-1]) for x in lines if ",replay/dropped_stale," in x]
     assert not dropped or max(dropped) == 0.0  # synchronous: nothing collected stale
+
+
+def test_more_actor_cpus_than_the_node_has_is_one_line(ray_local: Any, tmp_path: Path) -> None:
+    # 8 actors x 0.5 CPUs on a 2-CPU node: Ray would start 4 and leave 4 pending forever
+    from actorq.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--actor-cpus 0\.25") as e:
+        train(_cfg(tmp_path, actors=8, actor_cpus=0.5, energy=False))
+    assert "\n" not in str(e.value)

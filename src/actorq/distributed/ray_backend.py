@@ -160,6 +160,27 @@ def actor_nodes(nodes: list[str], actors: int) -> list[str]:
     return [nodes[i % len(nodes)] for i in range(actors)]
 
 
+def check_actor_cpus(nodes: list[str], actors: int, actor_cpus: float) -> None:
+    """Refuse a placement Ray could never schedule: the actors :func:`actor_nodes` puts on a
+    node reserve ``actor_cpus`` each, and a node's CPUs bound them. Ray would leave the rest
+    pending forever, and a synchronous learner, which needs a chunk from every actor, would
+    wait without a word (a cluster that autoscales adds nodes, not CPUs to these)."""
+    ray = import_ray()
+    cpus = {n["NodeID"]: float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]}
+    per_node: dict[str, int] = {}
+    for node in actor_nodes(nodes, actors):
+        per_node[node] = per_node.get(node, 0) + 1
+    for node, count in per_node.items():
+        have = cpus.get(node, 0.0)
+        if count * actor_cpus > have + 1e-9:
+            fit = math.floor(have / count * 100) / 100
+            raise ConfigError(
+                f"--actors {actors} --actor-cpus {actor_cpus:g}: {count} actors on a node with "
+                f"{have:g} CPUs need {count * actor_cpus:g}; Ray would never start the rest "
+                f"(use --actor-cpus {fit:g} or fewer actors)"
+            )
+
+
 def shard_limiter(
     limiter: SampleToInsertRatio, shards: int, batch_size: int, max_chunk: int
 ) -> SampleToInsertRatio:
@@ -523,6 +544,7 @@ class RayBackend:
         ray = import_ray()
         cfg, s = ctx.cfg, ctx.setup
         self.nodes = cpu_nodes()
+        check_actor_cpus(self.nodes, cfg.actors, cfg.actor_cpus)
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.tier = ParameterTier(
             cfg.cache, self.nodes, ctx.snapshot_capacity, tag, cfg.cache_relays
