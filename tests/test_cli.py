@@ -121,14 +121,17 @@ def test_eval_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    agent=st.sampled_from(["dqn", "d4pg", "ppo"]),
+    agent=st.sampled_from(["dqn", "d4pg", "ppo", "go"]),
     flags=st.lists(
         st.tuples(
             st.sampled_from(["--actors", "--seed", "--learning-rate", "--gamma", "--hidden",
                              "--policy-hidden-sizes", "--n-step", "--num-steps", "--device",
-                             "--precision", "--total-steps", "--env", "--backend", "--bogus"]),
+                             "--precision", "--total-steps", "--env", "--backend", "--bogus",
+                             "--graphs", "--cluster", "--batch-graphs"]),
             st.one_of(st.sampled_from(["nan", "inf", "-1", "0", "1e400", "abc", "", "2,x",
-                                       "cuda:9", "gym:CartPole-v1", "99999999999999999999"]),
+                                       "cuda:9", "gym:CartPole-v1", "99999999999999999999",
+                                       "graphopt:joint/gnmt-s", "synthetic-50-s0",
+                                       "8xgpu-nvlink"]),
                       st.text(max_size=6)),
         ),
         max_size=3,

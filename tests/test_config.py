@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from actorq import D4PGConfig, DQNConfig, PPOConfig
 from actorq.agents import AGENTS, config_class
+from actorq.agents.go.config import GOConfig
 from actorq.errors import ConfigError
 
 NAN, INF = float("nan"), float("inf")
@@ -61,7 +62,7 @@ def _value_strategy() -> st.SearchStrategy[Any]:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    agent=st.sampled_from([DQNConfig, D4PGConfig, PPOConfig]),
+    agent=st.sampled_from([DQNConfig, D4PGConfig, PPOConfig, GOConfig]),
     data=st.data(),
 )
 def test_random_field_values_give_one_line_or_a_valid_config(agent: type, data: Any) -> None:
