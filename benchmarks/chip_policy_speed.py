@@ -54,26 +54,13 @@ from rich.console import Console
 from rich.table import Table
 
 from _machine import machine_info
-from actorq.chip.env import ChipPlacementEnv
+from actorq.chip.env import ChipPlacementEnv, random_legal_observations
 from actorq.chip.netlist import netlist_names
 from actorq.chip.policy import ChipPolicy, chip_policy_onnx
 from actorq.envs import make_env
 
 BIG = "ariane133"
 PRECISIONS = ("fp32", "int8", "int8c")
-
-
-def _observations(env: ChipPlacementEnv, steps: int, seed: int = 0) -> np.ndarray:
-    """Observations of one episode's first ``steps`` random legal steps (non-terminal)."""
-    rng = np.random.default_rng(seed)
-    obs, info = env.reset(seed=seed)
-    out = [obs]
-    for _ in range(steps):
-        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
-        if term or trunc:
-            break
-        out.append(obs)
-    return np.stack(out)
 
 
 def _times(fn: Callable[[np.ndarray], Any], obs: np.ndarray, warmup: int, repeats: int) -> dict:
@@ -106,7 +93,7 @@ def measure(name: str, steps: int, warmup: int, repeats: int) -> dict[str, Any]:
     t = time.perf_counter()
     model = ChipPolicy(env).eval()
     build_s = time.perf_counter() - t
-    obs = _observations(env, steps)
+    obs = random_legal_observations(env, steps)
     legal = obs[:, env.layout["mask"]] > 0.5
     data = {p: chip_policy_onnx(model, p[:4], int8_convs=p == "int8c") for p in PRECISIONS}
     sess = {p: _session(d) for p, d in data.items()}

@@ -280,6 +280,21 @@ def _window(probe: Probe, ends: list[tuple[float, float]]) -> dict[str, Any]:
     }
 
 
+def cell_key(
+    netlist: str, n: int, cache: str, precision: str, s: Any, a: argparse.Namespace
+) -> dict[str, Any]:
+    """The fields that say which cell a row is (a finished or a failed one)."""
+    return {
+        "netlist": netlist,
+        "actors": n,
+        "cache": cache,
+        "precision": precision,
+        "max_policy_lag": a.max_policy_lag,
+        "settings": dataclasses.asdict(s),
+        "steps_per_update": n * s.envs * num_steps(s, n, a.num_steps),
+    }
+
+
 def run_cell(
     netlist: str, n: int, cache: str, precision: str, s: Settings, a: argparse.Namespace, out: Path
 ) -> dict[str, Any]:
@@ -323,14 +338,8 @@ def run_cell(
     finally:
         PPOLearner.update = plain
     row: dict[str, Any] = {
-        "netlist": netlist,
-        "actors": n,
-        "cache": cache,
-        "precision": precision,
-        "max_policy_lag": a.max_policy_lag,
-        "settings": dataclasses.asdict(s),
+        **cell_key(netlist, n, cache, precision, s, a),
         "num_steps": steps,
-        "steps_per_update": n * s.envs * steps,
         "minibatch": cfg.minibatch_size,
         "actor_cpus": actor_cpus,
         "replay_shards": cfg.replay_shards,
@@ -543,13 +552,7 @@ def main(argv: list[str] | None = None) -> int:
                         traceback.print_exc()
                         reason = (str(e).strip().splitlines() or [""])[0][:200]
                         row = {
-                            "netlist": netlist,
-                            "actors": n,
-                            "cache": cache,
-                            "precision": precision,
-                            "max_policy_lag": a.max_policy_lag,
-                            "settings": dataclasses.asdict(s),
-                            "steps_per_update": n * s.envs * num_steps(s, n, a.num_steps),
+                            **cell_key(netlist, n, cache, precision, s, a),
                             "actor_cpus": a.actor_cpus,
                             "failed": f"{type(e).__name__}: {reason}",
                         }

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from actorq.chip.env import ChipPlacementEnv
+from actorq.chip.env import ChipPlacementEnv, random_legal_observations
 from actorq.chip.netlist import PORT, SOFT_MACRO, STDCELL, parse_netlist
 from actorq.chip.policy import (
     MASKED_LOGIT,
@@ -30,20 +30,6 @@ def _env(name: str) -> ChipPlacementEnv:
     env = make_env(f"chip:{name}", use_fd=False)  # no FD: the tests never finish an episode
     assert isinstance(env, ChipPlacementEnv)
     return env
-
-
-def _observations(env: ChipPlacementEnv, steps: int, seed: int = 0) -> np.ndarray:
-    """Observations ``(k, obs_dim)`` of one episode of random legal steps (terminal ones left
-    out: their mask is empty)."""
-    rng = np.random.default_rng(seed)
-    obs, info = env.reset(seed=seed)
-    out = [obs]
-    for _ in range(steps):
-        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
-        if term or trunc:
-            break
-        out.append(obs)
-    return np.stack(out)
 
 
 def _session(model: ChipPolicy, precision: str) -> ort.InferenceSession:
@@ -190,7 +176,7 @@ def test_onnx_fp32_matches_torch(name: str) -> None:
     torch.manual_seed(0)
     env = _env(name)
     model = _peaked(ChipPolicy(env))
-    obs = np.concatenate([_observations(env, 12, seed) for seed in (0, 1)])
+    obs = np.concatenate([random_legal_observations(env, 12, seed) for seed in (0, 1)])
     want = _torch_logits(model, obs)
     got = _session(model, "fp32").run(["logits"], {"obs": obs})[0]
     assert got.shape == (len(obs), env.rows * env.cols) and got.dtype == np.float32
@@ -206,7 +192,7 @@ def test_int8_is_close_to_fp32(name: str, precision: str) -> None:
     torch.manual_seed(0)
     env = _env(name)
     model = _peaked(ChipPolicy(env))
-    obs = np.concatenate([_observations(env, 25, seed) for seed in (0, 1)])
+    obs = np.concatenate([random_legal_observations(env, 25, seed) for seed in (0, 1)])
     fp32 = _session(model, "fp32").run(None, {"obs": obs})[0]
     int8 = _session(model, precision).run(None, {"obs": obs})[0]
     p, q = _softmax(fp32), _softmax(int8)
@@ -228,7 +214,7 @@ def test_masked_cells_are_never_sampled(precision: str) -> None:
     env = _env("macro_tiles_10x10")
     model = _peaked(ChipPolicy(env))
     # one macro per cell: state t has t masked cells, thousands over an episode
-    obs = _observations(env, 90, seed=3)
+    obs = random_legal_observations(env, 90, seed=3)
     logits = _session(model, precision).run(None, {"obs": obs})[0]
     legal = _legal(env, obs)
     assert (~legal).sum() > 1000
@@ -249,7 +235,7 @@ def test_a_gradient_step_changes_the_logits() -> None:
     torch.manual_seed(0)
     env = _env("toy_macro_stdcell")
     model = ChipPolicy(env)
-    obs = torch.from_numpy(_observations(env, 5))
+    obs = torch.from_numpy(random_legal_observations(env, 5))
     legal = obs[:, env.layout["mask"]] > 0.5
     target = torch.stack([torch.nonzero(row)[-1, 0] for row in legal])  # a fixed legal cell
     before = model(obs).detach()
@@ -283,7 +269,7 @@ def test_value_network() -> None:
     value = ChipValue(env)
     policy = ChipPolicy(env)
     assert not {id(p) for p in value.parameters()} & {id(p) for p in policy.parameters()}
-    obs = torch.from_numpy(_observations(env, 5))
+    obs = torch.from_numpy(random_legal_observations(env, 5))
     v = value(obs)
     assert v.shape == (len(obs),) and torch.isfinite(v).all()
     ((v - 1.0) ** 2).mean().backward()
@@ -296,7 +282,7 @@ def test_batch_of_one_and_many_agree(precision: str) -> None:
     torch.manual_seed(0)
     env = _env("macro_tiles_10x10")
     model = _peaked(ChipPolicy(env))
-    obs = _observations(env, 6)
+    obs = random_legal_observations(env, 6)
     if precision == "torch":
         run = lambda x: _torch_logits(model, x)  # noqa: E731
     else:
@@ -329,7 +315,7 @@ def test_ariane133_builds_and_runs() -> None:
     assert (env.n, env.rows, env.cols) == (133, 21, 24)
     torch.manual_seed(0)
     model = ChipPolicy(env)
-    obs = _observations(env, 3)
+    obs = random_legal_observations(env, 3)
     want = _torch_logits(model, obs)
     legal = _legal(env, obs)
     assert want.shape == (len(obs), 21 * 24) and np.isfinite(want).all()

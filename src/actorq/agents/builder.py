@@ -22,6 +22,7 @@ line in :data:`actorq.agents.AGENTS`.
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Protocol
 
 from actorq.agents.policy_io import MLPPolicyIO, PolicyIO
@@ -53,7 +54,7 @@ class Builder(Protocol):
     def make_learner(self, cfg: Any, spec: EnvSpec) -> Learner: ...
 
 
-class MLPBuilder:
+class MLPBuilder(abc.ABC):
     """What agents whose actors run an MLP :class:`PolicySnapshot` on a Gymnasium environment
     (DQN, D4PG, PPO) share."""
 
@@ -62,8 +63,8 @@ class MLPBuilder:
 
         return env_spec(cfg.env)
 
-    def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec: ...
 
     def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
         return MLPPolicyIO(cfg, learner, self.policy_spec(cfg, spec))

@@ -303,3 +303,17 @@ def random_legal_proxies(env: ChipPlacementEnv, episodes: int, seed: int) -> np.
                 out.append(float(info["proxy"]))
                 break
     return np.asarray(out)
+
+
+def random_legal_observations(env: ChipPlacementEnv, steps: int, seed: int = 0) -> np.ndarray:
+    """Observations ``(k, obs_dim)`` of one episode's first ``steps`` random legal steps
+    (terminal ones left out: their mask is empty)."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    out = [obs]
+    for _ in range(steps):
+        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        if term or trunc:
+            break
+        out.append(obs)
+    return np.stack(out)

@@ -39,6 +39,7 @@ from actorq.graphopt.inputs import (
     encode_graph,
     fusion_edges,
     fusion_node_mask,
+    log_softmax,
     priorities,
 )
 from actorq.quant.model_snapshot import ModelSnapshot
@@ -56,13 +57,6 @@ _TASK_PART = {"placement": "placement", "scheduling": "priority", "fusion": "fus
 SNAPSHOT_KIND = "go"
 #: The ONNX inputs a GO snapshot's model must have (:meth:`GraphInputs.feeds`).
 INPUT_NAMES = tuple(f.name for f in dataclasses.fields(GraphInputs))
-
-
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in float64 (per-op log-probabilities from logits)."""
-    z = z.astype(np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
 class GraphTask:

@@ -186,6 +186,13 @@ def encode_graph(graph: Graph) -> GraphInputs:
 # ---- one-shot decisions, numpy -------------------------------------------------------------
 
 
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in float64 (per-op log-probabilities from logits)."""
+    z = z.astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
 def log_prob_np(
     out: dict[str, np.ndarray],
     actions: dict[str, np.ndarray],
@@ -195,9 +202,7 @@ def log_prob_np(
     masks = masks or {}
     total = 0.0
     for task, a in actions.items():
-        z = out[task].astype(np.float64)
-        z = z - z.max(axis=1, keepdims=True)
-        lp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        lp = log_softmax(out[task])
         chosen = np.take_along_axis(lp, np.asarray(a, np.int64)[:, None], axis=1)[:, 0]
         m = masks.get(task)
         total += float((chosen if m is None else chosen * m).sum())
