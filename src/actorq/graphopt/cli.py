@@ -2,6 +2,8 @@
 
     actorq graphopt list [--build]
     actorq graphopt baselines --graph rnnlm-s --cluster 4xgpu-pcie [--budget 100] [--json F]
+    actorq graphopt place --graph rnnlm-s --cluster 4xgpu-pcie [--policy RUN] [--out p.json]
+    actorq graphopt train ...   (``actorq train go``: GO's policy, resumable)
 
 Bad input (unknown graph or cluster, a broken graph or cluster file) raises
 :class:`~actorq.errors.GraphError`, which ``actorq`` prints as one line, exiting with status 2.
@@ -49,6 +51,33 @@ class BaselinesArgs:
     """Comma-separated subset of baselines (default: all)."""
     json: str | None = None
     """Also write the rows to this JSON file."""
+
+
+@dataclasses.dataclass
+class PlaceArgs:
+    """Place a graph's ops with a GO policy, print its step time beside the classical baselines,
+    and write the placement as JSON."""
+
+    graph: str
+    """Suite name (see `actorq graphopt list`), synthetic-<ops>-s<seed>, or a .json/.npz file."""
+    cluster: str = "4xgpu-pcie"
+    """Preset ({1,2,4,8}xgpu-{pcie,nvlink}) or a cluster .json file."""
+    policy: str | None = None
+    """A GO run directory (actorq graphopt train) or a policy .safetensors file; default: the
+    policy shipped with actorq for the cluster's device count."""
+    samples: int = 16
+    """Placements sampled from the policy besides its greedy one; the fastest is kept (0: greedy
+    only). Each costs one simulator call."""
+    precision: str = "int8"
+    """The policy's precision, as actorq's actors run it (int8 or fp32)."""
+    seed: int = 0
+    """Seed of the samples, METIS and the search baselines."""
+    budget: int = 100
+    """Simulator calls for each search baseline (random, anneal)."""
+    baselines: bool = True
+    """Run the classical baselines beside the policy (--no-baselines: the policy only)."""
+    out: str | None = None
+    """Write the placement (op name -> device) and every step time to this JSON file."""
 
 
 def cmd_list(a: ListArgs) -> int:
@@ -152,18 +181,18 @@ def _ms(seconds: float) -> str:
     return f"{ms:,.1f}" if ms >= 10 or ms == 0 else f"{ms:.3f}"
 
 
-def _check_out_path(path: str) -> Path:
-    """Where ``--json`` will go, checked before any work: a bad path fails in a second, not after
-    the baselines have run."""
+def _check_out_path(path: str, flag: str = "--json") -> Path:
+    """Where ``flag``'s file will go, checked before any work: a bad path fails in a second, not
+    after the baselines have run."""
     p = Path(path)
     if p.is_dir():
-        raise GraphError(f"--json {shown(p)} is a directory")
+        raise GraphError(f"{flag} {shown(p)} is a directory")
     if not p.parent.is_dir():
-        raise GraphError(f"--json {shown(p)}: directory {shown(p.parent)} does not exist")
+        raise GraphError(f"{flag} {shown(p)}: directory {shown(p.parent)} does not exist")
     return p
 
 
-def _write_json(p: Path, data: Any) -> None:
+def _write_json(p: Path, data: Any, flag: str = "--json") -> None:
     """Write all of ``data`` or nothing: through a temporary file renamed into place, so a failed
     write never leaves a truncated file; ``allow_nan=False`` so the file is always valid JSON."""
     tmp = p.with_name(p.name + ".tmp")
@@ -174,7 +203,7 @@ def _write_json(p: Path, data: Any) -> None:
     except (OSError, ValueError) as e:
         tmp.unlink(missing_ok=True)
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
-        raise GraphError(f"cannot write --json {shown(p)}: {why}") from None
+        raise GraphError(f"cannot write {flag} {shown(p)}: {why}") from None
 
 
 def cmd_baselines(a: BaselinesArgs) -> int:
@@ -213,10 +242,159 @@ def cmd_baselines(a: BaselinesArgs) -> int:
     return 0
 
 
-USAGE = """usage: actorq graphopt {list,baselines} ...
+def _check_place_args(a: PlaceArgs) -> Path | None:
+    if not 0 <= a.samples <= 100_000:
+        raise GraphError(f"--samples must be in 0..100000, got {a.samples}")
+    if a.precision not in ("int8", "fp32"):
+        raise GraphError(f"--precision must be int8 or fp32, got {a.precision!r}")
+    if not 0 <= a.seed < 2**31:
+        raise GraphError(f"--seed must be in 0..{2**31 - 1}, got {a.seed}")
+    if a.budget < 1:
+        raise GraphError(f"--budget must be >= 1, got {a.budget}")
+    return _check_out_path(a.out, "--out") if a.out else None
+
+
+def place(a: PlaceArgs) -> dict[str, Any]:
+    """The policy's greedy placement and the fastest of ``a.samples`` sampled ones on
+    ``a.graph``: JSON-able, with the placement as ``{op name: device}``."""
+    import time
+
+    import numpy as np
+
+    from actorq.graphopt.actor import GraphTask
+    from actorq.graphopt.cluster import get_cluster
+    from actorq.graphopt.inputs import OnnxGOPolicy
+    from actorq.graphopt.policy import onnx_bytes
+    from actorq.graphopt.pretrained import finite_or_none, load_policy
+
+    cluster = get_cluster(a.cluster)
+    model, info = load_policy(a.policy, cluster.num_devices)
+    t0 = time.perf_counter()
+    task = GraphTask(a.graph, "placement", a.cluster)
+    runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
+    out = runtime(task.inputs)
+    infer_s = time.perf_counter() - t0
+
+    def judged(actions: np.ndarray) -> dict[str, Any]:
+        _, _, res = task.judge(actions)
+        return {
+            "step_time_s": finite_or_none(float(res["step_time"])),
+            "score_s": float(res["score"]),  # penalised when infeasible: what ranks them
+            "feasible": bool(res["feasible"]),
+            "reason": res["reason"],
+            "devices_used": len(set(actions[:, 0].tolist())),
+        }
+
+    greedy_actions, _ = task.decide(out, None)
+    greedy = judged(greedy_actions)
+    best, best_actions, best_at = greedy, greedy_actions, 0
+    rng = np.random.default_rng(a.seed)
+    for k in range(1, a.samples + 1):
+        actions, _ = task.decide(out, rng)
+        r = judged(actions)
+        if r["score_s"] < best["score_s"]:
+            best, best_actions, best_at = r, actions, k
+    g = task.env.graph
+    return {
+        "graph": g.name,
+        "ops": g.num_ops,
+        "cluster": cluster.name,
+        "cluster_desc": cluster.describe(),
+        "policy": {
+            "source": info.source,
+            "task": info.task,
+            "trained_for": info.cluster,
+            "trained_on": list(info.trained_on),
+            "command": info.command,
+        },
+        "precision": a.precision,
+        "samples": a.samples,
+        "seed": a.seed,
+        "simulator_calls": a.samples + 1,
+        "seconds": time.perf_counter() - t0,
+        "inference_s": infer_s,
+        "greedy": greedy,
+        "best": {**best, "sample": best_at},  # sample 0 is the greedy placement
+        "placement": {name: int(d) for name, d in zip(g.op_names, best_actions[:, 0], strict=True)},
+    }
+
+
+def cmd_place(a: PlaceArgs) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    out_path = _check_place_args(a)
+    print(f"placing {a.graph} on {a.cluster} ...", flush=True)
+    res = place(a)
+    rows: list[tuple[str, float, bool, int, str]] = [
+        (
+            "GO, greedy",
+            res["greedy"]["score_s"],
+            res["greedy"]["feasible"],
+            res["greedy"]["devices_used"],
+            "1",
+        ),
+    ]
+    if a.samples:
+        b = res["best"]
+        rows.append(
+            (
+                f"GO, best of {a.samples + 1}",
+                b["score_s"],
+                b["feasible"],
+                b["devices_used"],
+                str(a.samples + 1),
+            )
+        )
+    fusing: set[str] = set()
+    if a.baselines:
+        print(
+            f"running the baselines (random and anneal: {a.budget} simulator calls each) ...",
+            flush=True,
+        )
+        base = baseline_rows(a.graph, a.cluster, a.budget, a.seed, None)
+        res["baselines"] = base["rows"]
+        for r in base["rows"]:
+            calls = str(a.budget) if r["baseline"] in ("random", "anneal") else "1"
+            rows.append((r["baseline"], r["step_time_s"], r["feasible"], r["devices_used"], calls))
+            if r["fusions"]:  # also fuses ops: not a placement-only rival for the comparison
+                fusing.add(r["baseline"])
+    t = Table(title=f"{res['graph']} ({res['ops']:,} ops) on {res['cluster_desc']}")
+    for col in ("placement", "step ms", "feasible", "devices", "simulator calls"):
+        t.add_column(col, justify="left" if col in ("placement", "feasible") else "right")
+    feasible = [r for r in rows if r[2]]
+    fastest = min(feasible, key=lambda r: r[1])[0] if feasible else None
+    for name, s, ok, devices, calls in rows:
+        shown_name = f"[bold]{name}[/bold]" if name == fastest else name
+        t.add_row(shown_name, _ms(s) if ok else "-", "yes" if ok else "NO", str(devices), calls)
+    Console(width=140).print(t)
+    b = res["best"]
+    if not b["feasible"]:
+        print(f"  GO's placement does not fit: {b['reason']}")
+    others = [r for r in rows if not r[0].startswith("GO") and r[2] and r[0] not in fusing]
+    if b["feasible"] and others:
+        ref = min(others, key=lambda r: r[1])
+        gain = (ref[1] - b["score_s"]) / ref[1]
+        word = "faster" if gain >= 0 else "slower"
+        print(f"GO vs the best placement baseline ({ref[0]}): {abs(gain):.1%} {word}")
+    print(
+        f"policy: {res['policy']['source']} ({res['precision']}); "
+        f"{res['seconds']:.1f} s for the policy's placements"
+    )
+    if out_path is not None:
+        _write_json(out_path, res, "--out")
+        print(f"wrote {out_path}")
+    return 0
+
+
+USAGE = """usage: actorq graphopt {list,baselines,place,train} ...
 
   actorq graphopt list [--build] [--family F]
   actorq graphopt baselines --graph NAME [--cluster 4xgpu-pcie] [--budget 100] [--json F]
+  actorq graphopt place --graph NAME [--cluster 4xgpu-pcie] [--policy RUN_OR_FILE]
+                        [--samples 16] [--out placement.json]
+  actorq graphopt train [--env graphopt:TASK/GRAPH] [--graphs G ...] [--cluster C] ...
+                        (the same as `actorq train go`; --help lists every setting)
 """
 
 
@@ -230,8 +408,15 @@ def main(argv: list[str]) -> int:
         return cmd_list(parse(ListArgs, rest, "actorq graphopt list"))
     if sub == "baselines":
         return cmd_baselines(parse(BaselinesArgs, rest, "actorq graphopt baselines"))
+    if sub == "place":
+        return cmd_place(parse(PlaceArgs, rest, "actorq graphopt place"))
+    if sub == "train":  # GO's policy: the `go` agent, through the one training loop
+        from actorq.cli import cmd_train
+
+        return cmd_train("go", rest)
     print(
-        f"actorq: error: unknown graphopt command {sub!r}; expected list or baselines",
+        f"actorq: error: unknown graphopt command {sub!r}; expected list, baselines, place or "
+        "train",
         file=sys.stderr,
     )
     return 2

@@ -1,0 +1,219 @@
+"""Train, package and judge the GO placement policy that ships with actorq.
+
+``actorq graphopt place`` runs, without ``--policy``, the policy file
+``src/actorq/graphopt/pretrained/go-placement-<N>dev.safetensors`` for a cluster of N devices.
+This script makes that file and says how good it is:
+
+1. ``train``: ``actorq train go`` (placement, int8 actors, the sync backend: deterministic for a
+   seed) on the smallest graph of each of the suite's six families, ``--steps`` whole-graph
+   decisions; resumable (the run directory keeps its checkpoint; run the command again).
+   Arguments after ``--`` go to ``actorq train go`` unchanged (e.g. ``-- --learning-rate 3e-4``).
+2. ``package``: the run's final weights and how they were trained go to the policy file
+   (:func:`actorq.graphopt.pretrained.save_policy`), which must stay ≤ 10 MB.
+3. ``judge``: through ``actorq graphopt place``'s own code, on the six training graphs and on
+   the second-smallest graph of each family (not trained on): the greedy int8 placement, the
+   fastest of ``--samples`` sampled ones, and the classical baselines (random search and
+   annealing with ``--budget`` simulator calls). One JSON per graph under ``--results``
+   (skipped when present: resumable), then a Markdown table to stdout and ``report.md``.
+
+    .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
+    .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
+        --results /tmp/go_pretrained_smoke --policy-out /tmp/smoke.safetensors   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import machine_info, say, write_json_atomic
+
+FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def by_size(family: str) -> list[str]:
+    from actorq.graphopt.suite import get_graph, suite_names
+
+    return sorted(suite_names(family), key=lambda n: get_graph(n).num_ops)
+
+
+def train_policy(args: argparse.Namespace, extra: list[str], run_dir: Path) -> dict[str, Any]:
+    from actorq.agents.go.config import GOConfig
+    from actorq.cli_args import parse
+    from actorq.experiment import train
+
+    graphs = [by_size(f)[0] for f in FAMILIES]
+    base = parse(GOConfig, extra, "go_pretrained.py -- (actorq train go settings)")
+    cfg = dataclasses.replace(
+        base,
+        env=f"graphopt:placement/{graphs[0]}",
+        graphs=tuple(graphs[1:]),
+        cluster=args.cluster,
+        actors=0,
+        total_steps=args.steps,
+        eval_every=max(1, args.steps // 10),
+        seed=args.seed,
+        run_dir=str(run_dir),
+        progress=False,
+        energy=False,
+    )
+    t0 = time.perf_counter()
+    r = train(cfg)
+    return {
+        "graphs": graphs,
+        "decisions": r.env_steps,
+        "updates": r.updates,
+        "train_gain": r.eval_return,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
+    from actorq.graphopt.cli import PlaceArgs, baseline_rows, place
+
+    a = PlaceArgs(graph=graph, cluster=args.cluster, policy=str(policy), samples=args.samples,
+                  seed=args.seed, budget=args.budget)  # fmt: skip
+    res = place(a)
+    res["baselines"] = baseline_rows(graph, args.cluster, args.budget, args.seed, None)["rows"]
+    del res["placement"]
+    return res
+
+
+def geomean(x: list[float]) -> float:
+    return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
+
+
+PLACEMENT_BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf", "random", "anneal")
+
+
+def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) -> str:
+    lines = [
+        f"# The shipped GO placement policy ({meta['cluster']})",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        f"Policy file: `{meta['policy']}` ({meta['policy_bytes']:,} bytes); trained on "
+        f"{', '.join(meta['train']['graphs'])} for {meta['train']['decisions']:,} decisions "
+        f"({meta['train']['seconds'] / 60:.1f} min). Step times in ms (simulated; `-` "
+        f"infeasible). GO: int8, greedy and the fastest of {meta['samples'] + 1} placements; "
+        f"random and anneal: {meta['budget']} simulator calls.",
+        "",
+        "| graph | trained on | " + " | ".join(PLACEMENT_BASELINES) + " | GO greedy | GO best "
+        f"of {meta['samples'] + 1} | GO best vs expert | GO best vs best baseline |",
+        "|---|---|" + "---:|" * (len(PLACEMENT_BASELINES) + 4),
+    ]
+    ratios: dict[bool, tuple[list[float], list[float]]] = {True: ([], []), False: ([], [])}
+    for graph, seen, r in cells:
+        rows = {b["baseline"]: b for b in r["baselines"]}
+
+        def ms(row: dict[str, Any]) -> str:
+            return f"{1e3 * row['step_time_s']:.2f}" if row["feasible"] else "-"
+
+        feas = [rows[n]["step_time_s"] for n in PLACEMENT_BASELINES[1:] if rows[n]["feasible"]]
+        best = min(feas)
+        go = r["best"]["score_s"]
+        expert = rows["expert"]["step_time_s"]  # the expert split fits every suite graph
+        ratios[seen][0].append(expert / go)
+        ratios[seen][1].append(best / go)
+        lines.append(
+            f"| {graph} | {'yes' if seen else 'no'} | "
+            + " | ".join(ms(rows[n]) for n in PLACEMENT_BASELINES)
+            + f" | {ms(r['greedy'])} | {ms(r['best'])} | {expert / go - 1:+.1%} | "
+            f"{best / go - 1:+.1%} |"
+        )
+    lines.append("")
+    for seen, label in ((True, "training graphs"), (False, "unseen graphs")):
+        e, b = ratios[seen]
+        if e:
+            lines.append(
+                f"Geomean over {len(e)} {label}: GO (best of {meta['samples'] + 1}) is "
+                f"{geomean(e) - 1:+.1%} vs the expert split and {geomean(b) - 1:+.1%} vs the "
+                "best baseline per graph (positive: GO faster)."
+            )
+    m = meta["machine"]
+    lines += ["", f"Machine: {m.get('cpu_model', '?')} ({m.get('cores', '?')} cores)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1 :]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cluster", default="4xgpu-pcie")
+    ap.add_argument("--steps", type=int, default=12_000, help="whole-graph decisions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--samples", type=int, default=16, help="sampled placements besides greedy")
+    ap.add_argument("--budget", type=int, default=100, help="random/anneal simulator calls")
+    ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/go_pretrained")
+    ap.add_argument("--policy-out", type=Path, help="default: the shipped policy's path")
+    a = ap.parse_args(argv)
+    from actorq.graphopt.cluster import get_cluster
+    from actorq.graphopt.pretrained import load_policy_run, save_policy, shipped_path
+
+    n = get_cluster(a.cluster).num_devices
+    root = a.results / a.cluster
+    root.mkdir(parents=True, exist_ok=True)
+    command = shlex.join(["python", "benchmarks/go_pretrained.py", *(sys.argv[1:] if argv is None
+                                                                    else argv)])  # fmt: skip
+    if extra:
+        command += " -- " + shlex.join(extra)
+    train_json = root / "train.json"
+    if train_json.is_file():
+        trained = json.loads(train_json.read_text())
+        say(f"trained before: {trained['decisions']:,} decisions ({train_json})")
+    else:
+        say(f"training on the six families' smallest graphs, {a.steps:,} decisions ...")
+        trained = train_policy(a, extra, root / "run")
+        write_json_atomic(train_json, trained)
+    policy = a.policy_out or shipped_path(n)
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    model, _ = load_policy_run(root / "run")
+    save_policy(model, policy, task="placement", cluster=a.cluster,
+                trained_on=trained["graphs"], command=command)  # fmt: skip
+    size = policy.stat().st_size
+    say(f"wrote {policy} ({size:,} bytes)")
+    if size > 10 * 2**20:
+        say("error: the policy file is over 10 MB")
+        return 1
+    cells: list[tuple[str, bool, dict[str, Any]]] = []
+    graphs = [(g, True) for g in trained["graphs"]] + [(by_size(f)[1], False) for f in FAMILIES]
+    for g, seen in graphs:
+        p = root / f"judge-{g}.json"
+        if p.is_file():
+            cells.append((g, seen, json.loads(p.read_text())))
+            continue
+        say(f"judging {g} ...")
+        res = judge(g, a, policy)
+        write_json_atomic(p, res)
+        cells.append((g, seen, res))
+        say(f"  GO best {1e3 * res['best']['score_s']:.2f} ms, greedy "
+            f"{1e3 * res['greedy']['score_s']:.2f} ms")  # fmt: skip
+    try:
+        shown = policy.relative_to(ROOT)
+    except ValueError:
+        shown = policy
+    meta = {"cluster": a.cluster, "command": command, "policy": str(shown), "policy_bytes": size,
+            "train": trained, "samples": a.samples, "budget": a.budget,
+            "machine": machine_info()}  # fmt: skip
+    text = report(cells, meta)
+    (root / "report.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""GO policy files and ``actorq graphopt place``: the shipped policy loads and places, a run
+directory works as --policy, the placement written is the one simulated, and a corrupt or
+misfitting policy file is one error line with nothing written (fuzzed with hypothesis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actorq.cli import main
+from actorq.errors import GraphError
+from actorq.graphopt.cluster import get_cluster
+from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
+from actorq.graphopt.pretrained import (
+    load_policy,
+    load_policy_file,
+    save_policy,
+    shipped_device_counts,
+    shipped_path,
+)
+from actorq.graphopt.simulator import Simulator
+from actorq.graphopt.suite import get_graph
+
+GRAPH = "synthetic-120-s0"
+
+
+def _policy_file(path: Path, num_devices: int = 4, seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    model = GOPolicy(GOPolicyConfig(num_devices=num_devices, hidden=32, ffn=64))
+    return save_policy(
+        model, path, task="placement", cluster="4xgpu-pcie", trained_on=["x"], command="test"
+    )
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("actorq: error: ") and "\n" not in err, err
+    return err
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    p = _policy_file(tmp_path / "p.safetensors")
+    model, info = load_policy_file(p)
+    torch.manual_seed(0)
+    ref = GOPolicy(GOPolicyConfig(num_devices=4, hidden=32, ffn=64))
+    for k, v in ref.state_dict().items():
+        assert torch.equal(model.state_dict()[k], v)
+    assert info.task == "placement" and info.trained_on == ("x",)
+
+
+def test_place_writes_the_placement_it_simulated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pol = _policy_file(tmp_path / "p.safetensors")
+    out = tmp_path / "placement.json"
+    argv = ["graphopt", "place", "--graph", GRAPH, "--policy", str(pol), "--samples", "8"]
+    assert main([*argv, "--out", str(out), "--budget", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "GO, greedy" in text and "GO, best of 9" in text and "heft" in text
+    res = json.loads(out.read_text())
+    g = get_graph(GRAPH)
+    placement = np.array([res["placement"][name] for name in g.op_names])
+    assert set(res["placement"]) == set(g.op_names) and placement.max() < 4
+    # the written placement is the one whose step time is reported, and sampling only helps
+    r = Simulator(g, get_cluster("4xgpu-pcie")).run(placement)
+    assert r.feasible and abs(r.step_time - res["best"]["step_time_s"]) < 1e-12
+    assert res["best"]["score_s"] <= res["greedy"]["score_s"]
+    assert {row["baseline"] for row in res["baselines"]} >= {"single", "expert", "heft"}
+
+
+def test_place_with_a_run_directory(
+    tiny: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actorq import train
+
+    cfg = tiny("go", env=f"graphopt:placement/{GRAPH}", total_steps=64, eval_every=10_000)
+    train(cfg)
+    out = tmp_path / "p.json"
+    argv = ["graphopt", "place", "--graph", "synthetic-90-s1", "--policy", cfg.run_dir]
+    assert main([*argv, "--no-baselines", "--samples", "0", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["policy"]["trained_on"] == [GRAPH] and res["best"]["sample"] == 0
+    assert "baselines" not in res
+
+
+@pytest.mark.skipif(not shipped_device_counts(), reason="no policy shipped in this checkout")
+def test_the_shipped_policy_places_out_of_the_box(capsys: pytest.CaptureFixture[str]) -> None:
+    n = shipped_device_counts()[0]
+    assert shipped_path(n).stat().st_size <= 10 * 2**20  # the issue's bound
+    model, info = load_policy(None, n)
+    assert model.config.num_devices == n and info.task == "placement" and info.trained_on
+    assert main(["graphopt", "place", "--graph", GRAPH, "--cluster", f"{n}xgpu-pcie",
+                 "--no-baselines", "--samples", "2"]) == 0  # fmt: skip
+    assert "GO, best of 3" in capsys.readouterr().out
+
+
+def test_misfits_and_bad_flags_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pol = str(_policy_file(tmp_path / "p.safetensors", num_devices=4))
+    base = ["graphopt", "place", "--graph", GRAPH, "--no-baselines"]
+    out = tmp_path / "never.json"
+    for extra, want in [
+        (["--policy", pol, "--cluster", "8xgpu-pcie"], "places on 4 devices"),
+        (["--policy", pol, "--samples", "-1"], "--samples"),
+        (["--policy", pol, "--precision", "int4"], "--precision"),
+        (["--policy", str(tmp_path / "none.safetensors")], "no such file"),
+        (["--policy", str(tmp_path)], "not an actorq run directory"),
+        (["--cluster", "nowhere"], "cluster"),
+    ]:
+        err = _one_line_error(capsys, [*base, *extra, "--out", str(out)])
+        assert want in err, (extra, err)
+        assert not out.exists()
+    err = _one_line_error(capsys, [*base, "--policy", pol, "--out", str(tmp_path / "no/x.json")])
+    assert "does not exist" in err
+    if 16 not in shipped_device_counts():
+        err = _one_line_error(capsys, [*base, "--cluster", _cluster_file(tmp_path, 16)])
+        assert "no placement policy ships for 16 devices" in err
+
+
+def _cluster_file(tmp_path: Path, n: int) -> str:
+    dev = {"name": "gpu", "flop_s": 1e13, "mem_bw": 7.5e11, "memory": 2**34, "op_overhead": 5e-6}
+    p = tmp_path / f"c{n}.json"
+    p.write_text(json.dumps({"name": f"c{n}", "devices": [dev] * n,
+                             "link": {"bandwidth": 1.2e10, "latency": 1e-5}}))  # fmt: skip
+    return str(p)
+
+
+def test_graphopt_train_is_actorq_train_go(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _one_line_error(capsys, ["graphopt", "train", "--cluster", "nowhere"])
+    assert "cluster" in err
+
+
+# ---- fuzz: corrupt policy files ----------------------------------------------------------------
+
+_VALID: dict[str, bytes] = {}
+
+
+def _valid_bytes(tmp: Path) -> bytes:
+    if "b" not in _VALID:
+        _VALID["b"] = _policy_file(tmp / "valid.safetensors").read_bytes()
+    return _VALID["b"]
+
+
+def _with_header(data: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
+    """A safetensors file with its JSON header edited (and its length field fixed)."""
+    (n,) = struct.unpack("<Q", data[:8])
+    head = json.loads(data[8 : 8 + n])
+    edit(head)
+    new = json.dumps(head).encode()
+    return struct.pack("<Q", len(new)) + new + data[8 + n :]
+
+
+def _set_meta(key: str, value: str) -> Callable[[dict[str, Any]], None]:
+    def edit(head: dict[str, Any]) -> None:
+        head["__metadata__"][key] = value
+
+    return edit
+
+
+def _set_config(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(head: dict[str, Any]) -> None:
+        c = json.loads(head["__metadata__"]["config"])
+        c[key] = value
+        head["__metadata__"]["config"] = json.dumps(c)
+
+    return edit
+
+
+def _nan_weight(data: bytes) -> bytes:
+    (n,) = struct.unpack("<Q", data[:8])
+    head = json.loads(data[8 : 8 + n])
+    k = next(k for k in head if k != "__metadata__" and head[k]["dtype"] == "F32")
+    start = 8 + n + head[k]["data_offsets"][0]
+    return data[:start] + struct.pack("<f", float("nan")) + data[start + 4 :]
+
+
+MUTATIONS = st.one_of(
+    st.binary(max_size=256).map(lambda b: ("random", lambda _: b)),
+    st.integers(0, 600_000).map(lambda i: ("truncated", lambda d: d[:i])),
+    st.integers(0, 600_000).map(
+        lambda i: (
+            "flipped",
+            lambda d: d[: i % len(d)] + bytes([d[i % len(d)] ^ 0x5A]) + d[i % len(d) + 1 :],
+        )
+    ),
+    st.tuples(
+        st.sampled_from(["format", "format_version", "config", "task", "trained_on"]),
+        st.text(max_size=12),
+    ).map(lambda kv: ("meta", lambda d: _with_header(d, _set_meta(*kv)))),
+    st.tuples(
+        st.sampled_from(["num_devices", "hidden", "sage_layers", "heads", "segment", "bogus"]),
+        st.one_of(st.integers(), st.floats(), st.none(), st.text(max_size=4), st.booleans()),
+    ).map(lambda kv: ("config", lambda d: _with_header(d, _set_config(*kv)))),
+    st.just(("nan", _nan_weight)),
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("ACTORQ_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(mutation=MUTATIONS)
+def test_corrupt_policy_files_are_one_error_line(
+    tmp_path: Path, mutation: tuple[str, Callable[[bytes], bytes]]
+) -> None:
+    _, mutate = mutation
+    data = mutate(_valid_bytes(tmp_path))
+    p = tmp_path / "fuzzed.safetensors"
+    p.write_bytes(data)
+    try:
+        model, _ = load_policy_file(p)
+    except GraphError as e:
+        assert "\n" not in str(e) and len(str(e)) < 400
+        return
+    # accepted: then it is a whole, finite policy that runs
+    assert all(bool(torch.isfinite(v).all()) for v in model.state_dict().values())
