@@ -63,6 +63,15 @@ def test_random_legal_placement() -> None:
     assert c.proxy > _initial("macro_tiles_10x10").costs().proxy
 
 
+def test_random_legal_placement_starts_over_when_packing_gets_stuck() -> None:
+    """Ariane133, seed 2: the first sequential packing leaves a macro with no legal spot (it
+    used to fail there); a restart from the same generator finds a legal placement, and with no
+    restarts it is reported as a failure, never as success."""
+    pc = _initial("ariane133")
+    assert not random_legal_placement(pc, seed=2, restarts=1)
+    assert random_legal_placement(pc, seed=2) and _legal(pc)
+
+
 def test_sa_on_random_legal_start_improves_it() -> None:
     pc = _initial("macro_tiles_10x10")
     random_legal_placement(pc, seed=1)

@@ -136,32 +136,40 @@ class _Legality:
         return not hit.any()
 
 
-def random_legal_placement(pc: PlacementCost, seed: int = 0, tries: int = 2000) -> bool:
+def random_legal_placement(
+    pc: PlacementCost, seed: int = 0, tries: int = 2000, restarts: int = 20
+) -> bool:
     """Place every hard macro at a uniformly random legal position, largest first (soft macros
-    and ports keep theirs); returns False if some macro found no legal spot in ``tries`` draws
-    (it is then left where it was)."""
+    and ports keep theirs). Sequential random packing can paint itself into a corner (on
+    Ariane133 about one seed in three leaves a macro no spot in ``tries`` draws), so a failed
+    attempt starts over, up to ``restarts`` times, drawing on from the same generator
+    (deterministic for a seed). Returns False if every attempt failed (the last attempt's
+    macros then stay where they landed, the unplaced ones off the canvas)."""
     rng = np.random.default_rng(seed)
     leg = _Legality(pc)
     nl = pc.netlist
     c = pc.canvas
     order = leg.hard[np.argsort(-(nl.width[leg.hard] * nl.height[leg.hard]), kind="stable")]
-    # park every hard macro off the canvas first, so none blocks another before it is placed
     far = 10.0 * (c.width + c.height)
-    for i in order:
-        pc.x[i] = far
-        pc.y[i] = far
-    done = True
-    for i in order:
-        k = leg.slot[int(i)]
-        placed = False
-        for _ in range(tries):
-            x = rng.uniform(leg.hw[k], max(c.width - leg.hw[k], leg.hw[k]))
-            y = rng.uniform(leg.hh[k], max(c.height - leg.hh[k], leg.hh[k]))
-            if leg.ok(int(i), float(x), float(y)):
-                pc.x[i], pc.y[i] = x, y
-                placed = True
+    for _ in range(max(1, restarts)):
+        # park every hard macro off the canvas first, so none blocks another before it is placed
+        for i in order:
+            pc.x[i] = far
+            pc.y[i] = far
+        done = True
+        for i in order:
+            k = leg.slot[int(i)]
+            for _ in range(tries):
+                x = rng.uniform(leg.hw[k], max(c.width - leg.hw[k], leg.hw[k]))
+                y = rng.uniform(leg.hh[k], max(c.height - leg.hh[k], leg.hh[k]))
+                if leg.ok(int(i), float(x), float(y)):
+                    pc.x[i], pc.y[i] = x, y
+                    break
+            else:
+                done = False
                 break
-        done &= placed
+        if done:
+            break
     pc.reset()
     return done
 
