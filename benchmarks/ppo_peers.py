@@ -117,6 +117,7 @@ from peers import (
     mean_std,
     num,
     plain,
+    ratio_ci,
     read_metrics_csv,
     report_head,
     result_fields,
@@ -482,6 +483,9 @@ def run_cell(cell: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+SESSION_H = 3.0  # a working session: cells further apart than this ran on different machines
+
+
 def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
     """The Markdown report for one case from its cell JSONs."""
     spec = CASES[case]
@@ -538,6 +542,29 @@ def render_report(case: str, cells: list[dict[str, Any]], command: str) -> str:
             else f"**included** ({'/'.join(map(str, incl))} evaluations in the time)"
         )
         lines.append("| " + " | ".join(row) + " |")
+
+    # Training time of each actorq framework against SB3's, when every cell ran the same budget
+    # (cells of different sessions are not comparable: the head lists when each ran).
+    done = sorted(dt.datetime.fromisoformat(c["finished"]) for c in cells)
+    span_h = (done[-1] - done[0]).total_seconds() / 3600
+    if "sb3" in frameworks and len(budgets) == 1 and span_h > SESSION_H:
+        lines += [
+            "",
+            f"- no training-time ratio: the cells finished {span_h:.1f} h apart, longer than one "
+            "session (timings of different sessions are not compared)",
+        ]
+    elif "sb3" in frameworks and len(budgets) == 1:
+        sb3 = np.array([c["train_time_s"] for c in cells if c["framework"] == "sb3"])
+        lines.append("")
+        for fw in frameworks:
+            if fw == "sb3":
+                continue
+            mine = np.array([c["train_time_s"] for c in cells if c["framework"] == fw])
+            r, lo, hi, _ = ratio_ci(sb3, mine)
+            lines.append(
+                f"- training time, SB3 / {fw}: median {r:.2f}x (95% bootstrap CI {lo:.2f}-"
+                f"{hi:.2f}, seeds resampled; > 1: {fw} trains faster)"
+            )
 
     # Learning curves: mean over seeds at each nominal evaluation point.
     every = max(c["eval_every"] for c in cells)
