@@ -58,6 +58,26 @@ def test_reference_action_scores_zero_and_single_device_matches_the_simulator() 
     assert r == pytest.approx((env.reference_time - expect.step_time) / env.reference_time)
 
 
+@pytest.mark.parametrize("task", TASKS)
+def test_judge_is_reset_then_step_without_observations(task: str) -> None:
+    """The actors' path: judge(a) returns what reset() + step(a) return, after any earlier
+    decision (it starts from the reference state, as reset does)."""
+    env = GraphOptEnv(GRAPH, task, "2xgpu-pcie")
+    rng = np.random.default_rng(0)
+    n, e = GRAPH.num_ops, GRAPH.num_edges
+    parts = {"placement": rng.integers(0, 2, n), "priority": rng.random(n),
+             "fusion": rng.random(e) < 0.3}  # fmt: skip
+    action = parts if task == "joint" else parts[{"scheduling": "priority"}.get(task, task)]
+    env.judge({**parts, "placement": np.ones(n, np.int64)} if task == "joint" else action)
+    r, info = env.judge(action)
+    env.reset()
+    _, r2, _, _, info2 = env.step(action)
+    assert r == r2 and info == info2
+    seq = GraphOptEnv(GRAPH, task, "2xgpu-pcie", "sequential")
+    with pytest.raises(GraphError, match="oneshot"):
+        seq.judge(action)
+
+
 def test_bad_actions_are_one_line_errors() -> None:
     env = GraphOptEnv(GRAPH, "placement", "2xgpu-pcie")
     env.reset()

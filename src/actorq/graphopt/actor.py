@@ -112,8 +112,7 @@ class GraphTask:
 
     def judge(self, actions: np.ndarray) -> tuple[float, float, dict[str, Any]]:
         """Simulate: ``(reward -sqrt(S / S_ref), improvement (S_ref - S) / S_ref, info)``."""
-        self.env.reset()
-        _, improvement, _, _, info = self.env.step(self.env_action(actions))
+        improvement, info = self.env.judge(self.env_action(actions))
         ratio = float(info["score"]) / self.env.reference_time
         return -float(np.sqrt(ratio)), float(improvement), info
 
