@@ -15,6 +15,17 @@ suite's six (``actorq graphopt list``), with the smallest graph of each family (
 * ``baselines``: single device, the human-expert split, METIS+critical path, HEFT, m-ETF, and
   random search and simulated annealing given as many simulator calls as ``scratch`` made.
 
+``--imitate B --imitate-steps N`` gives the fresh runs (``pretrain`` and ``scratch``) GO's
+imitation warm start (``GOConfig.imitate``): before the first snapshot, the placement head is
+fit to baseline B's placements of the run's training graphs (``best``: the fastest of HEFT,
+m-ETF, METIS+cp and the expert split per graph). ``finetune`` starts from the pre-trained policy
+without imitating the held-out graph, so zero-shot and fine-tuned still see nothing of it but
+its PPO decisions. PPO's default learning rate undoes an imitation in its first update
+(docs/graphopt.md): ``--learning-rate`` sets every GO run's, ``--finetune-learning-rate``
+fine-tuning's alone. Cells with imitation or another learning rate live in their own folder
+(``<task>-<cluster>-imitate-B-N-lrX-ftlrY``) and their settings say so: they never mix with
+cells of other settings.
+
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
 the fine-tune curve is compared with the from-scratch one: the decisions fine-tuning needed to
@@ -42,6 +53,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from actorq.agents.go.imitation import CHOICES
 from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
@@ -56,10 +68,19 @@ def smallest(family: str) -> str:
 
 
 def go_config(
-    args: argparse.Namespace, run_dir: Path, graphs: list[str], steps: int, **kw: Any
+    args: argparse.Namespace,
+    run_dir: Path,
+    graphs: list[str],
+    steps: int,
+    imitate: bool = False,
+    **kw: Any,
 ) -> Any:
     from actorq.agents.go.config import GOConfig
 
+    if imitate and args.imitate != "none":
+        kw.update(imitate=args.imitate, imitate_steps=args.imitate_steps)
+    if args.learning_rate is not None:
+        kw.setdefault("learning_rate", args.learning_rate)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -98,6 +119,16 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
     return out
 
 
+def imitation(run_dir: Path) -> dict[str, Any]:
+    """The warm start's metrics (``imitate/*`` at step 0) and per-graph records, if it ran."""
+    m = {k.partition("/")[2]: v[0][1] for k, v in read_metrics_csv(run_dir / "metrics.csv").items()
+         if k.startswith("imitate/")}  # fmt: skip
+    if not m:
+        return {}
+    state = json.loads((run_dir / "checkpoint" / "state.json").read_text())
+    return {**m, "graphs": state["learner"].get("imitation", [])}
+
+
 def curve(run_dir: Path, reference_time: float) -> list[list[float]]:
     """``[[decisions, step time], ...]`` of a single-graph run's periodic evaluations."""
     pts = read_metrics_csv(run_dir / "metrics.csv").get("charts/eval_return", [])
@@ -114,18 +145,24 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     t0 = time.perf_counter()
     out: dict[str, Any] = {"stage": stage, "family": family, "graph": held}
     if stage == "pretrain":
-        r = train(go_config(args, pre_dir, train_graphs, args.pretrain_steps))
+        r = train(go_config(args, pre_dir, train_graphs, args.pretrain_steps, imitate=True))
         out.update(train_graphs=train_graphs, decisions=r.env_steps, updates=r.updates,
                    train_gain=r.eval_return, train_gain_fp32=r.eval_return_fp32)  # fmt: skip
+        out["imitation"] = imitation(pre_dir)
     elif stage == "zeroshot":
         out.update(step_times(pre_dir, held, args))
     elif stage in ("finetune", "scratch"):
         steps = args.finetune_steps if stage == "finetune" else args.scratch_steps
-        kw = {"init_from": str(pre_dir)} if stage == "finetune" else {}
+        kw: dict[str, Any] = {}
+        if stage == "finetune":
+            kw["init_from"] = str(pre_dir)
+            if args.finetune_learning_rate is not None:
+                kw["learning_rate"] = args.finetune_learning_rate
         rd = runs / f"{stage}-{family}-s{args.seed}"
-        r = train(go_config(args, rd, [held], steps, **kw))
+        r = train(go_config(args, rd, [held], steps, imitate=stage == "scratch", **kw))
         out.update(step_times(rd, held, args), decisions=r.env_steps, updates=r.updates)
         out["curve"] = curve(rd, out["reference_time"])
+        out["imitation"] = imitation(rd)
     elif stage == "baselines":
         from actorq.graphopt import Simulator, get_cluster
         from actorq.graphopt.baselines import penalized, run_baselines
@@ -149,6 +186,7 @@ def geomean(x: list[float]) -> float:
 
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap = [], [], [], []
+    pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
     for fam in args.families:
         cells = {}
         for stage in STAGES:
@@ -159,6 +197,11 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             rows.append(f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * 10)
             continue
         b, zs, ft, sc = cells["baselines"], cells["zeroshot"], cells["finetune"], cells["scratch"]
+        im = cells["pretrain"].get("imitation") or {}
+        pre.append(
+            f"{fam} {cells['pretrain']['train_gain']:+.2f}"
+            + (f" (imitation {100 * im['accuracy']:.1f}% of ops)" if im else "")
+        )
         best = min(b[n]["time"] for n in (*BASELINES, "random", "anneal") if n != "single")
         ft_curve = [[0.0, zs["time_int8"]], *ft["curve"]]  # zero-shot is the curve's start
         reach = next((s for s, t in ft_curve if t <= sc["time_int8"] * 1.0001), None)
@@ -180,7 +223,19 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         f"families' smallest graphs; fine-tune {args.finetune_steps:,}; from scratch "
         f"{args.scratch_steps:,}; random search and annealing {args.scratch_steps:,} simulator "
         "calls. Step times in ms (simulated, penalised when infeasible); GO columns are the "
-        "greedy int8 decision.",
+        "greedy int8 decision."
+        + (
+            ""
+            if args.imitate == "none"
+            else f" Pre-training and from-scratch runs start with {args.imitate_steps:,} "
+            f"steps imitating `{args.imitate}`'s placements (fine-tuning does not imitate)."
+        )
+        + ("" if args.learning_rate is None else f" PPO learning rate {args.learning_rate:g}.")
+        + (
+            ""
+            if args.finetune_learning_rate is None
+            else f" Fine-tuning's learning rate {args.finetune_learning_rate:g}."
+        ),
         "",
         "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF | random | anneal "
         "| GO zero-shot | GO fine-tuned | GO scratch | fine-tune decisions to reach scratch's "
@@ -196,6 +251,9 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             f"{geomean(ft_gain):.3f}), {100 * (geomean(ft_best) - 1):+.1f}% vs the best "
             f"baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's step time.",
             "",
+            "Pre-training's greedy gain over the expert split on its own five training graphs "
+            f"(mean; the held-out family named): {'; '.join(pre)}.",
+            "",
         ]
     return "\n".join(head)
 
@@ -210,11 +268,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scratch-steps", type=int, default=4_000)
     ap.add_argument("--curve-points", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--imitate",
+        default="none",
+        choices=CHOICES,
+        help="imitation warm start of the fresh runs (pretrain, scratch)",
+    )
+    ap.add_argument("--imitate-steps", type=int, default=400)
+    ap.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="PPO learning rate of every GO run (default: GOConfig's, 5e-4)",
+    )
+    ap.add_argument(
+        "--finetune-learning-rate",
+        type=float,
+        default=None,
+        help="fine-tuning's PPO learning rate (default: --learning-rate's)",
+    )
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    root = args.results / f"{args.task}-{args.cluster}"
+    if args.imitate != "none" and args.task != "placement":
+        say("--imitate imitates placements: --task placement only")
+        return 2
+    folder = f"{args.task}-{args.cluster}"
+    if args.imitate != "none":
+        folder += f"-imitate-{args.imitate}-{args.imitate_steps}"
+    if args.learning_rate is not None:
+        folder += f"-lr{args.learning_rate:g}"
+    if args.finetune_learning_rate is not None:
+        folder += f"-ftlr{args.finetune_learning_rate:g}"
+    root = args.results / folder
     budget = {k: getattr(args, k) for k in ("pretrain_steps", "finetune_steps", "scratch_steps")}
+    if args.imitate != "none":  # settings without these keys are runs without imitation
+        budget.update(imitate=args.imitate, imitate_steps=args.imitate_steps)
+    if args.learning_rate is not None:
+        budget["learning_rate"] = args.learning_rate
+    if args.finetune_learning_rate is not None:
+        budget["finetune_learning_rate"] = args.finetune_learning_rate
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

@@ -508,8 +508,11 @@ def train(
     io = builder.policy_io(cfg, spec, learner)
     c = Counters()
     rng = np.random.default_rng(cfg.seed)
+    warm: dict[str, float] = {}
     if loaded is not None:
         rng = restore(loaded, learner, c)
+    else:
+        warm = learner.warm_start()  # a fresh run: before the first snapshot is taken
 
     setup = builder.actor_setup(cfg, spec)
     if loaded is not None:
@@ -544,6 +547,8 @@ def train(
     progress.print(f"run dir: {run_dir}")
     evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps)
     interval = IntervalLogger(logger, progress, c)
+    if warm:
+        logger.log(c.env_steps, warm)
     publisher.publish(c, first)
 
     start_wall = time.perf_counter() - c.wall_time_s

@@ -65,6 +65,13 @@ class Learner(abc.ABC):
         a Gaussian policy's log-std); none by default."""
         return {}
 
+    def warm_start(self) -> dict[str, float]:
+        """Called once by ``train()`` for a fresh run only (not on ``--resume``, not by
+        ``eval``/``export``), after the learner is built and before its first snapshot is
+        published, so actors start from what it does (GO's imitation of a classical baseline);
+        returns metrics to log at step 0. Nothing by default."""
+        return {}
+
     @abc.abstractmethod
     def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(tensors, json_metadata)`` for a safe checkpoint."""

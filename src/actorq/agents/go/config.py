@@ -33,6 +33,8 @@ class GOConfig(ExperimentConfig):
         "sage_layers": Bound(0, 64),
         "attn_layers": Bound(0, 64),
         "segment": Bound(1, 1_000_000),
+        "imitate_steps": Bound(0, 1_000_000),
+        "imitate_lr": POSITIVE,
     }
 
     env: str = "graphopt:placement/rnnlm-s"
@@ -75,6 +77,22 @@ class GOConfig(ExperimentConfig):
     """Start from the policy of this GO run directory's checkpoint (weights only: the
     optimizer, baselines and counters start fresh), e.g. one pre-trained on other graphs: GO's
     fine-tuning. Its network sizes and device count must match this run's."""
+    imitate: str = "none"
+    """Imitation warm start: before the first snapshot of a fresh run (not on --resume), fit
+    the placement head to this baseline's placement of every training graph: single, expert,
+    expert+cp, metis+cp, heft, m-etf, or best (the fastest feasible of heft, m-etf, metis+cp
+    and expert per graph, judged as the task judges the policy); none to start from the
+    initialisation (or --init-from's weights; with --init-from, imitation runs only if set
+    here). Placement task only."""
+    imitate_steps: int = 400
+    """Full-batch Adam steps of the warm start (per-op cross-entropy, mean over graphs; the
+    learning rate decays linearly to 0 over them)."""
+    imitate_lr: float = 3e-3
+    """Learning rate of the warm start's own Adam (PPO's optimizer starts fresh after it)."""
+    imitate_relabel: bool = True
+    """Rename each target's devices by first use in topological order (only when the cluster's
+    devices and links are all alike, so the step time is unchanged): consistent labels across
+    graphs."""
     hidden: int = 64
     """Width of the policy's node embeddings."""
     sage_layers: int = 3
@@ -140,7 +158,18 @@ class GOConfig(ExperimentConfig):
             get_cluster(self.cluster)
         except GraphError as e:
             raise ConfigError(f"--cluster: {first_line(e)}") from None
+        from actorq.agents.go.imitation import CHOICES
         from actorq.graphopt.baselines import NAMES
+
+        if self.imitate not in CHOICES:
+            raise ConfigError(
+                f"--imitate must be one of {', '.join(CHOICES)}, not {self.imitate!r}"
+            )
+        if self.imitate != "none" and self.task() != "placement":
+            raise ConfigError(
+                f"--imitate {self.imitate} imitates placements: placement task only, not "
+                f"{self.task()!r}"
+            )
 
         if self.reference not in NAMES or self.reference in ("random", "anneal", "best+fuse"):
             raise ConfigError(

@@ -83,6 +83,7 @@ class GOLearner(Learner):
         self._masks = [torch.from_numpy(t.mask).to(self.device) for t in tasks]
         self.baseline = np.full(len(tasks), np.nan)
         self.updates = 0
+        self.imitation: list[dict[str, Any]] = []  # the warm start's per-graph records
         if cfg.init_from is not None:
             self.model.load_state_dict(pretrained_weights(cfg, self.model))
 
@@ -162,6 +163,41 @@ class GOLearner(Learner):
         }
 
     # -- the seams ---------------------------------------------------------------------------
+    def warm_start(self) -> dict[str, float]:
+        """``--imitate``: fit the placement head to a baseline's placements before the first
+        snapshot (:mod:`actorq.agents.go.imitation`); ``train()`` calls it for fresh runs only.
+        The per-graph records (baseline chosen, its step time, the greedy one's, agreement) go
+        into the checkpoint's learner state and one line per graph to stdout."""
+        cfg = self.cfg
+        if cfg.imitate == "none":
+            return {}
+        from actorq.agents.go.imitation import warm_start
+
+        metrics, self.imitation = warm_start(
+            self.model, self.tasks, self._inputs, cfg.imitate, cfg.imitate_steps,
+            cfg.imitate_lr, seed=cfg.seed, relabel=cfg.imitate_relabel,
+        )  # fmt: skip
+        # the reward baselines start at the imitated greedy decisions' rewards: PPO's first
+        # update then has advantages (with none, it would be an entropy step only, which Adam
+        # scales to a full step and which undoes the imitation)
+        for i, r in enumerate(self.imitation):
+            self.baseline[i] = -float(np.sqrt(r["greedy_time"] / self.tasks[i].env.reference_time))
+        for r in self.imitation:
+            print(
+                f"imitate {r['baseline']} on {r['graph']}: target {1e3 * r['target_time']:.2f} ms"
+                f"{' (relabelled)' if r['relabelled'] else ''}, greedy "
+                f"{1e3 * r['greedy_time']:.2f} ms, {100 * r['agreement']:.1f}% of ops agree",
+                flush=True,
+            )
+        print(
+            f"imitate: {cfg.imitate_steps} steps in {metrics['imitate/seconds']:.1f} s, loss "
+            f"{metrics['imitate/loss']:.4f}, accuracy {100 * metrics['imitate/accuracy']:.1f}%, "
+            f"greedy/target step time {metrics['imitate/time_ratio']:.3f} (geomean), "
+            f"{metrics['imitate/sim_calls']:.0f} simulator calls",
+            flush=True,
+        )
+        return metrics
+
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         raise NotImplementedError("GO's policy is a graph network: see GOPolicyIO")
 
@@ -174,6 +210,7 @@ class GOLearner(Learner):
             updates=self.updates,
             baseline=[None if math.isnan(b) else float(b) for b in self.baseline],
             graphs=[t.name for t in self.tasks],
+            imitation=self.imitation,
         )
         return tensors, meta
 
@@ -182,6 +219,7 @@ class GOLearner(Learner):
             raise ValueError(f"checkpoint trained on graphs {meta['graphs']}, not these")
         unpack(tensors, meta, {"model": self.model}, {"opt": self.opt}, self.device)
         self.updates = int(meta["updates"])
+        self.imitation = list(meta.get("imitation", []))  # absent in runs before --imitate
         self.baseline = np.array(
             [np.nan if b is None else float(b) for b in meta["baseline"]], np.float64
         )
