@@ -22,6 +22,8 @@ from actorq.cli_args import parse
 from actorq.errors import ActorQError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorq.agents.policy_io import PolicyIO
     from actorq.config import ExperimentConfig
 
@@ -61,11 +63,16 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
-def _load_policy(
-    run_dir: str, precision: str | None, runtime: str | None = None
+def load_run_policy(
+    run_dir: str,
+    precision: str | None,
+    runtime: str | None = None,
+    require: Callable[[ExperimentConfig], None] | None = None,
 ) -> tuple[ExperimentConfig, PolicyIO, bytes]:
     """A run's config (evaluating with ``runtime`` if given), its policy seam, and its
-    checkpointed policy as snapshot bytes."""
+    checkpointed policy as snapshot bytes (``actorq eval``, ``actorq export``, ``actorq chip
+    place --method policy``). ``require(cfg)`` may refuse the run (raising an
+    :class:`ActorQError`) before its checkpoint is read."""
     from actorq.agents import builder_for
     from actorq.checkpoint import load
     from actorq.errors import CheckpointError, SnapshotError, first_line
@@ -75,6 +82,8 @@ def _load_policy(
     if not rd.is_dir():
         raise ActorQError(f"run directory not found: {rd}")
     cfg = load_run_config(rd)  # validated: config.json is input too
+    if require is not None:
+        require(cfg)
     if runtime is not None and runtime != cfg.runtime:
         cfg.runtime = runtime  # type: ignore[assignment]
         cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
@@ -100,7 +109,7 @@ def cmd_eval(a: EvalArgs) -> int:
         return _fail(f"--episodes must be in [1, 100000], got {a.episodes}")
     if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
         return _fail(f"--seed must be in [0, 2**32 - 1 - episodes], got {a.seed}")
-    cfg, io, data = _load_policy(a.run_dir, a.precision, a.runtime)
+    cfg, io, data = load_run_policy(a.run_dir, a.precision, a.runtime)
     rets = io.evaluate(data, a.episodes, a.seed)
     prec = a.precision or cfg.precision
     print(
@@ -123,7 +132,7 @@ def cmd_export(a: ExportArgs) -> int:
         return _fail(f"--out {out}: directory {out.parent} does not exist")
     if out.exists() and not a.force:
         return _fail(f"{out} exists; pass --force to overwrite")
-    _, _, snap_bytes = _load_policy(a.run_dir, a.precision)
+    _, _, snap_bytes = load_run_policy(a.run_dir, a.precision)
     try:
         snap = PolicySnapshot.from_bytes(snap_bytes)
         data, prec, io_names = to_onnx(snap), snap.precision, "input 'obs', output 'out'"
@@ -162,8 +171,10 @@ USAGE = """usage: actorq {train,eval,export,graphopt,chip,bench,report} ...
   actorq train go [--env graphopt:TASK/GRAPH] [--graphs G ...] [--cluster C] [--init-from RUN]
   actorq eval RUN_DIR [--precision P] [--episodes N]
   actorq export RUN_DIR [--out policy.onnx] [--precision P]
-  actorq graphopt list | baselines --graph NAME [--cluster 4xgpu-pcie]   (graph optimization)
-  actorq chip place NETLIST --out out.plc | show FILE.plc | cost NETLIST PLC  (macro placement)
+  actorq graphopt list | baselines --graph NAME | place --graph NAME [--policy RUN] | train
+                                                          (graph optimization, GO)
+  actorq chip place NETLIST --out out.plc [--method sa|random|policy] [--policy RUN_DIR]
+            | show FILE.plc | cost NETLIST PLC            (macro placement; policy: a PPO run)
   actorq bench SPEC.toml [--results DIR] [--dry-run]      (benchmark matrix, resumable)
   actorq report RESULTS_DIR                               (RESULTS_DIR/report.md + plots)
 """

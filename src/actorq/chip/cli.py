@@ -2,12 +2,25 @@
 
     actorq chip place NETLIST [--plc initial.plc] [--method sa|random] [--steps N] [--seed S]
                       --out out.plc
+    actorq chip place NETLIST --method policy --policy RUN_DIR [--precision int8|fp32]
+                      --out out.plc
     actorq chip show FILE.plc --netlist NETLIST --out fig.png [--map density|congestion]
     actorq chip cost NETLIST PLC
 
 ``NETLIST`` is a shipped netlist's name (``ariane133``, ``macro_tiles_10x10``,
-``sample_clustered``, ``toy_macro_stdcell``) or a circuit-training netlist file. Bad input (a
-missing or malformed file, a bad flag value) raises an :class:`~actorq.errors.ActorQError`, which
+``sample_clustered``, ``toy_macro_stdcell``) or a circuit-training netlist file.
+
+``--method policy`` places the hard macros with the policy of a PPO run trained with
+``actorq train ppo --network chip --env chip:<netlist>``: the run's checkpointed policy, exported
+at ``--precision`` (int8 by default, as actorq's actors run it), takes its greedy cell for one
+macro after another in :class:`~actorq.chip.env.ChipPlacementEnv`, and the soft macros are then
+placed by FD as in the env: the placement the run's evaluation (``actorq eval RUN_DIR``) scores,
+through the same code (:meth:`actorq.agents.ppo.chip.ChipPolicyIO.place`). The run must have
+been trained on NETLIST, or on a netlist with as many hard macros and the same grid (a policy is
+built for one macro count and grid).
+
+Bad input (a missing or malformed file, a bad flag value, a run that is not such a PPO run or
+whose policy does not fit NETLIST) raises an :class:`~actorq.errors.ActorQError`, which
 ``actorq`` prints as one line, exiting with status 2; an output file is written whole or not at
 all.
 """
@@ -30,6 +43,7 @@ if TYPE_CHECKING:
     from actorq.chip.cost import CostWeights, PlacementCost
     from actorq.chip.netlist import Netlist
     from actorq.chip.plc import Placement
+    from actorq.config import ExperimentConfig
 
 MAX_STEPS = 10**9
 MAX_SEED = 2**32 - 1
@@ -37,8 +51,9 @@ MAX_SEED = 2**32 - 1
 
 @dataclasses.dataclass
 class PlaceArgs:
-    """Place the hard macros (simulated annealing or random legal), then the soft macros by
-    force-directed placement; write a .plc with the costs in its header."""
+    """Place the hard macros (simulated annealing, random legal, or a PPO run's chip policy),
+    then the soft macros by force-directed placement; write a .plc with the costs in its
+    header."""
 
     netlist: tyro.conf.Positional[str]
     """Shipped netlist name or a netlist file (.pb.txt, optionally .gz)."""
@@ -47,8 +62,14 @@ class PlaceArgs:
     plc: str | None = None
     """Starting placement and canvas; default: the shipped initial.plc, or an initial.plc beside
     the netlist file, or circuit-training's default canvas."""
-    method: Literal["sa", "random"] = "sa"
-    """sa: simulated annealing from the starting placement; random: a random legal placement."""
+    method: Literal["sa", "random", "policy"] = "sa"
+    """sa: simulated annealing from the starting placement; random: a random legal placement;
+    policy: the greedy placement of a trained policy (--policy)."""
+    policy: str | None = None
+    """Run directory of a PPO run trained with --network chip on this netlist (or one with as
+    many macros and the same grid); method policy only, and required there."""
+    precision: Literal["int8", "fp32"] | None = None
+    """Precision the policy runs at (method policy only); default int8, as actorq's actors."""
     steps: int = 20_000
     """Simulated-annealing proposals (method sa)."""
     seed: int = 0
@@ -170,35 +191,109 @@ def _print_costs(pc: PlacementCost, header: dict[str, float] | None = None) -> N
         print(f"file header says: {shown}")
 
 
+def _check_method_flags(a: PlaceArgs) -> None:
+    if a.method == "policy":
+        if a.policy is None:
+            raise NetlistError(
+                "--method policy needs --policy RUN_DIR (a PPO run trained with --network chip)"
+            )
+        return
+    for flag, v in (("--policy", a.policy), ("--precision", a.precision)):
+        if v is not None:
+            raise NetlistError(f"{flag} goes with --method policy only (got --method {a.method})")
+
+
+def _place_by_policy(
+    a: PlaceArgs, nl: Netlist, base: Placement | None, weights: CostWeights
+) -> tuple[PlacementCost, str]:
+    """The greedy placement of ``a.policy``'s policy on ``nl`` (module docstring): the
+    placement cost holding it, and a line saying what was done."""
+    from actorq.agents.ppo.chip import ChipPolicyIO
+    from actorq.agents.ppo.config import PPOConfig
+    from actorq.chip.env import ChipPlacementEnv
+    from actorq.chip.force import FDConfig
+    from actorq.cli import load_run_policy
+    from actorq.quant.model_snapshot import ModelSnapshot
+
+    assert a.policy is not None
+    run = Path(a.policy)
+    # as the run's evaluation env (make_env("chip:<netlist>")), with this command's canvas,
+    # weights and FD settings (their defaults are the env's)
+    env = ChipPlacementEnv(nl, base, fd=FDConfig(seed=a.seed), weights=weights, use_fd=a.fd)
+
+    def require(cfg: ExperimentConfig) -> None:
+        if isinstance(cfg, PPOConfig):
+            if cfg.network == "chip":
+                return
+            what = f"a PPO --network {cfg.network}"
+        else:
+            what = f"a {cfg.agent.upper()}"
+        raise NetlistError(
+            f"--policy {shown(run)} is {what} run on {cfg.env}; --method policy needs a PPO "
+            "run trained with --network chip"
+        )
+
+    precision = a.precision or "int8"
+    cfg, io, data = load_run_policy(str(run), precision, require=require)
+    assert isinstance(io, ChipPolicyIO)
+    pol = io.policy
+    obs_dim = int((env.observation_space.shape or (0,))[0])
+    if (pol.n, pol.rows, pol.cols, pol.obs_dim) != (env.n, env.rows, env.cols, obs_dim):
+        raise NetlistError(
+            f"--policy {shown(run)} was trained on {cfg.env} ({pol.n} hard macros, a "
+            f"{pol.rows}×{pol.cols} grid) and does not fit {nl.name} ({env.n} hard macros, a "
+            f"{env.rows}×{env.cols} grid)"
+        )
+    _, info = io.place(data, env)
+    if info.get("reason") != "placed":
+        raise NetlistError(
+            f"the greedy placement of {shown(run)}'s policy on {nl.name} is infeasible: "
+            f"{info.get('reason')}"
+        )
+    version = ModelSnapshot.from_bytes(data).version
+    note = (
+        f"greedy placement by the {precision} policy of {shown(run)} (PPO on {cfg.env}, "
+        f"version {version})" + (f", then FD seed {a.seed}" if a.fd else "")
+    )
+    return env.pc, note
+
+
 def cmd_place(a: PlaceArgs) -> int:
     from actorq.chip.anneal import AnnealConfig, anneal, random_legal_placement
     from actorq.chip.force import FDConfig, ForcePlacer
-    from actorq.chip.plc import format_plc
+    from actorq.chip.plc import format_plc, load_plc
 
     if not 0 <= a.steps <= MAX_STEPS:
         raise NetlistError(f"--steps must be in [0, {MAX_STEPS}], got {a.steps}")
     if not 0 <= a.seed <= MAX_SEED:
         raise NetlistError(f"--seed must be in [0, {MAX_SEED}], got {a.seed}")
+    _check_method_flags(a)
     weights = _weights(a.density_weight, a.congestion_weight)
     out = _out_path(a.out, (".plc",))
     nl, default_plc = load_netlist_arg(a.netlist)
     plc_path = Path(a.plc) if a.plc is not None else default_plc
-    pc, base = _placement_cost(nl, plc_path, weights)
-    start = pc.proxy()
-    fd = FDConfig(seed=a.seed) if a.fd else None
-    if a.method == "random":
-        if not random_legal_placement(pc, seed=a.seed):
-            raise NetlistError(f"{nl.name}: found no legal spot for some macro (canvas too full?)")
-        if fd is not None:
-            ForcePlacer(pc).place(fd)
-        note = f"random legal placement, seed {a.seed}" + (", then FD" if fd else "")
+    if a.method == "policy":
+        base = load_plc(plc_path) if plc_path is not None else None
+        pc, note = _place_by_policy(a, nl, base, weights)
     else:
-        res = anneal(pc, AnnealConfig(steps=a.steps, seed=a.seed, fd=fd))
-        note = (
-            f"simulated annealing, {a.steps} steps, seed {a.seed}: proxy {start:.4f} -> "
-            f"{res.proxy_before_fd if fd else res.best_proxy:.4f}"
-            + (f", {res.best_proxy:.4f} after FD" if fd else "")
-        )
+        pc, base = _placement_cost(nl, plc_path, weights)
+        start = pc.proxy()
+        fd = FDConfig(seed=a.seed) if a.fd else None
+        if a.method == "random":
+            if not random_legal_placement(pc, seed=a.seed):
+                raise NetlistError(
+                    f"{nl.name}: found no legal spot for some macro (canvas too full?)"
+                )
+            if fd is not None:
+                ForcePlacer(pc).place(fd)
+            note = f"random legal placement, seed {a.seed}" + (", then FD" if fd else "")
+        else:
+            res = anneal(pc, AnnealConfig(steps=a.steps, seed=a.seed, fd=fd))
+            note = (
+                f"simulated annealing, {a.steps} steps, seed {a.seed}: proxy {start:.4f} -> "
+                f"{res.proxy_before_fd if fd else res.best_proxy:.4f}"
+                + (f", {res.best_proxy:.4f} after FD" if fd else "")
+            )
     p = pc.placement(base)
     p.costs["Proxy cost"] = pc.proxy()
     text = format_plc(p, comment=f"actorq chip place {nl.name}: {note}")
@@ -290,11 +385,14 @@ USAGE = """usage: actorq chip {place,show,cost} ...
 
   actorq chip place NETLIST --out out.plc [--plc initial.plc] [--method sa|random] [--steps N]
                     [--seed S] [--no-fd]
+  actorq chip place NETLIST --out out.plc --method policy --policy RUN_DIR [--precision int8|fp32]
+                    [--plc initial.plc] [--seed S] [--no-fd]
   actorq chip show FILE.plc --netlist NETLIST --out fig.png [--map density|congestion|none]
   actorq chip cost NETLIST PLC
 
 NETLIST: a shipped netlist (ariane133, macro_tiles_10x10, sample_clustered, toy_macro_stdcell)
-or a circuit-training netlist file.
+or a circuit-training netlist file. RUN_DIR: a run of actorq train ppo --network chip on NETLIST
+(or a netlist with as many hard macros and the same grid); its greedy placement, soft macros by FD.
 """
 
 

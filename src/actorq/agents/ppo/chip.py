@@ -115,10 +115,19 @@ class ChipPolicyIO:
         with torch.no_grad():
             return chip_snapshot(self.policy, version, precision, self.cfg.env).to_bytes()
 
+    def place(
+        self, data: bytes, env: ChipPlacementEnv | None = None
+    ) -> tuple[float, dict[str, Any]]:
+        """The greedy placement of the snapshot ``data`` (:func:`greedy_placement` with the
+        actors' runtime) in ``env``, default the evaluation env: ``(return, last step's
+        info)``; ``env.pc`` then holds the placement, soft macros placed by the env's FD.
+        :meth:`evaluate` and ``actorq chip place --method policy`` both place with this."""
+        return greedy_placement(runtime_of(data, self.cfg.actor_threads), env or self.env)
+
     def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
         """``[-proxy]`` of the greedy placement (deterministic: ``episodes`` and ``seed`` do
         not apply)."""
-        ret, self.last_info = greedy_placement(runtime_of(data, self.cfg.actor_threads), self.env)
+        ret, self.last_info = self.place(data)
         return np.array([ret])
 
     def compare(
