@@ -159,7 +159,8 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
             if args.finetune_learning_rate is not None:
                 kw["learning_rate"] = args.finetune_learning_rate
         rd = runs / f"{stage}-{family}-s{args.seed}"
-        r = train(go_config(args, rd, [held], steps, imitate=stage == "scratch", **kw))
+        warm = stage == "scratch" or args.finetune_imitate
+        r = train(go_config(args, rd, [held], steps, imitate=warm, **kw))
         out.update(step_times(rd, held, args), decisions=r.env_steps, updates=r.updates)
         out["curve"] = curve(rd, out["reference_time"])
         out["imitation"] = imitation(rd)
@@ -228,7 +229,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             ""
             if args.imitate == "none"
             else f" Pre-training and from-scratch runs start with {args.imitate_steps:,} "
-            f"steps imitating `{args.imitate}`'s placements (fine-tuning does not imitate)."
+            f"steps imitating `{args.imitate}`'s placements"
+            + (
+                ", and so does fine-tuning, from the pre-trained weights, on the held-out graph."
+                if args.finetune_imitate
+                else " (fine-tuning does not imitate)."
+            )
         )
         + ("" if args.learning_rate is None else f" PPO learning rate {args.learning_rate:g}.")
         + (
@@ -287,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="fine-tuning's PPO learning rate (default: --learning-rate's)",
     )
+    ap.add_argument(
+        "--finetune-imitate",
+        action="store_true",
+        help="fine-tuning also starts with the warm start (on the held-out graph's baseline)",
+    )
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -300,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-lr{args.learning_rate:g}"
     if args.finetune_learning_rate is not None:
         folder += f"-ftlr{args.finetune_learning_rate:g}"
+    if args.finetune_imitate:
+        if args.imitate == "none":
+            say("--finetune-imitate needs --imitate")
+            return 2
+        folder += "-ftimitate"
     root = args.results / folder
     budget = {k: getattr(args, k) for k in ("pretrain_steps", "finetune_steps", "scratch_steps")}
     if args.imitate != "none":  # settings without these keys are runs without imitation
@@ -308,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["learning_rate"] = args.learning_rate
     if args.finetune_learning_rate is not None:
         budget["finetune_learning_rate"] = args.finetune_learning_rate
+    if args.finetune_imitate:
+        budget["finetune_imitate"] = True
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")
