@@ -143,6 +143,7 @@ def test_place_by_policy_is_the_runs_greedy_placement(
     p = load_plc(out)
     c = PlacementCost.from_placement(get_netlist(TOY), p).costs()
     assert abs(c.proxy - want) < 1e-6 and c.density_cost == pytest.approx(p.costs["Density cost"])
+    assert p.costs["Proxy cost"] == pytest.approx(want, abs=1e-6)  # read back from the header
     code, cost_text, _ = run("chip", "cost", TOY, str(out))  # the CLI reads back its own file
     assert code == 0 and f"proxy            {want:.6f}" in cost_text
     assert [f.name for f in tmp_path.iterdir()] == ["out.plc"]  # no temporary left behind

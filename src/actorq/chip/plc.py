@@ -40,7 +40,8 @@ _SINGLE = {
     "overlap_threshold": re.compile(r"Overlap threshold\s*:\s*(\S+)"),
 }
 _COST = re.compile(
-    r"(Wirelength cost|Wirelength|Congestion cost|Density cost|Fake net cost|Area(?: \([^)]*\))?)"
+    r"(Wirelength cost|Wirelength|Congestion cost|Density cost|Proxy cost|Fake net cost"
+    r"|Area(?: \([^)]*\))?)"
     r"\s*:\s*(\S+)\s*\Z"
 )
 _TEXT = re.compile(r"(Block|Project)\s*:\s*(.*?)\s*\Z")
