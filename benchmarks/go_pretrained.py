@@ -177,11 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"trained before: {trained['decisions']:,} decisions ({train_json})")
     else:
         say(f"training on the six families' smallest graphs, {a.steps:,} decisions ...")
-        trained = train_policy(a, extra, root / "run")
+        trained = train_policy(a, extra, root / "runs" / "train")
         write_json_atomic(train_json, trained)
     policy = a.policy_out or shipped_path(n)
     policy.parent.mkdir(parents=True, exist_ok=True)
-    model, _ = load_policy_run(root / "run")
+    model, _ = load_policy_run(root / "runs" / "train")
     save_policy(model, policy, task="placement", cluster=a.cluster,
                 trained_on=trained["graphs"], command=command)  # fmt: skip
     size = policy.stat().st_size
