@@ -191,9 +191,8 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
 
 def load_policy_run(run: Path) -> tuple[GOPolicy, PolicyInfo]:
     """The final policy of a GO run directory (``actorq train go``), validated."""
-    from actorq import checkpoint as ckpt
     from actorq.agents.go.config import GOConfig
-    from actorq.agents.go.learning import policy_config
+    from actorq.agents.go.learning import policy_config, run_policy_tensors
     from actorq.experiment import load_run_config
     from actorq.graphopt.cluster import get_cluster
 
@@ -202,13 +201,15 @@ def load_policy_run(run: Path) -> tuple[GOPolicy, PolicyInfo]:
         cfg = load_run_config(run)
         if not isinstance(cfg, GOConfig):
             raise GraphError(f"{where}: a {cfg.agent} run, not a GO run (actorq train go)")
-        tensors, _, _ = ckpt.load(run / "checkpoint")
         config = policy_config(cfg, get_cluster(cfg.cluster).num_devices)
     except GraphError:
         raise
     except ActorQError as e:
         raise GraphError(f"{where}: {first_line(e)}") from None
-    weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    try:
+        weights = run_policy_tensors(run, "--policy")  # its errors name --policy already
+    except ActorQError as e:
+        raise GraphError(first_line(e)) from None
     model = _checked_model(config, weights, where)
     graphs = [cfg.env.split("/", 1)[-1], *cfg.graphs]
     info = PolicyInfo(str(run), cfg.task(), cfg.cluster, tuple(graphs), f"actorq train go ({run})")

@@ -18,6 +18,7 @@ in the batch (a graph's outputs serve every decision sampled for it).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,21 +43,28 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
     )
 
 
-def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor]:
-    """The policy weights of the GO run ``cfg.init_from``, checked against ``model``'s shapes
-    (:class:`~actorq.errors.CheckpointError`, one line, otherwise)."""
-    from pathlib import Path
-
+def run_policy_tensors(run: Path, flag: str) -> dict[str, torch.Tensor]:
+    """The policy tensors (names as in :class:`GOPolicy`) of GO run ``run``'s checkpoint, not
+    yet checked against a model (:class:`~actorq.errors.CheckpointError` if it is not a GO
+    run); ``flag`` names the option in errors."""
     from actorq import checkpoint as ckpt
     from actorq.errors import CheckpointError
 
-    run = Path(str(cfg.init_from))
     if not (run / "config.json").is_file():
-        raise CheckpointError(f"--init-from {run}: not an actorq run directory (no config.json)")
+        raise CheckpointError(f"{flag} {run}: not an actorq run directory (no config.json)")
     tensors, state, _ = ckpt.load(run / "checkpoint")
     if not isinstance(state.get("learner"), dict) or "graphs" not in state["learner"]:
-        raise CheckpointError(f"--init-from {run}: not a GO run")
-    weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+        raise CheckpointError(f"{flag} {run}: not a GO run")
+    return {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+
+
+def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor]:
+    """The policy weights of the GO run ``cfg.init_from``, checked against ``model``'s shapes
+    (:class:`~actorq.errors.CheckpointError`, one line, otherwise)."""
+    from actorq.errors import CheckpointError
+
+    run = Path(str(cfg.init_from))
+    weights = run_policy_tensors(run, "--init-from")
     want = model.state_dict()
     for k, v in want.items():
         got = weights.get(k)
