@@ -27,6 +27,7 @@ class GOConfig(ExperimentConfig):
         "update_epochs": Bound(1, 10_000),
         "clip_coef": NON_NEGATIVE,
         "ent_coef": NON_NEGATIVE,
+        "sil_coef": NON_NEGATIVE,
         "max_grad_norm": POSITIVE,
         "baseline_decay": Bound(0, 1, hi_open=True),
         "hidden": Bound(4, 4096),
@@ -70,6 +71,9 @@ class GOConfig(ExperimentConfig):
     ent_coef: float = 0.01
     """Entropy bonus per decided op."""
     max_grad_norm: float = 1.0
+    sil_coef: float = 0.0
+    """Self-imitation (Oh et al. 2018): weight of the loss pulling the policy toward the best
+    decision sampled so far on each graph (0: off)."""
     baseline_decay: float = 0.9
     """Per-graph reward baseline: exponential moving average with this decay (GO's per-graph
     normalisation; advantages are reward minus baseline, then normalised over the batch)."""

@@ -11,6 +11,15 @@ averaged over the decided ops. The advantage is the reward minus a per-graph bas
 exponential moving average of that graph's rewards), normalised over the batch: there is no
 state to learn a value of, and rewards of different graphs live on their own scales.
 
+Self-imitation (``sil_coef > 0``; Oh et al., ICML 2018): the learner keeps the best decision
+sampled so far for every graph and adds ``sil_coef`` times its weighted negative log-likelihood
+(mean over the decided ops) to the loss, weighted by how far its reward lies above the graph's
+baseline, ``(R_best - b) / σ`` clipped to [0, 3] (σ the batch's reward spread, the scale PPO's
+advantages are normalised by): a good placement found once keeps pulling the policy until the
+policy's own samples reach it, instead of being one positive advantage among thousands of
+per-op choices. The best decision per graph is tracked (and checkpointed) either way: it is the
+search result a run found, which the benchmarks compare with annealing at equal simulator calls.
+
 One update = ``update_epochs`` full-batch epochs; each runs the network once per distinct graph
 in the batch (a graph's outputs serve every decision sampled for it).
 """
@@ -92,6 +101,10 @@ class GOLearner(Learner):
         self.baseline = np.full(len(tasks), np.nan)
         self.updates = 0
         self.imitation: list[dict[str, Any]] = []  # the warm start's per-graph records
+        # the best decision sampled so far per graph (self-imitation's targets, and the run's
+        # search result): its reward and per-op actions (n, len(HEADS))
+        self.best_reward = np.full(len(tasks), -np.inf)
+        self.best_actions: list[torch.Tensor | None] = [None] * len(tasks)
         if cfg.init_from is not None:
             self.model.load_state_dict(pretrained_weights(cfg, self.model))
 
@@ -119,10 +132,13 @@ class GOLearner(Learner):
         actions = torch.from_numpy(np.asarray(batch["actions"], np.int64)).to(self.device)
         old_lp = torch.from_numpy(np.asarray(batch["log_prob"], np.float32)).to(self.device)
         by_graph = {int(g): np.flatnonzero(graphs == g) for g in np.unique(graphs)}
+        sil_w = self.track_best(graphs, rewards, actions)
         stats: dict[str, list[float]] = {"pg": [], "ent": [], "kl": [], "clip": [], "gn": []}
+        stats["sil"] = []
         for _ in range(cfg.update_epochs):
             pg_total = torch.zeros((), device=self.device)
             ent_total = torch.zeros((), device=self.device)
+            sil_total = torch.zeros((), device=self.device)
             kl_sum = clip_sum = count = 0.0
             for g, idx in by_graph.items():
                 out = self.model(**self._inputs[g])
@@ -131,6 +147,13 @@ class GOLearner(Learner):
                 lps = [torch.log_softmax(out[h], dim=-1) for h in HEADS]
                 ent = sum((-(lp.exp() * lp).sum(-1) * mask[:, c]).sum() for c, lp in enumerate(lps))
                 decided = mask.sum().clamp(min=1.0)
+                best = self.best_actions[g]
+                if sil_w.get(g, 0.0) > 0.0 and best is not None:
+                    nll = -sum(
+                        (lp.gather(1, best[:, c : c + 1])[:, 0] * mask[:, c]).sum()
+                        for c, lp in enumerate(lps)
+                    )
+                    sil_total = sil_total + sil_w[g] * nll / decided
                 for j in idx:
                     new = torch.stack(
                         [lp.gather(1, actions[j, :n, c : c + 1])[:, 0] for c, lp in enumerate(lps)],
@@ -150,7 +173,8 @@ class GOLearner(Learner):
                         clip_sum += float(far.sum() / decided)
                     count += 1
             pg_loss, entropy = pg_total / count, ent_total / count
-            loss = pg_loss - cfg.ent_coef * entropy
+            sil_loss = sil_total / len(by_graph)
+            loss = pg_loss - cfg.ent_coef * entropy + cfg.sil_coef * sil_loss
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -160,6 +184,7 @@ class GOLearner(Learner):
             stats["kl"].append(kl_sum / count)
             stats["clip"].append(clip_sum / count)
             stats["gn"].append(float(gn))
+            stats["sil"].append(float(sil_loss.detach()))
         self.updates += 1
         return {
             "losses/policy_loss": stats["pg"][-1],
@@ -168,7 +193,39 @@ class GOLearner(Learner):
             "losses/clipfrac": float(np.mean(stats["clip"])),
             "losses/grad_norm": float(np.mean(stats["gn"])),
             "charts/batch_reward": float(rewards.mean()),
+            "charts/best_reward": float(np.mean(self.best_reward[list(by_graph)])),
+            "losses/sil_loss": stats["sil"][-1],
         }
+
+    def track_best(
+        self, graphs: np.ndarray, rewards: np.ndarray, actions: torch.Tensor
+    ) -> dict[int, float]:
+        """Keep each graph's best decision so far; return self-imitation's weight per graph of
+        the batch, ``clip((R_best - b) / σ, 0, 3)`` (all 0 when ``sil_coef`` is 0)."""
+        for g in np.unique(graphs):
+            idx = np.flatnonzero(graphs == g)
+            j = int(idx[np.argmax(rewards[idx])])
+            if rewards[j] > self.best_reward[g]:
+                n = self.tasks[int(g)].num_ops
+                self.best_reward[g] = float(rewards[j])
+                self.best_actions[g] = actions[j, :n].clone()
+        if self.cfg.sil_coef == 0.0:
+            return {}
+        sigma = max(float(rewards.std()), 1e-8)
+        out = {}
+        for g in np.unique(graphs):
+            b = self.baseline[g]
+            gap = 0.0 if math.isnan(b) else (self.best_reward[g] - b) / sigma
+            out[int(g)] = float(np.clip(gap, 0.0, 3.0))
+        return out
+
+    def best_times(self) -> list[float | None]:
+        """Each graph's best sampled step time so far (seconds, penalised; None if none yet):
+        rewards are ``-sqrt(S / S_ref)``."""
+        return [
+            None if not np.isfinite(r) else float(r * r * t.env.reference_time)
+            for r, t in zip(self.best_reward, self.tasks, strict=True)
+        ]
 
     # -- the seams ---------------------------------------------------------------------------
     def warm_start(self) -> dict[str, float]:
@@ -219,13 +276,29 @@ class GOLearner(Learner):
             baseline=[None if math.isnan(b) else float(b) for b in self.baseline],
             graphs=[t.name for t in self.tasks],
             imitation=self.imitation,
+            best_reward=[float(r) if np.isfinite(r) else None for r in self.best_reward],
+            best_time=self.best_times(),
         )
+        for i, a in enumerate(self.best_actions):
+            if a is not None:
+                tensors[f"best.{i}"] = a.detach().cpu().contiguous()
         return tensors, meta
 
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
         if list(meta["graphs"]) != [t.name for t in self.tasks]:
             raise ValueError(f"checkpoint trained on graphs {meta['graphs']}, not these")
-        unpack(tensors, meta, {"model": self.model}, {"opt": self.opt}, self.device)
+        best = {k: v for k, v in tensors.items() if k.startswith("best.")}
+        rest = {k: v for k, v in tensors.items() if not k.startswith("best.")}
+        unpack(rest, meta, {"model": self.model}, {"opt": self.opt}, self.device)
+        # runs before the best decisions were tracked have none: tracking starts afresh
+        saved = meta.get("best_reward") or [None] * len(self.tasks)
+        for i, r in enumerate(saved):
+            a = best.get(f"best.{i}")
+            if r is None or a is None or tuple(a.shape) != (self.tasks[i].num_ops, len(HEADS)):
+                self.best_reward[i], self.best_actions[i] = -np.inf, None
+            else:
+                self.best_reward[i] = float(r)
+                self.best_actions[i] = a.to(device=self.device, dtype=torch.int64)
         self.updates = int(meta["updates"])
         self.imitation = list(meta.get("imitation", []))  # absent in runs before --imitate
         self.baseline = np.array(
