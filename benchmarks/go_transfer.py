@@ -16,15 +16,16 @@ suite's six (``actorq graphopt list``), with the smallest graph of each family (
   random search and simulated annealing given as many simulator calls as ``scratch`` made.
 
 ``--imitate B --imitate-steps N`` gives the fresh runs (``pretrain`` and ``scratch``) GO's
-imitation warm start (``GOConfig.imitate``): before the first snapshot, the placement head is
-fit to baseline B's placements of the run's training graphs (``best``: the fastest of HEFT,
-m-ETF, METIS+cp and the expert split per graph). ``finetune`` starts from the pre-trained policy
-without imitating the held-out graph, so zero-shot and fine-tuned still see nothing of it but
-its PPO decisions. PPO's default learning rate undoes an imitation in its first update
-(docs/graphopt.md): ``--learning-rate`` sets every GO run's, ``--finetune-learning-rate``
-fine-tuning's alone. Cells with imitation or another learning rate live in their own folder
-(``<task>-<cluster>-imitate-B-N-lrX-ftlrY``) and their settings say so: they never mix with
-cells of other settings.
+imitation warm start (``GOConfig.imitate``): before the first snapshot, the placement head is fit
+to baseline B's placements of the run's training graphs (``best``: the fastest of HEFT, m-ETF,
+METIS+cp, the expert split and the single device per graph; folders of runs from before the single
+device was a candidate are named ``imitate-best-N``, newer ones ``imitate-best5-N``). ``finetune``
+starts from the pre-trained policy without imitating the held-out graph, so zero-shot and
+fine-tuned still see nothing of it but its PPO decisions. PPO's default learning rate undoes an
+imitation in its first update (docs/graphopt.md): ``--learning-rate`` sets every GO run's,
+``--finetune-learning-rate`` fine-tuning's alone. Cells with imitation or another learning rate
+live in their own folder (``<task>-<cluster>-imitate-B-N-lrX-ftlrY``) and their settings say so:
+they never mix with cells of other settings.
 
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
@@ -53,7 +54,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actorq.agents.go.imitation import CHOICES
+from actorq.agents.go.imitation import BEST_OF, CHOICES
 from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
@@ -341,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = f"{args.task}-{args.cluster}"
     if args.imitate != "none":
-        folder += f"-imitate-{args.imitate}-{args.imitate_steps}"
+        # ``best``'s candidates grew (the single device joined): name them, so a folder's
+        # cells never mix targets chosen among different candidates
+        name = f"best{len(BEST_OF)}" if args.imitate == "best" else args.imitate
+        folder += f"-imitate-{name}-{args.imitate_steps}"
     if args.learning_rate is not None:
         folder += f"-lr{args.learning_rate:g}"
     if args.finetune_learning_rate is not None:
@@ -357,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     budget = {k: getattr(args, k) for k in ("pretrain_steps", "finetune_steps", "scratch_steps")}
     if args.imitate != "none":  # settings without these keys are runs without imitation
         budget.update(imitate=args.imitate, imitate_steps=args.imitate_steps)
+        if args.imitate == "best":
+            budget["best_of"] = list(BEST_OF)
     if args.learning_rate is not None:
         budget["learning_rate"] = args.learning_rate
     if args.finetune_learning_rate is not None:

@@ -84,8 +84,8 @@ class GOConfig(ExperimentConfig):
     imitate: str = "none"
     """Imitation warm start: before the first snapshot of a fresh run (not on --resume), fit
     the placement head to this baseline's placement of every training graph: single, expert,
-    expert+cp, metis+cp, heft, m-etf, or best (the fastest feasible of heft, m-etf, metis+cp
-    and expert per graph, judged as the task judges the policy); none to start from the
+    expert+cp, metis+cp, heft, m-etf, or best (the fastest feasible of heft, m-etf, metis+cp,
+    expert and single per graph, judged as the task judges the policy); none to start from the
     initialisation (or --init-from's weights; with --init-from, imitation runs only if set
     here). Placement task only."""
     imitate_steps: int = 400
