@@ -79,7 +79,8 @@ def go_config(
     from actorq.agents.go.config import GOConfig
 
     if imitate and args.imitate != "none":
-        kw.update(imitate=args.imitate, imitate_steps=args.imitate_steps)
+        kw.update(imitate=args.imitate)
+        kw.setdefault("imitate_steps", args.imitate_steps)
     if args.learning_rate is not None:
         kw.setdefault("learning_rate", args.learning_rate)
     if args.sil_coef:
@@ -163,6 +164,8 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
                 kw["learning_rate"] = args.finetune_learning_rate
         rd = runs / f"{stage}-{family}-s{args.seed}"
         warm = stage == "scratch" or args.finetune_imitate
+        if stage == "finetune" and args.finetune_imitate_steps is not None:
+            kw["imitate_steps"] = args.finetune_imitate_steps
         r = train(go_config(args, rd, [held], steps, imitate=warm, **kw))
         out.update(step_times(rd, held, args), decisions=r.env_steps, updates=r.updates)
         out["curve"] = curve(rd, out["reference_time"])
@@ -253,7 +256,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else f" Pre-training and from-scratch runs start with {args.imitate_steps:,} "
             f"steps imitating `{args.imitate}`'s placements"
             + (
-                ", and so does fine-tuning, from the pre-trained weights, on the held-out graph."
+                ", and so does fine-tuning, from the pre-trained weights, on the held-out graph"
+                + (
+                    "."
+                    if args.finetune_imitate_steps is None
+                    else f" ({args.finetune_imitate_steps:,} steps)."
+                )
                 if args.finetune_imitate
                 else " (fine-tuning does not imitate)."
             )
@@ -334,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fine-tuning also starts with the warm start (on the held-out graph's baseline)",
     )
+    ap.add_argument(
+        "--finetune-imitate-steps",
+        type=int,
+        default=None,
+        help="fine-tuning's warm-start steps (default: --imitate-steps); from pre-trained "
+        "weights the fit takes longer (docs/graphopt.md)",
+    )
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -352,11 +367,16 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-ftlr{args.finetune_learning_rate:g}"
     if args.sil_coef:
         folder += f"-sil{args.sil_coef:g}"
+    if args.finetune_imitate_steps is not None and not args.finetune_imitate:
+        say("--finetune-imitate-steps needs --finetune-imitate")
+        return 2
     if args.finetune_imitate:
         if args.imitate == "none":
             say("--finetune-imitate needs --imitate")
             return 2
         folder += "-ftimitate"
+        if args.finetune_imitate_steps is not None:
+            folder += str(args.finetune_imitate_steps)
     root = args.results / folder
     budget = {k: getattr(args, k) for k in ("pretrain_steps", "finetune_steps", "scratch_steps")}
     if args.imitate != "none":  # settings without these keys are runs without imitation
@@ -369,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["finetune_learning_rate"] = args.finetune_learning_rate
     if args.finetune_imitate:
         budget["finetune_imitate"] = True
+    if args.finetune_imitate_steps is not None:
+        budget["finetune_imitate_steps"] = args.finetune_imitate_steps
     if args.sil_coef:
         budget["sil_coef"] = args.sil_coef
     settings = root / "settings.json"

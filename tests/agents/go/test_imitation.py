@@ -163,3 +163,16 @@ def test_bad_imitation_settings_are_one_line_errors(kw: dict[str, Any], msg: str
     with pytest.raises(ConfigError) as e:
         GOConfig(**kw).validate()
     assert msg in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_an_unfit_imitation_warns_and_a_fit_one_does_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Three steps cannot fit m-ETF's split: the warm start says so (PPO would lose the
+    placement from the flat policy's samples); 150 steps fit it, and nothing is said."""
+    _, short = _learner(imitate="m-etf", imitate_steps=3, imitate_lr=3e-3)
+    assert short.warm_start()["imitate/accuracy"] < 0.99
+    assert "imitate: warning: only" in capsys.readouterr().out
+    _, full = _learner(imitate="m-etf", imitate_steps=150, imitate_lr=3e-3)
+    assert full.warm_start()["imitate/accuracy"] >= 0.99
+    assert "warning" not in capsys.readouterr().out

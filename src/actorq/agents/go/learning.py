@@ -41,6 +41,10 @@ from actorq.core.types import Batch
 from actorq.graphopt.actor import HEADS, GraphTask
 from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
 
+#: Share of ops the imitation should fit (greedy == target) before PPO starts; below it the
+#: warm start warns.
+IMITATION_FIT = 0.99
+
 
 def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
     return GOPolicyConfig(
@@ -261,6 +265,16 @@ class GOLearner(Learner):
             f"{metrics['imitate/sim_calls']:.0f} simulator calls",
             flush=True,
         )
+        if metrics["imitate/accuracy"] < IMITATION_FIT:
+            # an unfit imitation leaves a flat policy whose samples are far worse than its
+            # greedy decision: PPO then loses the imitated placement (docs/graphopt.md)
+            print(
+                f"imitate: warning: only {100 * metrics['imitate/accuracy']:.1f}% of ops fit "
+                f"(want >= {100 * IMITATION_FIT:.0f}%): sampled decisions will stray from the "
+                "imitated placement and PPO may lose it; raise --imitate-steps (from "
+                "--init-from weights the fit takes about 3x the steps)",
+                flush=True,
+            )
         return metrics
 
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
