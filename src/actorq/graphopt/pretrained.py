@@ -161,7 +161,9 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
             meta = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
     except Exception as e:  # safetensors raises its own, OSError or ValueError on bad bytes
-        raise GraphError(f"{where}: not a readable safetensors file ({first_line(e)})") from None
+        raise GraphError(
+            f"{where}: not a readable safetensors file ({first_line(e, 160)})"
+        ) from None
     if meta.get("format") != FORMAT:
         fmt = short(meta.get("format"))
         raise GraphError(f"{where}: not an actorq GO policy file (format {fmt})")
@@ -177,7 +179,7 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
         raw_config = json.loads(meta["config"])
         trained_on = json.loads(meta["trained_on"])
     except ValueError as e:
-        raise GraphError(f"{where}: corrupt metadata ({first_line(e)})") from None
+        raise GraphError(f"{where}: corrupt metadata ({first_line(e, 160)})") from None
     if not isinstance(trained_on, list) or not all(isinstance(g, str) for g in trained_on):
         raise GraphError(f"{where}: metadata trained_on is not a list of graph names")
     from actorq.graphopt.actor import TASK_HEADS
