@@ -38,7 +38,7 @@ from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and t
     policy_is_finite,
 )
 from actorq.config import ExperimentConfig
-from actorq.core.interfaces import Learner
+from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
 from actorq.envs import validate_env_id
@@ -502,6 +502,9 @@ def train(
     random.seed(cfg.seed)
     learner = builder.make_learner(cfg, spec)
     if cfg.precision == "auto":
+        # configs refuse auto for graph policies (GO, PPO's chip network) before this point
+        if not isinstance(learner, MLPLearner):
+            raise TypeError(f"--precision auto needs an MLP policy, not {type(learner).__name__}")
         pspec = builder.policy_spec(cfg, spec)
         cfg.precision = _select_precision(cfg, spec, learner, pspec, run_dir)
         write_config(cfg, run_dir)
@@ -807,7 +810,7 @@ class _Progress:
 
 
 def _select_precision(
-    cfg: ExperimentConfig, spec: Any, learner: Any, pspec: Any, run_dir: Path
+    cfg: ExperimentConfig, spec: Any, learner: MLPLearner, pspec: Any, run_dir: Path
 ) -> str:
     """``--precision auto``: time every precision's runtime at the actors' batch where the
     actors run and keep the fastest that acts like fp32 (:func:`actorq.quant.autoselect.
@@ -848,7 +851,7 @@ def _select_precision(
 
 
 def _select_precision_on_nodes(
-    cfg: ExperimentConfig, learner: Any, pspec: Any, observations: np.ndarray
+    cfg: ExperimentConfig, learner: MLPLearner, pspec: Any, observations: np.ndarray
 ) -> tuple[str, str]:
     from actorq.distributed import precision as node_precision
     from actorq.distributed.ray_backend import import_ray, init_ray

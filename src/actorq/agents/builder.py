@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from actorq.agents.policy_io import MLPPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
-from actorq.core.interfaces import Learner
+from actorq.core.interfaces import Learner, MLPLearner
 from actorq.core.loop import ActorSetup
 from actorq.core.types import ArraySpec, EnvSpec
 from actorq.quant.snapshot import PolicySpec
@@ -67,6 +67,11 @@ class MLPBuilder(abc.ABC):
     def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec: ...
 
     def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
+        if not isinstance(learner, MLPLearner):  # a builder's invariant, not user input
+            raise TypeError(
+                f"{type(learner).__name__} has no MLP layers: its builder must give its own "
+                "PolicyIO"
+            )
         return MLPPolicyIO(cfg, learner, self.policy_spec(cfg, spec))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
-from actorq.core.interfaces import Learner
+from actorq.core.interfaces import MLPLearner
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import make_runtime, snapshot_head
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
@@ -62,7 +62,7 @@ class PolicyIO(Protocol):
 
 
 def learner_snapshot(
-    learner: Learner,
+    learner: MLPLearner,
     pspec: PolicySpec,
     precision: str,
     version: int,
@@ -82,7 +82,7 @@ def learner_snapshot(
     )
 
 
-def policy_is_finite(learner: Learner) -> bool:
+def policy_is_finite(learner: MLPLearner) -> bool:
     """Whether every weight actors would get is a finite number (a pass over the policy's
     weights: milliseconds at 3×2048, paid once per publish)."""
     arrays = [a for layer in learner.policy_layers() for a in layer]
@@ -128,7 +128,7 @@ class MLPPolicyIO:
     """An MLP policy (:class:`PolicySpec`) quantized layer by layer, evaluated greedily on the
     config's Gymnasium environment with the actors' runtime."""
 
-    def __init__(self, cfg: ExperimentConfig, learner: Learner, pspec: PolicySpec) -> None:
+    def __init__(self, cfg: ExperimentConfig, learner: MLPLearner, pspec: PolicySpec) -> None:
         self.cfg, self.learner, self.pspec = cfg, learner, pspec
         self.eval_label = f"held-out, {cfg.eval_episodes} ep"
 

@@ -56,15 +56,6 @@ class Learner(abc.ABC):
     @abc.abstractmethod
     def update(self, batch: Batch) -> dict[str, float]: ...
 
-    @abc.abstractmethod
-    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The acting network as fp32 ``[(W (in, out), b), ...]`` for the quantizer."""
-
-    def policy_extras(self) -> dict[str, np.ndarray]:
-        """fp32 tensors the snapshot carries besides the layers (observation normalisation,
-        a Gaussian policy's log-std); none by default."""
-        return {}
-
     def warm_start(self) -> dict[str, float]:
         """Called once by ``train()`` for a fresh run only (not on ``--resume``, not by
         ``eval``/``export``), after the learner is built and before its first snapshot is
@@ -78,3 +69,19 @@ class Learner(abc.ABC):
 
     @abc.abstractmethod
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None: ...
+
+
+class MLPLearner(Learner):
+    """A learner whose acting network is an MLP the quantizer takes layer by layer (DQN, D4PG,
+    PPO with ``--network mlp``): what :class:`~actorq.agents.policy_io.MLPPolicyIO`, snapshots
+    and ``--precision auto`` read. Graph policies (GO, PPO's chip network) are plain
+    :class:`Learner` s: their builders export the whole network through their own PolicyIO."""
+
+    @abc.abstractmethod
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The acting network as fp32 ``[(W (in, out), b), ...]`` for the quantizer."""
+
+    def policy_extras(self) -> dict[str, np.ndarray]:
+        """fp32 tensors the snapshot carries besides the layers (observation normalisation,
+        a Gaussian policy's log-std); none by default."""
+        return {}

@@ -231,3 +231,16 @@ def test_eval_and_export_a_go_run(tiny: Callable[..., GOConfig], tmp_path: Path)
     assert main(["export", r.run_dir, "--out", str(out)]) == 0
     names = {i.name for i in onnx.load(str(out)).graph.input}
     assert {"x", "edge_attr", "src", "dst", "anchor", "order", "rank"} <= names
+
+
+def test_go_learner_is_not_an_mlp_learner() -> None:
+    """GO's policy is a graph network: it has no layers for the MLP quantizer paths (snapshots,
+    --precision auto), and the default MLP PolicyIO refuses it."""
+    from actorq.agents.builder import MLPBuilder
+    from actorq.core.interfaces import MLPLearner
+
+    _, learner, _, _ = _actor_and_learner()
+    assert not isinstance(learner, MLPLearner) and not hasattr(learner, "policy_layers")
+    cfg = learner.cfg
+    with pytest.raises(TypeError, match="no MLP layers"):
+        MLPBuilder.policy_io(BUILDER, cfg, BUILDER.env_spec(cfg), learner)  # type: ignore[arg-type]

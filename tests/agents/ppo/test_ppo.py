@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 
 from actorq import PPOConfig, train
 from actorq.agents import builder_for
-from actorq.agents.ppo.learning import PPOLearner, RunningMeanStd, gae
+from actorq.agents.ppo.learning import MLPPPOLearner, RunningMeanStd, gae
 from actorq.core.loop import VectorActor
 from actorq.distributed.local import _LocalCache
 from actorq.envs import env_spec
@@ -79,7 +79,7 @@ def test_ratio_is_taken_against_the_actors_recorded_log_prob(env: str, tmp_path:
     pspec = builder.policy_spec(cfg, spec)
 
     def first_dev(perturb: float) -> float:
-        learner = PPOLearner(cfg, spec)
+        learner = MLPPPOLearner(cfg, spec)
         snap = learner_snapshot(learner, pspec, "fp32", 0)
         if perturb:
             rng = np.random.default_rng(1)

@@ -18,12 +18,14 @@ from safetensors.numpy import load_file
 
 from actorq import PPOConfig, train
 from actorq.agents import builder_for
+from actorq.agents.ppo.builder import BUILDER
 from actorq.agents.ppo.chip import ChipPolicyIO, chip_snapshot, greedy_placement, runtime_of
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.checkpoint import load
 from actorq.chip.env import ChipPlacementEnv, random_legal_proxies
 from actorq.cli import main
 from actorq.core.exploration import PolicySampler
+from actorq.core.interfaces import MLPLearner
 from actorq.core.loop import VectorActor
 from actorq.distributed.local import _LocalCache
 from actorq.envs import env_spec, make_env
@@ -247,5 +249,9 @@ def test_snapshot_is_an_obs_logits_model() -> None:
     assert isinstance(snap, ModelSnapshot) and snap.kind == OBS_LOGITS
     assert snap.version == 5 and snap.precision == "int8"
     assert snap.meta["obs_dim"] == env_spec(ENV).obs_dim
-    with pytest.raises(NotImplementedError):
-        learner.policy_layers()
+    # a graph network: no MLP layers for the quantizer, so the MLP paths cannot take it
+    assert not isinstance(learner, MLPLearner) and not hasattr(learner, "policy_layers")
+    assert isinstance(BUILDER.make_learner(cfg, env_spec(ENV)), PPOLearner)
+    assert not isinstance(BUILDER.make_learner(cfg, env_spec(ENV)), MLPLearner)
+    mlp_cfg = PPOConfig(env="gym:CartPole-v1")
+    assert isinstance(BUILDER.make_learner(mlp_cfg, env_spec(mlp_cfg.env)), MLPLearner)

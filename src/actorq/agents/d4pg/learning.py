@@ -21,11 +21,11 @@ from actorq.agents.d4pg.categorical import categorical_projection
 from actorq.agents.d4pg.networks import DistributionalCritic, Policy
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
-from actorq.core.interfaces import Learner
+from actorq.core.interfaces import MLPLearner
 from actorq.core.types import Batch
 
 
-class D4PGLearner(Learner):
+class D4PGLearner(MLPLearner):
     def __init__(
         self,
         obs_dim: int,

@@ -20,11 +20,11 @@ from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.networks import MLP
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
-from actorq.core.interfaces import Learner
+from actorq.core.interfaces import MLPLearner
 from actorq.core.types import Batch, EnvSpec
 
 
-class DQNLearner(Learner):
+class DQNLearner(MLPLearner):
     def __init__(self, cfg: DQNConfig, spec: EnvSpec) -> None:
         self.cfg = cfg
         self.device = torch.device(cfg.device)

@@ -277,9 +277,6 @@ class GOLearner(Learner):
             )
         return metrics
 
-    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        raise NotImplementedError("GO's policy is a graph network: see GOPolicyIO")
-
     def is_finite(self) -> bool:
         return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 

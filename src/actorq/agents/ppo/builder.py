@@ -10,7 +10,7 @@ from typing import Any
 from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.agents.policy_io import PolicyIO
 from actorq.agents.ppo.config import PPOConfig
-from actorq.agents.ppo.learning import PPOLearner, resolve_auto
+from actorq.agents.ppo.learning import MLPPPOLearner, PPOLearner, resolve_auto
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.core.loop import ActorSetup
@@ -55,7 +55,8 @@ class PPOBuilder(MLPBuilder):
         )
 
     def make_learner(self, cfg: PPOConfig, spec: EnvSpec) -> PPOLearner:
-        return PPOLearner(cfg, spec)
+        # only the MLP has layers for the quantizer; the chip network is exported whole
+        return MLPPPOLearner(cfg, spec) if cfg.network == "mlp" else PPOLearner(cfg, spec)
 
     def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
         if isinstance(cfg, PPOConfig) and cfg.network == "chip":

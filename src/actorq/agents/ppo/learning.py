@@ -34,7 +34,7 @@ from actorq.agents.optim import adam
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.networks import make_networks
 from actorq.agents.state import pack, unpack
-from actorq.core.interfaces import Learner
+from actorq.core.interfaces import Learner, MLPLearner
 from actorq.core.types import Batch, EnvSpec
 
 
@@ -272,24 +272,10 @@ class PPOLearner(Learner):
         }
 
     # -- what actors get ----------------------------------------------------------------------
-    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        if self.network != "mlp":
-            raise NotImplementedError("the chip policy is exported whole: see ChipPolicyIO")
-        return self.policy.export_layers()  # type: ignore[operator]
-
     def is_finite(self) -> bool:
         """Whether every weight of the acting policy is a finite number."""
         params = [*self.policy.parameters(), self.log_std]
         return all(bool(torch.isfinite(p).all()) for p in params)
-
-    def policy_extras(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        if self.normalize_obs:
-            out["obs_mean"] = self.obs_rms.mean.astype(np.float32)
-            out["obs_std"] = self.obs_rms.std().astype(np.float32)
-        if not self.discrete:
-            out["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32)
-        return out
 
     # -- checkpointing ------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -323,6 +309,24 @@ class PPOLearner(Learner):
         self.consumed = int(meta["consumed"])
         self.obs_rms.load(meta["obs_rms"])
         self.ret_rms.load(meta["ret_rms"])
+
+
+class MLPPPOLearner(PPOLearner, MLPLearner):
+    """PPO with ``--network mlp``: the policy MLP's layers (and the extras its snapshot needs)
+    for the quantizer. The chip network is a plain :class:`PPOLearner`: ChipPolicyIO exports
+    it whole."""
+
+    def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.policy.export_layers()  # type: ignore[operator]
+
+    def policy_extras(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        if self.normalize_obs:
+            out["obs_mean"] = self.obs_rms.mean.astype(np.float32)
+            out["obs_std"] = self.obs_rms.std().astype(np.float32)
+        if not self.discrete:
+            out["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32)
+        return out
 
 
 def resolve_auto(flag: bool | None, spec: EnvSpec) -> bool:
