@@ -90,7 +90,7 @@ def test_self_imitation_pulls_the_policy_toward_the_best_decision() -> None:
 def test_no_pull_when_the_best_is_not_above_the_baseline() -> None:
     learner = _learner(sil_coef=1.0)
     learner.update(_batch(learner, [-1.0] * 4, seed=0))
-    w = learner.track_best(np.zeros(4, np.int64), np.full(4, -1.0), torch.zeros(4, 60, 3))
+    w = learner.track_best({0: np.arange(4)}, np.full(4, -1.0), torch.zeros(4, 60, 3))
     assert w == {0: 0.0}
 
 

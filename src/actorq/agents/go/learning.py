@@ -90,6 +90,12 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
     return {k: weights[k] for k in want}
 
 
+def chosen_log_probs(lps: list[torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
+    """``(n, len(HEADS))``: each op's log-probability of its chosen action under each head's
+    log-softmax ``lps[c]`` (n, choices), for ``actions`` (n, len(HEADS))."""
+    return torch.stack([lp.gather(1, actions[:, c : c + 1])[:, 0] for c, lp in enumerate(lps)], 1)
+
+
 class GOLearner(Learner):
     def __init__(self, cfg: GOConfig, tasks: list[GraphTask]) -> None:
         self.cfg = cfg
@@ -136,7 +142,7 @@ class GOLearner(Learner):
         actions = torch.from_numpy(np.asarray(batch["actions"], np.int64)).to(self.device)
         old_lp = torch.from_numpy(np.asarray(batch["log_prob"], np.float32)).to(self.device)
         by_graph = {int(g): np.flatnonzero(graphs == g) for g in np.unique(graphs)}
-        sil_w = self.track_best(graphs, rewards, actions)
+        sil_w = self.track_best(by_graph, rewards, actions)
         stats: dict[str, list[float]] = {"pg": [], "ent": [], "kl": [], "clip": [], "gn": []}
         stats["sil"] = []
         for _ in range(cfg.update_epochs):
@@ -153,16 +159,10 @@ class GOLearner(Learner):
                 decided = mask.sum().clamp(min=1.0)
                 best = self.best_actions[g]
                 if sil_w.get(g, 0.0) > 0.0 and best is not None:
-                    nll = -sum(
-                        (lp.gather(1, best[:, c : c + 1])[:, 0] * mask[:, c]).sum()
-                        for c, lp in enumerate(lps)
-                    )
+                    nll = -(chosen_log_probs(lps, best) * mask).sum()
                     sil_total = sil_total + sil_w[g] * nll / decided
                 for j in idx:
-                    new = torch.stack(
-                        [lp.gather(1, actions[j, :n, c : c + 1])[:, 0] for c, lp in enumerate(lps)],
-                        dim=1,
-                    )
+                    new = chosen_log_probs(lps, actions[j, :n])
                     log_ratio = (new - old_lp[j, :n]) * mask
                     ratio = log_ratio.exp()
                     a = adv[j]
@@ -202,25 +202,24 @@ class GOLearner(Learner):
         }
 
     def track_best(
-        self, graphs: np.ndarray, rewards: np.ndarray, actions: torch.Tensor
+        self, by_graph: dict[int, np.ndarray], rewards: np.ndarray, actions: torch.Tensor
     ) -> dict[int, float]:
-        """Keep each graph's best decision so far; return self-imitation's weight per graph of
-        the batch, ``clip((R_best - b) / σ, 0, 3)`` (all 0 when ``sil_coef`` is 0)."""
-        for g in np.unique(graphs):
-            idx = np.flatnonzero(graphs == g)
+        """Keep each graph's best decision so far (``by_graph``: the batch's decisions per
+        graph); return self-imitation's weight per graph of the batch,
+        ``clip((R_best - b) / σ, 0, 3)`` (none when ``sil_coef`` is 0)."""
+        for g, idx in by_graph.items():
             j = int(idx[np.argmax(rewards[idx])])
             if rewards[j] > self.best_reward[g]:
-                n = self.tasks[int(g)].num_ops
                 self.best_reward[g] = float(rewards[j])
-                self.best_actions[g] = actions[j, :n].clone()
+                self.best_actions[g] = actions[j, : self.tasks[g].num_ops].clone()
         if self.cfg.sil_coef == 0.0:
             return {}
         sigma = max(float(rewards.std()), 1e-8)
         out = {}
-        for g in np.unique(graphs):
+        for g in by_graph:
             b = self.baseline[g]
             gap = 0.0 if math.isnan(b) else (self.best_reward[g] - b) / sigma
-            out[int(g)] = float(np.clip(gap, 0.0, 3.0))
+            out[g] = float(np.clip(gap, 0.0, 3.0))
         return out
 
     def best_times(self) -> list[float | None]:
@@ -298,13 +297,11 @@ class GOLearner(Learner):
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
         if list(meta["graphs"]) != [t.name for t in self.tasks]:
             raise ValueError(f"checkpoint trained on graphs {meta['graphs']}, not these")
-        best = {k: v for k, v in tensors.items() if k.startswith("best.")}
-        rest = {k: v for k, v in tensors.items() if not k.startswith("best.")}
-        unpack(rest, meta, {"model": self.model}, {"opt": self.opt}, self.device)
+        unpack(tensors, meta, {"model": self.model}, {"opt": self.opt}, self.device)
         # runs before the best decisions were tracked have none: tracking starts afresh
         saved = meta.get("best_reward") or [None] * len(self.tasks)
         for i, r in enumerate(saved):
-            a = best.get(f"best.{i}")
+            a = tensors.get(f"best.{i}")
             if r is None or a is None or tuple(a.shape) != (self.tasks[i].num_ops, len(HEADS)):
                 self.best_reward[i], self.best_actions[i] = -np.inf, None
             else:
