@@ -431,17 +431,49 @@ def _string(tok: str, where: str, line: int) -> str:
 def parse_netlist(text: str, name: str = "netlist", where: str | None = None) -> Netlist:
     """Parse netlist text into a :class:`Netlist`; ``where`` names the source in errors."""
     where = where or name
+    meta, real, index = _split_nodes(_read_nodes(text, where), where)
+    cols = _node_columns(real, index, where)
+    drivers, ptr, members = _nets(real, cols["kind"], index, where)
+    return Netlist(
+        name=name,
+        names=[nd.name for nd in real],
+        kind=cols["kind"],
+        x=cols["x"],
+        y=cols["y"],
+        width=cols["width"],
+        height=cols["height"],
+        orientation=cols["orientation"],
+        parent=cols["parent"],
+        x_offset=cols["x_offset"],
+        y_offset=cols["y_offset"],
+        weight=cols["weight"],
+        side=cols["side"],
+        net_driver=np.asarray(drivers, np.int64),
+        net_ptr=np.asarray(ptr, np.int64),
+        net_nodes=np.asarray(members, np.int64),
+        metadata=meta,
+        index=index,
+    )
+
+
+def _read_nodes(text: str, where: str) -> list[_Node]:
+    """The file's nodes: the fast tokenizer, or the line scanner where it gives up."""
     # ~100k long-lived dicts and lists: the cyclic collector would rescan them all many times
     # over (seconds on a loaded machine) and can free nothing, since the parse makes no cycles
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         nodes = _parse_nodes_fast(text)
-        if nodes is None:
-            nodes = _parse_nodes(text, where)
+        return _parse_nodes(text, where) if nodes is None else nodes
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _split_nodes(
+    nodes: list[_Node], where: str
+) -> tuple[dict[str, Any], list[_Node], dict[str, int]]:
+    """``(metadata, the real nodes, name -> index)``; no nodes or a name twice is an error."""
     meta: dict[str, Any] = {}
     real: list[_Node] = []
     for nd in nodes:
@@ -449,68 +481,68 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
             meta.update(nd.attrs)
         else:
             real.append(nd)
-    n = len(real)
-    if n == 0:
+    if not real:
         raise NetlistError(f"{where}: no nodes (not a circuit-training netlist?)")
     index: dict[str, int] = {}
     for i, nd in enumerate(real):
         if nd.name in index:
             raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} defined twice")
         index[nd.name] = i
+    return meta, real, index
 
+
+def _num(nd: _Node, k: str, where: str, default: float | None = None) -> float:
+    v = nd.attrs.get(k, default)
+    if v is None:
+        raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} has no {k}")
+    if isinstance(v, str):
+        raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: {k} must be a number")
+    return v
+
+
+def _text(nd: _Node, k: str, where: str, default: str | None = None) -> str:
+    v = nd.attrs.get(k, default)
+    if not isinstance(v, str):
+        what = "has no" if v is None else "needs a text"
+        raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} {what} {k}")
+    return v
+
+
+def _node_columns(real: list[_Node], index: dict[str, int], where: str) -> dict[str, Any]:
+    """Per-node columns of :class:`Netlist` (kind, position, size, orientation, pin parent and
+    offset, weight, port side), each node's attributes checked."""
+    n = len(real)
     kind = np.empty(n, np.int8)
-    x = np.zeros(n)
-    y = np.zeros(n)
-    width = np.zeros(n)
-    height = np.zeros(n)
+    x, y, width, height = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     orient = np.zeros(n, np.int8)
     parent = np.arange(n, dtype=np.int64)
-    x_off = np.zeros(n)
-    y_off = np.zeros(n)
+    x_off, y_off = np.zeros(n), np.zeros(n)
     weight = np.ones(n)
     side = [""] * n
-
-    def num(nd: _Node, k: str, default: float | None = None) -> float:
-        v = nd.attrs.get(k, default)
-        if v is None:
-            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} has no {k}")
-        if isinstance(v, str):
-            raise NetlistError(
-                f"{where}:{nd.line}: node {short(nd.name, 40)}: {k} must be a number"
-            )
-        return v
-
-    def text_attr(nd: _Node, k: str, default: str | None = None) -> str:
-        v = nd.attrs.get(k, default)
-        if not isinstance(v, str):
-            what = "has no" if v is None else "needs a text"
-            raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)} {what} {k}")
-        return v
-
     pins: list[int] = []
     for i, nd in enumerate(real):
-        t = text_attr(nd, "type").upper()
+        t = _text(nd, "type", where).upper()
         what = _TYPES.get(t)
         if what is None:
             raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: unknown type {t!r}")
-        w = num(nd, "weight", 1.0)
+        w = _num(nd, "weight", where, 1.0)
         if w < 0:
             raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: negative weight")
         weight[i] = w
         if what == "pin":
             kind[i] = HARD_PIN  # HARD or SOFT once the macro is known
-            x_off[i] = num(nd, "x_offset", 0.0)
-            y_off[i] = num(nd, "y_offset", 0.0)
+            x_off[i] = _num(nd, "x_offset", where, 0.0)
+            y_off[i] = _num(nd, "y_offset", where, 0.0)
             pins.append(i)
             continue
-        x[i] = num(nd, "x", 0.0)
-        y[i] = num(nd, "y", 0.0)
+        x[i] = _num(nd, "x", where, 0.0)
+        y[i] = _num(nd, "y", where, 0.0)
         if what == "port":
             kind[i] = PORT
-            side[i] = text_attr(nd, "side", "")
+            side[i] = _text(nd, "side", where, "")
             continue
-        width[i] = num(nd, "width")
-        height[i] = num(nd, "height")
+        width[i] = _num(nd, "width", where)
+        height[i] = _num(nd, "height", where)
         if width[i] < 0 or height[i] < 0:
             raise NetlistError(f"{where}:{nd.line}: node {short(nd.name, 40)}: negative size")
         if what == "stdcell":
@@ -518,7 +550,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
             continue
         # circuit-training tells standard-cell clusters from memories by name (NETLIST_FORMAT.md)
         kind[i] = SOFT_MACRO if nd.name.startswith("Grp") else HARD_MACRO
-        o = text_attr(nd, "orientation", "N")
+        o = _text(nd, "orientation", where, "N")
         if o not in ORIENTATIONS:
             raise NetlistError(
                 f"{where}:{nd.line}: node {short(nd.name, 40)}: orientation {short(o, 40)} "
@@ -528,7 +560,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
 
     for i in pins:
         nd = real[i]
-        m = index.get(text_attr(nd, "macro_name"), -1)
+        m = index.get(_text(nd, "macro_name", where), -1)
         if m < 0 or kind[m] not in (HARD_MACRO, SOFT_MACRO):
             raise NetlistError(
                 f"{where}:{nd.line}: pin {short(nd.name, 40)}: macro_name "
@@ -537,7 +569,18 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
         parent[i] = m
         if kind[m] == SOFT_MACRO:
             kind[i] = SOFT_PIN
+    return {
+        "kind": kind, "x": x, "y": y, "width": width, "height": height,
+        "orientation": orient, "parent": parent, "x_offset": x_off, "y_offset": y_off,
+        "weight": weight, "side": side,
+    }  # fmt: skip
 
+
+def _nets(
+    real: list[_Node], kind: np.ndarray, index: dict[str, int], where: str
+) -> tuple[list[int], list[int], list[int]]:
+    """``(drivers, ptr, members)``: one net per node with inputs (CSR: net k's nodes are
+    ``members[ptr[k]:ptr[k + 1]]``, its driver first); macros drive nothing."""
     drivers: list[int] = []
     ptr = [0]
     members: list[int] = []
@@ -560,27 +603,7 @@ def parse_netlist(text: str, name: str = "netlist", where: str | None = None) ->
                 )
             members.append(j)
         ptr.append(len(members))
-
-    return Netlist(
-        name=name,
-        names=[nd.name for nd in real],
-        kind=kind,
-        x=x,
-        y=y,
-        width=width,
-        height=height,
-        orientation=orient,
-        parent=parent,
-        x_offset=x_off,
-        y_offset=y_off,
-        weight=weight,
-        side=side,
-        net_driver=np.asarray(drivers, np.int64),
-        net_ptr=np.asarray(ptr, np.int64),
-        net_nodes=np.asarray(members, np.int64),
-        metadata=meta,
-        index=index,
-    )
+    return drivers, ptr, members
 
 
 def load_netlist(path: str | Path, name: str | None = None) -> Netlist:
