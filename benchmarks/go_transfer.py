@@ -34,7 +34,9 @@ reach the from-scratch policy's final step time (GO's "converges faster" claim).
 
 Cells (one JSON per (cluster, task, family, stage, seed) under ``<results>/``, written
 atomically when done) make the run resumable; a cell whose JSON exists is skipped. After the
-cells, a Markdown table goes to stdout and ``<results>/report.md``.
+cells, a Markdown table goes to stdout and ``<results>/report.md`` (``report-sN.md`` for
+``--seed N`` > 0); when the folder holds other seeds run to the end, the report adds their
+geomeans and the spread.
 
     .venv/bin/python benchmarks/go_transfer.py                       # all six families
     .venv/bin/python benchmarks/go_transfer.py --families gnmt --pretrain-steps 512 \\
@@ -201,15 +203,51 @@ def geomean(x: list[float]) -> float:
     return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
 
 
+def read_cells(root: Path, fam: str, seed: int) -> dict[str, Any]:
+    """The finished cells of one family and seed, by stage."""
+    cells = {}
+    for stage in STAGES:
+        p = root / f"{fam}-{stage}-s{seed}.json"
+        if p.is_file():
+            cells[stage] = json.loads(p.read_text())
+    return cells
+
+
+def ratios(cells: dict[str, Any]) -> tuple[float, float, float | None, float]:
+    """One family's (expert / fine-tuned, best baseline / fine-tuned, the same at fine-tuning's
+    simulator calls (None for cells from before ``anneal_ft``), zero-shot / fine-tuned)."""
+    b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
+    best = min(b[n]["time"] for n in (*BASELINES, "random", "anneal") if n != "single")
+    equal = None
+    if "anneal_ft" in b:  # the best baseline at fine-tuning's number of simulator calls
+        eq = min(b[n]["time"] for n in (*BASELINES[1:], "random_ft", "anneal_ft"))
+        equal = eq / ft["time_int8"]
+    t = ft["time_int8"]
+    return b["expert"]["time"] / t, best / t, equal, zs["time_int8"] / t
+
+
+def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, float, float]]:
+    """Per seed whose every family is done: the geomean speedup of fine-tuned GO over the expert
+    split and over the best baseline, and zero-shot's step time over fine-tuned's."""
+    seeds = sorted({int(p.stem.rsplit("-s", 1)[1]) for p in root.glob("*-finetune-s*.json")})
+    out = {}
+    for seed in seeds:
+        per = [read_cells(root, fam, seed) for fam in families]
+        if all(len(c) == len(STAGES) for c in per):
+            r = [ratios(c) for c in per]
+            out[seed] = (
+                geomean([x[0] for x in r]),
+                geomean([x[1] for x in r]),
+                geomean([x[3] for x in r]),
+            )
+    return out
+
+
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap, ft_equal = [], [], [], [], []
     pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
     for fam in args.families:
-        cells = {}
-        for stage in STAGES:
-            p = root / f"{fam}-{stage}-s{args.seed}.json"
-            if p.is_file():
-                cells[stage] = json.loads(p.read_text())
+        cells = read_cells(root, fam, args.seed)
         if len(cells) < len(STAGES):
             rows.append(f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * 12)
             continue
@@ -219,7 +257,6 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             f"{fam} {cells['pretrain']['train_gain']:+.2f}"
             + (f" (imitation {100 * im['accuracy']:.1f}% of ops)" if im else "")
         )
-        best = min(b[n]["time"] for n in (*BASELINES, "random", "anneal") if n != "single")
         ft_curve = [[0.0, zs["time_int8"]], *ft["curve"]]  # zero-shot is the curve's start
         reach = next((s for s, t in ft_curve if t <= sc["time_int8"] * 1.0001), None)
 
@@ -233,12 +270,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         scratch_n = sc["decisions"]
         reached = "-" if reach is None else f"{reach:,.0f} / {scratch_n:,}"
         rows.append(f"| {fam} ({b['graph']}) | {' | '.join(cols)} | {reached} |")
-        ft_gain.append(b["expert"]["time"] / ft["time_int8"])
-        ft_best.append(best / ft["time_int8"])
-        if "anneal_ft" in b:  # the best baseline at fine-tuning's number of simulator calls
-            eq = min(b[n]["time"] for n in (*BASELINES[1:], "random_ft", "anneal_ft"))
-            ft_equal.append(eq / ft["time_int8"])
-        zs_gap.append(zs["time_int8"] / ft["time_int8"])
+        gain, vs_best, equal, gap = ratios(cells)
+        ft_gain.append(gain)
+        ft_best.append(vs_best)
+        if equal is not None:
+            ft_equal.append(equal)
+        zs_gap.append(gap)
     head = [
         f"# GO transfer, leave one family out ({args.task}, {args.cluster}, seed {args.seed})",
         "",
@@ -297,6 +334,25 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             "",
             "Pre-training's greedy gain over the expert split on its own five training graphs "
             f"(mean; the held-out family named): {'; '.join(pre)}.",
+            "",
+        ]
+    per_seed = seed_geomeans(root, list(args.families))
+    if len(per_seed) > 1:  # the same settings run with other --seed values: their spread
+        cols = np.array(list(per_seed.values()))
+        pct, sd = 100 * (cols.mean(axis=0) - 1), cols.std(axis=0, ddof=1)
+        head += [
+            f"Across seeds {', '.join(map(str, per_seed))} (geomeans over the families, each "
+            "seed's own pre-training, fine-tuning and baselines):",
+            "",
+            "| seed | fine-tuned vs expert | fine-tuned vs best baseline "
+            "| zero-shot / fine-tuned |",
+            "|---:|---:|---:|---:|",
+            *(
+                f"| {seed} | {100 * (e - 1):+.1f}% | {100 * (b - 1):+.1f}% | {z:.3f}x |"
+                for seed, (e, b, z) in per_seed.items()
+            ),
+            f"| mean ± sd | {pct[0]:+.1f}% ± {100 * sd[0]:.1f} | {pct[1]:+.1f}% ± {100 * sd[1]:.1f}"
+            f" | {cols[:, 2].mean():.3f}x ± {sd[2]:.3f} |",
             "",
         ]
     return "\n".join(head)
@@ -409,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
             write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
             say(f"{fam}/{stage}: {cell['seconds']:.0f} s")
     text = report(root, args, command)
-    (root / "report.md").write_text(text)
+    # seed 0's report keeps the name docs link to; other seeds get their own
+    (root / ("report.md" if args.seed == 0 else f"report-s{args.seed}.md")).write_text(text)
     print(text)
     return 0
 
