@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actorq.bench.report import bound, iqm, iqm_ci, load_runs
+from actorq.bench.report import bound, curve_iqm_ci, iqm, iqm_ci, load_runs
 from actorq.cli import main
 
 pytest.importorskip("rliable")
@@ -182,6 +182,22 @@ def test_eval_curve_origin_and_iqm() -> None:
     mid, lo, hi = iqm_ci([1.0, 2.0, 3.0, 4.0], reps=200)
     assert mid == pytest.approx(2.5) and lo <= mid <= hi
     assert bound(0.02, 0.05) == "balanced" and bound(None, 0.5) == "—"
+
+
+def test_confidence_intervals_are_seeded_and_leave_numpy_alone() -> None:
+    # rliable 1.2 ignores the random_state it is given and draws from numpy's global generator:
+    # the report seeds that generator for the bootstrap, so a report is the same every time
+    values = [9.4, 10.0, 11.6, 12.0, 15.6, 13.1, 8.2]
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    first = iqm_ci(values, reps=200)
+    assert (np.random.get_state()[1] == before).all()  # the caller's stream is untouched
+    np.random.rand(5)  # whatever state numpy is in, the same interval comes back
+    assert iqm_ci(values, reps=200) == first
+    assert iqm_ci(values, reps=200, seed=1) != first
+    curves = np.random.default_rng(0).normal(size=(7, 4))
+    a, b = curve_iqm_ci(curves, reps=100), curve_iqm_ci(curves, reps=100)
+    assert all((x == y).all() for x, y in zip(a, b, strict=True))
 
 
 def test_curve_times_start_one_log_interval_before_the_first_row(results: Path) -> None:

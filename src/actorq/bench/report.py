@@ -24,6 +24,7 @@ Definitions (the report repeats them):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -32,7 +33,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,11 +201,25 @@ def iqm(x: np.ndarray, axis: int | None = None) -> Any:
     return trim_mean(x, proportiontocut=0.25, axis=axis)
 
 
+@contextlib.contextmanager
+def _numpy_seed(seed: int) -> Iterator[None]:
+    """Seed numpy's global generator for the block, then put its state back: rliable's
+    StratifiedBootstrap draws its resamples from ``np.random.choice`` and ignores the
+    ``random_state`` it is given (rliable 1.2), so without this the CIs change run to run."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
 def iqm_ci(values: Sequence[float], reps: int, seed: int = 0) -> tuple[float, float, float]:
     """(IQM, CI low, CI high) over runs: rliable's 95% stratified bootstrap (percentile)."""
     rly = _rliable()
     scores = np.asarray(values, dtype=float).reshape(-1, 1)
-    with warnings.catch_warnings():  # arch deprecates the RandomState rliable passes it
+    # arch deprecates the RandomState rliable passes it
+    with warnings.catch_warnings(), _numpy_seed(seed):
         warnings.simplefilter("ignore", FutureWarning)
         point, interval = rly.get_interval_estimates(
             {"x": scores},
@@ -221,7 +236,7 @@ def curve_iqm_ci(
     """Per-point IQM and 95% CI of a (runs, points) matrix, runs resampled jointly across points
     (rliable's sample-efficiency curves)."""
     rly = _rliable()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _numpy_seed(seed):
         warnings.simplefilter("ignore", FutureWarning)
         point, interval = rly.get_interval_estimates(
             {"x": scores[:, None, :]},
@@ -278,7 +293,10 @@ def _prec_key(p: str) -> tuple[int, str]:
     return (PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER), p)
 
 
-def group_runs(runs: list[Run]) -> dict[tuple[str, tuple[int, ...]], list[Group]]:
+GroupMap = dict[tuple[str, tuple[int, ...]], list[Group]]
+
+
+def group_runs(runs: list[Run]) -> GroupMap:
     """``{(task, width): [Group per precision, fp32 first]}``."""
     out: dict[tuple[str, tuple[int, ...]], dict[str, list[Run]]] = {}
     for r in runs:
@@ -458,19 +476,9 @@ def _plot_throughput(rows: list[dict[str, Any]]) -> bytes | None:
 # ---------------------------------------------------------------- the report
 
 
-def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], dict[str, bytes]]:
-    """The report's markdown, its numbers (report.json) and its plots (file name -> PNG),
-    from the results directory's files, all read and checked first; writes nothing."""
-    check_reps(reps)
-    skipped: list[str] = []  # reported with the report, not before an error that stops it
-    runs = load_runs(results, skipped)
-    sessions = read_sessions(results)
-    if not runs:
-        raise ResultsError(f"{results}: no run directories (cell.json or config.json) found")
-    _rliable()
-    groups = group_runs(runs)
-    images: dict[str, bytes] = {}
-    lines: list[str] = [f"# Benchmark report: {results.name}", ""]
+def _header(results: Path, runs: list[Run], sessions: list[dict[str, Any]], reps: int) -> list[str]:
+    """Title, the machine of the last bench session, and how the report was made."""
+    lines = [f"# Benchmark report: {results.name}", ""]
     if sessions:
         m = sessions[-1]
         lines += [
@@ -486,6 +494,14 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
         f" from {len(runs)} cell(s). Aggregates over seeds: IQM with 95% stratified bootstrap CIs "
         f"(rliable, {reps} resamples; Agarwal et al., NeurIPS 2021).",
         "",
+    ]
+    return lines
+
+
+def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> list[str]:
+    """Per task, width and precision: time to target, speedup, return, energy (QuaRL's table);
+    appends each row's numbers to ``rows``."""
+    lines = [
         "## Per task: speedup, return, energy (QuaRL's table)",
         "",
         "Time to target: mean over the seeds that reached the target (confirmed on fresh seeds), "
@@ -496,7 +512,6 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
         "| final return IQM [95% CI] | kWh per run | kg CO2 per run | kWh ratio | CO2 ratio |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    data: dict[str, Any] = {"table": [], "perf": [], "failed": [], "skipped": skipped}
     estimated = False
     for (task, width), gs in groups.items():
         fp32 = next((g for g in gs if g.precision == "fp32"), None)
@@ -522,7 +537,7 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
                 + f" | {_energy_text(g, SUMMARY_KWH, '.3g')}"
                 + f" | {_energy_text(g, SUMMARY_KG_CO2, '.3g')} | {kr_text} | {cr_text} |"
             )
-            data["table"].append(
+            rows.append(
                 {
                     "task": task, "width": list(width), "precision": g.precision,
                     "runs": len(fin), "failed": n_fail, "reached": len(g.ttt()),
@@ -540,9 +555,24 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
             "power from its TDP and load (and RAM power from its size); it covers the whole "
             "machine, other processes included.",
         ]
+    return lines
 
-    # where the time goes, throughput, snapshots
-    lines += [
+
+def _per_kstep(g: Group) -> float | None:
+    """The training loop's wall-clock seconds per 1k env steps, mean over finished seeds."""
+    return _mean(
+        [
+            1e3 * float(r.summary_value("wall_time_s")) / float(r.summary_value("env_steps"))
+            for r in g.finished
+            if r.summary_value("wall_time_s") and r.summary_value("env_steps")
+        ]
+    )
+
+
+def _perf_table(groups: GroupMap, rows: list[dict[str, Any]]) -> list[str]:
+    """Where the time goes: wait fractions, throughput, run time per 1k steps, snapshot size;
+    appends each row's numbers to ``rows``."""
+    lines = [
         "",
         "## Where the time goes: wait fractions, throughput, snapshot size",
         "",
@@ -559,19 +589,9 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
         "| while busy | run s / 1k steps | vs fp32 | snapshot bytes | of fp32 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-
-    def per_kstep(g: Group) -> float | None:
-        return _mean(
-            [
-                1e3 * float(r.summary_value("wall_time_s")) / float(r.summary_value("env_steps"))
-                for r in g.finished
-                if r.summary_value("wall_time_s") and r.summary_value("env_steps")
-            ]
-        )
-
     for (task, width), gs in groups.items():
         fp32 = next((g for g in gs if g.precision == "fp32"), None)
-        base = per_kstep(fp32) if fp32 is not None else None
+        base = _per_kstep(fp32) if fp32 is not None else None
         for g in gs:
             fin = g.finished
             lw = _mean([x for r in fin if (x := r.mean_of("perf/learner_wait_frac")) is not None])
@@ -581,7 +601,7 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
             snap = _mean([float(v) for r in fin if (v := r.summary_value("snapshot_bytes"))])
             f32 = _mean([float(v) for r in fin if (v := r.summary_value("fp32_snapshot_bytes"))])
             share = None if snap is None or not f32 else snap / f32
-            pk = per_kstep(g)
+            pk = _per_kstep(g)
             pk_speedup = None if pk is None or base is None or pk <= 0 else base / pk
             lines.append(
                 f"| {task} | {width_slug(width)[1:]} | {g.precision} | {_fmt(lw, '.2f')} | "
@@ -589,7 +609,7 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
                 f"{_fmt(pk, '.2f')} | {_fmt(pk_speedup, '.2f')}× | "
                 f"{_fmt(snap, ',.0f')} | {_fmt(None if share is None else 100 * share, '.1f')}% |"
             )
-            data["perf"].append(
+            rows.append(
                 {
                     "task": task, "width": list(width), "precision": g.precision,
                     "learner_wait_frac": lw, "actor_wait_frac": aw, "bound": bound(lw, aw),
@@ -598,8 +618,15 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
                     "snapshot_share_of_fp32": share,
                 }
             )  # fmt: skip
+    return lines
 
-    lines += ["", "## Learning curves", ""]
+
+def _curves(
+    groups: GroupMap, perf: list[dict[str, Any]], reps: int, images: dict[str, bytes]
+) -> list[str]:
+    """Learning curves per task and width (and throughput vs width when a task has several);
+    the PNGs go to ``images``."""
+    lines = ["", "## Learning curves", ""]
     for (task, width), gs in groups.items():
         # a task's name is at most a directory name long (the spec checks labels), but with the
         # width and prefix added it may not fit in one file name
@@ -612,7 +639,7 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
             lines.append(f"![{task} {width_slug(width)}]({png})")
             lines.append("")
     several_widths = any(len({w for (t, w) in groups if t == task}) > 1 for task, _ in groups)
-    image = _plot_throughput(data["perf"]) if several_widths else None
+    image = _plot_throughput(perf) if several_widths else None
     if image is not None:
         images["throughput_vs_width.png"] = image
         lines += [
@@ -621,18 +648,45 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
             "![throughput](throughput_vs_width.png)",
             "",
         ]
+    return lines
 
+
+def _problems(runs: list[Run], skipped: list[str], failed_rows: list[dict[str, Any]]) -> list[str]:
+    """Cells that did not finish, and partial cells skipped; appends the failed to
+    ``failed_rows``."""
+    lines: list[str] = []
     failed = [r for r in runs if not r.finished]
     if failed:
         lines += ["## Cells without a complete summary", ""]
         for r in failed:
             lines.append(f"- {r.name}: {r.why or 'unfinished (no complete summary.json)'}")
-            data["failed"].append({"name": r.name, "why": r.why})
+            failed_rows.append({"name": r.name, "why": r.why})
         lines.append("")
     if skipped:
         lines += ["## Partial cells skipped (the next `actorq bench` runs them again)", ""]
         lines += [f"- {why}" for why in skipped]
         lines.append("")
+    return lines
+
+
+def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    """The report's markdown, its numbers (report.json) and its plots (file name -> PNG),
+    from the results directory's files, all read and checked first; writes nothing."""
+    check_reps(reps)
+    skipped: list[str] = []  # reported with the report, not before an error that stops it
+    runs = load_runs(results, skipped)
+    sessions = read_sessions(results)
+    if not runs:
+        raise ResultsError(f"{results}: no run directories (cell.json or config.json) found")
+    _rliable()
+    groups = group_runs(runs)
+    images: dict[str, bytes] = {}
+    data: dict[str, Any] = {"table": [], "perf": [], "failed": [], "skipped": skipped}
+    lines = _header(results, runs, sessions, reps)
+    lines += _quarl_table(groups, reps, data["table"])
+    lines += _perf_table(groups, data["perf"])
+    lines += _curves(groups, data["perf"], reps, images)
+    lines += _problems(runs, skipped, data["failed"])
     return "\n".join(lines).rstrip() + "\n", data, images
 
 
