@@ -61,6 +61,7 @@ from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
 BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf")
+REFERENCES = ("expert", "heft", "m-etf", "metis+cp", "expert+cp", "single")
 
 
 def smallest(family: str) -> str:
@@ -87,6 +88,8 @@ def go_config(
         kw.setdefault("learning_rate", args.learning_rate)
     if args.sil_coef:
         kw.setdefault("sil_coef", args.sil_coef)
+    if args.reference != "expert":
+        kw.setdefault("reference", args.reference)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -307,6 +310,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         + ("" if not args.sil_coef else f" Self-imitation, coefficient {args.sil_coef:g}.")
         + (
             ""
+            if args.reference == "expert"
+            else f" GO's decisions are judged with `{args.reference}`'s priorities (the "
+            "placement task's schedule) and rewarded relative to its step time."
+        )
+        + (
+            ""
             if args.finetune_learning_rate is None
             else f" Fine-tuning's learning rate {args.finetune_learning_rate:g}."
         ),
@@ -332,7 +341,8 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
                 else ""
             ),
             "",
-            "Pre-training's greedy gain over the expert split on its own five training graphs "
+            f"Pre-training's greedy gain over the reference (`{args.reference}`) on its own five "
+            "training graphs "
             f"(mean; the held-out family named): {'; '.join(pre)}.",
             "",
         ]
@@ -405,6 +415,15 @@ def main(argv: list[str] | None = None) -> int:
         help="fine-tuning's warm-start steps (default: --imitate-steps); from pre-trained "
         "weights the fit takes longer (docs/graphopt.md)",
     )
+    ap.add_argument(
+        "--reference",
+        default="expert",
+        choices=REFERENCES,
+        help="every GO run's reference decision (GOConfig.reference): the placement task "
+        "schedules with its priorities and rewards relative to its step time; heft: HEFT's "
+        "upward ranks, the schedule random search and annealing use (default: expert, "
+        "topological order)",
+    )
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -412,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         say("--imitate imitates placements: --task placement only")
         return 2
     folder = f"{args.task}-{args.cluster}"
+    if args.reference != "expert":
+        folder += f"-ref{args.reference}"
     if args.imitate != "none":
         # ``best``'s candidates grew (the single device joined): name them, so a folder's
         # cells never mix targets chosen among different candidates
@@ -449,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["finetune_imitate_steps"] = args.finetune_imitate_steps
     if args.sil_coef:
         budget["sil_coef"] = args.sil_coef
+    if args.reference != "expert":  # settings without the key: the expert reference
+        budget["reference"] = args.reference
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")
