@@ -61,6 +61,15 @@ from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
 BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf")
+#: The joint task decides fusion too: its table adds greedy fusion of the best classical
+#: decision, and annealing starts from that (``run_baselines``' order).
+FUSED = ("best+fuse",)
+
+
+def baseline_names(task: str) -> tuple[str, ...]:
+    return (*BASELINES, *(FUSED if task == "joint" else ()))
+
+
 REFERENCES = ("expert", "heft", "m-etf", "metis+cp", "expert+cp", "single")
 
 
@@ -183,7 +192,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         from actorq.graphopt.suite import get_graph
 
         sim = Simulator(get_graph(held), get_cluster(args.cluster))
-        names = (*BASELINES, "random", "anneal")
+        names = (*baseline_names(args.task), "random", "anneal")
         for b in run_baselines(sim, names, budget=args.scratch_steps, seed=args.seed):
             out[b.name] = {"time": penalized(sim, b.result), "feasible": b.result.feasible}
         out["budget"] = args.scratch_steps
@@ -220,10 +229,12 @@ def ratios(cells: dict[str, Any]) -> tuple[float, float, float | None, float]:
     """One family's (expert / fine-tuned, best baseline / fine-tuned, the same at fine-tuning's
     simulator calls (None for cells from before ``anneal_ft``), zero-shot / fine-tuned)."""
     b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
-    best = min(b[n]["time"] for n in (*BASELINES, "random", "anneal") if n != "single")
+    # cells from before the joint task's fused baseline simply lack it
+    fused = tuple(n for n in FUSED if n in b)
+    best = min(b[n]["time"] for n in (*BASELINES[1:], *fused, "random", "anneal"))
     equal = None
     if "anneal_ft" in b:  # the best baseline at fine-tuning's number of simulator calls
-        eq = min(b[n]["time"] for n in (*BASELINES[1:], "random_ft", "anneal_ft"))
+        eq = min(b[n]["time"] for n in (*BASELINES[1:], *fused, "random_ft", "anneal_ft"))
         equal = eq / ft["time_int8"]
     t = ft["time_int8"]
     return b["expert"]["time"] / t, best / t, equal, zs["time_int8"] / t
@@ -248,11 +259,14 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
 
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap, ft_equal = [], [], [], [], []
+    extra = baseline_names(args.task)[len(BASELINES) :]
     pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
     for fam in args.families:
         cells = read_cells(root, fam, args.seed)
         if len(cells) < len(STAGES):
-            rows.append(f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * 12)
+            rows.append(
+                f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * (12 + len(extra))
+            )
             continue
         b, zs, ft, sc = cells["baselines"], cells["zeroshot"], cells["finetune"], cells["scratch"]
         im = cells["pretrain"].get("imitation") or {}
@@ -267,7 +281,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             v = cell.get(key)
             return "-" if v is None else f"{1e3 * (v['time'] if isinstance(v, dict) else v):.1f}"
 
-        cols = [ms(b, n) for n in (*BASELINES, "random", "anneal", "anneal_ft")]
+        cols = [ms(b, n) for n in (*baseline_names(args.task), "random", "anneal", "anneal_ft")]
         cols += [ms(zs, "time_int8"), ms(ft, "time_int8"), ms(ft, "best_sampled")]
         cols += [ms(sc, "time_int8")]
         scratch_n = sc["decisions"]
@@ -291,10 +305,21 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "(simulated, penalised when infeasible); GO columns are the greedy int8 decision, "
         'except "best sampled": the fastest decision fine-tuning\'s actors sampled.'
         + (
+            " The joint task decides fusion too: best+fuse is greedy fusion on the best "
+            "classical decision, and annealing starts from it."
+            if args.task == "joint"
+            else ""
+        )
+        + (
             ""
             if args.imitate == "none"
             else f" Pre-training and from-scratch runs start with {args.imitate_steps:,} "
-            f"steps imitating `{args.imitate}`'s placements"
+            f"steps imitating `{args.imitate}`'s "
+            + (
+                "decisions (placement, priorities as levels, greedy fusion where faster)"
+                if args.task == "joint"
+                else "placements"
+            )
             + (
                 ", and so does fine-tuning, from the pre-trained weights, on the held-out graph"
                 + (
@@ -320,10 +345,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else f" Fine-tuning's learning rate {args.finetune_learning_rate:g}."
         ),
         "",
-        "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF | random | anneal "
-        "| anneal @ft | GO zero-shot | GO fine-tuned | GO fine-tuned, best sampled | GO scratch "
+        "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF "
+        + "".join(f"| {n} " for n in extra)
+        + "| random | anneal | anneal @ft | GO zero-shot | GO fine-tuned "
+        "| GO fine-tuned, best sampled | GO scratch "
         "| fine-tune decisions to reach scratch's final / scratch's |",
-        "|---|" + "---:|" * 12 + "---|",
+        "|---|" + "---:|" * (12 + len(extra)) + "---|",
         *rows,
         "",
     ]
@@ -427,9 +454,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    if args.imitate != "none" and args.task != "placement":
-        say("--imitate imitates placements: --task placement only")
-        return 2
     folder = f"{args.task}-{args.cluster}"
     if args.reference != "expert":
         folder += f"-ref{args.reference}"

@@ -87,7 +87,8 @@ class GOConfig(ExperimentConfig):
     expert+cp, metis+cp, heft, m-etf, or best (the fastest feasible of heft, m-etf, metis+cp,
     expert and single per graph, judged as the task judges the policy); none to start from the
     initialisation (or --init-from's weights; with --init-from, imitation runs only if set
-    here). Placement task only."""
+    here). Placement and joint tasks; in the joint task the priority and fusion heads imitate
+    the baseline's priorities (as levels) and, where it is faster, greedy fusion too."""
     imitate_steps: int = 400
     """Full-batch Adam steps of the warm start (per-op cross-entropy, mean over graphs; the
     learning rate decays linearly to 0 over them)."""
@@ -162,17 +163,17 @@ class GOConfig(ExperimentConfig):
             get_cluster(self.cluster)
         except GraphError as e:
             raise ConfigError(f"--cluster: {first_line(e)}") from None
-        from actorq.agents.go.imitation import CHOICES
+        from actorq.agents.go.imitation import CHOICES, TASKS
         from actorq.graphopt.baselines import NAMES
 
         if self.imitate not in CHOICES:
             raise ConfigError(
                 f"--imitate must be one of {', '.join(CHOICES)}, not {self.imitate!r}"
             )
-        if self.imitate != "none" and self.task() != "placement":
+        if self.imitate != "none" and self.task() not in TASKS:
             raise ConfigError(
-                f"--imitate {self.imitate} imitates placements: placement task only, not "
-                f"{self.task()!r}"
+                f"--imitate {self.imitate} imitates decisions with a placement: "
+                f"{' or '.join(TASKS)} task, not {self.task()!r}"
             )
 
         if self.reference not in NAMES or self.reference in ("random", "anneal", "best+fuse"):

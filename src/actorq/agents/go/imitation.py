@@ -1,10 +1,17 @@
-"""GO's imitation warm start: fit the placement head to a classical baseline's placements.
+"""GO's imitation warm start: fit the policy's heads to a classical baseline's decisions.
 
 PPO from a random policy tends to settle in the one-device basin (docs/graphopt.md, "Transfer").
 A warm start moves the policy's starting distribution to a classical baseline's decision before
 the actors see it: per training graph the baseline's device per op is the target, and
 ``imitate_steps`` full-batch Adam steps minimise the per-op cross-entropy of the placement head,
 averaged over ops and then over graphs (each graph counts the same, whatever its size).
+
+In the joint task the policy also decides each op's priority level and fusion bit, so the
+target is the baseline's whole decision: its priorities as equal-count levels of their order
+(:func:`priority_levels`; topological order where the baseline has none) and, as a second
+candidate per baseline, greedy fusion on its placement (:func:`actorq.graphopt.baselines.
+greedy_fusion`, XLA's habit); the loss sums the heads' cross-entropies, the fusion head's over
+the ops with a fusable input only.
 
 Targets (:func:`targets`): a baseline of :mod:`actorq.graphopt.baselines` by name, or ``best``,
 the fastest feasible of the deterministic ones in :data:`BEST_OF` for each graph. A placement is
@@ -29,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actorq.graphopt.actor import HEADS, GraphTask
-from actorq.graphopt.baselines import run_baselines
+from actorq.graphopt.baselines import greedy_fusion, run_baselines
 from actorq.graphopt.cluster import Cluster
+from actorq.graphopt.inputs import PRIORITY_LEVELS
 
 if TYPE_CHECKING:  # torch only where the learner fits: the config's validation imports CHOICES
     import torch
@@ -43,6 +51,9 @@ IMITABLE: tuple[str, ...] = ("single", "expert", "expert+cp", "metis+cp", "heft"
 BEST_OF: tuple[str, ...] = ("heft", "m-etf", "metis+cp", "expert", "single")
 #: The values ``GOConfig.imitate`` accepts.
 CHOICES: tuple[str, ...] = ("none", "best", *IMITABLE)
+#: The tasks a warm start can imitate: those that decide placements (scheduling or fusion
+#: alone would judge a baseline's priorities on the reference's placement, not its own).
+TASKS: tuple[str, ...] = ("placement", "joint")
 
 
 @dataclasses.dataclass
@@ -60,8 +71,24 @@ class Target:
     relabelled: bool
     """Whether the device labels were renamed by first use (module docstring)."""
     sim_calls: int
-    """Simulator calls it took: each candidate scored once by the baseline runner and once as
-    the task judges it."""
+    """Simulator calls it took: each baseline scored once by the baseline runner, and each
+    candidate (joint: with and without fusion) once as the task judges it."""
+    actions: np.ndarray
+    """Per-op targets ``(n, len(HEADS))`` int64 in the policy's action columns (device,
+    priority level, fuse bit); columns the task does not decide are 0."""
+    fused: bool = False
+    """Joint task: the target adds greedy fusion to the baseline's decision."""
+
+
+def priority_levels(priority: np.ndarray, num_levels: int = PRIORITY_LEVELS) -> np.ndarray:
+    """A baseline's priorities (higher runs first) as the policy's levels: ``num_levels``
+    equal-count buckets of their order, so the highest priorities get the highest level (ties
+    in order of index). Within a level the environment runs earlier ops first
+    (:func:`actorq.graphopt.inputs.priorities`)."""
+    n = len(priority)
+    rank = np.empty(n, np.int64)
+    rank[np.argsort(np.asarray(priority, np.float64), kind="stable")] = np.arange(n)
+    return (rank * num_levels) // max(n, 1)
 
 
 def first_use_labels(placement: np.ndarray, topo_order: np.ndarray, num_devices: int) -> np.ndarray:
@@ -92,38 +119,79 @@ def symmetric_under(cluster: Cluster, new: np.ndarray) -> bool:
     )
 
 
-def _judge(task: GraphTask, placement: np.ndarray) -> tuple[float, bool]:
-    """Penalised step time of ``placement`` in ``task`` (the reference's other parts)."""
-    actions = np.zeros((task.num_ops, len(HEADS)), np.int64)
-    actions[:, 0] = placement
+def _judge(task: GraphTask, actions: np.ndarray) -> tuple[float, bool]:
+    """Penalised step time of per-op ``actions`` ``(n, len(HEADS))`` in ``task`` (the parts
+    the task does not decide come from its reference)."""
     _, _, info = task.judge(actions)
     return float(info["score"]), bool(info["feasible"])
 
 
+def _candidates(
+    task: GraphTask, names: tuple[str, ...], seed: int
+) -> list[tuple[str, bool, np.ndarray]]:
+    """``(baseline, fused, actions)`` per candidate decision of ``task``."""
+    sim, g = task.env.sim, task.env.graph
+    out = []
+    for b in run_baselines(sim, names, seed=seed):
+        a = np.zeros((task.num_ops, len(HEADS)), np.int64)
+        a[:, 0] = b.decision.placement
+        if task.task != "joint":
+            out.append((b.name, False, a))
+            continue
+        prio = sim.default_priority if b.decision.priority is None else b.decision.priority
+        a[:, 1] = priority_levels(prio)
+        out.append((b.name, False, a))
+        f = a.copy()
+        f[g.dst[greedy_fusion(sim, a[:, 0])], 2] = 1  # the fuse bit of each fused edge's consumer
+        out.append((b.name, True, f))
+    return out
+
+
 def target(task: GraphTask, name: str, seed: int = 0, relabel: bool = True) -> Target:
     """``task``'s imitation target from baseline ``name`` (or ``best``: module docstring)."""
-    if task.task != "placement":
-        raise ValueError(f"imitation targets are placements; task is {task.task!r}")
-    sim = task.env.sim
+    if task.task not in TASKS:
+        raise ValueError(f"imitation targets decide placements; task is {task.task!r}")
     cands = BEST_OF if name == "best" else (name,)
-    found: list[tuple[bool, float, str, np.ndarray]] = []
-    for b in run_baselines(sim, cands, seed=seed):
-        p = np.asarray(b.decision.placement, np.int64)
-        t, ok = _judge(task, p)
-        found.append((ok, t, b.name, p))
-    # feasible first, then fastest; ties keep BEST_OF's order
-    ok, t, chosen, p = min(found, key=lambda x: (not x[0], x[1]))
+    found = []
+    for baseline, fused, a in _candidates(task, cands, seed):
+        t, ok = _judge(task, a)
+        found.append((ok, t, baseline, fused, a))
+    # feasible first, then fastest; ties keep BEST_OF's order (unfused before fused)
+    ok, t, chosen, fused, a = min(found, key=lambda x: (not x[0], x[1]))
     relabelled = False
     if relabel:
         g, c = task.env.graph, task.env.cluster
-        new = first_use_labels(p, g.topo_order, c.num_devices)
+        new = first_use_labels(a[:, 0], g.topo_order, c.num_devices)
         if not np.array_equal(new, np.arange(c.num_devices)) and symmetric_under(c, new):
-            p, relabelled = new[p], True
-    return Target(task.name, chosen, p, t, ok, relabelled, 2 * len(cands))
+            a = a.copy()
+            a[:, 0], relabelled = new[a[:, 0]], True
+    calls = len(cands) + len(found)
+    return Target(task.name, chosen, a[:, 0].copy(), t, ok, relabelled, calls, a, fused)
 
 
 def targets(tasks: list[GraphTask], name: str, seed: int = 0, relabel: bool = True) -> list[Target]:
     return [target(t, name, seed, relabel) for t in tasks]
+
+
+def _heads_loss(
+    out: dict[str, torch.Tensor], y: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, int, int]:
+    """One graph's summed per-head mean cross-entropy over the ops each head decides (``mask``
+    ``(n, len(HEADS))``), and the greedy matches and decisions counted."""
+    import torch
+
+    loss = torch.zeros((), device=y.device)
+    right = total = 0
+    for col, h in enumerate(HEADS):
+        m = mask[:, col]
+        k = int(m.sum())
+        if k == 0:
+            continue
+        ce = torch.nn.functional.cross_entropy(out[h], y[:, col], reduction="none")
+        loss = loss + (ce * m).sum() / k
+        right += int(((out[h].argmax(1) == y[:, col]) & (m > 0)).sum())
+        total += k
+    return loss, right, total
 
 
 def fit(
@@ -132,38 +200,55 @@ def fit(
     goals: list[Target],
     steps: int,
     lr: float,
+    masks: list[np.ndarray] | None = None,
 ) -> dict[str, float]:
     """``steps`` full-batch Adam steps (a fresh optimizer, ``lr`` decaying linearly to 0) on the
-    mean over graphs of the per-op placement cross-entropy; returns the last step's loss and
-    the greedy accuracy (share of all ops whose argmax is the target) after the last step."""
+    mean over graphs of the per-op cross-entropy of the heads each graph's ``masks`` (the
+    tasks' ``mask``; default: placement only) select, summed over heads; returns the last
+    step's loss and the greedy accuracy (share of all selected decisions whose argmax is the
+    target) after the last step."""
     import torch
 
     from actorq.agents.optim import adam
 
     dev = next(model.parameters()).device
-    ys = [torch.from_numpy(g.placement).to(dev) for g in goals]
+    ys = [torch.from_numpy(g.actions).to(dev) for g in goals]
+    if masks is None:
+        masks = [np.eye(1, len(HEADS), dtype=np.float32).repeat(len(g.actions), 0) for g in goals]
+    ms = [torch.from_numpy(np.asarray(m, np.float32)).to(dev) for m in masks]
     opt = adam(model.parameters(), lr)
     loss_v = float("nan")
     for i in range(steps):
         for group in opt.param_groups:  # linear decay to 0: the last iterate is the one kept
             group["lr"] = lr * (1.0 - i / steps)
         loss = torch.zeros((), device=dev)
-        for x, y in zip(inputs, ys, strict=True):
-            loss = loss + torch.nn.functional.cross_entropy(model(**x)["placement"], y)
+        for x, y, m in zip(inputs, ys, ms, strict=True):
+            loss = loss + _heads_loss(model(**x), y, m)[0]
         loss = loss / len(ys)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         loss_v = float(loss.detach())
     right = total = 0
+    last = 0.0
     with torch.no_grad():
-        for x, y in zip(inputs, ys, strict=True):
-            logits = model(**x)["placement"]
-            right += int((logits.argmax(1) == y).sum())
-            total += int(y.numel())
-            if steps == 0:
-                loss_v = float(torch.nn.functional.cross_entropy(logits, y))
+        for x, y, m in zip(inputs, ys, ms, strict=True):
+            lo, r, k = _heads_loss(model(**x), y, m)
+            right, total, last = right + r, total + k, last + float(lo)
+    if steps == 0:
+        loss_v = last / max(len(ys), 1)
     return {"loss": loss_v, "accuracy": right / max(total, 1)}
+
+
+def greedy_actions(
+    model: torch.nn.Module, inputs: list[dict[str, torch.Tensor]], tasks: list[GraphTask]
+) -> list[np.ndarray]:
+    """The fp32 policy's greedy per-op actions ``(n, len(HEADS))`` on each task."""
+    import torch
+
+    with torch.no_grad():
+        outs = [{k: v.cpu().numpy() for k, v in model(**x).items()} for x in inputs]
+    return [t.decide(o, None)[0] for t, o in zip(tasks, outs, strict=True)]
 
 
 def greedy_placements(
@@ -187,17 +272,20 @@ def warm_start(
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Imitate baseline ``name`` for ``steps`` steps: ``(metrics, per-graph records)``.
 
-    Metrics (``imitate/...``): ``loss`` and ``accuracy`` (fp32 greedy, share of ops) after the
-    last step, ``time_ratio`` (geomean over graphs of the greedy placement's step time over the
-    target's), ``sim_calls`` (the baselines' and the final check's simulator calls), ``steps``,
-    ``seconds``."""
+    Metrics (``imitate/...``): ``loss`` and ``accuracy`` (fp32 greedy, share of the decisions
+    the task makes: ops, times heads) after the last step, ``time_ratio`` (geomean over graphs
+    of the greedy decision's step time over the target's), ``sim_calls`` (the baselines' and
+    the final check's simulator calls), ``steps``, ``seconds``."""
     t0 = time.perf_counter()
     goals = targets(tasks, name, seed, relabel)
-    out = fit(model, inputs, goals, steps, lr)
+    masks = [t.mask for t in tasks]
+    out = fit(model, inputs, goals, steps, lr, masks)
     ratios, records = [], []
-    for task, goal, p in zip(tasks, goals, greedy_placements(model, inputs), strict=True):
-        t, ok = _judge(task, p)
+    greedy = greedy_actions(model, inputs, tasks)
+    for task, goal, a, m in zip(tasks, goals, greedy, masks, strict=True):
+        t, ok = _judge(task, a)
         ratios.append(t / goal.time)
+        agree = float(((a == goal.actions) * m).sum() / max(float(m.sum()), 1.0))
         records.append(
             {
                 "graph": goal.graph,
@@ -207,7 +295,8 @@ def warm_start(
                 "target_feasible": goal.feasible,
                 "greedy_time": t,
                 "greedy_feasible": ok,
-                "agreement": float((p == goal.placement).mean()),
+                "agreement": agree,
+                **({"fused": goal.fused} if task.task == "joint" else {}),
             }
         )
     calls = sum(g.sim_calls for g in goals) + len(tasks)
