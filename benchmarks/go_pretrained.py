@@ -181,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         write_json_atomic(train_json, trained)
     policy = a.policy_out or shipped_path(n)
     policy.parent.mkdir(parents=True, exist_ok=True)
-    model, _ = load_policy_run(root / "runs" / "train")
-    save_policy(model, policy, task="placement", cluster=a.cluster,
-                trained_on=trained["graphs"], command=command)  # fmt: skip
+    model, run_info = load_policy_run(root / "runs" / "train")
+    save_policy(model, policy, task="placement", cluster=a.cluster, trained_on=trained["graphs"],
+                command=command, reference=run_info.reference)  # fmt: skip
     size = policy.stat().st_size
     say(f"wrote {policy} ({size:,} bytes)")
     if size > 10 * 2**20:

@@ -34,11 +34,19 @@ from actorq.graphopt.suite import get_graph
 GRAPH = "synthetic-120-s0"
 
 
-def _policy_file(path: Path, num_devices: int = 4, seed: int = 0) -> Path:
+def _policy_file(
+    path: Path, num_devices: int = 4, seed: int = 0, reference: str = "expert"
+) -> Path:
     torch.manual_seed(seed)
     model = GOPolicy(GOPolicyConfig(num_devices=num_devices, hidden=32, ffn=64))
     return save_policy(
-        model, path, task="placement", cluster="4xgpu-pcie", trained_on=["x"], command="test"
+        model,
+        path,
+        task="placement",
+        cluster="4xgpu-pcie",
+        trained_on=["x"],
+        command="test",
+        reference=reference,
     )
 
 
@@ -77,6 +85,28 @@ def test_place_writes_the_placement_it_simulated(
     assert r.feasible and abs(r.step_time - res["best"]["step_time_s"]) < 1e-12
     assert res["best"]["score_s"] <= res["greedy"]["score_s"]
     assert {row["baseline"] for row in res["baselines"]} >= {"single", "expert", "heft"}
+
+
+def test_place_judges_with_the_reference_the_policy_was_trained_against(
+    tmp_path: Path,
+) -> None:
+    """A policy trained with --reference heft had its placements scheduled by HEFT's ranks:
+    place schedules them the same way (and a file naming no baseline is refused)."""
+    from actorq.graphopt.baselines import upward_rank
+    from actorq.graphopt.cli import PlaceArgs, place
+
+    g = get_graph("synthetic-90-s1")
+    sim = Simulator(g, get_cluster("4xgpu-pcie"))
+    for ref, prio in (("expert", None), ("heft", upward_rank(sim))):
+        pol = _policy_file(tmp_path / f"{ref}.safetensors", reference=ref)
+        assert load_policy_file(pol)[1].reference == ref
+        res = place(PlaceArgs(graph=g.name, policy=str(pol), samples=0))
+        assert res["policy"]["reference"] == ref
+        p = np.array([res["placement"][n] for n in g.op_names])
+        assert res["best"]["score_s"] == pytest.approx(sim.run(p, prio).step_time, rel=1e-12)
+    bad = _policy_file(tmp_path / "bad.safetensors", reference="anneal")
+    with pytest.raises(GraphError, match="metadata reference 'anneal' is not a baseline"):
+        load_policy_file(bad)
 
 
 def test_place_with_a_run_directory(

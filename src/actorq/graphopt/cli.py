@@ -270,7 +270,8 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     cluster = get_cluster(a.cluster)
     model, info = load_policy(a.policy, cluster.num_devices)
     t0 = time.perf_counter()
-    task = GraphTask(a.graph, "placement", a.cluster)
+    # judged as the policy was trained: the reference's priorities schedule its placement
+    task = GraphTask(a.graph, "placement", a.cluster, info.reference)
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)
     infer_s = time.perf_counter() - t0
@@ -306,6 +307,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
             "trained_for": info.cluster,
             "trained_on": list(info.trained_on),
             "command": info.command,
+            "reference": info.reference,
         },
         "precision": a.precision,
         "samples": a.samples,

@@ -56,6 +56,10 @@ class PolicyInfo:
     cluster: str
     trained_on: tuple[str, ...]
     command: str
+    reference: str = "expert"
+    """The reference decision it was trained against: the placement task takes the parts it
+    does not decide (the priorities: the schedule) from it, so ``place`` judges with it too.
+    Files from before the key: ``expert``."""
 
 
 def shipped_path(num_devices: int) -> Path:
@@ -81,6 +85,7 @@ def save_policy(
     cluster: str,
     trained_on: list[str],
     command: str,
+    reference: str = "expert",
 ) -> Path:
     """Write ``model`` as a policy file (atomically: a temporary file renamed into place)."""
     from safetensors.torch import save_file
@@ -93,6 +98,7 @@ def save_policy(
         "cluster": cluster,
         "trained_on": json.dumps(list(trained_on)),
         "command": command,
+        "reference": reference,
     }
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
@@ -186,8 +192,15 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
 
     if meta["task"] not in TASK_HEADS:
         raise GraphError(f"{where}: unknown task {short(meta['task'])}")
+    from actorq.graphopt.baselines import NAMES
+
+    reference = meta.get("reference", "expert")
+    if reference not in NAMES or reference in ("random", "anneal", "best+fuse"):
+        raise GraphError(f"{where}: metadata reference {short(reference)} is not a baseline")
     model = _checked_model(_policy_config(raw_config, where), tensors, where)
-    info = PolicyInfo(str(path), meta["task"], meta["cluster"], tuple(trained_on), meta["command"])
+    info = PolicyInfo(
+        str(path), meta["task"], meta["cluster"], tuple(trained_on), meta["command"], reference
+    )
     return model, info
 
 
@@ -214,7 +227,9 @@ def load_policy_run(run: Path) -> tuple[GOPolicy, PolicyInfo]:
         raise GraphError(first_line(e)) from None
     model = _checked_model(config, weights, where)
     graphs = [cfg.env.split("/", 1)[-1], *cfg.graphs]
-    info = PolicyInfo(str(run), cfg.task(), cfg.cluster, tuple(graphs), f"actorq train go ({run})")
+    info = PolicyInfo(
+        str(run), cfg.task(), cfg.cluster, tuple(graphs), f"actorq train go ({run})", cfg.reference
+    )
     return model, info
 
 
