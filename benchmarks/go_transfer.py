@@ -19,9 +19,14 @@ suite's six (``actorq graphopt list``), with the smallest graph of each family (
 imitation warm start (``GOConfig.imitate``): before the first snapshot, the placement head is fit
 to baseline B's placements of the run's training graphs (``best``: the fastest of HEFT, m-ETF,
 METIS+cp, the expert split and the single device per graph; folders of runs from before the single
-device was a candidate are named ``imitate-best-N``, newer ones ``imitate-best5-N``). ``finetune``
-starts from the pre-trained policy without imitating the held-out graph, so zero-shot and
-fine-tuned still see nothing of it but its PPO decisions. PPO's default learning rate undoes an
+device was a candidate are named ``imitate-best-N``, newer ones ``imitate-best5-N``; in the joint
+task every head is fit to the baseline's whole decision, fusion included). ``finetune`` starts
+from the pre-trained policy without imitating the held-out graph (unless ``--finetune-imitate``),
+so zero-shot and fine-tuned see nothing of it but its PPO decisions. ``--reference R`` sets every
+GO run's reference decision, whose priorities schedule the placement task's decisions: ``heft``
+runs them in HEFT's upward-rank order, as random search and annealing run theirs (folder
+``<task>-<cluster>-refR-...``). In the joint task the baselines add ``best+fuse`` (greedy fusion
+of the best classical decision), and annealing starts from it. PPO's default learning rate undoes an
 imitation in its first update (docs/graphopt.md): ``--learning-rate`` sets every GO run's,
 ``--finetune-learning-rate`` fine-tuning's alone. Cells with imitation or another learning rate
 live in their own folder (``<task>-<cluster>-imitate-B-N-lrX-ftlrY``) and their settings say so:
