@@ -62,6 +62,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actorq.agents.go.imitation import BEST_OF, CHOICES
+from actorq.graphopt.baselines import REFERENCES
 from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
@@ -73,9 +74,6 @@ FUSED = ("best+fuse",)
 
 def baseline_names(task: str) -> tuple[str, ...]:
     return (*BASELINES, *(FUSED if task == "joint" else ()))
-
-
-REFERENCES = ("expert", "heft", "m-etf", "metis+cp", "expert+cp", "single")
 
 
 def smallest(family: str) -> str:

@@ -424,6 +424,11 @@ NAMES = (
 )
 
 
+#: The deterministic baselines: a decision the environments can take as their reference (no
+#: search budget, no dependence on what ran before).
+REFERENCES = tuple(n for n in NAMES if n not in ("best+fuse", "random", "anneal"))
+
+
 def run_baselines(
     sim: Simulator,
     names: tuple[str, ...] = NAMES,

@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium import spaces
 
 from actorq.errors import GraphError
-from actorq.graphopt.baselines import NAMES, penalized, run_baselines
+from actorq.graphopt.baselines import REFERENCES, penalized, run_baselines
 from actorq.graphopt.cluster import Cluster, get_cluster
 from actorq.graphopt.ir import Graph
 from actorq.graphopt.simulator import SimResult, Simulator
@@ -108,7 +108,7 @@ class GraphOptEnv(gym.Env[Any, Any]):
             raise GraphError(f"unknown graphopt task {task!r}; tasks: {', '.join(TASKS)}")
         if mode not in MODES:
             raise GraphError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
-        if reference not in NAMES or reference in ("random", "anneal", "best+fuse"):
+        if reference not in REFERENCES:
             raise GraphError(f"reference must be a deterministic baseline, not {reference!r}")
         if isinstance(graph, str):
             from actorq.graphopt.suite import get_graph

@@ -192,10 +192,10 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
 
     if meta["task"] not in TASK_HEADS:
         raise GraphError(f"{where}: unknown task {short(meta['task'])}")
-    from actorq.graphopt.baselines import NAMES
+    from actorq.graphopt.baselines import REFERENCES
 
     reference = meta.get("reference", "expert")
-    if reference not in NAMES or reference in ("random", "anneal", "best+fuse"):
+    if reference not in REFERENCES:
         raise GraphError(f"{where}: metadata reference {short(reference)} is not a baseline")
     model = _checked_model(_policy_config(raw_config, where), tensors, where)
     info = PolicyInfo(

@@ -164,7 +164,7 @@ class GOConfig(ExperimentConfig):
         except GraphError as e:
             raise ConfigError(f"--cluster: {first_line(e)}") from None
         from actorq.agents.go.imitation import CHOICES, TASKS
-        from actorq.graphopt.baselines import NAMES
+        from actorq.graphopt.baselines import REFERENCES
 
         if self.imitate not in CHOICES:
             raise ConfigError(
@@ -176,7 +176,7 @@ class GOConfig(ExperimentConfig):
                 f"{' or '.join(TASKS)} task, not {self.task()!r}"
             )
 
-        if self.reference not in NAMES or self.reference in ("random", "anneal", "best+fuse"):
+        if self.reference not in REFERENCES:
             raise ConfigError(
                 f"--reference must be a deterministic baseline, not {self.reference!r}"
             )

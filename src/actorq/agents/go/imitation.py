@@ -63,8 +63,6 @@ class Target:
     graph: str
     baseline: str
     """The baseline it came from (for ``best``: the fastest candidate)."""
-    placement: np.ndarray
-    """Device per op, int64 ``(n,)`` (relabelled if ``relabelled``)."""
     time: float
     """Penalised simulated step time of ``placement`` in the task (seconds)."""
     feasible: bool
@@ -78,6 +76,11 @@ class Target:
     priority level, fuse bit); columns the task does not decide are 0."""
     fused: bool = False
     """Joint task: the target adds greedy fusion to the baseline's decision."""
+
+    @property
+    def placement(self) -> np.ndarray:
+        """Device per op, int64 ``(n,)`` (relabelled if ``relabelled``)."""
+        return self.actions[:, 0]
 
 
 def priority_levels(priority: np.ndarray, num_levels: int = PRIORITY_LEVELS) -> np.ndarray:
@@ -166,7 +169,7 @@ def target(task: GraphTask, name: str, seed: int = 0, relabel: bool = True) -> T
             a = a.copy()
             a[:, 0], relabelled = new[a[:, 0]], True
     calls = len(cands) + len(found)
-    return Target(task.name, chosen, a[:, 0].copy(), t, ok, relabelled, calls, a, fused)
+    return Target(task.name, chosen, t, ok, relabelled, calls, a, fused)
 
 
 def targets(tasks: list[GraphTask], name: str, seed: int = 0, relabel: bool = True) -> list[Target]:
@@ -200,11 +203,11 @@ def fit(
     goals: list[Target],
     steps: int,
     lr: float,
-    masks: list[np.ndarray] | None = None,
+    masks: list[np.ndarray],
 ) -> dict[str, float]:
     """``steps`` full-batch Adam steps (a fresh optimizer, ``lr`` decaying linearly to 0) on the
     mean over graphs of the per-op cross-entropy of the heads each graph's ``masks`` (the
-    tasks' ``mask``; default: placement only) select, summed over heads; returns the last
+    tasks' ``mask``, ``(n, len(HEADS))``) select, summed over heads; returns the last
     step's loss and the greedy accuracy (share of all selected decisions whose argmax is the
     target) after the last step."""
     import torch
@@ -213,8 +216,6 @@ def fit(
 
     dev = next(model.parameters()).device
     ys = [torch.from_numpy(g.actions).to(dev) for g in goals]
-    if masks is None:
-        masks = [np.eye(1, len(HEADS), dtype=np.float32).repeat(len(g.actions), 0) for g in goals]
     ms = [torch.from_numpy(np.asarray(m, np.float32)).to(dev) for m in masks]
     opt = adam(model.parameters(), lr)
     loss_v = float("nan")
