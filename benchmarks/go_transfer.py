@@ -102,6 +102,8 @@ def go_config(
         kw.setdefault("sil_coef", args.sil_coef)
     if args.reference != "expert":
         kw.setdefault("reference", args.reference)
+    if args.explore:
+        kw.setdefault("explore", args.explore)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -262,6 +264,7 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
 
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap, ft_equal = [], [], [], [], []
+    found: list[float] = []  # fine-tuning's best decision per family (its search result)
     extra = baseline_names(args.task)[len(BASELINES) :]
     pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
     for fam in args.families:
@@ -286,6 +289,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
 
         cols = [ms(b, n) for n in (*baseline_names(args.task), "random", "anneal", "anneal_ft")]
         cols += [ms(zs, "time_int8"), ms(ft, "time_int8"), ms(ft, "best_sampled")]
+        found.append(ft.get("best_sampled") or ft["time_int8"])
         cols += [ms(sc, "time_int8")]
         scratch_n = sc["decisions"]
         reached = "-" if reach is None else f"{reach:,.0f} / {scratch_n:,}"
@@ -296,6 +300,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         if equal is not None:
             ft_equal.append(equal)
         zs_gap.append(gap)
+        found[-1] = ft["time_int8"] / found[-1]  # the best found's speedup over the greedy
     head = [
         f"# GO transfer, leave one family out ({args.task}, {args.cluster}, seed {args.seed})",
         "",
@@ -306,7 +311,8 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         f"{args.scratch_steps:,}; random search and annealing {args.scratch_steps:,} simulator "
         f'calls ("anneal @ft": {args.finetune_steps:,}, fine-tuning\'s). Step times in ms '
         "(simulated, penalised when infeasible); GO columns are the greedy int8 decision, "
-        'except "best sampled": the fastest decision fine-tuning\'s actors sampled.'
+        'except "best found": the fastest decision fine-tuning\'s actors simulated (sampled, '
+        "or with --explore moved)."
         + (
             " The joint task decides fusion too: best+fuse is greedy fusion on the best "
             "classical decision, and annealing starts from it."
@@ -338,6 +344,13 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         + ("" if not args.sil_coef else f" Self-imitation, coefficient {args.sil_coef:g}.")
         + (
             ""
+            if not args.explore
+            else f" {100 * args.explore:g}% of every run's decisions are run moves from the "
+            "actor's incumbent (annealing's move; not PPO samples, taught through "
+            "self-imitation)."
+        )
+        + (
+            ""
             if args.reference == "expert"
             else f" GO's decisions are judged with `{args.reference}`'s priorities (the "
             "placement task's schedule) and rewarded relative to its step time."
@@ -351,7 +364,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF "
         + "".join(f"| {n} " for n in extra)
         + "| random | anneal | anneal @ft | GO zero-shot | GO fine-tuned "
-        "| GO fine-tuned, best sampled | GO scratch "
+        "| GO fine-tuned, best found | GO scratch "
         "| fine-tune decisions to reach scratch's final / scratch's |",
         "|---|" + "---:|" * (12 + len(extra)) + "---|",
         *rows,
@@ -369,6 +382,18 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
                 f"{100 * (geomean(ft_equal) - 1):+.1f}% vs the best baseline per graph."
                 if len(ft_equal) == len(ft_gain)
                 else ""
+            )
+            + (
+                f" Fine-tuning's best found decision (the run's search result, within its "
+                f"{args.finetune_steps:,} decisions) is "
+                f"{100 * (geomean(ft_best) * geomean(found) - 1):+.1f}% vs the best baseline per "
+                "graph"
+                + (
+                    f" and {100 * (geomean(ft_equal) * geomean(found) - 1):+.1f}% at equal "
+                    "simulator calls."
+                    if len(ft_equal) == len(ft_gain)
+                    else "."
+                )
             ),
             "",
             f"Pre-training's greedy gain over the reference (`{args.reference}`) on its own five "
@@ -454,6 +479,13 @@ def main(argv: list[str] | None = None) -> int:
         "upward ranks, the schedule random search and annealing use (default: expert, "
         "topological order)",
     )
+    ap.add_argument(
+        "--explore",
+        type=float,
+        default=0.0,
+        help="share of every GO run's decisions that are run moves from the actor's incumbent "
+        "(GOConfig.explore; needs --sil-coef; default off)",
+    )
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -471,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-ftlr{args.finetune_learning_rate:g}"
     if args.sil_coef:
         folder += f"-sil{args.sil_coef:g}"
+    if args.explore:
+        folder += f"-explore{args.explore:g}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
@@ -499,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["sil_coef"] = args.sil_coef
     if args.reference != "expert":  # settings without the key: the expert reference
         budget["reference"] = args.reference
+    if args.explore:
+        budget["explore"] = args.explore
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

@@ -10,6 +10,18 @@ decision: the graph's index, the per-op actions, their per-op log-probabilities 
 snapshot it ran (the behaviour policy: the learner's importance ratio is taken against these,
 so int8 rounding is corrected rather than ignored) and the reward.
 
+Exploration with run moves (``explore`` > 0): per-op samples change ops independently, so a
+policy that has settled on one device (or on a baseline's split) almost never samples the
+coherent move of a whole run of ops to another device that simulated annealing makes, and
+which is where its wins come from (docs/graphopt.md). With probability ``explore`` an actor's
+decision is instead its incumbent for the graph (the best decision it has simulated, sampled or
+moved; the snapshot's greedy decision before it has one) with one of annealing's run moves
+(:func:`actorq.graphopt.baselines.run_move`) applied to the placement: a hill climb per actor,
+fed by the policy's samples. Such items are flagged (``explore`` = 1): they are not samples of
+the policy, so the learner keeps them out of PPO's ratios and baselines and uses them only for
+the best decision so far, which self-imitation pulls the policy toward (policy improvement by
+search, counted in the same simulator budget as the samples).
+
 Reward: ``-sqrt(S / S_ref)``, ``S`` the simulated (penalized, :func:`~actorq.graphopt.baselines.
 penalized`) step time and ``S_ref`` the reference decision's (the human-expert split by default),
 GO's normalisation: comparable across graphs of very different step times, and compressed for
@@ -32,6 +44,7 @@ from actorq.core.interfaces import ParameterSource
 from actorq.core.loop import fetch_newer
 from actorq.core.types import Batch
 from actorq.errors import SnapshotError
+from actorq.graphopt.baselines import anchor_groups, run_move
 from actorq.graphopt.envs import PRIORITY_LEVELS, GraphOptEnv
 from actorq.graphopt.inputs import (
     GraphInputs,
@@ -74,6 +87,7 @@ class GraphTask:
         for h in TASK_HEADS[task]:
             col = HEADS.index(h)
             self.mask[:, col] = fusion_node_mask(g, self.fusable) if h == "fusion" else 1.0
+        self._groups: np.ndarray | None = None  # anchor group per op (run moves), built lazily
 
     @property
     def num_ops(self) -> int:
@@ -97,6 +111,20 @@ class GraphTask:
             actions[:, col] = a
             logp[:, col] = np.take_along_axis(lp, a[:, None], axis=1)[:, 0] * self.mask[:, col]
         return actions, logp
+
+    def run_move(self, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A copy of the decision ``actions`` ``(n, 3)`` with one run move on its placement
+        (module docstring): the ops of consecutive anchor groups in topological order on one
+        device."""
+        if "placement" not in TASK_HEADS[self.task]:
+            raise ValueError(f"run moves change placements: the {self.task} task has none")
+        actions = actions.copy()
+        if self._groups is None:
+            self._groups = anchor_groups(self.env.sim)[1]
+        gi = self._groups
+        nd = self.env.cluster.num_devices
+        actions[:, 0] = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng)
+        return actions
 
     def env_action(self, actions: np.ndarray) -> Any:
         """Per-op choices as the environment's one-shot action."""
@@ -141,8 +169,12 @@ class GraphActor:
         threads: int = 1,
         index: int = 0,
         max_ops: int | None = None,
+        explore: float = 0.0,
     ) -> None:
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {explore}")
         self.tasks, self.k, self.index = tasks, num_envs, index
+        self.explore = explore
         self.max_ops = max_ops or max(t.num_ops for t in tasks)
         self.source, self.threads = source, threads
         self.rng = np.random.default_rng(seed)
@@ -152,6 +184,9 @@ class GraphActor:
         self.inference_s = 0.0
         self.env_s = 0.0
         self._outs: dict[int, dict[str, np.ndarray]] = {}
+        # per training graph: the best decision this actor has simulated and its reward (the
+        # incumbent that run moves start from)
+        self.incumbent: dict[int, tuple[float, np.ndarray]] = {}
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
@@ -165,6 +200,7 @@ class GraphActor:
             threads=int(cfg.get("threads", 1)),
             index=int(cfg["actor"]),
             max_ops=int(w["max_ops"]),
+            explore=float(w.get("explore", 0.0)),
         )
 
     def update(self) -> bool:
@@ -200,6 +236,7 @@ class GraphActor:
             "actions": np.zeros((k, m, len(HEADS)), np.int8),
             "log_prob": np.zeros((k, m, len(HEADS)), np.float32),
             "reward": np.zeros(k, np.float32),
+            "explore": np.zeros(k, np.int8),
             "version": np.full(k, self.version, np.int64),
             "actor": np.full(k, self.index, np.int32),
         }
@@ -207,15 +244,27 @@ class GraphActor:
         for j in range(k):
             i = int(self.rng.integers(len(self.tasks)))
             task = self.tasks[i]
-            actions, logp = task.decide(self.outputs(i), self.rng)
+            # draw only when exploring, so runs without it sample exactly as before
+            explore = self.explore > 0.0 and self.rng.random() < self.explore
+            if explore:
+                base = self.incumbent[i][1] if i in self.incumbent else None
+                if base is None:
+                    base, _ = task.decide(self.outputs(i), None)
+                actions = task.run_move(base, self.rng)
+                logp = np.zeros_like(actions, dtype=np.float32)  # not a policy sample
+            else:
+                actions, logp = task.decide(self.outputs(i), self.rng)
             t = time.perf_counter()
             reward, improvement, _ = task.judge(actions)
             self.env_s += time.perf_counter() - t
+            if self.explore > 0.0 and (i not in self.incumbent or reward > self.incumbent[i][0]):
+                self.incumbent[i] = (reward, actions)
             n = task.num_ops
             items["graph"][j] = i
             items["actions"][j, :n] = actions
             items["log_prob"][j, :n] = logp
             items["reward"][j] = reward
+            items["explore"][j] = explore
             episodes.append((improvement, 1))
         self.env_steps += k
         return items, episodes

@@ -78,7 +78,7 @@ def single_device(sim: Simulator) -> Decision:
     return Decision(np.full(sim.graph.num_ops, d, dtype=np.int64))
 
 
-def _anchor_groups(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def anchor_groups(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Anchor roots in topological order, each op's group index, and each group's mean time."""
     g = sim.graph
     assert g.anchor is not None
@@ -99,7 +99,7 @@ def _split_weights(w: np.ndarray) -> np.ndarray:
 
 def expert(sim: Simulator) -> Decision:
     """Contiguous split of the forward order balanced by compute (module docstring)."""
-    _, gi, w = _anchor_groups(sim)
+    _, gi, w = anchor_groups(sim)
     w = _split_weights(w)
     nd = sim.cluster.num_devices
     cum = np.cumsum(w) - w / 2  # the piece a group falls in is decided by its midpoint
@@ -116,7 +116,7 @@ def metis(sim: Simulator, seed: int = 0) -> Decision:
     g, nd = sim.graph, sim.cluster.num_devices
     if nd == 1:
         return single_device(sim)
-    roots, gi, w = _anchor_groups(sim)
+    roots, gi, w = anchor_groups(sim)
     k = roots.size
     mem = np.bincount(gi, weights=g.param_bytes + g.out_bytes, minlength=k)
     share = 0.5 * w / max(w.sum(), 1e-30) + 0.5 * mem / max(mem.sum(), 1e-30)
@@ -329,7 +329,7 @@ def random_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
     """Best of ``budget`` random contiguous splits (random cut points and device order), with
     HEFT-rank priorities."""
     rng = np.random.default_rng(seed)
-    _, gi, w = _anchor_groups(sim)
+    _, gi, w = anchor_groups(sim)
     nd = sim.cluster.num_devices
     prio = upward_rank(sim)
     w = _split_weights(w)
@@ -363,7 +363,7 @@ def anneal(
     falls linearly from ``t0`` to 0 over ``budget`` simulator calls. Priorities: HEFT ranks.
     """
     rng = np.random.default_rng(seed)
-    roots, gi, _ = _anchor_groups(sim)
+    roots, gi, _ = anchor_groups(sim)
     nd = sim.cluster.num_devices
     prio = upward_rank(sim) if start.priority is None else start.priority
     fuse = start.fusion is not None  # keep fusing greedily if the start fused
@@ -392,13 +392,9 @@ def _anneal_loop(
     """``cur`` is a per-op placement (the start need not keep gradients with their forward
     ops); a move sets every op of ``run`` consecutive anchor groups to one device."""
     best_s, best = cur_s, cur.copy()
-    mean_len = max(1.0, k / (8 * nd))
     for i in range(budget):
         temp = t0 * (1 - i / budget)
-        a = int(rng.integers(k))
-        run = min(k - a, int(rng.geometric(1 / mean_len)))
-        cand = cur.copy()
-        cand[(gi >= a) & (gi < a + run)] = rng.integers(nd)
+        cand = run_move(cur, gi, k, nd, rng)
         s = score(cand)
         # relative change; from a score of 0 (a graph of free ops) nothing can improve
         delta = (s - cur_s) / cur_s if cur_s > 0 else (0.0 if s <= 0 else math.inf)
@@ -407,6 +403,22 @@ def _anneal_loop(
             if s < best_s:
                 best_s, best = s, cand.copy()
     return best
+
+
+def run_move(
+    placement: np.ndarray, gi: np.ndarray, k: int, nd: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Annealing's move: a copy of ``placement`` with every op of a run of consecutive anchor
+    groups (``gi``: each op's group index in topological order, ``k`` groups) on one of ``nd``
+    devices. The run's length is geometric with mean ``k / (8 nd)`` (at least 1), so both
+    single-group and coarse moves happen. GO's actors explore with it too
+    (:class:`actorq.graphopt.actor.GraphActor`)."""
+    mean_len = max(1.0, k / (8 * nd))
+    a = int(rng.integers(k))
+    run = min(k - a, int(rng.geometric(1 / mean_len)))
+    cand = placement.copy()
+    cand[(gi >= a) & (gi < a + run)] = rng.integers(nd)
+    return cand
 
 
 # ---- all of them -----------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.agents.go.learning import GOLearner
 from actorq.core.types import Batch
-from actorq.graphopt.actor import HEADS
+
+from .conftest import sampled_batch
 
 ENV = "graphopt:placement/synthetic-60-s0"
 
@@ -29,23 +30,7 @@ def _learner(**kw: Any) -> GOLearner:
 
 
 def _batch(learner: GOLearner, rewards: list[float], seed: int) -> Batch:
-    """Decisions sampled from the learner's own policy (so the per-op ratio starts at 1)."""
-    rng = np.random.default_rng(seed)
-    task = learner.tasks[0]
-    with torch.no_grad():
-        out = {k: v.numpy() for k, v in learner.model(**learner._inputs[0]).items()}
-    k, n = len(rewards), task.num_ops
-    actions = np.zeros((k, n, len(HEADS)), np.int8)
-    logp = np.zeros((k, n, len(HEADS)), np.float32)
-    for j in range(k):
-        a, lp = task.decide(out, rng)
-        actions[j], logp[j] = a, lp
-    return {
-        "graph": np.zeros(k, np.int32),
-        "actions": actions,
-        "log_prob": logp,
-        "reward": np.asarray(rewards, np.float32),
-    }
+    return sampled_batch(learner, rewards, seed)
 
 
 def _log_prob(learner: GOLearner, actions: torch.Tensor) -> float:
@@ -90,7 +75,9 @@ def test_self_imitation_pulls_the_policy_toward_the_best_decision() -> None:
 def test_no_pull_when_the_best_is_not_above_the_baseline() -> None:
     learner = _learner(sil_coef=1.0)
     learner.update(_batch(learner, [-1.0] * 4, seed=0))
-    w = learner.track_best({0: np.arange(4)}, np.full(4, -1.0), torch.zeros(4, 60, 3))
+    w = learner.track_best(
+        {0: np.arange(4)}, np.full(4, -1.0), torch.zeros(4, 60, 3), np.zeros(4, bool), 0.0
+    )
     assert w == {0: 0.0}
 
 

@@ -69,6 +69,7 @@ class GOBuilder:
             "actions": ArraySpec(per_op, "int8"),
             "log_prob": ArraySpec(per_op, "float32"),
             "reward": ArraySpec((), "float32"),
+            "explore": ArraySpec((), "int8"),  # 1: a run-move decision, not a policy sample
             "version": ArraySpec((), "int64"),
             "actor": ArraySpec((), "int32"),
         }
@@ -96,6 +97,7 @@ class GOBuilder:
                 "cluster": cfg.cluster,
                 "reference": cfg.reference,
                 "max_ops": int(spec.action.shape[0]),
+                "explore": cfg.explore,
             },
         )
 

@@ -28,6 +28,7 @@ class GOConfig(ExperimentConfig):
         "clip_coef": NON_NEGATIVE,
         "ent_coef": NON_NEGATIVE,
         "sil_coef": NON_NEGATIVE,
+        "explore": Bound(0, 1, hi_open=True),
         "max_grad_norm": POSITIVE,
         "baseline_decay": Bound(0, 1, hi_open=True),
         "hidden": Bound(4, 4096),
@@ -74,6 +75,12 @@ class GOConfig(ExperimentConfig):
     sil_coef: float = 0.0
     """Self-imitation (Oh et al. 2018): weight of the loss pulling the policy toward the best
     decision sampled so far on each graph (0: off)."""
+    explore: float = 0.0
+    """Fraction of actor decisions that are the policy's greedy decision with one of
+    simulated annealing's run moves (a run of consecutive ops in topological order moved to one
+    device) instead of a policy sample. They are kept out of PPO and feed only the best
+    decision so far, which self-imitation (--sil-coef > 0) pulls the policy toward; they count
+    in the decision budget. Placement and joint tasks."""
     baseline_decay: float = 0.9
     """Per-graph reward baseline: exponential moving average with this decay (GO's per-graph
     normalisation; advantages are reward minus baseline, then normalised over the batch)."""
@@ -176,6 +183,16 @@ class GOConfig(ExperimentConfig):
                 f"{' or '.join(TASKS)} task, not {self.task()!r}"
             )
 
+        if self.explore > 0 and self.task() not in ("placement", "joint"):
+            raise ConfigError(
+                f"--explore moves runs of ops between devices: placement or joint task, not "
+                f"{self.task()!r}"
+            )
+        if self.explore > 0 and self.sil_coef == 0:
+            raise ConfigError(
+                "--explore's decisions teach the policy only through self-imitation: set "
+                "--sil-coef > 0"
+            )
         if self.reference not in REFERENCES:
             raise ConfigError(
                 f"--reference must be a deterministic baseline, not {self.reference!r}"

@@ -115,6 +115,8 @@ class GOLearner(Learner):
         # search result): its reward and per-op actions (n, len(HEADS))
         self.best_reward = np.full(len(tasks), -np.inf)
         self.best_actions: list[torch.Tensor | None] = [None] * len(tasks)
+        # how often the best decision improved through a policy sample / a run-move decision
+        self.improved = {"policy": 0, "explore": 0}
         if cfg.init_from is not None:
             self.model.load_state_dict(pretrained_weights(cfg, self.model))
 
@@ -138,11 +140,18 @@ class GOLearner(Learner):
         cfg = self.cfg
         graphs = np.asarray(batch["graph"], np.int64)
         rewards = np.asarray(batch["reward"], np.float64)
-        adv = torch.as_tensor(self.advantages(graphs, rewards), dtype=torch.float32)
+        # run-move decisions (--explore) are not samples of the policy: no ratio, no baseline
+        explore = np.asarray(batch.get("explore", np.zeros(len(rewards))), bool)
+        sampled = np.flatnonzero(~explore)
+        adv_np = np.zeros(len(rewards))
+        if sampled.size:
+            adv_np[sampled] = self.advantages(graphs[sampled], rewards[sampled])
+        adv = torch.as_tensor(adv_np, dtype=torch.float32)
         actions = torch.from_numpy(np.asarray(batch["actions"], np.int64)).to(self.device)
         old_lp = torch.from_numpy(np.asarray(batch["log_prob"], np.float32)).to(self.device)
         by_graph = {int(g): np.flatnonzero(graphs == g) for g in np.unique(graphs)}
-        sil_w = self.track_best(by_graph, rewards, actions)
+        scale = rewards[sampled] if sampled.size > 1 else rewards
+        sil_w = self.track_best(by_graph, rewards, actions, explore, float(scale.std()))
         stats: dict[str, list[float]] = {"pg": [], "ent": [], "kl": [], "clip": [], "gn": []}
         stats["sil"] = []
         for _ in range(cfg.update_epochs):
@@ -161,7 +170,7 @@ class GOLearner(Learner):
                 if sil_w.get(g, 0.0) > 0.0 and best is not None:
                     nll = -(chosen_log_probs(lps, best) * mask).sum()
                     sil_total = sil_total + sil_w[g] * nll / decided
-                for j in idx:
+                for j in idx[~explore[idx]]:
                     new = chosen_log_probs(lps, actions[j, :n])
                     log_ratio = (new - old_lp[j, :n]) * mask
                     ratio = log_ratio.exp()
@@ -176,6 +185,7 @@ class GOLearner(Learner):
                         far = ((ratio - 1).abs() > cfg.clip_coef).float() * mask
                         clip_sum += float(far.sum() / decided)
                     count += 1
+            count = max(count, 1)  # a batch of run-move decisions only: self-imitation alone
             pg_loss, entropy = pg_total / count, ent_total / count
             sil_loss = sil_total / len(by_graph)
             loss = pg_loss - cfg.ent_coef * entropy + cfg.sil_coef * sil_loss
@@ -199,22 +209,32 @@ class GOLearner(Learner):
             "charts/batch_reward": float(rewards.mean()),
             "charts/best_reward": float(np.mean(self.best_reward[list(by_graph)])),
             "losses/sil_loss": stats["sil"][-1],
+            "charts/best_by_policy": float(self.improved["policy"]),
+            "charts/best_by_explore": float(self.improved["explore"]),
         }
 
     def track_best(
-        self, by_graph: dict[int, np.ndarray], rewards: np.ndarray, actions: torch.Tensor
+        self,
+        by_graph: dict[int, np.ndarray],
+        rewards: np.ndarray,
+        actions: torch.Tensor,
+        explore: np.ndarray,
+        sigma: float,
     ) -> dict[int, float]:
         """Keep each graph's best decision so far (``by_graph``: the batch's decisions per
-        graph); return self-imitation's weight per graph of the batch,
-        ``clip((R_best - b) / σ, 0, 3)`` (none when ``sil_coef`` is 0)."""
+        graph, ``explore``: which are run-move decisions); return self-imitation's weight per
+        graph of the batch, ``clip((R_best - b) / σ, 0, 3)`` (none when ``sil_coef`` is 0;
+        ``sigma``: the spread of the batch's policy samples' rewards)."""
         for g, idx in by_graph.items():
             j = int(idx[np.argmax(rewards[idx])])
             if rewards[j] > self.best_reward[g]:
+                if np.isfinite(self.best_reward[g]):  # a first decision is no improvement
+                    self.improved["explore" if explore[j] else "policy"] += 1
                 self.best_reward[g] = float(rewards[j])
                 self.best_actions[g] = actions[j, : self.tasks[g].num_ops].clone()
         if self.cfg.sil_coef == 0.0:
             return {}
-        sigma = max(float(rewards.std()), 1e-8)
+        sigma = max(sigma, 1e-8)
         out = {}
         for g in by_graph:
             b = self.baseline[g]
@@ -288,6 +308,7 @@ class GOLearner(Learner):
             imitation=self.imitation,
             best_reward=[float(r) if np.isfinite(r) else None for r in self.best_reward],
             best_time=self.best_times(),
+            improved=dict(self.improved),
         )
         for i, a in enumerate(self.best_actions):
             if a is not None:
@@ -308,6 +329,8 @@ class GOLearner(Learner):
                 self.best_reward[i] = float(r)
                 self.best_actions[i] = a.to(device=self.device, dtype=torch.int64)
         self.updates = int(meta["updates"])
+        got = meta.get("improved") or {}  # absent in runs before --explore
+        self.improved = {k: int(got.get(k, 0)) for k in self.improved}
         self.imitation = list(meta.get("imitation", []))  # absent in runs before --imitate
         self.baseline = np.array(
             [np.nan if b is None else float(b) for b in meta["baseline"]], np.float64

@@ -1,0 +1,137 @@
+"""GO's run-move exploration (``--explore``): some actor decisions are annealing's run moves
+from the actor's incumbent; they are flagged, kept out of PPO, and feed the best decision that
+self-imitation pulls the policy toward."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actorq import train
+from actorq.agents.go.builder import BUILDER
+from actorq.agents.go.config import GOConfig
+from actorq.agents.go.learning import GOLearner
+from actorq.core.types import Batch
+from actorq.distributed.local import _LocalCache
+from actorq.errors import ConfigError
+from actorq.graphopt.actor import GraphActor
+from actorq.graphopt.baselines import anchor_groups
+
+from .conftest import sampled_batch
+
+ENV = "graphopt:placement/synthetic-120-s0"
+
+
+def _setup(**kw: Any) -> tuple[GOLearner, GraphActor]:
+    cfg = GOConfig(env=ENV, actors=0, precision="fp32", sil_coef=1.0, update_epochs=1, **kw)
+    cfg.validate()
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    cache = _LocalCache()
+    cache.publish(0, BUILDER.policy_io(cfg, spec, learner).snapshot(0, "fp32"))
+    setup = BUILDER.actor_setup(cfg, spec)
+    actor = GraphActor.from_config(setup.actor_config(0, in_process=True), cache)
+    assert actor.update()
+    return learner, actor
+
+
+def _one_run_moved(task: Any, before: np.ndarray, after: np.ndarray) -> None:
+    """``after`` is ``before`` with the ops of consecutive anchor groups on one device."""
+    gi = anchor_groups(task.env.sim)[1]
+    changed = np.flatnonzero(before != after)
+    if changed.size == 0:  # the run's new device may be the one it was on
+        return
+    lo, hi = gi[changed].min(), gi[changed].max()
+    run = (gi >= lo) & (gi <= hi)
+    assert len(set(after[run].tolist())) == 1, "a run move puts its ops on one device"
+    np.testing.assert_array_equal(before[~run], after[~run])
+
+
+def test_explored_decisions_are_flagged_run_moves_from_the_incumbent() -> None:
+    _, actor = _setup(explore=0.5)
+    task = actor.tasks[0]
+    n = task.num_ops
+    greedy, _ = task.decide(actor.outputs(0), None)
+    flagged = sampled = 0
+    for _ in range(6):
+        before = dict(actor.incumbent)
+        items, _ = actor.step()
+        for j in range(len(items["reward"])):
+            a = items["actions"][j, :n].astype(np.int64)
+            if items["explore"][j]:
+                flagged += 1
+                # not a policy sample: no behaviour log-probs for PPO's ratio
+                assert not items["log_prob"][j].any()
+                base = before[0][1] if 0 in before else greedy
+                _one_run_moved(task, base[:, 0], a[:, 0])
+                np.testing.assert_array_equal(a[:, 1:], base[:, 1:])
+            else:
+                sampled += 1
+                assert items["log_prob"][j, :n, 0].any()
+            # the incumbent is the best decision the actor has simulated so far
+            if 0 not in before or items["reward"][j] > before[0][0]:
+                before[0] = (float(items["reward"][j]), a)
+        assert actor.incumbent[0][0] == pytest.approx(before[0][0])
+    assert flagged > 5 and sampled > 5, (flagged, sampled)
+
+
+def test_without_explore_nothing_is_flagged_and_no_incumbent_is_kept() -> None:
+    _, actor = _setup()
+    items, _ = actor.step()
+    assert not items["explore"].any() and actor.incumbent == {}
+    assert all(items["log_prob"][j, :120, 0].any() for j in range(len(items["reward"])))
+
+
+def _batch(learner: GOLearner, rewards: list[float], explore: list[bool], seed: int) -> Batch:
+    return sampled_batch(learner, rewards, seed, explore)
+
+
+def test_explored_decisions_feed_the_best_but_not_ppo() -> None:
+    learner, _ = _setup(explore=0.5)
+    first = _batch(learner, [-1.0, -0.9, -0.5, -0.6], [False, False, True, True], seed=0)
+    learner.update(first)
+    # the reward baseline is the policy samples' mean only; the best is the explored -0.5
+    assert learner.baseline[0] == pytest.approx(-0.95)
+    assert learner.best_reward[0] == pytest.approx(-0.5)
+    np.testing.assert_array_equal(learner.best_actions[0].numpy(), first["actions"][2])
+    # a batch of run moves only: self-imitation alone, the baseline untouched
+    out = learner.update(_batch(learner, [-0.4, -0.7], [True, True], seed=1))
+    assert learner.baseline[0] == pytest.approx(-0.95)
+    assert learner.best_reward[0] == pytest.approx(-0.4)
+    assert learner.improved == {"policy": 0, "explore": 1}
+    assert out["charts/best_by_explore"] == 1.0 and out["losses/policy_loss"] == 0.0
+    learner.update(_batch(learner, [-0.3, -1.0], [False, False], seed=2))
+    assert learner.improved == {"policy": 1, "explore": 1}
+
+
+def test_explore_is_checked() -> None:
+    with pytest.raises(ConfigError, match="sil-coef"):
+        GOConfig(env=ENV, explore=0.5).validate()
+    with pytest.raises(ConfigError, match="placement or joint"):
+        GOConfig(env="graphopt:scheduling/synthetic-60-s0", explore=0.5, sil_coef=1).validate()
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ConfigError, match="explore"):
+            GOConfig(env=ENV, explore=bad, sil_coef=1).validate()
+
+
+def test_a_run_with_explore_improves_by_run_moves_and_resumes(
+    tiny: Callable[..., GOConfig],
+) -> None:
+    """From the greedy decision of an untrained policy, run moves find better placements (the
+    untrained policy's greedy split is far from the best), and the counts survive a resume."""
+    kw = {"env": "graphopt:placement/synthetic-60-s0", "sil_coef": 1.0, "explore": 0.5}
+    first = train(tiny("go", total_steps=128, eval_every=10_000, **kw))
+    state = json.loads((Path(first.run_dir) / "checkpoint" / "state.json").read_text())
+    improved = state["learner"]["improved"]
+    assert improved["explore"] > 0, improved
+    again = train(
+        tiny("go", total_steps=192, resume=first.run_dir, run_dir=None, eval_every=10_000, **kw)
+    )
+    after = json.loads((Path(again.run_dir) / "checkpoint" / "state.json").read_text())
+    assert after["learner"]["improved"]["explore"] >= improved["explore"]
+    assert after["learner"]["best_reward"][0] >= state["learner"]["best_reward"][0]
