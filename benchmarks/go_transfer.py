@@ -32,6 +32,16 @@ imitation in its first update (docs/graphopt.md): ``--learning-rate`` sets every
 live in their own folder (``<task>-<cluster>-imitate-B-N-lrX-ftlrY``) and their settings say so:
 they never mix with cells of other settings.
 
+``--explore P`` (``GOConfig.explore``, folder ``...-exploreP``) makes a share P of the held-out
+graph's runs' decisions (fine-tuning and from scratch) annealing's run moves from each actor's
+incumbent, kept out of PPO and taught through self-imitation: per-op samples almost never make
+the coherent moves of whole runs of ops that annealing's wins come from. Pre-training does not
+explore: its search results are specific to its graphs, and pulling the policy toward them made
+its greedy decisions worse (4 PCIe GPUs, inception held out: the training graphs' gain over
+HEFT fell from +0.10 to -0.13). ``--pretrained-in FOLDER`` takes the pre-training cells and
+runs from another results folder instead of training them again, after checking that their run
+configuration is the one this command's would be (what fine-tuning ablations share).
+
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
 the fine-tune curve is compared with the from-scratch one: the decisions fine-tuning needed to
@@ -102,8 +112,6 @@ def go_config(
         kw.setdefault("sil_coef", args.sil_coef)
     if args.reference != "expert":
         kw.setdefault("reference", args.reference)
-    if args.explore:
-        kw.setdefault("explore", args.explore)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -164,9 +172,11 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     held = smallest(family)
     train_graphs = [smallest(f) for f in FAMILIES if f != family]
     runs = root / "runs"
-    pre_dir = runs / f"pretrain-{family}-s{args.seed}"
+    pre_dir = pretrain_dir(args, root, family)
     t0 = time.perf_counter()
     out: dict[str, Any] = {"stage": stage, "family": family, "graph": held}
+    if stage == "pretrain" and args.pretrained_in is not None:
+        return reused_pretrain(args, family, train_graphs)
     if stage == "pretrain":
         r = train(go_config(args, pre_dir, train_graphs, args.pretrain_steps, imitate=True))
         out.update(train_graphs=train_graphs, decisions=r.env_steps, updates=r.updates,
@@ -182,6 +192,8 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
             if args.finetune_learning_rate is not None:
                 kw["learning_rate"] = args.finetune_learning_rate
         rd = runs / f"{stage}-{family}-s{args.seed}"
+        if args.explore:  # the runs on the held-out graph only (module docstring)
+            kw["explore"] = args.explore
         warm = stage == "scratch" or args.finetune_imitate
         if stage == "finetune" and args.finetune_imitate_steps is not None:
             kw["imitate_steps"] = args.finetune_imitate_steps
@@ -211,6 +223,39 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         out["budget_ft"] = args.finetune_steps
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def pretrain_dir(args: argparse.Namespace, root: Path, family: str) -> Path:
+    """The pre-training run of ``family``'s cells (another folder's with --pretrained-in)."""
+    return (args.pretrained_in or root) / "runs" / f"pretrain-{family}-s{args.seed}"
+
+
+def reused_pretrain(args: argparse.Namespace, family: str, graphs: list[str]) -> dict[str, Any]:
+    """``--pretrained-in F``: F's pre-training cell for ``family``, after checking that its
+    run's configuration is the one this command's pre-training would run (SystemExit, one line,
+    otherwise)."""
+    import dataclasses
+
+    from actorq.agents.go.config import GOConfig
+
+    src = args.pretrained_in
+    cell, run = src / f"{family}-pretrain-s{args.seed}.json", pretrain_dir(args, src, family)
+    if not cell.is_file() or not (run / "config.json").is_file():
+        raise SystemExit(f"--pretrained-in {src}: no finished pre-training of {family} seed "
+                         f"{args.seed} there")  # fmt: skip
+    ours = go_config(args, run, graphs, args.pretrain_steps, imitate=True)
+    saved = json.loads((run / "config.json").read_text())
+    saved.pop("agent", None)
+    theirs = GOConfig(**saved)
+    skip = {"run_dir", "resume", "progress", "log_every"}
+    diff = sorted(
+        k for k, v in dataclasses.asdict(ours).items()
+        if k not in skip and getattr(theirs, k) != v
+    )  # fmt: skip
+    if diff:
+        raise SystemExit(f"--pretrained-in {src}: its {family} pre-training differs from this "
+                         f"command's in {', '.join(diff)}")  # fmt: skip
+    return {**json.loads(cell.read_text()), "reused_from": str(src)}
 
 
 STAGES = ("baselines", "pretrain", "zeroshot", "finetune", "scratch")
@@ -345,9 +390,9 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         + (
             ""
             if not args.explore
-            else f" {100 * args.explore:g}% of every run's decisions are run moves from the "
-            "actor's incumbent (annealing's move; not PPO samples, taught through "
-            "self-imitation)."
+            else f" {100 * args.explore:g}% of fine-tuning's and from-scratch's decisions are "
+            "run moves from the actor's incumbent (annealing's move; not PPO samples, taught "
+            "through self-imitation); pre-training does not explore."
         )
         + (
             ""
@@ -483,8 +528,17 @@ def main(argv: list[str] | None = None) -> int:
         "--explore",
         type=float,
         default=0.0,
-        help="share of every GO run's decisions that are run moves from the actor's incumbent "
-        "(GOConfig.explore; needs --sil-coef; default off)",
+        help="share of the held-out graph's runs' (fine-tuning, from scratch) decisions that "
+        "are run moves from the actor's incumbent (GOConfig.explore; needs --sil-coef; "
+        "default off); pre-training does not explore",
+    )
+    ap.add_argument(
+        "--pretrained-in",
+        type=Path,
+        default=None,
+        help="take the pre-training cells and runs from this results folder instead of "
+        "training them again (their run configuration must be the one this command's "
+        "pre-training would run: checked)",
     )
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)

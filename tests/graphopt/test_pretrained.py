@@ -121,7 +121,37 @@ def test_place_with_a_run_directory(
     assert main([*argv, "--no-baselines", "--samples", "0", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["policy"]["trained_on"] == [GRAPH] and res["best"]["sample"] == 0
-    assert "baselines" not in res
+    assert "baselines" not in res and res["run_best"] is None  # not a graph it trained on
+
+
+def test_place_offers_the_best_placement_the_run_found_on_that_graph(
+    tiny: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that searched a graph (here with --explore) kept the best placement it found:
+    placing that graph with the run adds it as a candidate, so the answer is never worse than
+    what training already found (and the row says where it came from)."""
+    from actorq import train
+
+    kw = {"env": f"graphopt:placement/{GRAPH}", "sil_coef": 1.0, "explore": 0.5}
+    cfg = tiny("go", total_steps=128, eval_every=10_000, **kw)
+    train(cfg)
+    state = json.loads((Path(cfg.run_dir) / "checkpoint" / "state.json").read_text())
+    kept = state["learner"]["best_time"][0]
+    out = tmp_path / "p.json"
+    argv = ["graphopt", "place", "--graph", GRAPH, "--policy", cfg.run_dir, "--no-baselines"]
+    assert main([*argv, "--samples", "0", "--out", str(out)]) == 0
+    assert "GO run's best found" in capsys.readouterr().out
+    res = json.loads(out.read_text())
+    assert res["run_best"]["score_s"] == pytest.approx(kept, rel=1e-6)  # kept: float32 reward
+    assert res["best"]["score_s"] <= min(kept, res["greedy"]["score_s"])
+    assert res["simulator_calls"] == 2
+    if res["best"]["sample"] == -1:  # the placement written is the run's best
+        placed = np.array(list(res["placement"].values()))
+        sim = Simulator(get_graph(GRAPH), get_cluster("4xgpu-pcie"))
+        assert sim.run(placed).step_time == pytest.approx(res["run_best"]["step_time_s"])
+    # on another cluster the run's placement is not a candidate
+    assert main([*argv, "--samples", "0", "--cluster", "4xgpu-nvlink", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["run_best"] is None
 
 
 @pytest.mark.skipif(not shipped_device_counts(), reason="no policy shipped in this checkout")
@@ -257,3 +287,51 @@ def test_corrupt_policy_files_are_one_error_line(
         return
     # accepted: then it is a whole, finite policy that runs
     assert all(bool(torch.isfinite(v).all()) for v in model.state_dict().values())
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.integers(0, 130),
+    cols=st.integers(0, 4),
+    dtype=st.sampled_from([torch.int64, torch.int8, torch.float32]),
+    lo=st.integers(-3, 5),
+    hi=st.integers(-3, 9),
+)
+def test_a_tampered_kept_decision_is_one_error_line_or_none(
+    trained_run: Path, rows: int, cols: int, dtype: torch.dtype, lo: int, hi: int
+) -> None:
+    """Whatever the checkpoint's kept decision holds (a checkpoint re-saved with a consistent
+    manifest), reading it is a valid placement, None, or one GraphError line."""
+    from actorq import checkpoint as ckpt
+    from actorq.graphopt.pretrained import run_best_placement
+
+    tensors, state, _ = ckpt.load(trained_run / "checkpoint")
+    lo, hi = min(lo, hi), max(lo, hi) + 1
+    bad = torch.randint(lo, hi, (rows, cols)).to(dtype) if cols else torch.zeros(rows)
+    ckpt.save(trained_run / "checkpoint", {**tensors, "best.0": bad.contiguous()}, state)
+    try:
+        got = run_best_placement(trained_run, GRAPH, 120, "4xgpu-pcie", "expert")
+    except GraphError as e:
+        assert "\n" not in str(e) and "--policy" in str(e)
+        return
+    if got is not None:
+        assert (
+            got.shape == (120,)
+            and got.dtype == np.int64
+            and got.min(initial=0) >= 0
+            and got.max(initial=0) < 4
+        )
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from actorq import train
+    from actorq.agents.go.config import GOConfig
+
+    run = tmp_path_factory.mktemp("kept") / "run"
+    cfg = GOConfig(env=f"graphopt:placement/{GRAPH}", actors=0, total_steps=32, eval_every=10_000,
+                   sil_coef=1.0, run_dir=str(run), progress=False, energy=False)  # fmt: skip
+    train(cfg)
+    return run

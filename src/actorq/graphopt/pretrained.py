@@ -233,6 +233,50 @@ def load_policy_run(run: Path) -> tuple[GOPolicy, PolicyInfo]:
     return model, info
 
 
+def run_best_placement(run: Path, graph: str, num_ops: int, cluster: str, reference: str) -> Any:
+    """The best placement GO run ``run`` found for ``graph`` while training the placement task
+    on it on ``cluster`` with ``reference`` (its self-imitation target; with ``--explore``, its
+    search result), as per-op devices ``(n,)`` int64; None if the run did not train that
+    (another task, cluster, reference or graph, or no decision kept yet). A checkpoint whose
+    kept decision is misshapen or out of range is one :class:`GraphError` line."""
+    import numpy as np
+
+    from actorq import checkpoint as ckpt
+    from actorq.agents.go.config import GOConfig
+    from actorq.experiment import load_run_config
+    from actorq.graphopt.cluster import get_cluster
+
+    where = f"--policy {shown(run)}"
+    try:
+        cfg = load_run_config(run)
+        if not isinstance(cfg, GOConfig) or cfg.task() != "placement":
+            return None
+        nd = get_cluster(cfg.cluster).num_devices
+        if get_cluster(cfg.cluster).name != cluster or cfg.reference != reference:
+            return None
+        tensors, state, _ = ckpt.load(run / "checkpoint")
+    except ActorQError as e:
+        raise GraphError(f"{where}: {first_line(e)}") from None
+    learner = state.get("learner")
+    graphs = learner.get("graphs") if isinstance(learner, dict) else None
+    if not isinstance(graphs, list) or graph not in graphs:
+        return None
+    best = tensors.get(f"best.{graphs.index(graph)}")
+    if best is None:
+        return None
+    a = best.numpy()
+    if a.ndim != 2 or a.shape[0] != num_ops or a.shape[1] < 1 or a.dtype.kind not in "iu":
+        raise GraphError(
+            f"{where}: its kept decision for {graph} is not {num_ops} ops' device indices"
+        )
+    placement = a[:, 0].astype(np.int64)
+    if placement.size and (placement.min() < 0 or placement.max() >= nd):
+        raise GraphError(
+            f"{where}: its kept decision for {graph} names devices outside 0..{nd - 1}"
+        )
+    return placement
+
+
 def load_policy(source: str | None, num_devices: int) -> tuple[GOPolicy, PolicyInfo]:
     """``source`` a run directory or a policy file; None: the shipped policy for
     ``num_devices`` devices. The policy must place on exactly ``num_devices`` devices."""
