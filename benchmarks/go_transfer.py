@@ -194,6 +194,9 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         rd = runs / f"{stage}-{family}-s{args.seed}"
         if args.explore:  # the runs on the held-out graph only (module docstring)
             kw["explore"] = args.explore
+            kw["explore_sil"] = not args.no_explore_sil
+        if args.distill_steps:
+            kw.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
         warm = stage == "scratch" or args.finetune_imitate
         if stage == "finetune" and args.finetune_imitate_steps is not None:
             kw["imitate_steps"] = args.finetune_imitate_steps
@@ -393,6 +396,18 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else f" {100 * args.explore:g}% of fine-tuning's and from-scratch's decisions are "
             "run moves from the actor's incumbent (annealing's move; not PPO samples, taught "
             "through self-imitation); pre-training does not explore."
+            + (
+                " Self-imitation follows the policy's own samples only (--no-explore-sil)."
+                if args.no_explore_sil
+                else ""
+            )
+        )
+        + (
+            ""
+            if not args.distill_steps
+            else f" The held-out graph's runs distill the best decision found into the policy "
+            f"({args.distill_steps} steps, at the end and every {args.distill_every:,} "
+            "decisions)."
         )
         + (
             ""
@@ -533,6 +548,20 @@ def main(argv: list[str] | None = None) -> int:
         "default off); pre-training does not explore",
     )
     ap.add_argument(
+        "--no-explore-sil",
+        action="store_true",
+        help="with --explore: self-imitation pulls toward the best policy sample only, the run "
+        "moves are a search beside the policy (GOConfig.explore_sil)",
+    )
+    ap.add_argument(
+        "--distill-steps",
+        type=int,
+        default=0,
+        help="the held-out graph's runs fit the policy to the best decision found, at the end "
+        "and every --distill-every decisions (GOConfig.distill_steps; default off)",
+    )
+    ap.add_argument("--distill-every", type=int, default=0)
+    ap.add_argument(
         "--pretrained-in",
         type=Path,
         default=None,
@@ -558,7 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sil_coef:
         folder += f"-sil{args.sil_coef:g}"
     if args.explore:
-        folder += f"-explore{args.explore:g}"
+        folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
+    if args.distill_steps:
+        folder += f"-distill{args.distill_steps}e{args.distill_every}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
@@ -589,6 +620,10 @@ def main(argv: list[str] | None = None) -> int:
         budget["reference"] = args.reference
     if args.explore:
         budget["explore"] = args.explore
+        if args.no_explore_sil:
+            budget["explore_sil"] = False
+    if args.distill_steps:
+        budget.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

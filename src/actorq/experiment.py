@@ -610,6 +610,11 @@ def train(
         st = backend.stats()
         reading = energy.stop() if energy is not None else None  # the run, not the report
         c.env_steps = st.env_steps
+        if not interrupted:
+            done = learner.finish()
+            if done:
+                check_losses(done, c.updates)
+                logger.log(c.env_steps, done)
         c.wall_time_s = time.perf_counter() - start_wall
         # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
         final_states = _final_states(replay, cfg.seed)

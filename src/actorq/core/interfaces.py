@@ -63,6 +63,13 @@ class Learner(abc.ABC):
         returns metrics to log at step 0. Nothing by default."""
         return {}
 
+    def finish(self) -> dict[str, float]:
+        """Called once by ``train()`` when a run stops on its budget, target or callback (not
+        on Ctrl-C or an error), before the final snapshot and checkpoint, so they hold what it
+        does (GO's final distillation); returns metrics to log at the last step. Nothing by
+        default."""
+        return {}
+
     @abc.abstractmethod
     def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(tensors, json_metadata)`` for a safe checkpoint."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from actorq import train
 from actorq.agents.go.builder import BUILDER
@@ -28,7 +29,8 @@ ENV = "graphopt:placement/synthetic-120-s0"
 
 
 def _setup(**kw: Any) -> tuple[GOLearner, GraphActor]:
-    cfg = GOConfig(env=ENV, actors=0, precision="fp32", sil_coef=1.0, update_epochs=1, **kw)
+    kw = {"sil_coef": 1.0, **kw}
+    cfg = GOConfig(env=ENV, actors=0, precision="fp32", update_epochs=1, **kw)
     cfg.validate()
     spec = BUILDER.env_spec(cfg)
     learner = BUILDER.make_learner(cfg, spec)
@@ -135,3 +137,62 @@ def test_a_run_with_explore_improves_by_run_moves_and_resumes(
     after = json.loads((Path(again.run_dir) / "checkpoint" / "state.json").read_text())
     assert after["learner"]["improved"]["explore"] >= improved["explore"]
     assert after["learner"]["best_reward"][0] >= state["learner"]["best_reward"][0]
+
+
+def test_distill_fits_the_policy_to_the_best_decision_found() -> None:
+    """Expert iteration: after distilling, the policy's greedy decision is the kept best."""
+    learner, _ = _setup(distill_steps=300)
+    task = learner.tasks[0]
+    rng = np.random.default_rng(0)
+    best = np.zeros((task.num_ops, 3), np.int64)
+    best[:, 0] = rng.integers(task.env.cluster.num_devices, size=task.num_ops)
+    learner.best_actions[0] = torch.from_numpy(best)
+    out = learner.finish()
+    assert out["distill/accuracy"] >= 0.95, out
+    with torch.no_grad():
+        greedy = learner.model(**learner._inputs[0])["placement"].argmax(1).numpy()
+    assert (greedy == best[:, 0]).mean() >= 0.95
+    assert learner.since_distill == 0
+
+
+def test_no_distillation_without_steps_or_a_kept_decision() -> None:
+    learner, _ = _setup()
+    assert learner.finish() == {}
+    learner, _ = _setup(distill_steps=10)
+    assert learner.finish() == {}  # nothing found yet
+    with pytest.raises(ConfigError, match="distill-steps"):
+        GOConfig(env=ENV, distill_every=100).validate()
+
+
+def test_a_run_distills_during_training_and_at_the_end(tiny: Callable[..., GOConfig]) -> None:
+    kw = {"env": "graphopt:placement/synthetic-60-s0", "sil_coef": 1.0, "explore": 0.5}
+    r = train(tiny("go", total_steps=128, eval_every=10_000, distill_steps=50, distill_every=32,
+                   **kw))  # fmt: skip
+    state = json.loads((Path(r.run_dir) / "checkpoint" / "state.json").read_text())
+    # after every update (32 decisions each), and once more at the end
+    assert r.updates >= 2 and state["learner"]["distills"] == r.updates + 1
+    rows = (Path(r.run_dir) / "metrics.csv").read_text().splitlines()
+    final = [line.split(",") for line in rows if ",distill/accuracy," in line][-1]
+    assert final[0] == "128" and float(final[3]) >= 0.9, final
+
+
+def test_no_explore_sil_keeps_run_moves_out_of_self_imitation() -> None:
+    """--no-explore-sil: the run moves' finds are the run's best decision, but self-imitation
+    pulls toward the best policy sample; both survive a checkpoint."""
+    learner, _ = _setup(explore=0.5, explore_sil=False, sil_coef=0.0)
+    batch = _batch(learner, [-1.0, -0.9, -0.5, -0.6], [False, False, True, True], seed=0)
+    learner.update(batch)
+    assert learner.best_reward[0] == pytest.approx(-0.5)  # the run's best: a run move
+    reward, target = learner.sil_target(0)
+    assert reward == pytest.approx(-0.9) and target is not None  # the best policy sample
+    np.testing.assert_array_equal(target.numpy(), batch["actions"][1])
+    tensors, meta = learner.state()
+    again, _ = _setup(explore=0.5, explore_sil=False, sil_coef=0.0)
+    again.load_state(tensors, meta)
+    assert again.sil_target(0)[0] == pytest.approx(-0.9)
+    np.testing.assert_array_equal(again.sil_target(0)[1].numpy(), batch["actions"][1])
+    assert again.best_reward[0] == pytest.approx(-0.5)
+    # with the default, self-imitation's target is the best found
+    learner, _ = _setup(explore=0.5)
+    learner.update(batch)
+    assert learner.sil_target(0)[0] == pytest.approx(-0.5)

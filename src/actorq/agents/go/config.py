@@ -29,6 +29,8 @@ class GOConfig(ExperimentConfig):
         "ent_coef": NON_NEGATIVE,
         "sil_coef": NON_NEGATIVE,
         "explore": Bound(0, 1, hi_open=True),
+        "distill_steps": Bound(0, 1_000_000),
+        "distill_every": Bound(0, 10**12),
         "max_grad_norm": POSITIVE,
         "baseline_decay": Bound(0, 1, hi_open=True),
         "hidden": Bound(4, 4096),
@@ -81,6 +83,17 @@ class GOConfig(ExperimentConfig):
     device) instead of a policy sample. They are kept out of PPO and feed only the best
     decision so far, which self-imitation (--sil-coef > 0) pulls the policy toward; they count
     in the decision budget. Placement and joint tasks."""
+    explore_sil: bool = True
+    """Whether self-imitation pulls toward the best decision found including --explore's run
+    moves (the default) or toward the best policy sample only (--no-explore-sil: the run moves
+    are then a search beside the policy; their finds are still the run's best decision)."""
+    distill_steps: int = 0
+    """Expert iteration (Anthony et al. 2017): full-batch Adam steps (at --imitate-lr, decaying
+    to 0) fitting every head to each graph's best decision found so far (samples and
+    --explore's run moves), at the end of training (so the final policy's greedy decision is
+    what the run found) and every --distill-every decisions; 0: off."""
+    distill_every: int = 0
+    """Decisions between distillations during training (0: only at the end)."""
     baseline_decay: float = 0.9
     """Per-graph reward baseline: exponential moving average with this decay (GO's per-graph
     normalisation; advantages are reward minus baseline, then normalised over the batch)."""
@@ -188,11 +201,13 @@ class GOConfig(ExperimentConfig):
                 f"--explore moves runs of ops between devices: placement or joint task, not "
                 f"{self.task()!r}"
             )
-        if self.explore > 0 and self.sil_coef == 0:
+        if self.explore > 0 and self.explore_sil and self.sil_coef == 0:
             raise ConfigError(
                 "--explore's decisions teach the policy only through self-imitation: set "
-                "--sil-coef > 0"
+                "--sil-coef > 0 (or --no-explore-sil for a search beside the policy)"
             )
+        if self.distill_every > 0 and self.distill_steps == 0:
+            raise ConfigError("--distill-every needs --distill-steps > 0")
         if self.reference not in REFERENCES:
             raise ConfigError(
                 f"--reference must be a deterministic baseline, not {self.reference!r}"

@@ -310,3 +310,31 @@ def warm_start(
         "imitate/seconds": time.perf_counter() - t0,
     }
     return metrics, records
+
+
+def distill(
+    model: torch.nn.Module,
+    tasks: list[GraphTask],
+    inputs: list[dict[str, torch.Tensor]],
+    decisions: list[np.ndarray | None],
+    steps: int,
+    lr: float,
+) -> dict[str, float]:
+    """Expert iteration's distillation (Anthony et al. 2017, "Thinking Fast and Slow"): fit
+    every head the task decides to each graph's ``decisions`` (``(n, len(HEADS))``, e.g. the
+    best found so far; graphs with None are left out) with :func:`fit`. No simulator calls:
+    ``accuracy`` is the share of decided ops whose greedy choice is the decision's."""
+    have = [i for i, d in enumerate(decisions) if d is not None]
+    if not have or steps == 0:
+        return {}
+    t0 = time.perf_counter()
+    goals = []
+    for i in have:
+        d = np.asarray(decisions[i], np.int64)
+        goals.append(Target(tasks[i].name, "found", math.nan, True, False, 0, d))
+    out = fit(model, [inputs[i] for i in have], goals, steps, lr, [tasks[i].mask for i in have])
+    return {
+        "losses/distill_loss": out["loss"],
+        "distill/accuracy": out["accuracy"],
+        "distill/seconds": time.perf_counter() - t0,
+    }

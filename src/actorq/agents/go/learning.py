@@ -117,6 +117,13 @@ class GOLearner(Learner):
         self.best_actions: list[torch.Tensor | None] = [None] * len(tasks)
         # how often the best decision improved through a policy sample / a run-move decision
         self.improved = {"policy": 0, "explore": 0}
+        # --no-explore-sil: self-imitation's targets are the best policy samples only (the run
+        # moves' finds stay in best_* , the run's search result)
+        self.separate_sil = cfg.explore > 0 and not cfg.explore_sil
+        self.sil_reward = np.full(len(tasks), -np.inf)
+        self.sil_actions: list[torch.Tensor | None] = [None] * len(tasks)
+        self.since_distill = 0  # decisions since the last distillation (--distill-every)
+        self.distills = 0
         if cfg.init_from is not None:
             self.model.load_state_dict(pretrained_weights(cfg, self.model))
 
@@ -166,7 +173,7 @@ class GOLearner(Learner):
                 lps = [torch.log_softmax(out[h], dim=-1) for h in HEADS]
                 ent = sum((-(lp.exp() * lp).sum(-1) * mask[:, c]).sum() for c, lp in enumerate(lps))
                 decided = mask.sum().clamp(min=1.0)
-                best = self.best_actions[g]
+                best = self.sil_target(g)[1]
                 if sil_w.get(g, 0.0) > 0.0 and best is not None:
                     nll = -(chosen_log_probs(lps, best) * mask).sum()
                     sil_total = sil_total + sil_w[g] * nll / decided
@@ -200,7 +207,12 @@ class GOLearner(Learner):
             stats["gn"].append(float(gn))
             stats["sil"].append(float(sil_loss.detach()))
         self.updates += 1
+        extra: dict[str, float] = {}
+        self.since_distill += len(rewards)
+        if cfg.distill_every and self.since_distill >= cfg.distill_every:
+            extra = self.distill()
         return {
+            **extra,
             "losses/policy_loss": stats["pg"][-1],
             "losses/entropy": stats["ent"][0],
             "losses/approx_kl": stats["kl"][-1],
@@ -232,14 +244,56 @@ class GOLearner(Learner):
                     self.improved["explore" if explore[j] else "policy"] += 1
                 self.best_reward[g] = float(rewards[j])
                 self.best_actions[g] = actions[j, : self.tasks[g].num_ops].clone()
+            own = idx[~explore[idx]]
+            if self.separate_sil and own.size:
+                j = int(own[np.argmax(rewards[own])])
+                if rewards[j] > self.sil_reward[g]:
+                    self.sil_reward[g] = float(rewards[j])
+                    self.sil_actions[g] = actions[j, : self.tasks[g].num_ops].clone()
         if self.cfg.sil_coef == 0.0:
             return {}
         sigma = max(sigma, 1e-8)
         out = {}
         for g in by_graph:
             b = self.baseline[g]
-            gap = 0.0 if math.isnan(b) else (self.best_reward[g] - b) / sigma
+            gap = 0.0 if math.isnan(b) else (self.sil_target(g)[0] - b) / sigma
             out[g] = float(np.clip(gap, 0.0, 3.0))
+        return out
+
+    def sil_target(self, g: int) -> tuple[float, torch.Tensor | None]:
+        """Self-imitation's target on graph ``g``: its reward and per-op actions."""
+        if self.separate_sil:
+            return float(self.sil_reward[g]), self.sil_actions[g]
+        return float(self.best_reward[g]), self.best_actions[g]
+
+    def distill(self) -> dict[str, float]:
+        """``--distill-steps``: fit the policy to each graph's best decision so far
+        (:func:`actorq.agents.go.imitation.distill`)."""
+        from actorq.agents.go.imitation import distill
+
+        self.since_distill = 0
+        cfg = self.cfg
+        out = distill(
+            self.model, self.tasks, self._inputs,
+            [None if a is None else a.cpu().numpy() for a in self.best_actions],
+            cfg.distill_steps, cfg.imitate_lr,
+        )  # fmt: skip
+        self.distills += bool(out)
+        return out
+
+    def finish(self) -> dict[str, float]:
+        """The final distillation (``--distill-steps``): the final policy's greedy decisions
+        become what the run found."""
+        if self.cfg.distill_steps == 0:
+            return {}
+        out = self.distill()
+        if out:
+            print(
+                f"distill: {self.cfg.distill_steps} steps in {out['distill/seconds']:.1f} s, "
+                f"greedy agrees with the best found on {100 * out['distill/accuracy']:.1f}% of "
+                "decided ops",
+                flush=True,
+            )
         return out
 
     def best_times(self) -> list[float | None]:
@@ -296,6 +350,19 @@ class GOLearner(Learner):
             )
         return metrics
 
+    def _load_kept(self, tensors: dict[str, Any], saved: list[Any], name: str) -> None:
+        """Restore the kept decisions ``name`` (best: the best found; sil: self-imitation's
+        own targets) and their rewards; a missing or misshapen one starts afresh."""
+        rewards = self.best_reward if name == "best" else self.sil_reward
+        kept = self.best_actions if name == "best" else self.sil_actions
+        for i, r in enumerate(saved):
+            a = tensors.get(f"{name}.{i}")
+            if r is None or a is None or tuple(a.shape) != (self.tasks[i].num_ops, len(HEADS)):
+                rewards[i], kept[i] = -np.inf, None
+            else:
+                rewards[i] = float(r)
+                kept[i] = a.to(device=self.device, dtype=torch.int64)
+
     def is_finite(self) -> bool:
         return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 
@@ -309,10 +376,17 @@ class GOLearner(Learner):
             best_reward=[float(r) if np.isfinite(r) else None for r in self.best_reward],
             best_time=self.best_times(),
             improved=dict(self.improved),
+            since_distill=self.since_distill,
+            distills=self.distills,
         )
         for i, a in enumerate(self.best_actions):
             if a is not None:
                 tensors[f"best.{i}"] = a.detach().cpu().contiguous()
+        if self.separate_sil:
+            meta["sil_reward"] = [float(r) if np.isfinite(r) else None for r in self.sil_reward]
+            for i, a in enumerate(self.sil_actions):
+                if a is not None:
+                    tensors[f"sil.{i}"] = a.detach().cpu().contiguous()
         return tensors, meta
 
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -320,17 +394,13 @@ class GOLearner(Learner):
             raise ValueError(f"checkpoint trained on graphs {meta['graphs']}, not these")
         unpack(tensors, meta, {"model": self.model}, {"opt": self.opt}, self.device)
         # runs before the best decisions were tracked have none: tracking starts afresh
-        saved = meta.get("best_reward") or [None] * len(self.tasks)
-        for i, r in enumerate(saved):
-            a = tensors.get(f"best.{i}")
-            if r is None or a is None or tuple(a.shape) != (self.tasks[i].num_ops, len(HEADS)):
-                self.best_reward[i], self.best_actions[i] = -np.inf, None
-            else:
-                self.best_reward[i] = float(r)
-                self.best_actions[i] = a.to(device=self.device, dtype=torch.int64)
+        self._load_kept(tensors, meta.get("best_reward") or [None] * len(self.tasks), "best")
+        self._load_kept(tensors, meta.get("sil_reward") or [None] * len(self.tasks), "sil")
         self.updates = int(meta["updates"])
         got = meta.get("improved") or {}  # absent in runs before --explore
         self.improved = {k: int(got.get(k, 0)) for k in self.improved}
+        self.since_distill = int(meta.get("since_distill", 0))
+        self.distills = int(meta.get("distills", 0))
         self.imitation = list(meta.get("imitation", []))  # absent in runs before --imitate
         self.baseline = np.array(
             [np.nan if b is None else float(b) for b in meta["baseline"]], np.float64
