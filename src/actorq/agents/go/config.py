@@ -78,11 +78,12 @@ class GOConfig(ExperimentConfig):
     """Self-imitation (Oh et al. 2018): weight of the loss pulling the policy toward the best
     decision sampled so far on each graph (0: off)."""
     explore: float = 0.0
-    """Fraction of actor decisions that are the policy's greedy decision with one of
-    simulated annealing's run moves (a run of consecutive ops in topological order moved to one
-    device) instead of a policy sample. They are kept out of PPO and feed only the best
-    decision so far, which self-imitation (--sil-coef > 0) pulls the policy toward; they count
-    in the decision budget. Placement and joint tasks."""
+    """Fraction of actor decisions that are one of simulated annealing's run moves (a run of
+    consecutive ops in topological order moved to one device) from the actor's incumbent on
+    that graph (the best decision it has simulated, sampled or moved; the greedy decision
+    before it has one) instead of a policy sample. They are kept out of PPO; they feed the
+    run's best decision, which self-imitation (--sil-coef > 0) pulls the policy toward unless
+    --no-explore-sil; they count in the decision budget. Placement and joint tasks."""
     explore_sil: bool = True
     """Whether self-imitation pulls toward the best decision found including --explore's run
     moves (the default) or toward the best policy sample only (--no-explore-sil: the run moves
