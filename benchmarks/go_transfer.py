@@ -13,7 +13,8 @@ suite's six (``actorq graphopt list``), with the smallest graph of each family (
 * ``finetune``: ``--init-from`` the pre-trained run, ``--finetune-steps`` decisions on F's graph;
 * ``scratch``: a fresh policy, ``--scratch-steps`` decisions on F's graph;
 * ``baselines``: single device, the human-expert split, METIS+critical path, HEFT, m-ETF, and
-  random search and simulated annealing given as many simulator calls as ``scratch`` made.
+  random search, simulated annealing and hill climbing (annealing's moves at zero temperature)
+  given as many simulator calls as ``scratch`` made, and as fine-tuning made (``@ft``).
 
 ``--imitate B --imitate-steps N`` gives the fresh runs (``pretrain`` and ``scratch``) GO's
 imitation warm start (``GOConfig.imitate``): before the first snapshot, the placement head is fit
@@ -72,7 +73,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actorq.agents.go.imitation import BEST_OF, CHOICES
-from actorq.graphopt.baselines import REFERENCES
+from actorq.graphopt.baselines import REFERENCES, SEARCH
 from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
@@ -212,7 +213,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         from actorq.graphopt.suite import get_graph
 
         sim = Simulator(get_graph(held), get_cluster(args.cluster))
-        names = (*baseline_names(args.task), "random", "anneal")
+        names = (*baseline_names(args.task), *SEARCH)
         for b in run_baselines(sim, names, budget=args.scratch_steps, seed=args.seed):
             out[b.name] = {"time": penalized(sim, b.result), "feasible": b.result.feasible}
         out["budget"] = args.scratch_steps
@@ -220,7 +221,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         # at equal simulator calls on the held-out graph (the issue's protocol)
         # (from the same best classical start as the full-budget one)
         for b in run_baselines(sim, names, budget=args.finetune_steps, seed=args.seed):
-            if b.name in ("random", "anneal"):
+            if b.name in SEARCH:
                 t, ok = penalized(sim, b.result), b.result.feasible
                 out[f"{b.name}_ft"] = {"time": t, "feasible": ok}
         out["budget_ft"] = args.finetune_steps
@@ -284,10 +285,13 @@ def ratios(cells: dict[str, Any]) -> tuple[float, float, float | None, float]:
     b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
     # cells from before the joint task's fused baseline simply lack it
     fused = tuple(n for n in FUSED if n in b)
-    best = min(b[n]["time"] for n in (*BASELINES[1:], *fused, "random", "anneal"))
+    # cells from before hill climbing joined the baselines lack it
+    search = tuple(n for n in SEARCH if n in b)
+    best = min(b[n]["time"] for n in (*BASELINES[1:], *fused, *search))
     equal = None
     if "anneal_ft" in b:  # the best baseline at fine-tuning's number of simulator calls
-        eq = min(b[n]["time"] for n in (*BASELINES[1:], *fused, "random_ft", "anneal_ft"))
+        eq = min(b[f"{n}_ft"]["time"] for n in search)
+        eq = min(eq, *(b[n]["time"] for n in (*BASELINES[1:], *fused)))
         equal = eq / ft["time_int8"]
     t = ft["time_int8"]
     return b["expert"]["time"] / t, best / t, equal, zs["time_int8"] / t
@@ -319,7 +323,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         cells = read_cells(root, fam, args.seed)
         if len(cells) < len(STAGES):
             rows.append(
-                f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * (12 + len(extra))
+                f"| {fam} | {len(cells)}/{len(STAGES)} cells done |" + " |" * (14 + len(extra))
             )
             continue
         b, zs, ft, sc = cells["baselines"], cells["zeroshot"], cells["finetune"], cells["scratch"]
@@ -335,7 +339,8 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             v = cell.get(key)
             return "-" if v is None else f"{1e3 * (v['time'] if isinstance(v, dict) else v):.1f}"
 
-        cols = [ms(b, n) for n in (*baseline_names(args.task), "random", "anneal", "anneal_ft")]
+        cols = [ms(b, n) for n in baseline_names(args.task)]
+        cols += [ms(b, n) for n in ("random", "anneal", "anneal_ft", "climb", "climb_ft")]
         cols += [ms(zs, "time_int8"), ms(ft, "time_int8"), ms(ft, "best_sampled")]
         found.append(ft.get("best_sampled") or ft["time_int8"])
         cols += [ms(sc, "time_int8")]
@@ -356,8 +361,9 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "",
         f"Budgets (whole-graph decisions): pre-train {args.pretrain_steps:,} on the five other "
         f"families' smallest graphs; fine-tune {args.finetune_steps:,}; from scratch "
-        f"{args.scratch_steps:,}; random search and annealing {args.scratch_steps:,} simulator "
-        f'calls ("anneal @ft": {args.finetune_steps:,}, fine-tuning\'s). Step times in ms '
+        f"{args.scratch_steps:,}; random search, annealing and hill climbing (annealing's "
+        f"moves at zero temperature, from the same start) {args.scratch_steps:,} simulator "
+        f'calls ("@ft": {args.finetune_steps:,}, fine-tuning\'s). Step times in ms '
         "(simulated, penalised when infeasible); GO columns are the greedy int8 decision, "
         'except "best found": the fastest decision fine-tuning\'s actors simulated (sampled, '
         "or with --explore moved)."
@@ -423,10 +429,10 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "",
         "| held-out family (graph) | single | expert | METIS+cp | HEFT | m-ETF "
         + "".join(f"| {n} " for n in extra)
-        + "| random | anneal | anneal @ft | GO zero-shot | GO fine-tuned "
+        + "| random | anneal | anneal @ft | climb | climb @ft | GO zero-shot | GO fine-tuned "
         "| GO fine-tuned, best found | GO scratch "
         "| fine-tune decisions to reach scratch's final / scratch's |",
-        "|---|" + "---:|" * (12 + len(extra)) + "---|",
+        "|---|" + "---:|" * (14 + len(extra)) + "---|",
         *rows,
         "",
     ]
@@ -437,7 +443,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             f"{geomean(ft_gain):.3f}), {100 * (geomean(ft_best) - 1):+.1f}% vs the best "
             f"baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's step time."
             + (
-                f" At equal simulator calls on the held-out graph (random search and annealing "
+                f" At equal simulator calls on the held-out graph (the search baselines "
                 f"given fine-tuning's {args.finetune_steps:,}), fine-tuned GO is "
                 f"{100 * (geomean(ft_equal) - 1):+.1f}% vs the best baseline per graph."
                 if len(ft_equal) == len(ft_gain)

@@ -54,6 +54,22 @@ def test_all_baselines_return_valid_decisions(sim: Simulator) -> None:
     # search baselines never return worse than where they started
     best_classical = min(penalized(sim, by[k].result) for k in NAMES[:7])
     assert penalized(sim, by["anneal"].result) <= best_classical * (1 + 1e-12)
+    # hill climbing starts where annealing started (not from annealing's result)
+    assert by["climb"].start == by["anneal"].start
+    assert penalized(sim, by["climb"].result) <= best_classical * (1 + 1e-12)
+
+
+def test_climb_keeps_only_moves_that_do_not_slow_the_step(sim: Simulator) -> None:
+    """Zero temperature: every accepted move is no worse, so a short climb's score sequence is
+    monotone; seeded; and its end is never worse than its start."""
+    start = Decision(expert(sim).placement)
+    prio = upward_rank(sim)
+    s0 = penalized(sim, sim.run(start.placement, prio))
+    ends = [anneal(sim, start, budget=b, seed=4, t0=0.0) for b in (5, 10, 20)]
+    scores = [penalized(sim, sim.run(e.placement, e.priority)) for e in ends]
+    assert scores[0] <= s0 and scores[0] >= scores[1] >= scores[2]
+    again = anneal(sim, start, budget=20, seed=4, t0=0.0)
+    np.testing.assert_array_equal(again.placement, ends[2].placement)
 
 
 def test_unknown_baseline_is_one_line(sim: Simulator) -> None:

@@ -115,10 +115,19 @@ def test_cli_baselines_on_a_small_graph(tmp_path: Path, capsys: pytest.CaptureFi
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    for name in ("single", "expert", "metis+cp", "heft", "m-etf", "anneal", "best feasible"):
+    for name in (
+        "single",
+        "expert",
+        "metis+cp",
+        "heft",
+        "m-etf",
+        "anneal",
+        "climb",
+        "best feasible",
+    ):
         assert name in out
     data = json.loads(out_json.read_text())
-    assert data["ops"] == 200 and len(data["rows"]) == 9
+    assert data["ops"] == 200 and len(data["rows"]) == 10
     single = data["rows"][0]
     assert single["baseline"] == "single" and single["vs_single"] == pytest.approx(1.0)
 

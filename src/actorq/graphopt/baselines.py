@@ -24,6 +24,8 @@ fuse bit per edge); :func:`run_baselines` scores them all with the simulator.
 * ``random`` — random search over contiguous splits with random cut points and device order.
 * ``anneal`` — simulated annealing from the best classical placement, moving runs of ops between
   devices, with a budget of simulator calls.
+* ``climb`` — hill climbing: annealing's moves from the same start at zero temperature (only
+  moves that do not slow the step are kept), the control for any search built on those moves.
 
 Search baselines score a decision by step time, and an infeasible one by a value worse than any
 feasible one (:func:`penalized`), so they also repair placements that do not fit.
@@ -433,12 +435,15 @@ NAMES = (
     "best+fuse",
     "random",
     "anneal",
+    "climb",
 )
+#: The baselines with a budget of simulator calls.
+SEARCH = ("random", "anneal", "climb")
 
 
 #: The deterministic baselines: a decision the environments can take as their reference (no
 #: search budget, no dependence on what ran before).
-REFERENCES = tuple(n for n in NAMES if n not in ("best+fuse", "random", "anneal"))
+REFERENCES = tuple(n for n in NAMES if n not in ("best+fuse", *SEARCH))
 
 
 def run_baselines(
@@ -450,7 +455,8 @@ def run_baselines(
     """Run the named baselines (in order) and score each with the simulator.
 
     ``best+fuse`` applies greedy fusion to the best feasible decision found before it; ``anneal``
-    starts from it too. ``budget`` is the number of simulator calls of each search baseline.
+    starts from it too, and ``climb`` from the same decision (annealing's result is not its
+    start). ``budget`` is the number of simulator calls of each search baseline.
     """
     unknown = [n for n in names if n not in NAMES]
     if unknown:
@@ -459,11 +465,12 @@ def run_baselines(
 
     start = {"name": ""}
 
-    def best_so_far() -> Decision:
-        if not out:
+    def best_so_far(skip: tuple[str, ...] = ()) -> Decision:
+        done = [b for b in out if b.name not in skip]
+        if not done:
             start["name"] = "expert+cp"
             return with_cp(sim, expert(sim))
-        best = min(out, key=lambda b: penalized(sim, b.result))
+        best = min(done, key=lambda b: penalized(sim, b.result))
         start["name"] = best.start or best.name  # the placement's origin, through best+fuse
         return best.decision
 
@@ -477,6 +484,7 @@ def run_baselines(
         "best+fuse": lambda: _fused(sim, best_so_far()),
         "random": lambda: random_search(sim, budget, seed),
         "anneal": lambda: anneal(sim, best_so_far(), budget, seed),
+        "climb": lambda: anneal(sim, best_so_far(skip=("anneal",)), budget, seed, t0=0.0),
     }
     for name in names:
         start["name"] = ""

@@ -44,7 +44,7 @@ class BaselinesArgs:
     cluster: str = "4xgpu-pcie"
     """Preset ({1,2,4,8}xgpu-{pcie,nvlink}) or a cluster .json file."""
     budget: int = 100
-    """Simulator calls for each search baseline (random, anneal)."""
+    """Simulator calls for each search baseline (random, anneal, climb)."""
     seed: int = 0
     """Seed of METIS and the search baselines."""
     only: str | None = None
@@ -74,7 +74,7 @@ class PlaceArgs:
     seed: int = 0
     """Seed of the samples, METIS and the search baselines."""
     budget: int = 100
-    """Simulator calls for each search baseline (random, anneal)."""
+    """Simulator calls for each search baseline (random, anneal, climb)."""
     baselines: bool = True
     """Run the classical baselines beside the policy (--no-baselines: the policy only)."""
     out: str | None = None
@@ -341,6 +341,8 @@ def cmd_place(a: PlaceArgs) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from actorq.graphopt.baselines import SEARCH
+
     out_path = _check_place_args(a)
     print(f"placing {a.graph} on {a.cluster} ...", flush=True)
     res = place(a)
@@ -370,13 +372,13 @@ def cmd_place(a: PlaceArgs) -> int:
     fusing: set[str] = set()
     if a.baselines:
         print(
-            f"running the baselines (random and anneal: {a.budget} simulator calls each) ...",
+            f"running the baselines (random, anneal, climb: {a.budget} simulator calls each) ...",
             flush=True,
         )
         base = baseline_rows(a.graph, a.cluster, a.budget, a.seed, None)
         res["baselines"] = base["rows"]
         for r in base["rows"]:
-            calls = str(a.budget) if r["baseline"] in ("random", "anneal") else "1"
+            calls = str(a.budget) if r["baseline"] in SEARCH else "1"
             rows.append((r["baseline"], r["step_time_s"], r["feasible"], r["devices_used"], calls))
             if r["fusions"]:  # also fuses ops: not a placement-only rival for the comparison
                 fusing.add(r["baseline"])
