@@ -12,6 +12,7 @@ import pytest
 
 from actorq.cli import main
 from actorq.errors import GraphError
+from actorq.graphopt.baselines import NAMES
 from actorq.graphopt.cluster import get_cluster, load_cluster, preset_names
 
 
@@ -127,7 +128,7 @@ def test_cli_baselines_on_a_small_graph(tmp_path: Path, capsys: pytest.CaptureFi
     ):
         assert name in out
     data = json.loads(out_json.read_text())
-    assert data["ops"] == 200 and len(data["rows"]) == 10
+    assert data["ops"] == 200 and len(data["rows"]) == len(NAMES)
     single = data["rows"][0]
     assert single["baseline"] == "single" and single["vs_single"] == pytest.approx(1.0)
 

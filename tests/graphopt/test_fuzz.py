@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from actorq.cli import main
 from actorq.errors import ActorQError
+from actorq.graphopt.baselines import NAMES
 from actorq.graphopt.cluster import get_cluster, load_cluster
 from actorq.graphopt.ir import load_graph, make_graph
 from actorq.graphopt.suite import get_graph
@@ -305,7 +306,7 @@ def test_cli_baselines(files: tuple[str | bytes, str | bytes]) -> None:
                 raise AssertionError(f"{s} in the --json output")
 
             out = json.loads((d / "out.json").read_text(), parse_constant=finite_only)
-            assert len(out["rows"]) == 9
+            assert len(out["rows"]) == len(NAMES)
         else:
             assert rc == 2
             lines = err.read().strip().splitlines()

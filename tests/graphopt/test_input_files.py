@@ -17,6 +17,7 @@ import pytest
 
 from actorq.cli import main
 from actorq.errors import GraphError
+from actorq.graphopt.baselines import NAMES
 from actorq.graphopt.cluster import get_cluster, load_cluster
 from actorq.graphopt.ir import load_graph, make_graph
 from actorq.graphopt.suite import get_graph
@@ -306,7 +307,7 @@ def test_cli_extremes_in_range_give_finite_results(
     rc, err = _cli([*argv, "--budget", "3"], capsys)
     assert rc == 0, err
     out = _strict_json(Path("o.json").read_text())
-    assert len(out["rows"]) == 9
+    assert len(out["rows"]) == len(NAMES)
     assert sorted(os.listdir(tmp_path)) == ["c.json", "g.json", "o.json"]
 
 
@@ -319,7 +320,7 @@ def test_cli_graph_without_edges(
     argv = ["graphopt", "baselines", "--graph", "g.json", "--cluster", "2xgpu-pcie"]
     rc, err = _cli([*argv, "--budget", "2", "--json", "o.json"], capsys)
     assert rc == 0, err
-    assert len(_strict_json(Path("o.json").read_text())["rows"]) == 9
+    assert len(_strict_json(Path("o.json").read_text())["rows"]) == len(NAMES)
 
 
 def test_documented_examples_still_load() -> None:
