@@ -292,8 +292,16 @@ def test_batch_of_one_and_many_agree(precision: str) -> None:
     single = np.concatenate([run(obs[i : i + 1]) for i in range(len(obs))])
     assert batch.shape == single.shape == (len(obs), env.rows * env.cols)
     # int8 quantizes per state (and per macro), never per batch: one state's scale does not
-    # depend on the others, so the batch computes what single calls do
-    np.testing.assert_allclose(batch, single, rtol=1e-5, atol=1e-5)
+    # depend on the others. At one batch size that is exact: other states in the batch leave a
+    # state's logits bit for bit as they were
+    others = random_legal_observations(env, 6, seed=1)
+    mixed = np.concatenate([obs[:1], others[1 : len(obs)]])
+    np.testing.assert_array_equal(run(mixed)[0], batch[0])
+    # across batch sizes onnxruntime's fp32 kernels may sum in another order (an AVX2-only
+    # CPU: fp32 logits differ by up to 1e-5 between batch 1 and 7), which can move an int8
+    # convolution's input across a rounding boundary: one level, not a different scale
+    tol = 1e-2 * np.abs(single).max() if precision == "int8c" else 1e-5
+    np.testing.assert_allclose(batch, single, rtol=1e-5, atol=tol)
 
 
 def test_bad_inputs_are_refused() -> None:

@@ -60,7 +60,8 @@ def test_int8_graph_computes_exactly_the_documented_arithmetic(activation: str) 
     h = x
     for i, (w, b) in enumerate(snap.dequantized()):
         if snap.tensors[f"w{i}"].dtype == np.int8:
-            qmax = 255.0 if activation == "relu" else 127.0  # uint8 levels vs symmetric int8
+            # 7-bit levels (ACT_QMAX): 0..127 after a ReLU, -63..63 around 64 otherwise
+            qmax = 127.0 if activation == "relu" else 63.0
             xs = np.maximum(np.abs(h).max(1, keepdims=True), 1e-30) / qmax
             h = np.round(h / xs) * xs
         h = h @ w + b

@@ -429,7 +429,8 @@ class _ChipOnnx:
         """``conv(x)`` for a nonnegative ``x`` (the input planes, or after a ReLU).
 
         int8: weights int8 per output channel, activations uint8 with zero point 0 and one
-        scale per observation (``max / 255``, over its channels and cells), exact int32 sums in
+        scale per observation (``max / 127``, over its channels and cells: 7-bit levels, as
+        :data:`actorq.quant.runtimes.ACT_QMAX` says why), exact int32 sums in
         ``ConvInteger``, then the two scales and the bias in fp32; the same scheme as actorq's
         int8 dense layers, with a whole observation as the row."""
         b = self.b
@@ -443,6 +444,7 @@ class _ChipOnnx:
         from onnx import TensorProto
 
         from actorq.quant.quantizer import quantize_int8
+        from actorq.quant.runtimes import ACT_QMAX
 
         out_ch = w.shape[0]
         q, s = quantize_int8(w.reshape(out_ch, -1).T, "per_channel")  # columns = out channels
@@ -453,7 +455,7 @@ class _ChipOnnx:
         xs = b.op(
             "Div",
             b.op("Max", amax, b.const(np.array([1e-30], np.float32))),
-            b.const(np.array([255.0], np.float32)),
+            b.const(np.array([float(ACT_QMAX)], np.float32)),
         )
         xq = b.op("Cast", b.op("Round", b.op("Div", x, xs)), to=TensorProto.UINT8)
         zp = b.init(f"cz{i}", np.array(0, np.uint8))

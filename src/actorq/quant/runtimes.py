@@ -3,7 +3,11 @@
 Actors run onnxruntime: no torch import, fast at batch 1, and a real int8 path. An int8 layer
 quantizes its input activations to uint8 with one scale per row, multiplies them with our int8
 weights in exact int32 (``MatMulInteger``), and rescales by row scale × per-column weight scale
-in fp32. On AVX512-VNNI a 3×2048 MLP runs several times faster than fp32 at batch 1
+in fp32. Activations use 7 of the 8 bits (:data:`ACT_QMAX`): onnxruntime's AVX2 kernels (x86
+without VNNI) add pairs of uint8 × int8 products in int16 (``vpmaddubsw``), which saturates
+for uint8 values above 128, so with all 8 bits an int8 policy computed different (wrong)
+outputs on such CPUs than on VNNI ones; with 7 it is exact int32 on every x86 CPU. On
+AVX512-VNNI a 3×2048 MLP runs several times faster than fp32 at batch 1
 (benchmarks/actor_throughput.py).
 An int4 layer is one ``com.microsoft::MatMulNBits`` node (4-bit weights, a scale per block of 32
 inputs) at ``accuracy_level=4``: onnxruntime quantizes the activations to int8 per row and per
@@ -37,6 +41,12 @@ MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators (MatMulNBits)
 # dequantized weights) at 3×2048 (/work/shared/PROBES.md), at the cost of int8 activations.
 INT4_ACCURACY_LEVEL = 4
 ONNX_IR_VERSION = 9  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 reads at most 13
+#: Largest uint8 level of a quantized activation: 127, not 255, so that two uint8 × int8 products
+#: (|w| <= 127) sum to at most 2 × 127 × 127 = 32,258 and fit the int16 that onnxruntime's AVX2
+#: kernel (``vpmaddubsw``, no VNNI) adds them in; at 255 that sum saturated (found on an AMD EPYC
+#: with AVX2 only: outputs off by up to 80% of the emulated ones). Signed activations get
+#: levels -63..63 around a zero point of 64, for the same bound.
+ACT_QMAX = 127
 
 
 class PolicyRuntime(Protocol):
@@ -140,16 +150,18 @@ def _int8_linear(
     p = f"q{i}_"
     if scale.shape[0] == 1:  # per-tensor weights: the same scale for every column
         scale = np.full(w.shape[1], scale[0], dtype=np.float32)
-    if nonnegative:  # post-ReLU: uint8 with zero point 0 uses all 256 levels
-        absmax, qmax, zero_point = [x], 255.0, []
+    half = (ACT_QMAX + 1) // 2
+    if nonnegative:  # post-ReLU: uint8 levels 0..ACT_QMAX with zero point 0
+        absmax, qmax, zero_point = [x], float(ACT_QMAX), []
         to_uint8 = [helper.make_node("Cast", [p + "xr"], [p + "xq"], to=TensorProto.UINT8)]
         prologue = []
-    else:  # signed inputs: symmetric levels -127..127, stored with zero point 128
-        absmax, qmax, zero_point = [p + "abs"], 127.0, [init(p + "zp", np.array([128], np.uint8))]
+    else:  # signed inputs: symmetric levels -63..63, stored with zero point 64
+        zp = init(p + "zp", np.array([half], np.uint8))
+        absmax, qmax, zero_point = [p + "abs"], float(half - 1), [zp]
         prologue = [helper.make_node("Abs", [x], [p + "abs"])]
         to_uint8 = [
             helper.make_node(
-                "Add", [p + "xr", init(p + "128", np.array([128.0], np.float32))], [p + "xu"]
+                "Add", [p + "xr", init(p + "zpf", np.array([float(half)], np.float32))], [p + "xu"]
             ),
             helper.make_node("Cast", [p + "xu"], [p + "xq"], to=TensorProto.UINT8),
         ]

@@ -96,10 +96,19 @@ def test_a_corrupt_snapshot_is_refused_and_the_last_good_one_kept() -> None:
 def test_go_learns_a_placement_better_than_the_expert_split(
     tiny: Callable[..., GOConfig],
 ) -> None:
-    """Sync backend (deterministic): from a random policy to a placement faster than the
-    human-expert split on a 300-op graph within 3,000 decisions (~20 s); int8 actors act like
-    the fp32 weights."""
-    cfg = tiny("go", env="graphopt:placement/synthetic-300-s0", total_steps=3_000, eval_every=3_000)
+    """Sync backend (deterministic on one CPU): from a random policy to a placement faster than
+    the human-expert split on a 300-op graph within 3,000 decisions (~20 s); int8 actors act like
+    the fp32 weights. With self-imitation: plain PPO oscillates here (seed 0 on an AVX2-only
+    CPU: +0.34 at 2,000 decisions, -0.10 at 3,000), and which side of 0.15 the last evaluation
+    lands on changed with the CPU's floating-point paths; with it, seeds 0-2 end at +0.28 to
+    +0.37 on that CPU."""
+    cfg = tiny(
+        "go",
+        env="graphopt:placement/synthetic-300-s0",
+        total_steps=3_000,
+        eval_every=3_000,
+        sil_coef=1.0,
+    )
     r = train(cfg)
     assert r.eval_return > 0.15, r  # >= 15% faster than the expert split
     assert r.action_agreement > 0.95 and r.logprob_gap is not None and r.logprob_gap < 0.05
