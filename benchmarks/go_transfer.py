@@ -42,6 +42,8 @@ its greedy decisions worse (4 PCIe GPUs, inception held out: the training graphs
 HEFT fell from +0.10 to -0.13). ``--pretrained-in FOLDER`` takes the pre-training cells and
 runs from another results folder instead of training them again, after checking that their run
 configuration is the one this command's would be (what fine-tuning ablations share).
+``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
+(``GOConfig.explore_guided``) rather than uniformly.
 
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
@@ -196,6 +198,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         if args.explore:  # the runs on the held-out graph only (module docstring)
             kw["explore"] = args.explore
             kw["explore_sil"] = not args.no_explore_sil
+            kw["explore_guided"] = args.explore_guided
         if args.distill_steps:
             kw.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
         warm = stage == "scratch" or args.finetune_imitate
@@ -407,6 +410,11 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
                 if args.no_explore_sil
                 else ""
             )
+            + (
+                " The moves' devices are drawn from the policy (--explore-guided)."
+                if args.explore_guided
+                else ""
+            )
         )
         + (
             ""
@@ -560,6 +568,12 @@ def main(argv: list[str] | None = None) -> int:
         "moves are a search beside the policy (GOConfig.explore_sil)",
     )
     ap.add_argument(
+        "--explore-guided",
+        action="store_true",
+        help="with --explore: each run move's device is drawn from the policy's placement "
+        "probabilities (GOConfig.explore_guided), not uniformly",
+    )
+    ap.add_argument(
         "--distill-steps",
         type=int,
         default=0,
@@ -594,10 +608,14 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-sil{args.sil_coef:g}"
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
+        folder += "-guided" if args.explore_guided else ""
     if args.distill_steps:
         folder += f"-distill{args.distill_steps}e{args.distill_every}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
+        return 2
+    if (args.no_explore_sil or args.explore_guided) and not args.explore:
+        say("--no-explore-sil and --explore-guided need --explore")
         return 2
     if args.finetune_imitate:
         if args.imitate == "none":
@@ -628,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["explore"] = args.explore
         if args.no_explore_sil:
             budget["explore_sil"] = False
+        if args.explore_guided:
+            budget["explore_guided"] = True
     if args.distill_steps:
         budget.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
     settings = root / "settings.json"

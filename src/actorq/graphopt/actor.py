@@ -20,7 +20,9 @@ moved; the snapshot's greedy decision before it has one) with one of annealing's
 fed by the policy's samples. Such items are flagged (``explore`` = 1): they are not samples of
 the policy, so the learner keeps them out of PPO's ratios and baselines and uses them only for
 the best decision so far, which self-imitation pulls the policy toward (policy improvement by
-search, counted in the same simulator budget as the samples).
+search, counted in the same simulator budget as the samples). With ``explore_guided`` the
+move's device is drawn from the policy (the run's mean placement log-probabilities) rather
+than uniformly.
 
 Reward: ``-sqrt(S / S_ref)``, ``S`` the simulated (penalized, :func:`~actorq.graphopt.baselines.
 penalized`) step time and ``S_ref`` the reference decision's (the human-expert split by default),
@@ -112,10 +114,15 @@ class GraphTask:
             logp[:, col] = np.take_along_axis(lp, a[:, None], axis=1)[:, 0] * self.mask[:, col]
         return actions, logp
 
-    def run_move(self, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def run_move(
+        self,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        out: dict[str, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """A copy of the decision ``actions`` ``(n, 3)`` with one run move on its placement
         (module docstring): the ops of consecutive anchor groups in topological order on one
-        device."""
+        device; the policy's outputs ``out`` guide the device, uniform without them."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"run moves change placements: the {self.task} task has none")
         actions = actions.copy()
@@ -123,7 +130,8 @@ class GraphTask:
             self._groups = anchor_groups(self.env.sim)[1]
         gi = self._groups
         nd = self.env.cluster.num_devices
-        actions[:, 0] = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng)
+        scores = None if out is None else log_softmax(out["placement"])
+        actions[:, 0] = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)
         return actions
 
     def env_action(self, actions: np.ndarray) -> Any:
@@ -170,11 +178,12 @@ class GraphActor:
         index: int = 0,
         max_ops: int | None = None,
         explore: float = 0.0,
+        explore_guided: bool = False,
     ) -> None:
         if not 0.0 <= explore < 1.0:
             raise ValueError(f"explore must be in [0, 1), got {explore}")
         self.tasks, self.k, self.index = tasks, num_envs, index
-        self.explore = explore
+        self.explore, self.explore_guided = explore, explore_guided
         self.max_ops = max_ops or max(t.num_ops for t in tasks)
         self.source, self.threads = source, threads
         self.rng = np.random.default_rng(seed)
@@ -201,6 +210,7 @@ class GraphActor:
             index=int(cfg["actor"]),
             max_ops=int(w["max_ops"]),
             explore=float(w.get("explore", 0.0)),
+            explore_guided=bool(w.get("explore_guided", False)),
         )
 
     def update(self) -> bool:
@@ -250,7 +260,8 @@ class GraphActor:
                 base = self.incumbent[i][1] if i in self.incumbent else None
                 if base is None:
                     base, _ = task.decide(self.outputs(i), None)
-                actions = task.run_move(base, self.rng)
+                guide = self.outputs(i) if self.explore_guided else None
+                actions = task.run_move(base, self.rng, guide)
                 logp = np.zeros_like(actions, dtype=np.float32)  # not a policy sample
             else:
                 actions, logp = task.decide(self.outputs(i), self.rng)

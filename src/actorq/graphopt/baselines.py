@@ -408,18 +408,37 @@ def _anneal_loop(
 
 
 def run_move(
-    placement: np.ndarray, gi: np.ndarray, k: int, nd: int, rng: np.random.Generator
+    placement: np.ndarray,
+    gi: np.ndarray,
+    k: int,
+    nd: int,
+    rng: np.random.Generator,
+    scores: np.ndarray | None = None,
 ) -> np.ndarray:
     """Annealing's move: a copy of ``placement`` with every op of a run of consecutive anchor
     groups (``gi``: each op's group index in topological order, ``k`` groups) on one of ``nd``
     devices. The run's length is geometric with mean ``k / (8 nd)`` (at least 1), so both
     single-group and coarse moves happen. GO's actors explore with it too
-    (:class:`actorq.graphopt.actor.GraphActor`)."""
+    (:class:`actorq.graphopt.actor.GraphActor`).
+
+    ``scores`` (``(n, nd)`` per-op log-probabilities, a policy's) guide the device: it is drawn
+    from the softmax of the run's mean score per device, leaving out a device that would not
+    change the placement (the whole run already on it); uniform without them, drawing exactly
+    as before."""
     mean_len = max(1.0, k / (8 * nd))
     a = int(rng.integers(k))
     run = min(k - a, int(rng.geometric(1 / mean_len)))
     cand = placement.copy()
-    cand[(gi >= a) & (gi < a + run)] = rng.integers(nd)
+    sel = (gi >= a) & (gi < a + run)
+    if scores is None:
+        cand[sel] = rng.integers(nd)
+        return cand
+    logit = scores[sel].mean(axis=0).astype(np.float64)
+    on = np.unique(placement[sel])
+    if len(on) == 1 and nd > 1:
+        logit[int(on[0])] = -np.inf  # a no-op move costs a simulator call and teaches nothing
+    p = np.exp(logit - logit.max())
+    cand[sel] = int(rng.choice(nd, p=p / p.sum()))
     return cand
 
 

@@ -21,7 +21,7 @@ from actorq.core.types import Batch
 from actorq.distributed.local import _LocalCache
 from actorq.errors import ConfigError
 from actorq.graphopt.actor import GraphActor
-from actorq.graphopt.baselines import anchor_groups
+from actorq.graphopt.baselines import anchor_groups, run_move
 
 from .conftest import sampled_batch
 
@@ -196,3 +196,51 @@ def test_no_explore_sil_keeps_run_moves_out_of_self_imitation() -> None:
     learner, _ = _setup(explore=0.5)
     learner.update(batch)
     assert learner.sil_target(0)[0] == pytest.approx(-0.5)
+
+
+def test_guided_run_moves_take_the_policys_device_and_never_stand_still() -> None:
+    """run_move(scores=...): the device is drawn from the run's mean policy log-probabilities,
+    a move that would change nothing is left out; without scores it draws as annealing does."""
+    rng_ref, rng = np.random.default_rng(3), np.random.default_rng(3)
+    n, nd = 200, 4
+    gi = np.repeat(np.arange(50), 4)  # 50 groups of 4 ops in topological order
+    start = np.zeros(n, np.int64)
+    # without scores: the same draws as before (annealing's and climbing's results unchanged)
+    a = run_move(start, gi, 50, nd, rng_ref)
+    b = run_move(start, gi, 50, nd, rng, None)
+    np.testing.assert_array_equal(a, b)
+    # a policy sure of device 2 everywhere: every move goes there
+    scores = np.log(np.full((n, nd), 1e-6))
+    scores[:, 2] = 0.0
+    for _ in range(50):
+        moved = run_move(start, gi, 50, nd, rng, scores)
+        assert set(np.unique(moved)) <= {0, 2} and (moved == 2).any()
+    # the policy prefers device 0, where the ops already are: the move goes elsewhere
+    scores = np.zeros((n, nd))
+    scores[:, 0] = 20.0
+    for _ in range(50):
+        moved = run_move(start, gi, 50, nd, rng, scores)
+        assert (moved != start).any()
+
+
+def test_explore_guided_actors_make_run_moves_that_change_the_placement() -> None:
+    _, actor = _setup(explore=0.5, explore_guided=True)
+    task = actor.tasks[0]
+    n = task.num_ops
+    greedy, _ = task.decide(actor.outputs(0), None)
+    guided = 0
+    for _ in range(4):
+        before = dict(actor.incumbent)
+        items, _ = actor.step()
+        for j in range(len(items["reward"])):
+            a = items["actions"][j, :n, 0].astype(np.int64)
+            if items["explore"][j]:
+                guided += 1
+                base = before[0][1][:, 0] if 0 in before else greedy[:, 0]
+                _one_run_moved(task, base, a)
+                assert (a != base).any(), "a guided move never leaves the placement as it was"
+            if 0 not in before or items["reward"][j] > before[0][0]:
+                before[0] = (float(items["reward"][j]), items["actions"][j, :n].astype(np.int64))
+    assert guided > 3
+    with pytest.raises(ConfigError, match="explore-guided"):
+        GOConfig(env=ENV, explore_guided=True, sil_coef=1).validate()

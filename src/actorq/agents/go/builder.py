@@ -98,6 +98,7 @@ class GOBuilder:
                 "reference": cfg.reference,
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,
+                "explore_guided": cfg.explore_guided,
             },
         )
 

@@ -84,6 +84,10 @@ class GOConfig(ExperimentConfig):
     before it has one) instead of a policy sample. They are kept out of PPO; they feed the
     run's best decision, which self-imitation (--sil-coef > 0) pulls the policy toward unless
     --no-explore-sil; they count in the decision budget. Placement and joint tasks."""
+    explore_guided: bool = False
+    """Whether --explore's run moves take their device from the policy (drawn from the softmax
+    of the run's mean placement log-probability, a no-op move left out) instead of uniformly:
+    the policy as the proposal distribution of the climb."""
     explore_sil: bool = True
     """Whether self-imitation pulls toward the best decision found including --explore's run
     moves (the default) or toward the best policy sample only (--no-explore-sil: the run moves
@@ -207,6 +211,8 @@ class GOConfig(ExperimentConfig):
                 "--explore's decisions teach the policy only through self-imitation: set "
                 "--sil-coef > 0 (or --no-explore-sil for a search beside the policy)"
             )
+        if self.explore_guided and self.explore == 0:
+            raise ConfigError("--explore-guided guides --explore's run moves: set --explore > 0")
         if self.distill_every > 0 and self.distill_steps == 0:
             raise ConfigError("--distill-every needs --distill-steps > 0")
         if self.reference not in REFERENCES:
