@@ -41,7 +41,7 @@ from typing import Any
 
 from _machine import machine_info
 from _report import md_head
-from actorq.graphopt.baselines import NAMES
+from actorq.graphopt.baselines import NAMES, SEARCH
 from actorq.graphopt.cli import baseline_rows
 from actorq.graphopt.suite import SUITE
 
@@ -64,7 +64,7 @@ def origin(cell: dict[str, Any], name: str | None) -> str:
 def write_md(path: Path, results: dict[str, Any]) -> None:
     lines = [
         *md_head("Classical baselines on the graph suite", results),
-        f"- search budget: {results['budget']} simulator calls each (random, anneal), seed "
+        f"- search budget: {results['budget']} simulator calls each ({', '.join(SEARCH)}), seed "
         f"{results['seed']}",
         "- cell: speedup over the best single device (its step time / the baseline's); "
         "`✗` = infeasible (some device over 16 GiB); **bold** = fastest feasible",
