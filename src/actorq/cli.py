@@ -59,6 +59,9 @@ class ExportArgs:
 
 
 def _fail(msg: str, code: int = 2) -> int:
+    # one line whatever the input held: a control character typed into a flag (a carriage
+    # return in a path, found by the fuzz tests) is shown escaped, not printed
+    msg = "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg)
     print(f"actorq: error: {msg}", file=sys.stderr)
     return code
 
@@ -75,12 +78,12 @@ def load_run_policy(
     :class:`ActorQError`) before its checkpoint is read."""
     from actorq.agents import builder_for
     from actorq.checkpoint import load
-    from actorq.errors import CheckpointError, SnapshotError, first_line
+    from actorq.errors import CheckpointError, SnapshotError, first_line, shown
     from actorq.experiment import load_run_config
 
     rd = Path(run_dir)
     if not rd.is_dir():
-        raise ActorQError(f"run directory not found: {rd}")
+        raise ActorQError(f"run directory not found: {shown(rd)}")
     cfg = load_run_config(rd)  # validated: config.json is input too
     if require is not None:
         require(cfg)

@@ -214,6 +214,9 @@ def _bad_files(tmp: Path) -> dict[str, str]:
          "is a PPO --network mlp run"),
         (["chip", "place", TOY, "--out", "OUT", "--method", "policy", "--policy", "nope"],
          "run directory not found"),
+        # found by the fuzz test below: a carriage return in a path split the message in two
+        (["chip", "place", TOY, "--out", "OUT", "--method", "policy", "--policy", "\r0"],
+         "run directory not found: '\\r0'"),
         (["chip", "place", TOY, "--out", "OUT", "--method", "policy", "--policy", "DIR"],
          "not an actorq run directory"),
         (["chip", "place", TOY, "--out", "PNG", "--method", "policy", "--policy", "CHIP_RUN"],

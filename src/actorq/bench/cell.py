@@ -44,10 +44,11 @@ def _load(path: Path) -> ExperimentConfig:
     from actorq.bench.results import ResultsError, read_cell_json
     from actorq.bench.spec import run_config
     from actorq.energy import DEFAULT_COUNTRY
+    from actorq.errors import shown
 
     cell = read_cell_json(path)
     if cell is None:
-        raise ResultsError(f"cell file not found: {path}")
+        raise ResultsError(f"cell file not found: {shown(path)}")
     agent, config = cell.get("agent"), cell.get("config")
     if agent not in AGENTS:
         raise ResultsError(f"{path}: unknown agent {agent!r}; expected one of {', '.join(AGENTS)}")

@@ -58,7 +58,7 @@ from actorq.energy import (
     SUMMARY_KG_CO2,
     SUMMARY_KWH,
 )
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, shown
 
 EVAL = "charts/eval_return"
 PRECISION_ORDER = ("fp32", "fp16", "int8", "int4")
@@ -698,7 +698,7 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     """
     check_reps(reps)
     if not results.is_dir():
-        raise ResultsError(f"results directory not found: {results}")
+        raise ResultsError(f"results directory not found: {shown(results)}")
     text, data, images = build_report(results, reps)
     for name, png in images.items():
         write_atomic(results / name, png)
