@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,10 +235,19 @@ widths = ["32,32"]
     assert "codecarbon INFO" not in (cell_dir / "log.txt").read_text()  # codecarbon kept quiet
 
 
+def _hanging_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Any:
+    """A one-cell spec whose cell is ``python -c script`` with an 8 s time limit: long enough
+    for two Python start-ups on a loaded 2-core machine (2 s failed in CI)."""
+    spec = load_spec(_spec(tmp_path, GOOD))
+    monkeypatch.setattr(bench_runner, "cell_command", lambda d: [sys.executable, "-c", script])
+    spec.timeout_s = 8.0
+    spec.cells = spec.cells[:1]
+    return spec
+
+
 def test_a_cell_past_its_time_limit_is_stopped_with_its_children(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = load_spec(_spec(tmp_path, GOOD))
     pidfile = tmp_path / "child.pid"
     # a "cell" that never ends, with a child that ignores Ctrl-C (an actor left behind)
     hang = (
@@ -245,10 +256,7 @@ def test_a_cell_past_its_time_limit_is_stopped_with_its_children(
         "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)']); "
         f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(600)"
     )
-    monkeypatch.setattr(bench_runner, "cell_command", lambda d: [sys.executable, "-c", hang])
-    # long enough for two Python start-ups on a loaded 2-core machine (2 s failed in CI)
-    spec.timeout_s = 8.0
-    spec.cells = spec.cells[:1]
+    spec = _hanging_cell(tmp_path, monkeypatch, hang)
     t = time.perf_counter()
     out = run_matrix(spec, tmp_path / "r", progress=False)
     assert time.perf_counter() - t < 40
@@ -264,3 +272,26 @@ def test_a_cell_past_its_time_limit_is_stopped_with_its_children(
         not Path(f"/proc/{child}").exists()
         or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
     )
+
+
+def test_a_timed_out_cell_gets_sigint_even_when_the_runner_ignores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shell starts background jobs (``nohup actorq bench ... &``) with SIGINT ignored, and
+    children inherit that: a timed-out cell then never saw the SIGINT that makes a run
+    checkpoint and stop, and was killed 30 s later. The cell must see it."""
+    marker = tmp_path / "got-sigint"
+    hang = (
+        "import time\n"
+        "try:\n    time.sleep(600)\n"
+        f"except KeyboardInterrupt:\n    open({str(marker)!r}, 'w').write('checkpointed')\n"
+    )
+    spec = _hanging_cell(tmp_path, monkeypatch, hang)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job
+    try:
+        out = run_matrix(spec, tmp_path / "r", progress=False)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # the runner's own: unchanged
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert out.failed == [spec.cells[0].name]
+    assert marker.read_text() == "checkpointed"

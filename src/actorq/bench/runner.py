@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,10 +77,11 @@ def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> in
     """
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     with open(cell_dir / "log.txt", "ab") as log:
-        proc = subprocess.Popen(
-            cell_command(cell_dir), stdout=log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True,
-        )  # fmt: skip
+        with _sigint_delivered():
+            proc = subprocess.Popen(
+                cell_command(cell_dir), stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )  # fmt: skip
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -93,6 +94,27 @@ def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> in
             # whatever the cell left behind in its group (actors of a run that crashed)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _sigint_delivered() -> Iterator[None]:
+    """Children started inside get SIGINT's default action, even where this process ignores it.
+
+    A shell starts background jobs (``nohup actorq bench ... &``) with SIGINT ignored, and
+    children inherit that through exec: a timed-out cell then ignored the SIGINT that makes it
+    checkpoint and stop its actors, and was killed 30 s later without a checkpoint. A disposition
+    with a handler is reset to the default at exec, so a handler set for the spawn is enough."""
+    import threading
+
+    old = signal.getsignal(signal.SIGINT)
+    if old != signal.SIG_IGN or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def cell_command(cell_dir: Path) -> list[str]:
