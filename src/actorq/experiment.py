@@ -593,12 +593,7 @@ def train(
     except BaseException as e:
         # A failed run (a diverged learner, a bug) writes nothing more: the checkpoint on disk
         # is the last good one, and a crashed resume must not replace it.
-        stop.restore()
-        with contextlib.suppress(Exception):
-            if energy is not None:
-                energy.stop()
-        backend.close()
-        progress.stop()
+        _close_failed_run(stop, energy, backend, progress)
         if isinstance(e, DivergedError):
             raise DivergedError(
                 f"{e}; stopped at {c.env_steps} env steps, the last finite checkpoint is kept "
@@ -611,10 +606,7 @@ def train(
         reading = energy.stop() if energy is not None else None  # the run, not the report
         c.env_steps = st.env_steps
         if not interrupted:
-            done = learner.finish()
-            if done:
-                check_losses(done, c.updates)
-                logger.log(c.env_steps, done)
+            _finish_learner(learner, logger, c)
         c.wall_time_s = time.perf_counter() - start_wall
         # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
         final_states = _final_states(replay, cfg.seed)
@@ -633,6 +625,27 @@ def train(
     )
     write_summary(result, stop_reason, logger, run_dir, c.env_steps)
     return result
+
+
+def _close_failed_run(
+    stop: _StopOnCtrlC, energy: EnergyTracker | None, backend: Backend, progress: _Progress
+) -> None:
+    """Stop what a failed run started, writing nothing (no checkpoint, no summary)."""
+    stop.restore()
+    with contextlib.suppress(Exception):
+        if energy is not None:
+            energy.stop()
+    backend.close()
+    progress.stop()
+
+
+def _finish_learner(learner: Learner, logger: MetricLogger, c: Counters) -> None:
+    """The learner's end-of-run work (GO's final distillation), logged at the last step, before
+    the final snapshot and checkpoint so that they hold it."""
+    done = learner.finish()
+    if done:
+        check_losses(done, c.updates)
+        logger.log(c.env_steps, done)
 
 
 def log_interval(
