@@ -130,7 +130,7 @@ class GraphTask:
             self._groups = anchor_groups(self.env.sim)[1]
         gi = self._groups
         nd = self.env.cluster.num_devices
-        scores = None if out is None else log_softmax(out["placement"])
+        scores = None if out is None else out["placement"]  # run_move normalises the run's rows
         actions[:, 0] = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)
         return actions
 

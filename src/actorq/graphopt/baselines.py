@@ -421,10 +421,10 @@ def run_move(
     single-group and coarse moves happen. GO's actors explore with it too
     (:class:`actorq.graphopt.actor.GraphActor`).
 
-    ``scores`` (``(n, nd)`` per-op log-probabilities, a policy's) guide the device: it is drawn
-    from the softmax of the run's mean score per device, leaving out a device that would not
-    change the placement (the whole run already on it); uniform without them, drawing exactly
-    as before."""
+    ``scores`` (``(n, nd)`` per-op logits, a policy's) guide the device: it is drawn from the
+    softmax of the run's mean log-probability per device (only the run's rows are normalised),
+    leaving out a device that would not change the placement (the whole run already on it);
+    uniform without them, drawing exactly as before."""
     mean_len = max(1.0, k / (8 * nd))
     a = int(rng.integers(k))
     run = min(k - a, int(rng.geometric(1 / mean_len)))
@@ -433,7 +433,9 @@ def run_move(
     if scores is None:
         cand[sel] = rng.integers(nd)
         return cand
-    logit = scores[sel].mean(axis=0).astype(np.float64)
+    from actorq.graphopt.inputs import log_softmax  # here: inputs imports envs, which imports us
+
+    logit = log_softmax(scores[sel]).mean(axis=0)
     on = np.unique(placement[sel])
     if len(on) == 1 and nd > 1:
         logit[int(on[0])] = -np.inf  # a no-op move costs a simulator call and teaches nothing
