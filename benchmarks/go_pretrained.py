@@ -106,7 +106,9 @@ def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) 
         n for n in PLACEMENT_BASELINES if all(n in {b["baseline"] for b in r["baselines"]}
                                               for _, _, r in cells)
     ]  # fmt: skip
-    searches = ", ".join(n for n in names if n in ("random", "anneal", "climb"))
+    from actorq.graphopt.baselines import SEARCH
+
+    searches = ", ".join(n for n in names if n in SEARCH)
     lines = [
         f"# The shipped GO placement policy ({meta['cluster']})",
         "",
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=12_000, help="whole-graph decisions")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samples", type=int, default=16, help="sampled placements besides greedy")
-    ap.add_argument("--budget", type=int, default=100, help="random/anneal simulator calls")
+    ap.add_argument("--budget", type=int, default=100, help="each search baseline's calls")
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/go_pretrained")
     ap.add_argument("--policy-out", type=Path, help="default: the shipped policy's path")
     ap.add_argument(
@@ -212,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                     trained_on=trained["graphs"], command=command,
                     reference=run_info.reference)  # fmt: skip
     size = policy.stat().st_size
-    say(f"wrote {policy} ({size:,} bytes)")
+    say(f"{'judging' if a.rejudge else 'wrote'} {policy} ({size:,} bytes)")
     if size > 10 * 2**20:
         say("error: the policy file is over 10 MB")
         return 1
