@@ -43,7 +43,9 @@ HEFT fell from +0.10 to -0.13). ``--pretrained-in FOLDER`` takes the pre-trainin
 runs from another results folder instead of training them again, after checking that their run
 configuration is the one this command's would be (what fine-tuning ablations share).
 ``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
-(``GOConfig.explore_guided``) rather than uniformly.
+(``GOConfig.explore_guided``) rather than uniformly. ``--pos-freqs K`` (folder ``...-posK``)
+gives every stage's network Fourier features of each op's position (``GOConfig.pos_freqs``), so
+imitation and distillation can fit a split exactly.
 
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
@@ -115,6 +117,8 @@ def go_config(
         kw.setdefault("sil_coef", args.sil_coef)
     if args.reference != "expert":
         kw.setdefault("reference", args.reference)
+    if args.pos_freqs:
+        kw.setdefault("pos_freqs", args.pos_freqs)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -582,6 +586,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--distill-every", type=int, default=0)
     ap.add_argument(
+        "--pos-freqs",
+        type=int,
+        default=0,
+        help="Fourier features of each op's position, in octaves (GOConfig.pos_freqs; every "
+        "stage, pre-training included: it changes the network); default 0, none",
+    )
+    ap.add_argument(
         "--pretrained-in",
         type=Path,
         default=None,
@@ -606,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-ftlr{args.finetune_learning_rate:g}"
     if args.sil_coef:
         folder += f"-sil{args.sil_coef:g}"
+    if args.pos_freqs:
+        folder += f"-pos{args.pos_freqs}"
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
@@ -650,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
             budget["explore_guided"] = True
     if args.distill_steps:
         budget.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
+    if args.pos_freqs:
+        budget["pos_freqs"] = args.pos_freqs
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

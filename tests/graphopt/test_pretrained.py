@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from actorq.cli import main
 from actorq.errors import GraphError
 from actorq.graphopt.cluster import get_cluster
-from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
+from actorq.graphopt.policy import GOPolicy, GOPolicyConfig, encode_graph, torch_outputs
 from actorq.graphopt.pretrained import (
     load_policy,
     load_policy_file,
@@ -65,6 +65,34 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     for k, v in ref.state_dict().items():
         assert torch.equal(model.state_dict()[k], v)
     assert info.task == "placement" and info.trained_on == ("x",)
+
+
+def test_a_policy_with_position_octaves_round_trips_and_places(tmp_path: Path) -> None:
+    """``pos_freqs`` travels in the file's config: the loaded network is the saved one, and a
+    header that claims another count no longer fits the tensors (one line)."""
+    torch.manual_seed(0)
+    model = GOPolicy(GOPolicyConfig(num_devices=4, hidden=32, ffn=64, pos_freqs=6))
+    p = save_policy(model, tmp_path / "p.safetensors", task="placement", cluster="4xgpu-pcie",
+                    trained_on=["x"], command="test")  # fmt: skip
+    loaded, _ = load_policy_file(p)
+    assert loaded.config.pos_freqs == 6
+    inp = encode_graph(get_graph(GRAPH))
+    np.testing.assert_allclose(
+        torch_outputs(loaded, inp)["placement"], torch_outputs(model, inp)["placement"]
+    )
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(p), "pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    for bad in (5, 31, -1):
+        cfg = json.loads(meta["config"])
+        cfg["pos_freqs"] = bad
+        q = tmp_path / f"bad{bad}.safetensors"
+        save_file(tensors, str(q), metadata={**meta, "config": json.dumps(cfg)})
+        with pytest.raises(GraphError) as e:
+            load_policy_file(q)
+        assert "\n" not in str(e.value)
 
 
 def test_place_writes_the_placement_it_simulated(

@@ -83,12 +83,21 @@ class GOPolicyConfig:
     """Width of each task's embedding (the FiLM conditioning's task part)."""
     priority_levels: int = PRIORITY_LEVELS
     """Priority buckets (the sequential environment's levels)."""
+    pos_freqs: int = 0
+    """Fourier features of each op's topological position and depth (both 0 .. 1): sin and cos
+    of ``2**k * pi * position`` for ``k < pos_freqs``, appended to the node features (0: none,
+    the network of the first releases). A scalar position lets the network draw only a few
+    smooth boundaries along the graph; with octaves it can give any run of ops its own device,
+    so imitation and distillation fit a split exactly (Tancik et al., NeurIPS 2020, "Fourier
+    features let networks learn high frequency functions"; Vaswani et al. 2017's sinusoids)."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
             raise ValueError(f"hidden={self.hidden} must divide by heads={self.heads}")
         if min(self.num_devices, self.segment, self.priority_levels) < 1:
             raise ValueError("num_devices, segment and priority_levels must be >= 1")
+        if self.pos_freqs < 0:
+            raise ValueError(f"pos_freqs={self.pos_freqs} must be >= 0")
 
 
 class SAGELayer(nn.Module):
@@ -169,6 +178,15 @@ class SegmentAttention(nn.Module):
         return out
 
 
+#: Node-feature columns that get Fourier features (``GOPolicyConfig.pos_freqs``).
+_POS_COLS = [NODE_FEATURES.index("topo_position"), NODE_FEATURES.index("depth")]
+
+
+def fourier_freqs(k: int) -> torch.Tensor:
+    """``2**j * pi`` for ``j < k`` (fp32): the octaves of :attr:`GOPolicyConfig.pos_freqs`."""
+    return (2.0 ** torch.arange(k, dtype=torch.float64) * math.pi).float()
+
+
 def attention_bias(n: int, segment: int) -> torch.Tensor:
     """Additive mask ``(G, 1, 1, 2S)`` for ``n`` ops padded to ``G`` segments: the first
     segment has no memory, and the padding at the end of the last one is no key."""
@@ -210,13 +228,14 @@ class GOPolicy(nn.Module):
     """
 
     levels: torch.Tensor
+    freqs: torch.Tensor
 
     def __init__(self, config: GOPolicyConfig | None = None) -> None:
         super().__init__()
         c = self.config = config or GOPolicyConfig()
         d = c.hidden
         self.type_emb = nn.Embedding(len(OP_VOCAB), c.type_dim)
-        self.inp = nn.Linear(c.type_dim + len(NODE_FEATURES) - 1, d)
+        self.inp = nn.Linear(c.type_dim + len(NODE_FEATURES) - 1 + 4 * c.pos_freqs, d)
         self.inp_norm = nn.LayerNorm(d, eps=_LN_EPS)
         self.sage = nn.ModuleList(SAGELayer(d) for _ in range(c.sage_layers))
         self.attn = nn.ModuleList(
@@ -238,6 +257,7 @@ class GOPolicy(nn.Module):
         self.register_buffer(
             "levels", torch.linspace(0.0, 1.0, c.priority_levels), persistent=False
         )
+        self.register_buffer("freqs", fourier_freqs(c.pos_freqs), persistent=False)
 
     def encode(
         self,
@@ -252,7 +272,11 @@ class GOPolicy(nn.Module):
         """Final node embeddings ``(n, hidden)``, in the graph's op order."""
         n, s = x.shape[0], self.config.segment
         typ = x[:, 0].long()
-        h = self.inp_norm(self.inp(torch.cat([self.type_emb(typ), x[:, 1:]], dim=1)))
+        parts = [self.type_emb(typ), x[:, 1:]]
+        if self.config.pos_freqs:
+            pos = (x[:, _POS_COLS, None] * self.freqs).reshape(n, -1)  # (n, 2 * pos_freqs)
+            parts += [torch.sin(pos), torch.cos(pos)]
+        h = self.inp_norm(self.inp(torch.cat(parts, dim=1)))
         ones = h.new_ones(src.shape[0])
         inv_in = 1.0 / h.new_zeros(n).index_add_(0, dst, ones).clamp(min=1.0)[:, None]
         inv_out = 1.0 / h.new_zeros(n).index_add_(0, src, ones).clamp(min=1.0)[:, None]
@@ -454,7 +478,13 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
     typ = op("Squeeze", typ, const([1]))
     emb = op("Gather", const(model.type_emb.weight.detach().numpy()), typ, axis=0)
     rest = op("Slice", "x", const([1]), const([len(NODE_FEATURES)]), const([1]))
-    h = b.linear(op("Concat", emb, rest, axis=1), model.inp, quantize=False)
+    parts = [emb, rest]
+    if c.pos_freqs:  # (n, 2, 1) * (k,) -> (n, 2k): position's octaves, then depth's
+        cols = op("Unsqueeze", op("Gather", "x", const(_POS_COLS), axis=1), const([2]))
+        pos = op("Mul", cols, const(model.freqs.numpy()))
+        pos = op("Reshape", pos, const([0, 2 * c.pos_freqs]))
+        parts += [op("Sin", pos), op("Cos", pos)]
+    h = b.linear(op("Concat", *parts, axis=1), model.inp, quantize=False)
     h = b.layer_norm(h, model.inp_norm)
 
     for layer in model.sage:

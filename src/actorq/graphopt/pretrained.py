@@ -43,6 +43,7 @@ _SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "type_dim": (1, 256),
     "task_dim": (1, 256),
     "priority_levels": (1, 64),
+    "pos_freqs": (0, 30),
 }
 _META_KEYS = ("format", "format_version", "config", "task", "cluster", "trained_on", "command")
 

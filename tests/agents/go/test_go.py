@@ -188,6 +188,9 @@ def test_policy_io_compares_decided_ops_only() -> None:
         ({"cluster": "3xtpu"}, "--cluster"),
         ({"reference": "anneal"}, "deterministic"),
         ({"learning_rate": float("nan")}, "finite"),
+        ({"pos_freqs": -1}, r"--pos-freqs must be in \[0, 30\]"),
+        ({"pos_freqs": 31}, r"--pos-freqs must be in \[0, 30\]"),
+        ({"pos_freqs": 2.5}, "--pos-freqs has the wrong type"),
     ],
 )
 def test_bad_settings_are_one_line_errors(kw: dict[str, Any], msg: str) -> None:

@@ -37,6 +37,7 @@ class GOConfig(ExperimentConfig):
         "sage_layers": Bound(0, 64),
         "attn_layers": Bound(0, 64),
         "segment": Bound(1, 1_000_000),
+        "pos_freqs": Bound(0, 30),
         "imitate_steps": Bound(0, 1_000_000),
         "imitate_lr": POSITIVE,
     }
@@ -129,6 +130,10 @@ class GOConfig(ExperimentConfig):
     attn_layers: int = 2
     segment: int = 64
     """Ops per attention segment."""
+    pos_freqs: int = 0
+    """Fourier features of each op's topological position and depth, in octaves (0: none):
+    with them imitation and distillation fit a split of the graph exactly (docs/graphopt.md,
+    "Fitting a decision exactly")."""
     publish_every: int = 1
     eval_every: int = 2_000
     """Decisions between greedy evaluations (one argmax decision per training graph)."""

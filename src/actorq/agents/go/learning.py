@@ -53,6 +53,7 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
         sage_layers=cfg.sage_layers,
         attn_layers=cfg.attn_layers,
         segment=cfg.segment,
+        pos_freqs=cfg.pos_freqs,
     )
 
 
