@@ -33,7 +33,8 @@ Quick smoke run::
     .venv/bin/python benchmarks/graphopt_policy_speed.py --no-suite --sizes 1000 \
         --repeats 1 --out /tmp/go_policy_smoke
 
-Results go to ``<out>/graphopt_policy_speed.json``.
+Results go to ``<out>/graphopt_policy_speed.json`` (``graphopt_policy_speed-posK.json`` with
+``--pos-freqs K``: the network with Fourier features of each op's position).
 """
 
 from __future__ import annotations
@@ -146,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-suite", action="store_true", help="synthetic graphs only")
     ap.add_argument("--hidden", type=int, default=None, help="model width (default: config's)")
     ap.add_argument(
+        "--pos-freqs", type=int, default=0, help="position octaves (GOPolicyConfig.pos_freqs)"
+    )
+    ap.add_argument(
         "--mem-pattern",
         action="store_true",
         help="turn onnxruntime's memory patterns on (OnnxGOPolicy turns them off)",
@@ -169,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     machine = machine_info()
     torch.manual_seed(0)
-    cfg = GOPolicyConfig() if a.hidden is None else GOPolicyConfig(hidden=a.hidden)
+    cfg = GOPolicyConfig(pos_freqs=a.pos_freqs)
+    if a.hidden is not None:
+        cfg = dataclasses.replace(cfg, hidden=a.hidden)
     model = GOPolicy(cfg).eval()
     n_params = sum(p.numel() for p in model.parameters())
     makers: list[Any] = [lambda n=n: layered_dag(n, 0) for n in a.sizes]
@@ -246,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         "check": check,
     }
     a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / "graphopt_policy_speed.json"
+    path = a.out / (
+        "graphopt_policy_speed.json"
+        if not a.pos_freqs
+        else f"graphopt_policy_speed-pos{a.pos_freqs}.json"
+    )
     path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {path}")
     return 1 if passed is False else 0
