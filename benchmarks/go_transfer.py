@@ -504,6 +504,14 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    ap.add_argument(
+        "--stages",
+        nargs="+",
+        default=list(STAGES),
+        choices=STAGES,
+        help="run only these stages' cells now (the rest stay to do: a later command without "
+        "--stages runs them); e.g. every family's fine-tuning before the long from-scratch runs",
+    )
     ap.add_argument("--cluster", default="4xgpu-pcie")
     ap.add_argument("--task", default="placement", choices=("placement", "joint"))
     ap.add_argument("--pretrain-steps", type=int, default=6_000)
@@ -671,11 +679,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_json_atomic(settings, budget)
     for fam in args.families:  # family-major: each family's stages run back to back
-        for stage in STAGES:
+        for stage in (st for st in STAGES if st in args.stages):
             path = root / f"{fam}-{stage}-s{args.seed}.json"
             if path.is_file():
                 say(f"{fam}/{stage}: done before, skipped")
                 continue
+            pre = root / f"{fam}-pretrain-s{args.seed}.json"
+            if stage in ("zeroshot", "finetune") and not pre.is_file() and not args.pretrained_in:
+                say(f"{fam}/{stage} needs {fam}'s pre-training: add pretrain to --stages")
+                return 2
             say(f"{fam}/{stage}: running")
             cell = run_cell(stage, fam, args, root)
             write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
