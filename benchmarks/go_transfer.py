@@ -53,7 +53,8 @@ the fine-tune curve is compared with the from-scratch one: the decisions fine-tu
 reach the from-scratch policy's final step time (GO's "converges faster" claim).
 
 Cells (one JSON per (cluster, task, family, stage, seed) under ``<results>/``, written
-atomically when done) make the run resumable; a cell whose JSON exists is skipped. After the
+atomically when done) make the run resumable; a cell whose JSON exists is skipped; ``--stages``
+runs only some stages now (every family's fine-tuning first, the from-scratch runs later). After the
 cells, a Markdown table goes to stdout and ``<results>/report.md`` (``report-sN.md`` for
 ``--seed N`` > 0); when the folder holds other seeds run to the end, the report adds their
 geomeans and the spread.
