@@ -225,7 +225,11 @@ def test_fine_tuning_starts_from_the_pretrained_policy(
     # a policy of another size, or a directory that is no run: one line, nothing written
     from actorq.errors import CheckpointError
 
-    for bad, msg in ((dict(hidden=32), "does not fit"), (dict(init_from=str(tmp_path)), "no")):
+    for bad, msg in (
+        (dict(hidden=32), "does not fit"),
+        (dict(pos_freqs=4), r"does not fit this one \(inp.weight.*--pos-freqs"),
+        (dict(init_from=str(tmp_path)), "no"),
+    ):
         c = tiny("go", sub="bad", env=ENV, **{"init_from": pre.run_dir, **bad})
         with pytest.raises(CheckpointError, match=msg):
             train(c)

@@ -86,7 +86,7 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
             raise CheckpointError(
                 f"--init-from {run}: its policy does not fit this one ({k}: "
                 f"{None if got is None else tuple(got.shape)} vs {tuple(v.shape)}; same "
-                "--hidden, layers, segment and device count needed)"
+                "--hidden, layers, segment, --pos-freqs and device count needed)"
             )
     return {k: weights[k] for k in want}
 
