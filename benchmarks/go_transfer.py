@@ -45,7 +45,9 @@ configuration is the one this command's would be (what fine-tuning ablations sha
 ``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
 (``GOConfig.explore_guided``) rather than uniformly. ``--pos-freqs K`` (folder ``...-posK``)
 gives every stage's network Fourier features of each op's position (``GOConfig.pos_freqs``), so
-imitation and distillation can fit a split exactly.
+imitation and distillation can fit a split exactly; ``--finetune-pos-freqs K`` (folder
+``...-ftposK``) gives them to fine-tuning and from-scratch only, pre-training without them
+(fine-tuning starts the octaves' weights at zero, so zero-shot is the plain network's).
 
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
@@ -206,6 +208,8 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
             kw["explore_guided"] = args.explore_guided
         if args.distill_steps:
             kw.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
+        if args.finetune_pos_freqs:  # octaves for the held-out graph's runs only
+            kw["pos_freqs"] = args.finetune_pos_freqs
         warm = stage == "scratch" or args.finetune_imitate
         if stage == "finetune" and args.finetune_imitate_steps is not None:
             kw["imitate_steps"] = args.finetune_imitate_steps
@@ -595,6 +599,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--distill-every", type=int, default=0)
     ap.add_argument(
+        "--finetune-pos-freqs",
+        type=int,
+        default=0,
+        help="position octaves for fine-tuning and from-scratch only: pre-training runs "
+        "without them (zero-shot unchanged) and fine-tuning starts them at zero weights",
+    )
+    ap.add_argument(
         "--pos-freqs",
         type=int,
         default=0,
@@ -628,6 +639,13 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-sil{args.sil_coef:g}"
     if args.pos_freqs:
         folder += f"-pos{args.pos_freqs}"
+    if args.finetune_pos_freqs:
+        if args.pos_freqs:
+            say(
+                "--finetune-pos-freqs adds octaves to a pre-training without them: drop --pos-freqs"
+            )
+            return 2
+        folder += f"-ftpos{args.finetune_pos_freqs}"
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
@@ -674,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
         budget.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
     if args.pos_freqs:
         budget["pos_freqs"] = args.pos_freqs
+    if args.finetune_pos_freqs:
+        budget["finetune_pos_freqs"] = args.finetune_pos_freqs
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

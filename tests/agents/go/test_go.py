@@ -225,15 +225,46 @@ def test_fine_tuning_starts_from_the_pretrained_policy(
     # a policy of another size, or a directory that is no run: one line, nothing written
     from actorq.errors import CheckpointError
 
-    for bad, msg in (
-        (dict(hidden=32), "does not fit"),
-        (dict(pos_freqs=4), r"does not fit this one \(inp.weight.*--pos-freqs"),
-        (dict(init_from=str(tmp_path)), "no"),
-    ):
+    for bad, msg in ((dict(hidden=32), "does not fit"), (dict(init_from=str(tmp_path)), "no")):
         c = tiny("go", sub="bad", env=ENV, **{"init_from": pre.run_dir, **bad})
         with pytest.raises(CheckpointError, match=msg):
             train(c)
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_policy_without_octaves_fine_tunes_with_them_from_its_exact_outputs(
+    tiny: Callable[..., GOConfig], tmp_path: Path
+) -> None:
+    """``--init-from`` a policy without position octaves into ``--pos-freqs 4``: the octaves'
+    input weights start at zero, so the new network's outputs are the pre-trained one's; from
+    a policy with other octaves, one line naming --pos-freqs, nothing written."""
+    import torch
+
+    from actorq.errors import CheckpointError
+    from actorq.graphopt.policy import encode_graph
+    from actorq.graphopt.suite import get_graph
+
+    pre = train(tiny("go", sub="pre", env=ENV, total_steps=96, eval_every=10_000))
+    cfg = tiny("go", sub="ft", env=ENV, init_from=pre.run_dir, pos_freqs=4)
+    learner = BUILDER.make_learner(cfg, BUILDER.env_spec(cfg))
+    base = BUILDER.make_learner(
+        tiny("go", sub="ft0", env=ENV, init_from=pre.run_dir), BUILDER.env_spec(cfg)
+    )
+    assert learner.model.config.pos_freqs == 4
+    w = learner.model.state_dict()["inp.weight"]
+    assert w.shape[1] == base.model.state_dict()["inp.weight"].shape[1] + 16
+    assert torch.count_nonzero(w[:, -16:]) == 0
+    x = encode_graph(get_graph(ENV.split("/", 1)[1])).tensors()
+    with torch.no_grad():
+        a, b = learner.model(**x), base.model(**x)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-5)
+    octaves = train(tiny("go", sub="pre4", env=ENV, total_steps=32, eval_every=10_000,
+                         pos_freqs=4))  # fmt: skip
+    bad = tiny("go", sub="bad", env=ENV, init_from=octaves.run_dir, pos_freqs=2)
+    with pytest.raises(CheckpointError, match=r"inp.weight.*--pos-freqs") as e:
+        train(bad)
+    assert "\n" not in str(e.value) and not (tmp_path / "bad").exists()
 
 
 def test_eval_and_export_a_go_run(tiny: Callable[..., GOConfig], tmp_path: Path) -> None:

@@ -74,12 +74,25 @@ def run_policy_tensors(run: Path, flag: str) -> dict[str, torch.Tensor]:
 
 def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor]:
     """The policy weights of the GO run ``cfg.init_from``, checked against ``model``'s shapes
-    (:class:`~actorq.errors.CheckpointError`, one line, otherwise)."""
+    (:class:`~actorq.errors.CheckpointError`, one line, otherwise).
+
+    One difference is bridged: a policy without position octaves (``pos_freqs`` 0) starts a
+    network with them, the octaves' input weights at zero, so the fine-tuning run starts from
+    the pre-trained policy's outputs exactly (octaves fit a graph's split but transfer badly:
+    docs/graphopt.md, "Fitting a decision exactly")."""
     from actorq.errors import CheckpointError
 
     run = Path(str(cfg.init_from))
     weights = run_policy_tensors(run, "--init-from")
     want = model.state_dict()
+    got_inp, want_inp = weights.get("inp.weight"), want["inp.weight"]
+    extra = 4 * model.config.pos_freqs
+    if (
+        extra
+        and got_inp is not None
+        and tuple(got_inp.shape) == (want_inp.shape[0], want_inp.shape[1] - extra)
+    ):
+        weights = {**weights, "inp.weight": torch.nn.functional.pad(got_inp, (0, extra))}
     for k, v in want.items():
         got = weights.get(k)
         if got is None or tuple(got.shape) != tuple(v.shape):
