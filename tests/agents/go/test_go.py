@@ -244,7 +244,7 @@ def test_a_policy_without_octaves_fine_tunes_with_them_from_its_exact_outputs(
     from actorq.graphopt.policy import encode_graph
     from actorq.graphopt.suite import get_graph
 
-    pre = train(tiny("go", sub="pre", env=ENV, total_steps=96, eval_every=10_000))
+    pre = train(tiny("go", sub="pre", env=ENV, total_steps=32, eval_every=10_000))
     cfg = tiny("go", sub="ft", env=ENV, init_from=pre.run_dir, pos_freqs=4)
     learner = BUILDER.make_learner(cfg, BUILDER.env_spec(cfg))
     base = BUILDER.make_learner(
