@@ -252,11 +252,11 @@ def model() -> GOPolicy:
 
 @pytest.fixture(scope="module")
 def model_pos() -> GOPolicy:
-    """With Fourier position features; trained a few steps so their weights matter."""
+    """With Fourier position features, their input weights scaled up so they matter."""
     torch.manual_seed(1)
     m = GOPolicy(small_config(pos_freqs=10))
-    with torch.no_grad():  # the octaves' input weights as large as the other features'
-        m.inp.weight[:, -40:] *= 3.0
+    with torch.no_grad():  # the octaves' input columns are the last 4 * pos_freqs
+        m.inp.weight[:, -4 * m.config.pos_freqs :] *= 3.0
     return m.eval()
 
 
