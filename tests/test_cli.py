@@ -119,6 +119,28 @@ def test_eval_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["eval", str(run)]) == 2
 
 
+def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import torch
+
+    run = tmp_path / "run"
+    train(DQNConfig(actors=0, envs_per_actor=4, total_steps=800, min_replay_size=400,
+                    stop_at_target=False, progress=False, run_dir=str(run)))  # fmt: skip
+    # what a run trained with --device cuda writes (its checkpoint tensors are CPU tensors)
+    cfg = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**cfg, "device": "cuda"}))
+    if torch.cuda.is_available():
+        pytest.skip("the machine has a GPU: tests/test_cuda.py covers this case there")
+    assert main(["eval", str(run), "--episodes", "2"]) == 0
+    assert main(["export", str(run), "--out", str(tmp_path / "p.onnx")]) == 0
+    # resuming does need the GPU the run trained on: one line saying so
+    assert main(["train", "dqn", "--resume", str(run), "--total-steps", "1600"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     agent=st.sampled_from(["dqn", "d4pg", "ppo", "go"]),

@@ -84,7 +84,8 @@ def load_run_policy(
     rd = Path(run_dir)
     if not rd.is_dir():
         raise ActorQError(f"run directory not found: {shown(rd)}")
-    cfg = load_run_config(rd)  # validated: config.json is input too
+    # validated (config.json is input too); the learner only holds weights here: on the CPU
+    cfg = load_run_config(rd, device="cpu")
     if require is not None:
         require(cfg)
     if runtime is not None and runtime != cfg.runtime:

@@ -113,7 +113,10 @@ def registered_threshold(env_id: str) -> float | None:
     return None if spec is None else spec.reward_threshold
 
 
-def load_run_config(run_dir: Path) -> ExperimentConfig:
+def load_run_config(run_dir: Path, device: str | None = None) -> ExperimentConfig:
+    """A run directory's config.json, validated. ``device``: where the caller builds the learner
+    instead of the run's (readers of a run's policy pass ``"cpu"``: a run trained on a GPU is
+    evaluated, exported and placed with on a machine without one)."""
     path = run_dir / "config.json"
     if not path.is_file():
         raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
@@ -127,6 +130,8 @@ def load_run_config(run_dir: Path) -> ExperimentConfig:
         cfg = config_class(agent).from_json(d)
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError, AttributeError, ValueError) as e:
         raise CheckpointError(f"corrupt config.json in {run_dir}: {first_line(e)}") from None
+    if device is not None:
+        cfg.device = device
     try:
         cfg.validate()
     except ConfigError as e:

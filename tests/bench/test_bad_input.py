@@ -543,3 +543,16 @@ def test_cell_process_runs_the_config_the_spec_validated(tmp_path: Path) -> None
         )  # fmt: skip
         assert (cfg.energy, cfg.energy_country, cfg.progress) == (True, "FRA", False)
         assert cfg.run_dir == str(tmp_path / "r" / cell.name)
+
+
+def test_every_repeated_override_is_applied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--override device=cuda --override actors=15` once kept only the last flag: the first
+    # override, checked here by being bad, must reach the spec whatever follows it
+    rc, results = _dry_run(tmp_path, SPEC, "--override", "actors=-1", "--override", "energy=false")
+    assert rc == 2
+    _one_error(capsys, "actors")
+    assert not results.exists()
+    rc, _ = _dry_run(tmp_path, SPEC, "--override", "energy=false", "--override", "actors=2")
+    assert rc == 0

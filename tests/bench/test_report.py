@@ -211,3 +211,15 @@ def test_report_of_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "no run directories" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_report_header_names_the_gpu_of_the_last_session(results: Path) -> None:
+    facts = {"cpu_model": "Some CPU", "cores": 16, "cores_usable": 16}
+    sessions = [{**facts, "gpus": []}, {**facts, "gpus": ["NVIDIA H100 80GB HBM3"]}]
+    (results / "machine.json").write_text(json.dumps({"sessions": sessions}))
+    assert main(["report", str(results), "--reps", "100"]) == 0
+    header = (results / "report.md").read_text().split("\n\n")[1]
+    assert header.startswith("Machine: Some CPU, 16 cores (16 usable), GPU NVIDIA H100 80GB HBM3,")
+    (results / "machine.json").write_text(json.dumps({"sessions": sessions[:1]}))
+    assert main(["report", str(results), "--reps", "100"]) == 0
+    assert "GPU" not in (results / "report.md").read_text().split("\n\n")[1]

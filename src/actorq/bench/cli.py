@@ -20,7 +20,8 @@ class BenchArgs:
     """The TOML spec (see docs/bench.md; e.g. benchmarks/specs/smoke.toml)."""
     results: str | None = None
     """Results directory; default runs/bench-<spec name>."""
-    override: tuple[str, ...] = ()
+    # append: each --override adds one (a plain tuple would keep only the last flag given)
+    override: tyro.conf.UseAppendAction[tuple[str, ...]] = ()
     """Config fields set for every cell, over the spec: KEY=VALUE, repeatable, e.g.
     --override device=cuda --override actors=15 (the learner on a GPU, actors on 15 cores)."""
     dry_run: bool = False

@@ -52,6 +52,14 @@ def git_commit() -> str | None:
         return None
 
 
+def gpus() -> list[str]:
+    """The CUDA devices torch sees, by name (a learner on ``--device cuda`` runs on one)."""
+    try:
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except (RuntimeError, AssertionError):  # a CPU build, or a driver that fails to answer
+        return []
+
+
 def machine_info() -> dict[str, Any]:
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
@@ -66,6 +74,7 @@ def machine_info() -> dict[str, Any]:
         "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "cores_usable": affinity,
+        "gpus": gpus(),
         "load_avg_at_start": load,
         "platform": platform.platform(),
         "python": platform.python_version(),

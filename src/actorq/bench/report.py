@@ -481,9 +481,12 @@ def _header(results: Path, runs: list[Run], sessions: list[dict[str, Any]], reps
     lines = [f"# Benchmark report: {results.name}", ""]
     if sessions:
         m = sessions[-1]
+        gpu = m.get("gpus")
+        gpu_text = f", GPU {', '.join(map(str, gpu))}" if isinstance(gpu, list) and gpu else ""
         lines += [
             f"Machine: {m.get('cpu_model')}, {m.get('cores')} cores "
-            f"({m.get('cores_usable')} usable), load at start {m.get('load_avg_at_start')}; "
+            f"({m.get('cores_usable')} usable){gpu_text}, load at start "
+            f"{m.get('load_avg_at_start')}; "
             f"torch {m.get('torch')}, onnxruntime {m.get('onnxruntime')}; "
             f"commit {str(m.get('git_commit'))[:10]}; {len(sessions)} bench session(s), "
             f"last {m.get('date')}.",

@@ -214,7 +214,7 @@ def load_policy_run(run: Path) -> tuple[GOPolicy, PolicyInfo]:
 
     where = f"--policy {shown(run)}"
     try:
-        cfg = load_run_config(run)
+        cfg = load_run_config(run, device="cpu")
         if not isinstance(cfg, GOConfig):
             raise GraphError(f"{where}: a {cfg.agent} run, not a GO run (actorq train go)")
         config = policy_config(cfg, get_cluster(cfg.cluster).num_devices)
@@ -249,7 +249,7 @@ def run_best_placement(run: Path, graph: str, num_ops: int, cluster: str, refere
 
     where = f"--policy {shown(run)}"
     try:
-        cfg = load_run_config(run)
+        cfg = load_run_config(run, device="cpu")
         if not isinstance(cfg, GOConfig) or cfg.task() != "placement":
             return None
         nd = get_cluster(cfg.cluster).num_devices

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, as one script for a short GPU lease (an H100/H200 machine with 16
+# CPU cores, Python 3.12 and a CUDA PyTorch already installed, no network):
+#   1. tests/test_cuda.py: every agent's learner on CUDA (learning, snapshots byte-identical to
+#      a CPU learner's, CUDA updates == CPU updates, a GPU-trained run read back without a GPU);
+#   2. QuaRL's DQN rows with the learner on the GPU and 15 CPU actors
+#      (benchmarks/specs/quarl_dqn_gpu.toml, resumable cells), the GPU's power sampled by
+#      nvidia-smi every 0.5 s beside it (the only energy counter measured there: CPU energy has
+#      no counter on that machine).
+#
+#   bash benchmarks/gpu_checks.sh OUT [BENCH_SECONDS]
+#
+# PYTEST_K=EXPR runs only the CUDA tests that match (pytest -k), e.g. on a second try.
+# Pure-Python packages the image lacks (gymnasium, tyro and their needs) are installed from
+# wheels in .whl/ if present (pip download them for cp312 beforehand). Results: OUT/pytest.txt,
+# OUT/bench.tgz (the results directory; `actorq report` it elsewhere), OUT/power.csv,
+# OUT/machine.txt.
+set -u
+out=${1:?usage: gpu_checks.sh OUT [BENCH_SECONDS]}
+bench_s=${2:-300}
+mkdir -p "$out"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv
+  nproc; python3 -c "import torch, onnxruntime; print(torch.__version__, onnxruntime.__version__)"
+} >"$out/machine.txt" 2>&1
+
+# 1. the CUDA tests (four workers: the two learning tests run side by side)
+timeout 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_cuda.py ${PYTEST_K:+-k "$PYTEST_K"} \
+  >"$out/pytest.txt" 2>&1
+echo "pytest exit $?" >>"$out/pytest.txt"
+tail -3 "$out/pytest.txt"
+
+# 2. the QuaRL DQN cells, with the GPU's power beside them
+nvidia-smi --query-gpu=timestamp,power.draw,utilization.gpu --format=csv,nounits -lms 500 \
+  >"$out/power.csv" 2>/dev/null &
+smi=$!
+results=runs/bench-quarl_dqn_gpu
+timeout -s INT "$bench_s" python3 -m actorq.cli bench benchmarks/specs/quarl_dqn_gpu.toml \
+  --results "$results" --override device=cuda --override actors=15 --no-progress
+echo "bench exit $?"
+kill "$smi" 2>/dev/null
+tar czf "$out/bench.tgz" --exclude='*.safetensors' --exclude='replay*' "$results"
+ls -la "$out"
