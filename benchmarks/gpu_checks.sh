@@ -6,7 +6,9 @@
 #   2. QuaRL's DQN rows with the learner on the GPU and 15 CPU actors
 #      (benchmarks/specs/quarl_dqn_gpu.toml, resumable cells), the GPU's power sampled by
 #      nvidia-smi every 0.5 s beside it (the only energy counter measured there: CPU energy has
-#      no counter on that machine).
+#      no counter on that machine);
+#   3. benchmarks/publish_async.py --device cuda: what publishing costs a GPU learner, in line
+#      and in the background (OUT/publish_async.md).
 #
 #   bash benchmarks/gpu_checks.sh OUT [BENCH_SECONDS]
 #
@@ -35,6 +37,11 @@ timeout 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_cuda.py ${P
   >"$out/pytest.txt" 2>&1
 echo "pytest exit $?" >>"$out/pytest.txt"
 tail -3 "$out/pytest.txt"
+
+# 3 first (a minute): the publish cost of a GPU learner, in line and in the background
+timeout 120 python3 benchmarks/publish_async.py --device cuda --updates 300 --publish-every 50 \
+  --out "$out" >"$out/publish_async.txt" 2>&1
+tail -8 "$out/publish_async.txt"
 
 # 2. the QuaRL DQN cells, with the GPU's power beside them
 nvidia-smi --query-gpu=timestamp,power.draw,utilization.gpu --format=csv,nounits -lms 500 \

@@ -121,6 +121,96 @@ def test_publisher_versions_and_evaluation_publish(tmp_path: Path) -> None:
         backend.close()
 
 
+class _SlowSink:
+    """A backend stand-in whose publish waits for ``gate`` and records what it was sent."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.gate = threading.Event()
+        self.sent: list[tuple[int, bytes]] = []
+
+    def publish(self, version: int, data: bytes) -> None:
+        assert self.gate.wait(30)
+        self.sent.append((version, data))
+
+
+def _async_publisher(tmp_path: Path) -> tuple[Publisher, Any, _SlowSink]:
+    cfg = dataclasses.replace(DQNConfig(actors=1), run_dir=str(tmp_path))
+    spec = env_spec(cfg.env)
+    builder = builder_for(cfg)
+    learner = builder.make_learner(cfg, spec)
+    pub = Publisher(cfg, builder.policy_io(cfg, spec, learner), asynchronous=True)
+    sink = _SlowSink()
+    pub.backend = sink  # type: ignore[assignment]
+    return pub, learner, sink
+
+
+def test_async_publish_sends_the_weights_of_its_call_and_skips_while_busy(
+    tmp_path: Path,
+) -> None:
+    from actorq.quant.snapshot import PolicySnapshot
+
+    pub, learner, sink = _async_publisher(tmp_path)
+    assert pub.asynchronous
+    try:
+        want = PolicySnapshot.from_bytes(pub.snapshot(1)).tensors
+        c = Counters(updates=10)
+        pub.publish(c)  # returns at once: the sink is still closed
+        assert (c.version, c.publishes, c.updates_at_publish) == (1, 1, 10) and not sink.sent
+        with torch.no_grad():  # the learner goes on changing its weights in place
+            for p in learner.q.parameters():
+                p.add_(1.0)
+        c.updates = 20
+        pub.publish(c)  # one in flight: skipped, not waited for
+        assert (c.version, c.publishes, pub.skipped) == (1, 1, 1)
+        sink.gate.set()
+        pub.settle()
+        [(version, data)] = sink.sent
+        got = PolicySnapshot.from_bytes(data).tensors
+        assert version == 1 and pub.latest == data
+        for k, v in want.items():  # the weights as they were at the call
+            np.testing.assert_array_equal(got[k], v)
+        pub.publish(c)  # nothing in flight: version 2, with the changed weights
+        pub.settle()
+        assert sink.sent[-1][0] == 2 and sink.sent[-1][1] != data
+        assert len(pub.blocked) == 2 and len(pub.times) == 2
+        pub.publish(c, in_line=True)  # what an evaluation asks: sent before it returns
+        assert sink.sent[-1][0] == 3 and pub.latest == sink.sent[-1][1]
+    finally:
+        sink.gate.set()
+        pub.close()
+
+
+def test_async_publish_of_non_finite_weights_raises_on_the_learners_thread(
+    tmp_path: Path,
+) -> None:
+    from actorq.errors import DivergedError
+
+    pub, learner, sink = _async_publisher(tmp_path)
+    sink.gate.set()
+    try:
+        with torch.no_grad():
+            next(learner.q.parameters()).view(-1)[0] = float("nan")
+        c = Counters(updates=1)
+        pub.publish(c)
+        with pytest.raises(DivergedError, match="NaN"):
+            pub.settle()
+        assert not sink.sent  # nothing reached the actors
+    finally:
+        pub.close()
+
+
+def test_runs_with_actor_processes_publish_in_the_background(tiny: Callable[..., Any]) -> None:
+    kw = dict(actors=1, total_steps=3_000, min_replay_size=500, publish_every=5,
+              stop_at_target=False, eval_every=1_500)  # fmt: skip
+    r = train(tiny("dqn", hidden=(512, 512), **kw))
+    assert r.publishes >= 10 and r.publish_blocked_ms is not None
+    assert r.publish_blocked_ms < r.publish_ms  # a copy, not quantize + encode + send
+    s = train(tiny("dqn", "inline", hidden=(512, 512), publish_async=False, **kw))
+    assert s.publish_blocked_ms == pytest.approx(s.publish_ms) and s.publishes_skipped == 0
+
+
 def test_registered_threshold() -> None:
     assert registered_threshold("gym:CartPole-v1") == 475
     assert registered_threshold("dmc:walker-walk") is None

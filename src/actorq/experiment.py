@@ -92,6 +92,10 @@ class TrainResult:
     energy_kwh: float | None = None
     energy_kg_co2: float | None = None
     energy_estimated: bool | None = None
+    # What a publish cost the learner's thread (= publish_ms when publishing in line; a copy
+    # of the weights with publish_async), and publishes skipped while one was in flight.
+    publish_blocked_ms: float | None = None
+    publishes_skipped: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -279,30 +283,73 @@ class Publisher:
     int8/int4 weights are rounded with GPTQ on replay states when the config asks for it
     (fresh states per publish, from a generator keyed by (seed, version): reproducible,
     resume-safe, and independent of the learner's sampling stream).
+
+    ``asynchronous`` (off-policy agents with actor processes, ``publish_async``): a periodic
+    publish copies the weights on the learner's thread and quantizes, encodes and sends them
+    on one background thread (Menger: distributing parameters must not throttle the learner).
+    While one is in flight the next is skipped (counted), never waited for. The first
+    publish, a publish before an evaluation (:meth:`publish` with ``in_line``) and the final
+    snapshot are in line, after the one in flight has landed. An error on the background
+    thread (non-finite weights) is raised on the learner's at the next publish or :meth:`settle`.
     """
 
-    def __init__(self, cfg: ExperimentConfig, io: PolicyIO) -> None:
+    def __init__(self, cfg: ExperimentConfig, io: PolicyIO, asynchronous: bool = False) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        from actorq.agents.policy_io import MLPPolicyIO
+
         self.cfg, self.io = cfg, io
         self.gptq = cfg.uses_gptq()
         self.replay: Any = None  # the backend's replay view, once there is a backend
         self.backend: Backend | None = None
-        self.times: list[float] = []
+        self.times: list[float] = []  # per publish: quantize + encode + send
+        self.blocked: list[float] = []  # per publish: what the learner's thread paid
+        self.skipped = 0
         self.latest = b""
+        self._mlp = io if isinstance(io, MLPPolicyIO) else None  # the IO that can freeze
+        self._pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="actorq-publish")
+            if asynchronous and self._mlp is not None
+            else None
+        )
+        self._inflight: Future[None] | None = None
+
+    @property
+    def asynchronous(self) -> bool:
+        return self._pool is not None
+
+    def _calibration(self, version: int) -> np.ndarray | None:
+        if self.gptq and self.replay is not None and self.replay.size:
+            calib_rng = np.random.default_rng((self.cfg.seed, version))
+            return self.replay.sample_states(self.cfg.calibration_states, calib_rng)
+        return None
 
     def snapshot(self, version: int, precision: str | None = None) -> bytes:
         """The learner's policy as snapshot bytes (the config's precision by default)."""
-        cfg = self.cfg
-        calib = None
-        if self.gptq and self.replay is not None and self.replay.size:
-            calib_rng = np.random.default_rng((cfg.seed, version))
-            calib = self.replay.sample_states(cfg.calibration_states, calib_rng)
+        calib = self._calibration(version)
         if not self.io.is_finite():
             raise DivergedError("the learner's policy weights are NaN or infinite")
-        return self.io.snapshot(version, precision or cfg.precision, calib)
+        return self.io.snapshot(version, precision or self.cfg.precision, calib)
 
-    def publish(self, c: Counters, first: bytes | None = None) -> None:
-        """Publish the next version (or ``first``, the initial one, as version ``c.version``)."""
+    def publish(self, c: Counters, first: bytes | None = None, in_line: bool = False) -> None:
+        """Publish the next version (or ``first``, the initial one, as version ``c.version``);
+        on the background thread if the publisher is asynchronous and neither is asked for."""
         assert self.backend is not None
+        if self._pool is not None and first is None and not in_line:
+            if self._inflight is not None and not self._inflight.done():
+                self.skipped += 1
+                return
+            self.settle()  # the last one's error, if any, surfaces here
+            t = time.perf_counter()
+            c.version += 1
+            c.publishes += 1
+            assert self._mlp is not None
+            make = self._mlp.freeze(c.version, self.cfg.precision, self._calibration(c.version))
+            c.updates_at_publish = c.updates
+            self._inflight = self._pool.submit(self._send, c.version, make, t)
+            self.blocked.append(time.perf_counter() - t)
+            return
+        self.settle()
         t = time.perf_counter()
         if first is None:
             c.version += 1
@@ -311,8 +358,34 @@ class Publisher:
         self.backend.publish(c.version, data)
         if first is None:
             self.times.append(time.perf_counter() - t)
+            self.blocked.append(self.times[-1])
         self.latest = data
         c.updates_at_publish = c.updates
+
+    def _send(self, version: int, make: Callable[[], bytes], t0: float) -> None:
+        assert self.backend is not None
+        data = make()
+        self.backend.publish(version, data)
+        self.latest = data
+        self.times.append(time.perf_counter() - t0)
+
+    def settle(self) -> None:
+        """Wait for the publish in flight, if any; raise its error."""
+        f, self._inflight = self._inflight, None
+        if f is not None:
+            f.result()
+
+    def close(self) -> None:
+        """Let the publish in flight finish (its error dropped: the run is ending) and stop
+        the background thread."""
+        if self._pool is not None:
+            with contextlib.suppress(Exception):
+                self.settle()
+            self._pool.shutdown(wait=True)
+
+    @property
+    def blocked_ms(self) -> float:
+        return 1e3 * float(np.mean(self.blocked)) if self.blocked else 0.0
 
     @property
     def mean_ms(self) -> float:
@@ -456,6 +529,10 @@ class IntervalLogger:
                 "comm/publish_ms": 1e3 * float(np.mean(publisher.times[-50:]))
                 if publisher.times
                 else 0.0,
+                "comm/publish_blocked_ms": 1e3 * float(np.mean(publisher.blocked[-50:]))
+                if publisher.blocked
+                else 0.0,
+                "comm/publishes_skipped": float(publisher.skipped),
                 "faults/actor_restarts": float(st.actor_restarts),
                 "faults/rejected_snapshots": float(st.rejected_snapshots),
                 "replay/size": float(replay_size),
@@ -525,7 +602,8 @@ def train(
     setup = builder.actor_setup(cfg, spec)
     if loaded is not None:
         setup.seed = cfg.seed + 104_729 * (c.env_steps // 1000 + 1)  # fresh env seeds
-    publisher = Publisher(cfg, io)
+    asynchronous = bool(getattr(cfg, "publish_async", False)) and cfg.actors >= 1
+    publisher = Publisher(cfg, io, asynchronous)
     fp32_bytes = len(publisher.snapshot(0, "fp32"))
     first = publisher.snapshot(c.version)
     energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
@@ -581,8 +659,10 @@ def train(
             c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
             if evaluator.due(c.env_steps):
+                publisher.settle()  # a snapshot in flight reaches the actors first
                 if c.updates != c.updates_at_publish:
-                    publisher.publish(c)  # evaluate exactly the weights the actors now get
+                    # evaluate exactly the weights the actors now get
+                    publisher.publish(c, in_line=True)
                 if evaluator.run(publisher.latest, c, now - start_wall) and cfg.stop_at_target:
                     stop_reason = "target"
                     break
@@ -593,11 +673,13 @@ def train(
                 if callback is not None and callback(info) is False:
                     stop_reason = "callback"
                     break
+        publisher.settle()  # its error, if any, is the run's
     except KeyboardInterrupt:
         interrupted, stop_reason = True, "interrupted"
     except BaseException as e:
         # A failed run (a diverged learner, a bug) writes nothing more: the checkpoint on disk
         # is the last good one, and a crashed resume must not replace it.
+        publisher.close()
         _close_failed_run(stop, energy, backend, progress)
         if isinstance(e, DivergedError):
             raise DivergedError(
@@ -606,6 +688,7 @@ def train(
             ) from None
         raise
     stop.restore()
+    publisher.close()
     try:
         st = backend.stats()
         reading = energy.stop() if energy is not None else None  # the run, not the report
@@ -752,6 +835,8 @@ def final_report(
         fp32_snapshot_bytes=fp32_bytes,
         publishes=c.publishes,
         publish_ms=publisher.mean_ms,
+        publish_blocked_ms=publisher.blocked_ms,
+        publishes_skipped=publisher.skipped,
         target_return=target,
         reached_target=c.steps_to_target is not None,
         time_to_target_s=c.time_to_target_s,
@@ -946,7 +1031,12 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     t.add_row("wall time", f"{r.wall_time_s:.1f}s ({stop_reason})")
     ratio = r.snapshot_bytes / r.fp32_snapshot_bytes
     t.add_row("snapshot bytes", f"{r.snapshot_bytes:,} ({100 * ratio:.1f}% of fp32)")
-    t.add_row("publishes", f"{r.publishes} (mean {r.publish_ms:.2f} ms each)")
+    pub = f"{r.publishes} (mean {r.publish_ms:.2f} ms each"
+    if r.publish_blocked_ms is not None and r.publish_blocked_ms < 0.5 * r.publish_ms:
+        pub += f"; learner blocked {r.publish_blocked_ms:.2f} ms"  # published in the background
+    if r.publishes_skipped:
+        pub += f"; {r.publishes_skipped} skipped while one was in flight"
+    t.add_row("publishes", pub + ")")
     if r.energy_kwh is not None and r.energy_kg_co2 is not None:
         how = "estimated: no power counter" if r.energy_estimated else "measured"
         t.add_row(

@@ -12,6 +12,7 @@ the same.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
 from actorq.core.interfaces import MLPLearner
+from actorq.errors import DivergedError
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import make_runtime, snapshot_head
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
@@ -142,6 +144,30 @@ class MLPPolicyIO:
             self.learner, self.pspec, precision, version, self.cfg.granularity, calibration
         )
         return snap.to_bytes()
+
+    def freeze(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> Callable[[], bytes]:
+        """A copy of the policy's weights now, and a function that makes their snapshot bytes
+        later, on any thread, whatever the learner does meanwhile (``None`` from the function:
+        the copied weights are not finite)."""
+        layers = [
+            (np.array(w, copy=True, order="K"), np.array(b, copy=True))
+            for w, b in self.learner.policy_layers()
+        ]  # order K: a transposed view is copied as it lies in memory, not re-laid out
+        extras = {k: np.array(v, copy=True) for k, v in self.learner.policy_extras().items()}
+        pspec, granularity = self.pspec, self.cfg.granularity
+
+        def make() -> bytes:
+            arrays = [a for layer in layers for a in layer] + list(extras.values())
+            if not all(bool(np.isfinite(a).all()) for a in arrays):
+                raise DivergedError("the learner's policy weights are NaN or infinite")
+            snap = make_snapshot(
+                layers, pspec, precision, version, granularity, calibration, extras
+            )
+            return snap.to_bytes()
+
+        return make
 
     def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
         cfg = self.cfg
