@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ import torch
 from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
 from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and tests use them
+    MLPPolicyIO,
     PolicyIO,
     compare_policies,
     learner_snapshot,
@@ -294,10 +296,6 @@ class Publisher:
     """
 
     def __init__(self, cfg: ExperimentConfig, io: PolicyIO, asynchronous: bool = False) -> None:
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        from actorq.agents.policy_io import MLPPolicyIO
-
         self.cfg, self.io = cfg, io
         self.gptq = cfg.uses_gptq()
         self.replay: Any = None  # the backend's replay view, once there is a backend
