@@ -360,6 +360,13 @@ class Publisher:
         self.latest = data
         c.updates_at_publish = c.updates
 
+    def publish_for_evaluation(self, c: Counters) -> None:
+        """Make ``latest`` exactly the weights the actors now get: the snapshot in flight lands
+        first, then the current weights are published in line if updates came since."""
+        self.settle()
+        if c.updates != c.updates_at_publish:
+            self.publish(c, in_line=True)
+
     def _send(self, version: int, make: Callable[[], bytes], t0: float) -> None:
         assert self.backend is not None
         data = make()
@@ -657,10 +664,7 @@ def train(
             c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
             if evaluator.due(c.env_steps):
-                publisher.settle()  # a snapshot in flight reaches the actors first
-                if c.updates != c.updates_at_publish:
-                    # evaluate exactly the weights the actors now get
-                    publisher.publish(c, in_line=True)
+                publisher.publish_for_evaluation(c)
                 if evaluator.run(publisher.latest, c, now - start_wall) and cfg.stop_at_target:
                     stop_reason = "target"
                     break

@@ -87,8 +87,12 @@ def learner_snapshot(
 def policy_is_finite(learner: MLPLearner) -> bool:
     """Whether every weight actors would get is a finite number (a pass over the policy's
     weights: milliseconds at 3×2048, paid once per publish)."""
-    arrays = [a for layer in learner.policy_layers() for a in layer]
-    arrays += list(learner.policy_extras().values())
+    return all_finite(learner.policy_layers(), learner.policy_extras())
+
+
+def all_finite(layers: list[tuple[np.ndarray, np.ndarray]], extras: dict[str, np.ndarray]) -> bool:
+    """Whether every weight, bias and extra tensor is a finite number."""
+    arrays = [a for layer in layers for a in layer] + list(extras.values())
     return all(bool(np.isfinite(a).all()) for a in arrays)
 
 
@@ -159,8 +163,7 @@ class MLPPolicyIO:
         pspec, granularity = self.pspec, self.cfg.granularity
 
         def make() -> bytes:
-            arrays = [a for layer in layers for a in layer] + list(extras.values())
-            if not all(bool(np.isfinite(a).all()) for a in arrays):
+            if not all_finite(layers, extras):
                 raise DivergedError("the learner's policy weights are NaN or infinite")
             snap = make_snapshot(
                 layers, pspec, precision, version, granularity, calibration, extras
