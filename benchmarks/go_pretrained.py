@@ -83,12 +83,16 @@ def train_policy(args: argparse.Namespace, extra: list[str], run_dir: Path) -> d
 
 
 def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
+    from actorq.graphopt.baselines import PLACEMENT
     from actorq.graphopt.cli import PlaceArgs, baseline_rows, place
 
     a = PlaceArgs(graph=graph, cluster=args.cluster, policy=str(policy), samples=args.samples,
                   seed=args.seed, budget=args.budget)  # fmt: skip
     res = place(a)
-    res["baselines"] = baseline_rows(graph, args.cluster, args.budget, args.seed, None)["rows"]
+    # placement-only, as `place` runs them: annealing and climbing start from the best
+    # unfused placement (with best+fuse among them they fused, which GO's placement cannot)
+    rows = baseline_rows(graph, args.cluster, args.budget, args.seed, ",".join(PLACEMENT))
+    res["baselines"] = rows["rows"]
     del res["placement"]
     return res
 

@@ -112,7 +112,10 @@ def test_place_writes_the_placement_it_simulated(
     r = Simulator(g, get_cluster("4xgpu-pcie")).run(placement)
     assert r.feasible and abs(r.step_time - res["best"]["step_time_s"]) < 1e-12
     assert res["best"]["score_s"] <= res["greedy"]["score_s"]
-    assert {row["baseline"] for row in res["baselines"]} >= {"single", "expert", "heft"}
+    assert {row["baseline"] for row in res["baselines"]} >= {"single", "expert", "heft", "climb"}
+    # placement against placement: no baseline fuses ops (search started from best+fuse did)
+    assert all(row["fusions"] == 0 for row in res["baselines"])
+    assert "best+fuse" not in {row["baseline"] for row in res["baselines"]}
 
 
 def test_place_judges_with_the_reference_the_policy_was_trained_against(

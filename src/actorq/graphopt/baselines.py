@@ -460,6 +460,10 @@ NAMES = (
 )
 #: The baselines with a budget of simulator calls.
 SEARCH = ("random", "anneal", "climb")
+#: The baselines that decide placement only: without ``best+fuse``, ``anneal`` and ``climb``
+#: start from the best unfused placement, so none of them fuses ops. What a placement policy is
+#: weighed against (``actorq graphopt place``): search that also fuses would win by fusing.
+PLACEMENT = tuple(n for n in NAMES if n != "best+fuse")
 
 
 #: The deterministic baselines: a decision the environments can take as their reference (no
