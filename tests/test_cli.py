@@ -136,9 +136,15 @@ def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
         pytest.skip("the machine has a GPU: tests/test_cuda.py covers this case there")
     assert main(["eval", str(run), "--episodes", "2"]) == 0
     assert main(["export", str(run), "--out", str(tmp_path / "p.onnx")]) == 0
-    # resuming does need the GPU the run trained on: one line saying so
-    assert main(["train", "dqn", "--resume", str(run), "--total-steps", "1600"]) == 2
+    capsys.readouterr()
+    # asking for the GPU here is one line; resuming without --device goes on on the CPU, saying so
+    resume = ["train", "dqn", "--resume", str(run), "--total-steps", "1600", "--no-progress"]
+    assert main([*resume, "--device", "cuda"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+    assert main(resume) == 0
+    assert "trained its learner on cuda" in capsys.readouterr().err
+    assert json.loads((run / "summary.json").read_text())["env_steps"] >= 1600
+    assert json.loads((run / "config.json").read_text())["device"] == "cuda"  # the run's record
 
 
 @settings(max_examples=200, deadline=None)

@@ -292,23 +292,9 @@ class ExperimentConfig:
         self._check_device()
 
     def _check_device(self) -> None:
-        dev = self.device
-        kind, _, index = dev.partition(":")
-        if (
-            kind not in ("cpu", "cuda")
-            or (index and not index.isdigit())
-            or (kind == "cpu" and index)
-        ):
-            raise ConfigError(f"--device must be cpu, cuda or cuda:N, got {dev!r}")
-        if kind == "cuda":
-            import torch
-
-            if not torch.cuda.is_available():
-                raise ConfigError(f"--device {dev}: no CUDA device on this machine")
-            if index and int(index) >= torch.cuda.device_count():
-                raise ConfigError(
-                    f"--device {dev}: this machine has {torch.cuda.device_count()} CUDA device(s)"
-                )
+        problem = device_problem(self.device)
+        if problem:
+            raise ConfigError(problem)
 
     def uses_gptq(self) -> bool:
         """Whether publishes calibrate int8/int4 rounding with GPTQ (see ``calibration``)."""
@@ -400,3 +386,19 @@ class OffPolicyConfig(ExperimentConfig):
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def device_problem(dev: str) -> str | None:
+    """Why the learner cannot run on ``dev`` here (one line), or None: a malformed name, or a
+    CUDA device this machine lacks."""
+    kind, _, index = dev.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        return f"--device must be cpu, cuda or cuda:N, got {dev!r}"
+    if kind == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return f"--device {dev}: no CUDA device on this machine"
+        if index and int(index) >= torch.cuda.device_count():
+            return f"--device {dev}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+    return None

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 import signal
 import sys
 import threading
@@ -39,7 +40,7 @@ from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and t
     learner_snapshot,
     policy_is_finite,
 )
-from actorq.config import ExperimentConfig
+from actorq.config import ExperimentConfig, device_problem
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
@@ -159,7 +160,8 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
         validate_env_id(out.env)
         return out, None
     resume_dir = Path(cfg.resume)
-    saved = load_run_config(resume_dir)
+    saved = load_run_config(resume_dir, device="cpu")  # where it computes is decided below
+    saved.device = resume_device(cfg, resume_dir)
     if saved.agent != cfg.agent:
         raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
     conflicts = resume_conflicts(cfg, saved)
@@ -178,9 +180,35 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
     return saved, loaded
 
 
-#: What a resume may change: run length and display. Anything else is the saved run's.
+#: What a resume may change: run length and display. Anything else is the saved run's (but
+#: where the learner computes: :func:`resume_device`).
 RESUME_OVERRIDES = ("total_steps", "progress", "log_every", "stop_at_target")
-_RESUME_FREE = (*RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country")
+_RESUME_FREE = (
+    *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
+)  # fmt: skip
+_DEVICE_NAME = re.compile(r"cpu|cuda(:[0-9]+)?")
+
+
+def resume_device(cfg: ExperimentConfig, resume_dir: Path) -> str:
+    """Where a resumed run's learner computes: ``--device`` when given; else the device the run
+    trained on, if this machine has it; else the CPU, with a warning (a run trained on a GPU
+    goes on on a machine without one). Checkpoints hold CPU tensors, so weights and optimizer
+    state load onto either; updates on another device differ in the last bits."""
+    if cfg.device != type(cfg)().device:
+        return cfg.device  # validated with the rest of the config
+    path = resume_dir / "config.json"
+    ran_on = json.loads(path.read_bytes()).get("device", "cpu")  # valid JSON: loaded before
+    if not isinstance(ran_on, str) or not _DEVICE_NAME.fullmatch(ran_on):
+        raise CheckpointError(f"{path}: device must be cpu, cuda or cuda:N, got {ran_on!r}")
+    problem = device_problem(ran_on)
+    if problem is None:
+        return ran_on
+    print(
+        f"actorq: warning: {resume_dir} trained its learner on {ran_on}, which this machine "
+        f"lacks ({problem.partition(': ')[2]}): resuming on the CPU (--device to choose)",
+        file=sys.stderr,
+    )
+    return "cpu"
 
 
 def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
