@@ -64,6 +64,26 @@ def test_snapshots_from_a_cuda_learner_equal_cpu_ones(agent: str, tiny: Callable
             assert_same_snapshot(a, b)
 
 
+@pytest.mark.parametrize("agent", sorted(ENVS))
+def test_a_frozen_publish_of_a_cuda_learner_keeps_the_weights_of_its_call(
+    agent: str, tiny: Callable[..., Any]
+) -> None:
+    """``freeze`` does not copy a CUDA learner's weights again (they came to the host in
+    ``policy_layers``): what it sends is still the weights of the call, whatever the learner
+    does after."""
+    cpu, gpu, pspec, cfg = _pair(tiny, agent)
+    gcfg = dataclasses.replace(cfg, device="cuda")
+    builder = builder_for(gcfg)
+    io = builder.policy_io(gcfg, builder.env_spec(gcfg), gpu)
+    make = io.freeze(7, "int8")
+    with torch.no_grad():  # the learner moves on before the background thread encodes
+        for module in (m for m in vars(gpu).values() if isinstance(m, torch.nn.Module)):
+            for param in module.parameters():
+                param.add_(1.0)
+    want = learner_snapshot(cpu, pspec, "int8", 7, gcfg.granularity).to_bytes()
+    assert_same_snapshot(make(), want)
+
+
 def _batch(n: int, obs_dim: int, act_dim: int, discrete: bool, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     action = (

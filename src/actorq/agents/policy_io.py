@@ -155,10 +155,14 @@ class MLPPolicyIO:
         """A copy of the policy's weights now, and a function that makes their snapshot bytes
         later, on any thread, whatever the learner does meanwhile (``None`` from the function:
         the copied weights are not finite)."""
-        layers = [
-            (np.array(w, copy=True, order="K"), np.array(b, copy=True))
-            for w, b in self.learner.policy_layers()
-        ]  # order K: a transposed view is copied as it lies in memory, not re-laid out
+        layers = self.learner.policy_layers()
+        # a learner on the CPU hands out views of its live weights: copy them (order K: a
+        # transposed view is copied as it lies in memory, not re-laid out); one on a GPU has
+        # already copied them to the host, and a second copy would cost the learner's thread
+        if getattr(getattr(self.learner, "device", None), "type", "cpu") == "cpu":
+            layers = [
+                (np.array(w, copy=True, order="K"), np.array(b, copy=True)) for w, b in layers
+            ]
         extras = {k: np.array(v, copy=True) for k, v in self.learner.policy_extras().items()}
         pspec, granularity = self.pspec, self.cfg.granularity
 
