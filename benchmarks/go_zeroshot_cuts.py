@@ -5,7 +5,9 @@ Reads a placement folder of ``benchmarks/go_transfer.py`` (its ``runs/pretrain-F
 the transfer table does (greedy int8, the folder's ``--reference`` schedule): the pre-trained
 policy's (zero-shot), the fine-tuned policy's, and the fastest of the five classical ones
 fine-tuning starts from (``best``). For each: the simulated step time, the share of edges whose
-ends sit on different devices and the gigabytes those edges move. Then the zero-shot logits
+ends sit on different devices, the gigabytes the simulator moves between devices per step (a
+tensor goes once to each device that reads it; the JSON also has ``cut_gb``, the bytes of the
+cut edges summed) and the devices used. Then the zero-shot logits
 smoothed along the edges (mean-field, Potts: ``z = logits + lam * mean over neighbours of
 softmax(z)``, neighbours weighted by the bytes of their edge, 20 rounds), for a few ``lam``:
 whether the zero-shot decision is slow because it is *incoherent* (neighbours scattered,
@@ -113,7 +115,8 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         f"Command: `{meta['command']}`",
         "",
-        "Step time ms / share of edges cut / GB the cut edges carry; `best`: the fastest of "
+        "Step time ms / share of edges cut / GB moved between devices per step (the simulator's"
+        " transfers) / devices used; `best`: the fastest of "
         f"{', '.join(BASELINES)} (fine-tuning's imitation target).",
         "",
         f"| held-out graph | zero-shot | fine-tuned | best | {lam_cols} |",
@@ -121,7 +124,7 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     ]
 
     def cell(c: dict[str, Any]) -> str:
-        return f"{c['ms']:.1f} / {c['cut_share']:.0%} / {c['cut_gb']:.2f}"
+        return f"{c['ms']:.1f} / {c['cut_share']:.0%} / {c['comm_gb']:.2f} / {c['devices']}"
 
     for r in rows:
         sm = " | ".join(f"{r[f'smoothed_{lam:g}']['ms']:.1f}" for lam in LAMS)
