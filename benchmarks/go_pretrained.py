@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         model, run_info = load_policy_run(root / "runs" / "train")
         save_policy(model, policy, task="placement", cluster=a.cluster,
                     trained_on=trained["graphs"], command=command,
-                    reference=run_info.reference)  # fmt: skip
+                    reference=run_info.reference, start=run_info.start)  # fmt: skip
     size = policy.stat().st_size
     say(f"{'judging' if a.rejudge else 'wrote'} {policy} ({size:,} bytes)")
     if size > 10 * 2**20:

@@ -48,6 +48,10 @@ gives every stage's network Fourier features of each op's position (``GOConfig.p
 imitation and distillation can fit a split exactly; ``--finetune-pos-freqs K`` (folder
 ``...-ftposK``) gives them to fine-tuning and from-scratch only, pre-training without them
 (fine-tuning starts the octaves' weights at zero, so zero-shot is the plain network's).
+``--start B`` (folder ``...-startB``) makes every stage's policy decide from baseline B's
+placement of each graph (``GOConfig.start``, Placeto's formulation; ``best`` as ``--imitate``
+picks it): zero-shot then reads the held-out graph and its best classical placement, which
+costs the ``zeroshot`` cell's ``start.sim_calls`` simulator calls.
 
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
@@ -122,6 +126,8 @@ def go_config(
         kw.setdefault("reference", args.reference)
     if args.pos_freqs:
         kw.setdefault("pos_freqs", args.pos_freqs)
+    if args.start != "none":
+        kw.setdefault("start", args.start)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -154,6 +160,9 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
     io = BUILDER.policy_io(cfg, spec, learner)
     task = learner.tasks[0]
     out: dict[str, Any] = {"reference_time": task.env.reference_time}
+    if task.start is not None:  # the placement the policy decided from, and what it cost
+        s = task.start
+        out["start"] = {"baseline": s.baseline, "time": s.time, "sim_calls": s.sim_calls}
     for prec in ("int8", "fp32"):
         gain = float(io.evaluate(io.snapshot(0, prec), 1, 0)[0])
         out[f"time_{prec}"] = task.env.reference_time * (1.0 - gain)
@@ -176,9 +185,21 @@ def curve(run_dir: Path, reference_time: float) -> list[list[float]]:
     return [[float(step), reference_time * (1.0 - v)] for step, v, _ in pts]
 
 
-def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+def train_or_resume(cfg: Any) -> Any:
+    """``train(cfg)``, or its resume where a cell was stopped mid-run (its run directory holds
+    a checkpoint): a stopped cell goes on from its last checkpoint instead of failing on the
+    run directory it left behind."""
+    import dataclasses
+
     from actorq.experiment import train
 
+    if (Path(cfg.run_dir) / "checkpoint").is_dir():
+        say(f"resuming {cfg.run_dir}")
+        cfg = dataclasses.replace(cfg, resume=cfg.run_dir)
+    return train(cfg)
+
+
+def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     held = smallest(family)
     train_graphs = [smallest(f) for f in FAMILIES if f != family]
     runs = root / "runs"
@@ -188,7 +209,9 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     if stage == "pretrain" and args.pretrained_in is not None:
         return reused_pretrain(args, family, train_graphs)
     if stage == "pretrain":
-        r = train(go_config(args, pre_dir, train_graphs, args.pretrain_steps, imitate=True))
+        r = train_or_resume(
+            go_config(args, pre_dir, train_graphs, args.pretrain_steps, imitate=True)
+        )
         out.update(train_graphs=train_graphs, decisions=r.env_steps, updates=r.updates,
                    train_gain=r.eval_return, train_gain_fp32=r.eval_return_fp32)  # fmt: skip
         out["imitation"] = imitation(pre_dir)
@@ -213,7 +236,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
         warm = stage == "scratch" or args.finetune_imitate
         if stage == "finetune" and args.finetune_imitate_steps is not None:
             kw["imitate_steps"] = args.finetune_imitate_steps
-        r = train(go_config(args, rd, [held], steps, imitate=warm, **kw))
+        r = train_or_resume(go_config(args, rd, [held], steps, imitate=warm, **kw))
         out.update(step_times(rd, held, args), decisions=r.env_steps, updates=r.updates)
         out["curve"] = curve(rd, out["reference_time"])
         state = json.loads((rd / "checkpoint" / "state.json").read_text())
@@ -440,6 +463,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         )
         + (
             ""
+            if args.start == "none"
+            else f" Every policy decides from `{args.start}`'s placement of its graph (an "
+            "input of the network, Placeto's formulation; --start)."
+        )
+        + (
+            ""
             if args.finetune_learning_rate is None
             else f" Fine-tuning's learning rate {args.finetune_learning_rate:g}."
         ),
@@ -613,6 +642,14 @@ def main(argv: list[str] | None = None) -> int:
         "stage, pre-training included: it changes the network); default 0, none",
     )
     ap.add_argument(
+        "--start",
+        default="none",
+        choices=CHOICES,
+        help="every stage's policy decides from this baseline's placement of each graph "
+        "(GOConfig.start, Placeto's formulation; folder ...-startB); default none: GO's, "
+        "from the graph alone",
+    )
+    ap.add_argument(
         "--pretrained-in",
         type=Path,
         default=None,
@@ -646,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         folder += f"-ftpos{args.finetune_pos_freqs}"
+    if args.start != "none":
+        folder += f"-start{args.start}"
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
@@ -694,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["pos_freqs"] = args.pos_freqs
     if args.finetune_pos_freqs:
         budget["finetune_pos_freqs"] = args.finetune_pos_freqs
+    if args.start != "none":  # settings without the key: GO's policy, no start
+        budget["start"] = args.start
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

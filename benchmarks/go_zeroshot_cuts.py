@@ -72,7 +72,9 @@ def judged(task: Any, actions: np.ndarray) -> dict[str, Any]:
             **cuts(task, actions[:, 0])}  # fmt: skip
 
 
-def family_row(root: Path, fam: str, cluster: str, reference: str, seed: int) -> dict[str, Any]:
+def family_row(
+    root: Path, fam: str, cluster: str, reference: str, start: str, seed: int
+) -> dict[str, Any]:
     from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.baselines import penalized, run_baselines
     from actorq.graphopt.cluster import get_cluster
@@ -81,7 +83,7 @@ def family_row(root: Path, fam: str, cluster: str, reference: str, seed: int) ->
     from actorq.graphopt.pretrained import load_policy
 
     graph = smallest(fam)
-    task = GraphTask(graph, "placement", cluster, reference)
+    task = GraphTask(graph, "placement", cluster, reference, start)
     nd = get_cluster(cluster).num_devices
     row: dict[str, Any] = {"family": fam, "graph": graph}
     for stage in ("pretrain", "finetune"):
@@ -163,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{fam}: no pre-trained and fine-tuned runs in {a.folder}/runs, skipped")
             continue
         say(f"{fam}: judging")
-        rows.append(family_row(a.folder, fam, cluster, reference, a.seed))
+        start = settings.get("start", "none")
+        rows.append(family_row(a.folder, fam, cluster, reference, start, a.seed))
     if not rows:
         say("nothing to judge")
         return 2

@@ -156,7 +156,7 @@ def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
                              "--policy-hidden-sizes", "--n-step", "--num-steps", "--device",
                              "--precision", "--total-steps", "--env", "--backend", "--bogus",
                              "--graphs", "--cluster", "--batch-graphs", "--imitate",
-                             "--imitate-steps", "--imitate-lr"]),
+                             "--imitate-steps", "--imitate-lr", "--start"]),
             st.one_of(st.sampled_from(["nan", "inf", "-1", "0", "1e400", "abc", "", "2,x",
                                        "cuda:9", "gym:CartPole-v1", "99999999999999999999",
                                        "graphopt:joint/gnmt-s", "synthetic-50-s0",

@@ -273,6 +273,47 @@ def test_onnx_matches_torch_with_position_octaves(model_pos: GOPolicy, name: str
     assert err < 0.05 * max(scale, 0.1), (err, scale)  # the int8 tests' bound (below)
 
 
+def _start(n: int, num_devices: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, num_devices, n)
+
+
+@pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
+def test_onnx_matches_torch_with_a_start_placement(name: str) -> None:
+    torch.manual_seed(2)
+    m = GOPolicy(small_config(start_input=True))
+    with torch.no_grad():
+        m.start_gain.fill_(1.5)
+    m.eval()
+    g = GRAPHS[name]()
+    inp = encode_graph(g, _start(g.num_ops, 4, 0), 4)
+    assert inp.x.shape == (g.num_ops, len(NODE_FEATURES) + 4)
+    ref = torch_outputs(m, inp)
+    out = OnnxGOPolicy(onnx_bytes(m, "fp32"))(inp)
+    for k in ref:
+        np.testing.assert_allclose(out[k], ref[k], atol=1e-4, rtol=0, err_msg=k)
+    q = OnnxGOPolicy(onnx_bytes(m, "int8"))(inp)
+    err = float(np.abs(q["placement"] - ref["placement"]).mean())
+    assert err < 0.05 * max(float(np.abs(ref["placement"]).mean()), 0.1), err
+
+
+def test_the_start_gain_keeps_the_start_and_the_start_matters() -> None:
+    torch.manual_seed(3)
+    m = GOPolicy(small_config(start_input=True)).eval()
+    g = layered_dag(120, 5)
+    a, b = _start(120, 4, 1), _start(120, 4, 2)
+    za, zb = (torch_outputs(m, encode_graph(g, s, 4))["placement"] for s in (a, b))
+    assert not np.allclose(za, zb)  # the start is an input of the network, not only the skip
+    with torch.no_grad():
+        m.start_gain.fill_(100.0)
+    for s in (a, b):  # a large gain: the greedy decision is the start
+        z = OnnxGOPolicy(onnx_bytes(m, "int8"))(encode_graph(g, s, 4))["placement"]
+        np.testing.assert_array_equal(z.argmax(1), s)
+    with pytest.raises(ValueError, match="ops"):
+        encode_graph(g, a[:-1], 4)
+    with pytest.raises(ValueError, match=r"0\.\.3"):
+        encode_graph(g, np.full(120, 4), 4)
+
+
 @pytest.fixture(scope="module")
 def sessions(model: GOPolicy) -> dict[str, OnnxGOPolicy]:
     # one session per precision for every graph: the node and edge counts are dynamic

@@ -78,7 +78,9 @@ class GraphTask:
     """One training (or evaluation) graph for one task: the environment (simulator, reference
     decision), the policy's inputs, and which ops each head decides."""
 
-    def __init__(self, graph: str, task: str, cluster: str, reference: str = "expert") -> None:
+    def __init__(
+        self, graph: str, task: str, cluster: str, reference: str = "expert", start: str = "none"
+    ) -> None:
         self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
         g = self.env.graph
         self.name, self.task = g.name, task
@@ -90,6 +92,14 @@ class GraphTask:
             col = HEADS.index(h)
             self.mask[:, col] = fusion_node_mask(g, self.fusable) if h == "fusion" else 1.0
         self._groups: np.ndarray | None = None  # anchor group per op (run moves), built lazily
+        self.start: Any = None
+        """With ``start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
+        (devices relabelled by first use) the policy decides from; a few simulator calls."""
+        if start != "none":
+            from actorq.agents.go.imitation import target  # it builds on GraphTask
+
+            self.start = target(self, start)
+            self.inputs = encode_graph(g, self.start.placement, self.env.cluster.num_devices)
 
     @property
     def num_ops(self) -> int:
@@ -200,7 +210,8 @@ class GraphActor:
     @classmethod
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
         w = cfg["workload"]
-        tasks = [GraphTask(g, w["task"], w["cluster"], w["reference"]) for g in w["graphs"]]
+        start = str(w.get("start", "none"))
+        tasks = [GraphTask(g, w["task"], w["cluster"], w["reference"], start) for g in w["graphs"]]
         return cls(
             tasks,
             int(cfg["envs_per_actor"]),

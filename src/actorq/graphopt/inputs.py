@@ -170,10 +170,30 @@ class GraphInputs:
         return {k: torch.from_numpy(v) for k, v in self.feeds().items()}
 
 
-def encode_graph(graph: Graph) -> GraphInputs:
-    """A graph as the policy's inputs (computed once per graph; the policy's inputs are static)."""
+def start_columns(start: np.ndarray, num_devices: int) -> np.ndarray:
+    """A start placement as one-hot columns ``(n, num_devices)`` float32 (the inputs of a
+    policy with ``GOPolicyConfig.start_input``)."""
+    start = np.asarray(start, np.int64)
+    if start.ndim != 1 or (
+        start.size and not 0 <= int(start.min()) <= int(start.max()) < num_devices
+    ):
+        raise ValueError(f"a start placement is one device in 0..{num_devices - 1} per op")
+    return np.eye(num_devices, dtype=np.float32)[start]
+
+
+def encode_graph(
+    graph: Graph, start: np.ndarray | None = None, num_devices: int = 0
+) -> GraphInputs:
+    """A graph as the policy's inputs (computed once per graph; the policy's inputs are static).
+    ``start``: a placement (device per op) the policy decides from, appended to the node
+    features as ``num_devices`` one-hot columns (:func:`start_columns`)."""
+    x = node_features(graph)
+    if start is not None:
+        if len(start) != graph.num_ops:
+            raise ValueError(f"start placement has {len(start)} ops, the graph {graph.num_ops}")
+        x = np.concatenate([x, start_columns(start, num_devices)], axis=1)
     return GraphInputs(
-        x=node_features(graph),
+        x=x,
         edge_attr=edge_features(graph),
         src=np.ascontiguousarray(graph.src, np.int64),
         dst=np.ascontiguousarray(graph.dst, np.int64),

@@ -90,6 +90,14 @@ class GOPolicyConfig:
     smooth boundaries along the graph; with octaves it can give any run of ops its own device,
     so imitation and distillation fit a split exactly (Tancik et al., NeurIPS 2020, "Fourier
     features let networks learn high frequency functions"; Vaswani et al. 2017's sinusoids)."""
+    start_input: bool = False
+    """Whether the policy decides *from* a start placement (Placeto's formulation: Addanki et
+    al., NeurIPS 2019): each op's device in it, one-hot, is ``num_devices`` more input columns
+    (after :data:`NODE_FEATURES`: :func:`~actorq.graphopt.inputs.encode_graph`'s ``start``),
+    and the placement logits add ``start_gain`` times that one-hot, so keeping the start is one
+    learned scalar and the network learns where to leave it. The start of a graph the policy has
+    never seen costs a few simulator calls (a classical baseline), where GO's one-shot policy
+    decides from the graph alone (docs/graphopt.md, "Why zero-shot is slow")."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -235,7 +243,8 @@ class GOPolicy(nn.Module):
         c = self.config = config or GOPolicyConfig()
         d = c.hidden
         self.type_emb = nn.Embedding(len(OP_VOCAB), c.type_dim)
-        self.inp = nn.Linear(c.type_dim + len(NODE_FEATURES) - 1 + 4 * c.pos_freqs, d)
+        start = c.num_devices if c.start_input else 0
+        self.inp = nn.Linear(c.type_dim + len(NODE_FEATURES) - 1 + start + 4 * c.pos_freqs, d)
         self.inp_norm = nn.LayerNorm(d, eps=_LN_EPS)
         self.sage = nn.ModuleList(SAGELayer(d) for _ in range(c.sage_layers))
         self.attn = nn.ModuleList(
@@ -258,6 +267,8 @@ class GOPolicy(nn.Module):
             "levels", torch.linspace(0.0, 1.0, c.priority_levels), persistent=False
         )
         self.register_buffer("freqs", fourier_freqs(c.pos_freqs), persistent=False)
+        if c.start_input:  # 0 at first: the network's own logits, until training says otherwise
+            self.start_gain = nn.Parameter(torch.zeros(1))
 
     def encode(
         self,
@@ -309,6 +320,10 @@ class GOPolicy(nn.Module):
             cond = torch.relu(self.cond(torch.cat([g, self.task_emb[i : i + 1]], dim=1)))
             film = self.film(cond)
             out[task] = self.heads[task](h, film[:, :d], film[:, d:])
+        if self.config.start_input:
+            f = len(NODE_FEATURES)
+            start = x[:, f : f + self.config.num_devices]
+            out["placement"] = out["placement"] + self.start_gain * start
         out["priority_score"] = torch.softmax(out["priority"], dim=-1) @ self.levels
         return out
 
@@ -443,6 +458,12 @@ class _OnnxBuilder:
         )
 
 
+def input_width(config: GOPolicyConfig) -> int:
+    """Columns of the node features ``x`` a policy of ``config`` reads: :data:`NODE_FEATURES`,
+    then the start placement's one-hot with ``start_input``."""
+    return len(NODE_FEATURES) + (config.num_devices if config.start_input else 0)
+
+
 def _onnx_model(model: GOPolicy, precision: str) -> Any:
     from onnx import TensorProto, helper
 
@@ -477,7 +498,8 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
     typ = op("Cast", op("Slice", "x", const([0]), const([1]), const([1])), to=TensorProto.INT64)
     typ = op("Squeeze", typ, const([1]))
     emb = op("Gather", const(model.type_emb.weight.detach().numpy()), typ, axis=0)
-    rest = op("Slice", "x", const([1]), const([len(NODE_FEATURES)]), const([1]))
+    width = input_width(c)
+    rest = op("Slice", "x", const([1]), const([width]), const([1]))
     parts = [emb, rest]
     if c.pos_freqs:  # (n, 2, 1) * (k,) -> (n, 2k): position's octaves, then depth's
         cols = op("Unsqueeze", op("Gather", "x", const(_POS_COLS), axis=1), const([2]))
@@ -560,13 +582,18 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
         hk = op("Add", op("Mul", h, gamma), beta)
         z = op("Relu", b.linear(hk, head.hidden, quantize=True))
         outputs[task] = b.linear(z, head.out, quantize=False)  # output layers stay fp32
+        if task == "placement" and c.start_input:
+            nf = len(NODE_FEATURES)
+            one_hot = op("Slice", "x", const([nf]), const([nf + c.num_devices]), const([1]))
+            gain = const(model.start_gain.detach().numpy().astype(np.float32))
+            outputs[task] = op("Add", outputs[task], op("Mul", one_hot, gain))
         b.op("Identity", outputs[task], out=task)
     levels = const(np.linspace(0.0, 1.0, c.priority_levels, dtype=np.float32))
     b.op("MatMul", op("Softmax", outputs["priority"], axis=-1), levels, out="priority_score")
 
     f32, i64 = TensorProto.FLOAT, TensorProto.INT64
     inputs = [
-        helper.make_tensor_value_info("x", f32, ["nodes", len(NODE_FEATURES)]),
+        helper.make_tensor_value_info("x", f32, ["nodes", width]),
         helper.make_tensor_value_info("edge_attr", f32, ["edges", len(EDGE_FEATURES)]),
         *(helper.make_tensor_value_info(k, i64, ["edges"]) for k in ("src", "dst")),
         *(helper.make_tensor_value_info(k, i64, ["nodes"]) for k in ("anchor", "order", "rank")),

@@ -45,6 +45,8 @@ _SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "priority_levels": (1, 64),
     "pos_freqs": (0, 30),
 }
+#: The config's switches (JSON booleans).
+_FLAGS = ("start_input",)
 _META_KEYS = ("format", "format_version", "config", "task", "cluster", "trained_on", "command")
 
 
@@ -61,6 +63,10 @@ class PolicyInfo:
     """The reference decision it was trained against: the placement task takes the parts it
     does not decide (the priorities: the schedule) from it, so ``place`` judges with it too.
     Files from before the key: ``expert``."""
+    start: str = "none"
+    """The placement it decides from (``GOConfig.start``; a policy with
+    ``GOPolicyConfig.start_input``): ``place`` computes it for the graph. Files from before the
+    key: ``none``."""
 
 
 def shipped_path(num_devices: int) -> Path:
@@ -87,6 +93,7 @@ def save_policy(
     trained_on: list[str],
     command: str,
     reference: str = "expert",
+    start: str = "none",
 ) -> Path:
     """Write ``model`` as a policy file (atomically: a temporary file renamed into place)."""
     from safetensors.torch import save_file
@@ -100,7 +107,10 @@ def save_policy(
         "trained_on": json.dumps(list(trained_on)),
         "command": command,
         "reference": reference,
+        "start": start,
     }
+    if (start != "none") != model.config.start_input:
+        raise ValueError(f"start={start!r} does not fit start_input={model.config.start_input}")
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata=meta)
@@ -118,6 +128,10 @@ def _policy_config(raw: Any, where: str) -> Any:
     if unknown:
         raise GraphError(f"{where}: unknown policy config key {short(unknown[0])}")
     for k, v in raw.items():
+        if k in _FLAGS:
+            if not isinstance(v, bool):
+                raise GraphError(f"{where}: policy config {k}={short(v)} (must be true or false)")
+            continue
         lo, hi = _SIZE_BOUNDS[k]
         if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
             raise GraphError(f"{where}: policy config {k}={short(v)} (must be an int {lo}..{hi})")
@@ -198,9 +212,24 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
     reference = meta.get("reference", "expert")
     if reference not in REFERENCES:
         raise GraphError(f"{where}: metadata reference {short(reference)} is not a baseline")
-    model = _checked_model(_policy_config(raw_config, where), tensors, where)
+    from actorq.agents.go.imitation import CHOICES
+
+    start = meta.get("start", "none")
+    config = _policy_config(raw_config, where)
+    if start not in CHOICES or (start != "none") != config.start_input:
+        raise GraphError(
+            f"{where}: metadata start {short(start)} does not fit its network "
+            f"(start_input={config.start_input})"
+        )
+    model = _checked_model(config, tensors, where)
     info = PolicyInfo(
-        str(path), meta["task"], meta["cluster"], tuple(trained_on), meta["command"], reference
+        str(path),
+        meta["task"],
+        meta["cluster"],
+        tuple(trained_on),
+        meta["command"],
+        reference,
+        start,
     )
     return model, info
 
@@ -229,7 +258,13 @@ def load_policy_run(run: Path) -> tuple[GOPolicy, PolicyInfo]:
     model = _checked_model(config, weights, where)
     graphs = [cfg.env.split("/", 1)[-1], *cfg.graphs]
     info = PolicyInfo(
-        str(run), cfg.task(), cfg.cluster, tuple(graphs), f"actorq train go ({run})", cfg.reference
+        str(run),
+        cfg.task(),
+        cfg.cluster,
+        tuple(graphs),
+        f"actorq train go ({run})",
+        cfg.reference,
+        cfg.start,
     )
     return model, info
 

@@ -22,7 +22,7 @@ from actorq.graphopt.actor import (
     decode_snapshot,
     log_softmax,
 )
-from actorq.graphopt.inputs import NODE_FEATURES, OnnxGOPolicy
+from actorq.graphopt.inputs import OnnxGOPolicy
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.snapshot import PolicySpec
 
@@ -34,10 +34,11 @@ class GOBuilder:
     def tasks(self, cfg: GOConfig) -> list[GraphTask]:
         """The training graphs as :class:`GraphTask` (built once per process and setting:
         building one runs the reference baseline)."""
-        key = (cfg.train_graphs(), cfg.task(), cfg.cluster, cfg.reference)
+        key = (cfg.train_graphs(), cfg.task(), cfg.cluster, cfg.reference, cfg.start)
         if key not in self._tasks:
             self._tasks[key] = [
-                GraphTask(g, cfg.task(), cfg.cluster, cfg.reference) for g in cfg.train_graphs()
+                GraphTask(g, cfg.task(), cfg.cluster, cfg.reference, cfg.start)
+                for g in cfg.train_graphs()
             ]
         return self._tasks[key]
 
@@ -50,7 +51,7 @@ class GOBuilder:
         max_ops = max(t.num_ops for t in tasks)
         return EnvSpec(
             cfg.env,
-            ArraySpec((len(NODE_FEATURES),), "float32"),  # per op; the graph is the state
+            ArraySpec((tasks[0].inputs.x.shape[1],), "float32"),  # per op; the graph is the state
             ArraySpec((max_ops, len(HEADS)), "int8"),
             num_actions=tasks[0].env.cluster.num_devices,
         )
@@ -96,6 +97,7 @@ class GOBuilder:
                 "task": cfg.task(),
                 "cluster": cfg.cluster,
                 "reference": cfg.reference,
+                "start": cfg.start,
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,
                 "explore_guided": cfg.explore_guided,

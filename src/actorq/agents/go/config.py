@@ -134,6 +134,12 @@ class GOConfig(ExperimentConfig):
     """Fourier features of each op's topological position and depth, in octaves (0: none):
     with them imitation and distillation fit a split of the graph exactly (docs/graphopt.md,
     "Fitting a decision exactly")."""
+    start: str = "none"
+    """A placement the policy decides from (Placeto's formulation; "none": GO's, from the graph
+    alone): per graph, this baseline's placement (``best``: the fastest of HEFT, m-ETF,
+    METIS+cp, the expert split and one device, as --imitate best picks it) is an input of the
+    network, and a learned gain on it lets the policy keep it where it has nothing better
+    (docs/graphopt.md, "Deciding from a start placement"). Placement and joint tasks."""
     publish_every: int = 1
     eval_every: int = 2_000
     """Decisions between greedy evaluations (one argmax decision per training graph)."""
@@ -199,6 +205,13 @@ class GOConfig(ExperimentConfig):
         if self.imitate not in CHOICES:
             raise ConfigError(
                 f"--imitate must be one of {', '.join(CHOICES)}, not {self.imitate!r}"
+            )
+        if self.start not in CHOICES:
+            raise ConfigError(f"--start must be one of {', '.join(CHOICES)}, not {self.start!r}")
+        if self.start != "none" and self.task() not in TASKS:
+            raise ConfigError(
+                f"--start {self.start} gives the policy a placement to decide from: "
+                f"{' or '.join(TASKS)} task, not {self.task()!r}"
             )
         if self.imitate != "none" and self.task() not in TASKS:
             raise ConfigError(

@@ -54,6 +54,7 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
         attn_layers=cfg.attn_layers,
         segment=cfg.segment,
         pos_freqs=cfg.pos_freqs,
+        start_input=cfg.start != "none",
     )
 
 
@@ -85,6 +86,12 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
     run = Path(str(cfg.init_from))
     weights = run_policy_tensors(run, "--init-from")
     want = model.state_dict()
+    if ("start_gain" in weights) != model.config.start_input:  # same shapes can mean other inputs
+        had = "with" if "start_gain" in weights else "without"
+        raise CheckpointError(
+            f"--init-from {run}: its policy was trained {had} a start placement (--start); "
+            f"this run has --start {cfg.start}"
+        )
     got_inp, want_inp = weights.get("inp.weight"), want["inp.weight"]
     extra = 4 * model.config.pos_freqs
     if (
