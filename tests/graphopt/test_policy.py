@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from actorq.graphopt.cluster import get_cluster
+from actorq.graphopt.inputs import GraphInputs
 from actorq.graphopt.ir import Graph, make_graph
 from actorq.graphopt.policy import (
     EDGE_FEATURES,
@@ -260,17 +261,21 @@ def model_pos() -> GOPolicy:
     return m.eval()
 
 
-@pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
-def test_onnx_matches_torch_with_position_octaves(model_pos: GOPolicy, name: str) -> None:
-    inp = encode_graph(GRAPHS[name]())
-    ref = torch_outputs(model_pos, inp)
-    out = OnnxGOPolicy(onnx_bytes(model_pos, "fp32"))(inp)
+def assert_onnx_matches_torch(model: GOPolicy, inp: GraphInputs) -> None:
+    """fp32 ONNX equals torch; int8's placement logits within the int8 tests' bound (below)."""
+    ref = torch_outputs(model, inp)
+    out = OnnxGOPolicy(onnx_bytes(model, "fp32"))(inp)
     for k in ref:
         np.testing.assert_allclose(out[k], ref[k], atol=1e-4, rtol=0, err_msg=k)
-    q = OnnxGOPolicy(onnx_bytes(model_pos, "int8"))(inp)
+    q = OnnxGOPolicy(onnx_bytes(model, "int8"))(inp)
     err = float(np.abs(q["placement"] - ref["placement"]).mean())
     scale = float(np.abs(ref["placement"]).mean())
-    assert err < 0.05 * max(scale, 0.1), (err, scale)  # the int8 tests' bound (below)
+    assert err < 0.05 * max(scale, 0.1), (err, scale)
+
+
+@pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
+def test_onnx_matches_torch_with_position_octaves(model_pos: GOPolicy, name: str) -> None:
+    assert_onnx_matches_torch(model_pos, encode_graph(GRAPHS[name]()))
 
 
 def _start(n: int, num_devices: int, seed: int) -> np.ndarray:
@@ -287,13 +292,7 @@ def test_onnx_matches_torch_with_a_start_placement(name: str) -> None:
     g = GRAPHS[name]()
     inp = encode_graph(g, _start(g.num_ops, 4, 0), 4)
     assert inp.x.shape == (g.num_ops, len(NODE_FEATURES) + 4)
-    ref = torch_outputs(m, inp)
-    out = OnnxGOPolicy(onnx_bytes(m, "fp32"))(inp)
-    for k in ref:
-        np.testing.assert_allclose(out[k], ref[k], atol=1e-4, rtol=0, err_msg=k)
-    q = OnnxGOPolicy(onnx_bytes(m, "int8"))(inp)
-    err = float(np.abs(q["placement"] - ref["placement"]).mean())
-    assert err < 0.05 * max(float(np.abs(ref["placement"]).mean()), 0.1), err
+    assert_onnx_matches_torch(m, inp)
 
 
 def test_the_start_gain_keeps_the_start_and_the_start_matters() -> None:
