@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import types
 import typing
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -388,12 +389,17 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def is_device_name(dev: object) -> bool:
+    """Whether ``dev`` names a learner device: cpu, cuda or cuda:N."""
+    return isinstance(dev, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", dev) is not None
+
+
 def device_problem(dev: str) -> str | None:
     """Why the learner cannot run on ``dev`` here (one line), or None: a malformed name, or a
     CUDA device this machine lacks."""
-    kind, _, index = dev.partition(":")
-    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+    if not is_device_name(dev):
         return f"--device must be cpu, cuda or cuda:N, got {dev!r}"
+    kind, _, index = dev.partition(":")
     if kind == "cuda":
         import torch
 

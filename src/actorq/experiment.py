@@ -18,7 +18,6 @@ import dataclasses
 import json
 import math
 import random
-import re
 import signal
 import sys
 import threading
@@ -40,7 +39,7 @@ from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and t
     learner_snapshot,
     policy_is_finite,
 )
-from actorq.config import ExperimentConfig, device_problem
+from actorq.config import ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
@@ -186,7 +185,6 @@ RESUME_OVERRIDES = ("total_steps", "progress", "log_every", "stop_at_target")
 _RESUME_FREE = (
     *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
 )  # fmt: skip
-_DEVICE_NAME = re.compile(r"cpu|cuda(:[0-9]+)?")
 
 
 def resume_device(cfg: ExperimentConfig, resume_dir: Path) -> str:
@@ -198,7 +196,7 @@ def resume_device(cfg: ExperimentConfig, resume_dir: Path) -> str:
         return cfg.device  # validated with the rest of the config
     path = resume_dir / "config.json"
     ran_on = json.loads(path.read_bytes()).get("device", "cpu")  # valid JSON: loaded before
-    if not isinstance(ran_on, str) or not _DEVICE_NAME.fullmatch(ran_on):
+    if not is_device_name(ran_on):
         raise CheckpointError(f"{path}: device must be cpu, cuda or cuda:N, got {ran_on!r}")
     problem = device_problem(ran_on)
     if problem is None:

@@ -84,7 +84,6 @@ class GraphTask:
         self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
         g = self.env.graph
         self.name, self.task = g.name, task
-        self.inputs = encode_graph(g)
         self.fusable = self.env.sim.fusable_edges
         n = g.num_ops
         self.mask = np.zeros((n, len(HEADS)), np.float32)
@@ -95,11 +94,12 @@ class GraphTask:
         self.start: Any = None
         """With ``start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
         (devices relabelled by first use) the policy decides from; a few simulator calls."""
-        if start != "none":
+        if start != "none":  # judged by this task, before its inputs exist (they include it)
             from actorq.agents.go.imitation import target  # it builds on GraphTask
 
             self.start = target(self, start)
-            self.inputs = encode_graph(g, self.start.placement, self.env.cluster.num_devices)
+        placement = None if self.start is None else self.start.placement
+        self.inputs = encode_graph(g, placement, self.env.cluster.num_devices)
 
     @property
     def num_ops(self) -> int:

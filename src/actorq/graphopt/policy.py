@@ -243,8 +243,8 @@ class GOPolicy(nn.Module):
         c = self.config = config or GOPolicyConfig()
         d = c.hidden
         self.type_emb = nn.Embedding(len(OP_VOCAB), c.type_dim)
-        start = c.num_devices if c.start_input else 0
-        self.inp = nn.Linear(c.type_dim + len(NODE_FEATURES) - 1 + start + 4 * c.pos_freqs, d)
+        # the type column becomes an embedding; octaves add sin and cos of two columns
+        self.inp = nn.Linear(c.type_dim + input_width(c) - 1 + 4 * c.pos_freqs, d)
         self.inp_norm = nn.LayerNorm(d, eps=_LN_EPS)
         self.sage = nn.ModuleList(SAGELayer(d) for _ in range(c.sage_layers))
         self.attn = nn.ModuleList(
