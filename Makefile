@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
 
+# Both cores (pytest-xdist; at most 4 workers): the suite is one core's work otherwise. The Ray
+# tests share one worker (xdist_group "ray"), one Ray cluster at a time.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --maxprocesses=4 --dist loadgroup
 
 # A real Ray cluster as users start one (ray start, token auth, two raylets): ~1-3 minutes.
 test-cluster: $(STAMP)

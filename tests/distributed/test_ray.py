@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 ray = pytest.importorskip("ray")
+# one Ray cluster at a time: with `pytest -n 2` (make test) these run on one worker, in order
+pytestmark = pytest.mark.xdist_group("ray")
 
 from actorq import DQNConfig, train  # noqa: E402
 

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray")
+# one Ray cluster at a time: with `pytest -n 2` (make test) these run on one worker, in order
+pytestmark = pytest.mark.xdist_group("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 from actorq import DQNConfig  # noqa: E402
