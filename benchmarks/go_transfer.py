@@ -39,9 +39,12 @@ incumbent, kept out of PPO and taught through self-imitation: per-op samples alm
 the coherent moves of whole runs of ops that annealing's wins come from. Pre-training does not
 explore: its search results are specific to its graphs, and pulling the policy toward them made
 its greedy decisions worse (4 PCIe GPUs, inception held out: the training graphs' gain over
-HEFT fell from +0.10 to -0.13). ``--pretrained-in FOLDER`` takes the pre-training cells and
-runs from another results folder instead of training them again, after checking that their run
-configuration is the one this command's would be (what fine-tuning ablations share).
+HEFT fell from +0.10 to -0.13). ``--pretrain-explore`` (folder ``...-ptexplore``) makes it
+explore too, for policies that decide from a start (``--start``): there the moves edit each
+training graph's start, and self-imitation teaches the edits that won. ``--pretrained-in
+FOLDER`` takes the pre-training cells and runs from another results folder instead of training
+them again, after checking that their run configuration is the one this command's would be
+(what fine-tuning ablations share).
 ``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
 (``GOConfig.explore_guided``) rather than uniformly. ``--pos-freqs K`` (folder ``...-posK``)
 gives every stage's network Fourier features of each op's position (``GOConfig.pos_freqs``), so
@@ -209,9 +212,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     if stage == "pretrain" and args.pretrained_in is not None:
         return reused_pretrain(args, family, train_graphs)
     if stage == "pretrain":
-        r = train_or_resume(
-            go_config(args, pre_dir, train_graphs, args.pretrain_steps, imitate=True)
-        )
+        r = train_or_resume(pretrain_config(args, pre_dir, train_graphs))
         out.update(train_graphs=train_graphs, decisions=r.env_steps, updates=r.updates,
                    train_gain=r.eval_return, train_gain_fp32=r.eval_return_fp32)  # fmt: skip
         out["imitation"] = imitation(pre_dir)
@@ -225,10 +226,7 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
             if args.finetune_learning_rate is not None:
                 kw["learning_rate"] = args.finetune_learning_rate
         rd = runs / f"{stage}-{family}-s{args.seed}"
-        if args.explore:  # the runs on the held-out graph only (module docstring)
-            kw["explore"] = args.explore
-            kw["explore_sil"] = not args.no_explore_sil
-            kw["explore_guided"] = args.explore_guided
+        kw.update(explore_kw(args))
         if args.distill_steps:
             kw.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
         if args.finetune_pos_freqs:  # octaves for the held-out graph's runs only
@@ -264,6 +262,24 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     return out
 
 
+def explore_kw(args: argparse.Namespace) -> dict[str, Any]:
+    """GOConfig's exploration settings from --explore and its options (none without it)."""
+    if not args.explore:
+        return {}
+    return {
+        "explore": args.explore,
+        "explore_sil": not args.no_explore_sil,
+        "explore_guided": args.explore_guided,
+    }
+
+
+def pretrain_config(args: argparse.Namespace, run_dir: Path, graphs: list[str]) -> Any:
+    """The pre-training run's configuration: imitation warm start, and run moves only with
+    --pretrain-explore (the held-out graph's runs explore with --explore alone)."""
+    kw = explore_kw(args) if args.pretrain_explore else {}
+    return go_config(args, run_dir, graphs, args.pretrain_steps, imitate=True, **kw)
+
+
 def pretrain_dir(args: argparse.Namespace, root: Path, family: str) -> Path:
     """The pre-training run of ``family``'s cells (another folder's with --pretrained-in)."""
     return (args.pretrained_in or root) / "runs" / f"pretrain-{family}-s{args.seed}"
@@ -282,7 +298,7 @@ def reused_pretrain(args: argparse.Namespace, family: str, graphs: list[str]) ->
     if not cell.is_file() or not (run / "config.json").is_file():
         raise SystemExit(f"--pretrained-in {src}: no finished pre-training of {family} seed "
                          f"{args.seed} there")  # fmt: skip
-    ours = go_config(args, run, graphs, args.pretrain_steps, imitate=True)
+    ours = pretrain_config(args, run, graphs)
     saved = json.loads((run / "config.json").read_text())
     saved.pop("agent", None)
     theirs = GOConfig(**saved)
@@ -434,9 +450,11 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         + (
             ""
             if not args.explore
-            else f" {100 * args.explore:g}% of fine-tuning's and from-scratch's decisions are "
-            "run moves from the actor's incumbent (annealing's move; not PPO samples, taught "
-            "through self-imitation); pre-training does not explore."
+            else f" {100 * args.explore:g}% of "
+            + ("pre-training's, " if args.pretrain_explore else "")
+            + "fine-tuning's and from-scratch's decisions are run moves from the actor's "
+            "incumbent (annealing's move; not PPO samples, taught through self-imitation)"
+            + ("." if args.pretrain_explore else "; pre-training does not explore.")
             + (
                 " Self-imitation follows the policy's own samples only (--no-explore-sil)."
                 if args.no_explore_sil
@@ -608,6 +626,13 @@ def main(argv: list[str] | None = None) -> int:
         "default off); pre-training does not explore",
     )
     ap.add_argument(
+        "--pretrain-explore",
+        action="store_true",
+        help="pre-training explores too, with --explore's share and options (folder "
+        "...-ptexplore): with --start its run moves edit each training graph's start, and "
+        "self-imitation teaches the edits that won",
+    )
+    ap.add_argument(
         "--no-explore-sil",
         action="store_true",
         help="with --explore: self-imitation pulls toward the best policy sample only, the run "
@@ -688,13 +713,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
+        folder += "-ptexplore" if args.pretrain_explore else ""
     if args.distill_steps:
         folder += f"-distill{args.distill_steps}e{args.distill_every}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
-    if (args.no_explore_sil or args.explore_guided) and not args.explore:
-        say("--no-explore-sil and --explore-guided need --explore")
+    if (args.no_explore_sil or args.explore_guided or args.pretrain_explore) and not args.explore:
+        say("--no-explore-sil, --explore-guided and --pretrain-explore need --explore")
         return 2
     if args.finetune_imitate:
         if args.imitate == "none":
@@ -727,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
             budget["explore_sil"] = False
         if args.explore_guided:
             budget["explore_guided"] = True
+        if args.pretrain_explore:
+            budget["pretrain_explore"] = True
     if args.distill_steps:
         budget.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
     if args.pos_freqs:
