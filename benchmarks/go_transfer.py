@@ -86,8 +86,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actorq.agents.go.imitation import BEST_OF, CHOICES
 from actorq.graphopt.baselines import REFERENCES, SEARCH
+from actorq.graphopt.targets import BEST_OF, CHOICES
 from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")

@@ -74,12 +74,12 @@ def judged(task: Any, actions: np.ndarray) -> dict[str, Any]:
 def family_row(
     root: Path, fam: str, cluster: str, reference: str, start: str, seed: int
 ) -> dict[str, Any]:
-    from actorq.agents.go.imitation import target
     from actorq.graphopt.actor import HEADS, GraphTask
     from actorq.graphopt.cluster import get_cluster
     from actorq.graphopt.inputs import OnnxGOPolicy
     from actorq.graphopt.policy import onnx_bytes
     from actorq.graphopt.pretrained import load_policy
+    from actorq.graphopt.targets import target
 
     graph = smallest(fam)
     task = GraphTask(graph, "placement", cluster, reference, start)

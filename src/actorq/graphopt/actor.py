@@ -49,6 +49,8 @@ from actorq.errors import SnapshotError
 from actorq.graphopt.baselines import anchor_groups, run_move
 from actorq.graphopt.envs import PRIORITY_LEVELS, GraphOptEnv
 from actorq.graphopt.inputs import (
+    HEADS,
+    TASK_HEADS,
     GraphInputs,
     OnnxGOPolicy,
     encode_graph,
@@ -59,15 +61,6 @@ from actorq.graphopt.inputs import (
 )
 from actorq.quant.model_snapshot import ModelSnapshot
 
-#: The per-op decisions, in the column order of an item's ``actions`` and ``log_prob``.
-HEADS: tuple[str, ...] = ("placement", "priority", "fusion")
-#: Which heads each task acts with (the others come from the environment's reference decision).
-TASK_HEADS: dict[str, tuple[str, ...]] = {
-    "placement": ("placement",),
-    "scheduling": ("priority",),
-    "fusion": ("fusion",),
-    "joint": HEADS,
-}
 _TASK_PART = {"placement": "placement", "scheduling": "priority", "fusion": "fusion"}
 SNAPSHOT_KIND = "go"
 #: The ONNX inputs a GO snapshot's model must have (:meth:`GraphInputs.feeds`).
@@ -95,7 +88,7 @@ class GraphTask:
         """With ``start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
         (devices relabelled by first use) the policy decides from; a few simulator calls."""
         if start != "none":  # judged by this task, before its inputs exist (they include it)
-            from actorq.agents.go.imitation import target  # it builds on GraphTask
+            from actorq.graphopt.targets import target  # it judges on this task: import late
 
             self.start = target(self, start)
         placement = None if self.start is None else self.start.placement

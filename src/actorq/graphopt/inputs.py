@@ -71,6 +71,16 @@ NODE_FEATURES: tuple[str, ...] = (
 )
 EDGE_FEATURES: tuple[str, ...] = ("log_bytes",)
 
+#: The per-op decisions, in the column order of an item's ``actions`` and ``log_prob``.
+HEADS: tuple[str, ...] = ("placement", "priority", "fusion")
+#: Which heads each task acts with (the others come from the environment's reference decision).
+TASK_HEADS: dict[str, tuple[str, ...]] = {
+    "placement": ("placement",),
+    "scheduling": ("priority",),
+    "fusion": ("fusion",),
+    "joint": HEADS,
+}
+
 
 def op_type_index(op_type: str) -> int:
     """Row of ``op_type`` in :data:`OP_VOCAB` (``_grad`` stripped, lower case; 0 if unknown)."""

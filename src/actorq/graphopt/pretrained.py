@@ -212,7 +212,7 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
     reference = meta.get("reference", "expert")
     if reference not in REFERENCES:
         raise GraphError(f"{where}: metadata reference {short(reference)} is not a baseline")
-    from actorq.agents.go.imitation import CHOICES
+    from actorq.graphopt.targets import CHOICES
 
     start = meta.get("start", "none")
     config = _policy_config(raw_config, where)

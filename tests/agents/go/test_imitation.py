@@ -19,8 +19,8 @@ from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.agents.go.learning import GOLearner
 from actorq.errors import ConfigError
+from actorq.graphopt import targets
 from actorq.graphopt.actor import GraphTask
-from actorq.graphopt.cluster import cluster_from_dict, get_cluster
 
 ENV = "graphopt:placement/synthetic-120-s0"
 
@@ -42,7 +42,7 @@ def test_imitation_drives_the_greedy_decision_to_the_baselines() -> None:
     time; an untrained policy is far from it."""
     cfg, learner = _learner(imitate="m-etf", imitate_steps=150, imitate_lr=3e-3)
     task = learner.tasks[0]
-    goal = imitation.target(task, "m-etf")
+    goal = targets.target(task, "m-etf")
     assert len(np.unique(goal.placement)) == 4  # a real split, not one device
     before = imitation.greedy_placements(learner.model, learner._inputs)[0]
     assert (before == goal.placement).mean() < 0.8
@@ -74,40 +74,7 @@ def test_with_position_octaves_the_actors_int8_policy_is_the_imitated_split() ->
     gain = float(io.evaluate(io.snapshot(0, "int8"), 1, 0)[0])
     task = learner.tasks[0]
     int8_time = task.env.reference_time * (1.0 - gain)
-    assert int8_time == pytest.approx(imitation.target(task, "m-etf").time, rel=1e-6)
-
-
-def test_best_is_the_fastest_deterministic_candidate() -> None:
-    task = GraphTask("synthetic-90-s1", "placement", "4xgpu-pcie")
-    best = imitation.target(task, "best")
-    times = {n: imitation.target(task, n).time for n in imitation.BEST_OF}
-    assert best.baseline in imitation.BEST_OF and best.time == min(times.values())
-    assert best.sim_calls == 2 * len(imitation.BEST_OF)
-
-
-def test_relabelling_renames_devices_by_first_use_only_where_it_changes_nothing() -> None:
-    task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie")
-    raw = imitation.target(task, "metis+cp", relabel=False)
-    new = imitation.target(task, "metis+cp", relabel=True)
-    assert new.relabelled and not raw.relabelled
-    order = task.env.graph.topo_order
-    assert new.placement[order[0]] == 0  # the first op's device is device 0
-    firsts = list(dict.fromkeys(new.placement[order].tolist()))
-    assert firsts == sorted(firsts)  # devices appear in label order
-    # a renaming: same partition of the ops, same step time (the cluster is symmetric)
-    pairs = set(zip(raw.placement.tolist(), new.placement.tolist(), strict=True))
-    assert len(pairs) == len(np.unique(raw.placement))
-    assert new.time == pytest.approx(raw.time, rel=1e-12)
-    swap = np.array([1, 0, 2, 3])
-    assert imitation.symmetric_under(get_cluster("4xgpu-pcie"), swap)
-    # one faster device: renaming it changes step times, so labels are kept
-    dev = {"flop_s": 1e13, "mem_bw": 7.5e11, "memory": 1.7e10, "op_overhead": 5e-6}
-    fast = {**dev, "flop_s": 2e13}
-    hetero = cluster_from_dict(
-        {"devices": [fast, dev, dev, dev], "link": {"bandwidth": 1.2e10, "latency": 1e-5}}
-    )
-    assert not imitation.symmetric_under(hetero, swap)
-    assert imitation.symmetric_under(hetero, np.array([0, 2, 1, 3]))
+    assert int8_time == pytest.approx(targets.target(task, "m-etf").time, rel=1e-6)
 
 
 def test_a_fresh_run_imitates_once_and_resume_eval_export_do_not(
@@ -132,7 +99,7 @@ def test_a_fresh_run_imitates_once_and_resume_eval_export_do_not(
     assert all(row["step"] == "0" for row in rows)
     state = json.loads((run / "checkpoint" / "state.json").read_text())
     (rec,) = state["learner"]["imitation"]
-    assert rec["graph"] == "synthetic-120-s0" and rec["baseline"] in imitation.BEST_OF
+    assert rec["graph"] == "synthetic-120-s0" and rec["baseline"] in targets.BEST_OF
     # the first published snapshot is the imitated policy: the first evaluation (8 decisions,
     # before any update) is the greedy imitation's gain over the reference
     with open(run / "metrics.csv", newline="") as f:
@@ -193,16 +160,6 @@ def test_an_unfit_imitation_warns_and_a_fit_one_does_not(
     assert "warning" not in capsys.readouterr().out
 
 
-def test_priority_levels_are_equal_count_buckets_of_the_order() -> None:
-    rng = np.random.default_rng(0)
-    prio = rng.normal(size=80)
-    lv = imitation.priority_levels(prio, 8)
-    assert np.bincount(lv, minlength=8).tolist() == [10] * 8
-    order = np.argsort(prio)
-    assert (np.diff(lv[order]) >= 0).all()  # a higher priority never gets a lower level
-    assert lv[prio.argmax()] == 7 and lv[prio.argmin()] == 0
-
-
 def test_joint_imitation_fits_placement_priorities_and_fusion() -> None:
     """The joint task's target is a baseline's whole decision: its placement, its priorities
     as levels, and greedy fusion where that is faster. On 120 ops `best` is the single device
@@ -210,10 +167,10 @@ def test_joint_imitation_fits_placement_priorities_and_fusion() -> None:
     env = "graphopt:joint/synthetic-120-s0"
     _, learner = _learner(env=env, imitate="best", imitate_steps=150, imitate_lr=3e-3)
     task = learner.tasks[0]
-    goal = imitation.target(task, "best")
-    heft = imitation.target(task, "heft")
+    goal = targets.target(task, "best")
+    heft = targets.target(task, "heft")
     assert goal.time < heft.time and goal.fused
-    assert goal.sim_calls == 3 * len(imitation.BEST_OF)  # each baseline, then fused and not
+    assert goal.sim_calls == 3 * len(targets.BEST_OF)  # each baseline, then fused and not
     fuse = goal.actions[:, 2].astype(bool)
     assert fuse.any() and not (fuse & (task.mask[:, 2] == 0)).any()  # fusable ops only
     # HEFT's target levels follow its upward ranks

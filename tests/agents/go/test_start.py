@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from actorq import train
-from actorq.agents.go import imitation
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.cli import main
 from actorq.errors import ConfigError, GraphError
+from actorq.graphopt import targets
 from actorq.graphopt.actor import GraphActor, GraphTask
 from actorq.graphopt.inputs import NODE_FEATURES
 from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
@@ -30,7 +30,7 @@ ENV = "graphopt:placement/synthetic-120-s0"
 def test_the_start_is_the_imitation_target_as_one_hot_columns() -> None:
     plain = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie")
     task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie", start="m-etf")
-    goal = imitation.target(plain, "m-etf")
+    goal = targets.target(plain, "m-etf")
     assert task.start.baseline == "m-etf"
     np.testing.assert_array_equal(task.start.placement, goal.placement)
     nf = len(NODE_FEATURES)

@@ -199,8 +199,8 @@ class GOConfig(ExperimentConfig):
             get_cluster(self.cluster)
         except GraphError as e:
             raise ConfigError(f"--cluster: {first_line(e)}") from None
-        from actorq.agents.go.imitation import CHOICES, TASKS
         from actorq.graphopt.baselines import REFERENCES
+        from actorq.graphopt.targets import CHOICES, TASKS
 
         if self.imitate not in CHOICES:
             raise ConfigError(
