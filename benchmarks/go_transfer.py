@@ -108,6 +108,20 @@ def smallest(family: str) -> str:
     return min(suite_names(family), key=lambda n: get_graph(n).num_ops)
 
 
+def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
+    """Pre-training's graphs: each other family's smallest, and with ``max_ops`` every other
+    suite graph of those families with at most that many ops (smallest family first)."""
+    from actorq.graphopt.suite import get_graph, suite_names
+
+    out = [smallest(f) for f in FAMILIES if f != held_out]
+    if max_ops:
+        for f in FAMILIES:
+            if f != held_out:
+                names = sorted(suite_names(f), key=lambda n: get_graph(n).num_ops)
+                out += [n for n in names if n not in out and get_graph(n).num_ops <= max_ops]
+    return out
+
+
 def go_config(
     args: argparse.Namespace,
     run_dir: Path,
@@ -204,7 +218,7 @@ def train_or_resume(cfg: Any) -> Any:
 
 def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     held = smallest(family)
-    train_graphs = [smallest(f) for f in FAMILIES if f != family]
+    train_graphs = pretrain_graphs(family, args.pretrain_max_ops)
     runs = root / "runs"
     pre_dir = pretrain_dir(args, root, family)
     t0 = time.perf_counter()
@@ -411,7 +425,13 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         f"Command: `{command}`",
         "",
         f"Budgets (whole-graph decisions): pre-train {args.pretrain_steps:,} on the five other "
-        f"families' smallest graphs; fine-tune {args.finetune_steps:,}; from scratch "
+        "families' smallest graphs"
+        + (
+            f" and their other graphs of at most {args.pretrain_max_ops:,} ops"
+            if args.pretrain_max_ops
+            else ""
+        )
+        + f"; fine-tune {args.finetune_steps:,}; from scratch "
         f"{args.scratch_steps:,}; random search, annealing and hill climbing (annealing's "
         f"moves at zero temperature, from the same start) {args.scratch_steps:,} simulator "
         f'calls ("@ft": {args.finetune_steps:,}, fine-tuning\'s). Step times in ms '
@@ -526,7 +546,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
                 )
             ),
             "",
-            f"Pre-training's greedy gain over the reference (`{args.reference}`) on its own five "
+            f"Pre-training's greedy gain over the reference (`{args.reference}`) on its own "
             "training graphs "
             f"(mean; the held-out family named): {'; '.join(pre)}.",
             "",
@@ -633,6 +653,13 @@ def main(argv: list[str] | None = None) -> int:
         "self-imitation teaches the edits that won",
     )
     ap.add_argument(
+        "--pretrain-max-ops",
+        type=int,
+        default=0,
+        help="pre-train also on every other suite graph of the five families with at most this "
+        "many ops (folder ...-ptmaxN; default 0: each family's smallest graph only)",
+    )
+    ap.add_argument(
         "--no-explore-sil",
         action="store_true",
         help="with --explore: self-imitation pulls toward the best policy sample only, the run "
@@ -716,6 +743,11 @@ def main(argv: list[str] | None = None) -> int:
         folder += "-ptexplore" if args.pretrain_explore else ""
     if args.distill_steps:
         folder += f"-distill{args.distill_steps}e{args.distill_every}"
+    if args.pretrain_max_ops < 0:
+        say("--pretrain-max-ops must be >= 0")
+        return 2
+    if args.pretrain_max_ops:
+        folder += f"-ptmax{args.pretrain_max_ops}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
@@ -763,6 +795,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["finetune_pos_freqs"] = args.finetune_pos_freqs
     if args.start != "none":  # settings without the key: GO's policy, no start
         budget["start"] = args.start
+    if args.pretrain_max_ops:  # settings without the key: the smallest graph per family
+        budget["pretrain_max_ops"] = args.pretrain_max_ops
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")
