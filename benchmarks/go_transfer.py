@@ -41,7 +41,9 @@ explore: its search results are specific to its graphs, and pulling the policy t
 its greedy decisions worse (4 PCIe GPUs, inception held out: the training graphs' gain over
 HEFT fell from +0.10 to -0.13). ``--pretrain-explore`` (folder ``...-ptexplore``) makes it
 explore too, for policies that decide from a start (``--start``): there the moves edit each
-training graph's start, and self-imitation teaches the edits that won. ``--pretrained-in
+training graph's start, and self-imitation teaches the edits that won; ``--pretrain-max-ops N``
+(folder ``...-ptmaxN``) pre-trains on every graph of the five families with at most N ops, not
+only each one's smallest. ``--pretrained-in
 FOLDER`` takes the pre-training cells and runs from another results folder instead of training
 them again, after checking that their run configuration is the one this command's would be
 (what fine-tuning ablations share).
