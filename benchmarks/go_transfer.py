@@ -43,10 +43,9 @@ HEFT fell from +0.10 to -0.13). ``--pretrain-explore`` (folder ``...-ptexplore``
 explore too, for policies that decide from a start (``--start``): there the moves edit each
 training graph's start, and self-imitation teaches the edits that won; ``--pretrain-max-ops N``
 (folder ``...-ptmaxN``) pre-trains on every graph of the five families with at most N ops, not
-only each one's smallest. ``--pretrained-in
-FOLDER`` takes the pre-training cells and runs from another results folder instead of training
-them again, after checking that their run configuration is the one this command's would be
-(what fine-tuning ablations share).
+only each one's smallest. ``--pretrained-in FOLDER`` takes the pre-training cells and runs
+from another results folder instead of training them again, after checking that their run
+configuration is the one this command's would be (what fine-tuning ablations share).
 ``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
 (``GOConfig.explore_guided``) rather than uniformly. ``--pos-freqs K`` (folder ``...-posK``)
 gives every stage's network Fourier features of each op's position (``GOConfig.pos_freqs``), so
@@ -112,7 +111,8 @@ def smallest(family: str) -> str:
 
 def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
     """Pre-training's graphs: each other family's smallest, and with ``max_ops`` every other
-    suite graph of those families with at most that many ops (smallest family first)."""
+    suite graph of those families with at most that many ops (after the five smallest, family by
+    family, each family's by size)."""
     from actorq.graphopt.suite import get_graph, suite_names
 
     out = [smallest(f) for f in FAMILIES if f != held_out]
