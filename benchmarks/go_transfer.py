@@ -115,12 +115,12 @@ def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
     family, each family's by size)."""
     from actorq.graphopt.suite import get_graph, suite_names
 
-    out = [smallest(f) for f in FAMILIES if f != held_out]
+    others = [f for f in FAMILIES if f != held_out]
+    by_size = {f: sorted(suite_names(f), key=lambda n: get_graph(n).num_ops) for f in others}
+    out = [by_size[f][0] for f in others]
     if max_ops:
-        for f in FAMILIES:
-            if f != held_out:
-                names = sorted(suite_names(f), key=lambda n: get_graph(n).num_ops)
-                out += [n for n in names if n not in out and get_graph(n).num_ops <= max_ops]
+        for f in others:
+            out += [n for n in by_size[f][1:] if get_graph(n).num_ops <= max_ops]
     return out
 
 

@@ -74,7 +74,7 @@ def judged(task: Any, actions: np.ndarray) -> dict[str, Any]:
 def family_row(
     root: Path, fam: str, cluster: str, reference: str, start: str, seed: int
 ) -> dict[str, Any]:
-    from actorq.graphopt.actor import HEADS, GraphTask
+    from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.cluster import get_cluster
     from actorq.graphopt.inputs import OnnxGOPolicy
     from actorq.graphopt.policy import onnx_bytes
@@ -101,10 +101,9 @@ def family_row(
                                         w, lam)  # fmt: skip
                 a, _ = task.decide(o, None)
                 row[f"smoothed_{lam:g}"] = judged(task, a)
-    best = target(task, "best")  # fine-tuning's imitation target, judged as the task judges
-    actions = np.zeros((task.num_ops, len(HEADS)), np.int64)
-    actions[:, 0] = best.placement
-    row["best"] = {"name": best.baseline, **judged(task, actions)}
+    # fine-tuning's imitation target (the task's own start when it decides from best)
+    best = task.start if start == "best" else target(task, "best")
+    row["best"] = {"name": best.baseline, **judged(task, best.actions)}
     return row
 
 
