@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -160,6 +162,78 @@ def test_position_octaves_fit_an_arbitrary_split_the_scalar_position_cannot() ->
         with torch.no_grad():
             acc[k] = float((m(**x)["placement"].argmax(1) == y).float().mean())
     assert acc[8] == 1.0 and acc[0] < 0.5, acc
+
+
+def skip_chain(n: int, seed: int) -> tuple[list[dict[str, object]], list[tuple[str, str, float]]]:
+    """Ops and edges of a chain with random forward skips and random costs: the chain makes
+    the topological order unique, whatever the ops' indices."""
+    rng = np.random.default_rng(seed)
+    kinds = ["linear", "relu", "add", "conv2d", "matmul"]
+    ops = [
+        {"name": f"o{i}", "type": kinds[int(rng.integers(len(kinds)))],
+         "flops": float(rng.uniform(1, 1e7)), "out_bytes": float(rng.uniform(1, 1e6)),
+         "param_bytes": float(rng.choice([0.0, rng.uniform(1, 1e5)]))}
+        for i in range(n)
+    ]  # fmt: skip
+    edges = [(f"o{i}", f"o{i + 1}", float(rng.uniform(1, 1e6))) for i in range(n - 1)]
+    for _ in range(n // 2):
+        a, b = sorted(rng.choice(n, 2, replace=False).tolist())
+        if b > a + 1:
+            edges.append((f"o{a}", f"o{b}", float(rng.uniform(1, 1e6))))
+    return ops, edges
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_policy_does_not_depend_on_how_ops_are_numbered(seed: int) -> None:
+    """The same graph with its ops and edges listed in another order (so every op has another
+    index): each op gets the same logits. Its topological order is unique (a chain with skips),
+    so the segment attention sees the same sequence; everything else (GraphSAGE's mean over
+    neighbours, the anchor gather, the graph embedding's mean) is permutation-equivariant."""
+    torch.manual_seed(seed)
+    model = GOPolicy(small_config(num_devices=4, pos_freqs=3)).eval()
+    ops, edges = skip_chain(50, seed)
+    rng = np.random.default_rng(seed + 10)
+    perm = rng.permutation(len(ops))  # new position -> old index
+    g0 = make_graph("a", ops, edges)
+    g1 = make_graph("b", [ops[i] for i in perm], [edges[i] for i in rng.permutation(len(edges))])
+    with torch.no_grad():
+        o0 = model(**encode_graph(g0).tensors())
+        o1 = model(**encode_graph(g1).tensors())
+    assert g1.op_names == [g0.op_names[i] for i in perm]
+    for head in ("placement", "priority", "fusion", "priority_score"):
+        torch.testing.assert_close(o1[head], o0[head][torch.from_numpy(perm)], atol=1e-5, rtol=0)
+
+
+def test_graphsage_layers_are_permutation_equivariant() -> None:
+    """Without the attention (whose sequence is the topological order) the encoder commutes
+    with any renumbering of the ops, whatever their order: ``enc(P g) = P enc(g)``."""
+    torch.manual_seed(0)
+    model = GOPolicy(small_config(num_devices=3, attn_layers=0)).eval()
+    g = layered_dag(60, 3)
+    inp = encode_graph(g)
+    n = g.num_ops
+    perm = np.random.default_rng(0).permutation(n)  # new -> old
+    inv = np.empty(n, np.int64)
+    inv[perm] = np.arange(n)  # old -> new
+    order = np.random.default_rng(1).permutation(n)  # any sequence: no attention reads it
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    moved = GraphInputs(
+        x=inp.x[perm], edge_attr=inp.edge_attr, src=inv[inp.src], dst=inv[inp.dst],
+        anchor=inv[inp.anchor[perm]], order=order, rank=rank,
+    )  # fmt: skip
+    with torch.no_grad():
+        h0 = model.encode(**inp.tensors())
+        h1 = model.encode(**moved.tensors())
+    torch.testing.assert_close(h1, h0[torch.from_numpy(perm)], atol=1e-5, rtol=0)
+    # and the attention does read the sequence: a policy with it differs when only the
+    # sequence changes (the renumbering test above keeps it)
+    torch.manual_seed(0)
+    full = GOPolicy(small_config(num_devices=3)).eval()
+    with torch.no_grad():
+        a = full.encode(**inp.tensors())
+        b = full.encode(**dataclasses.replace(inp, order=order, rank=rank).tensors())
+    assert not torch.allclose(a, b, atol=1e-3)
 
 
 def test_segment_memory_is_detached_but_read() -> None:
