@@ -251,6 +251,7 @@ class GraphActor:
             "log_prob": np.zeros((k, m, len(HEADS)), np.float32),
             "reward": np.zeros(k, np.float32),
             "explore": np.zeros(k, np.int8),
+            "feasible": np.zeros(k, np.int8),
             "version": np.full(k, self.version, np.int64),
             "actor": np.full(k, self.index, np.int32),
         }
@@ -270,7 +271,7 @@ class GraphActor:
             else:
                 actions, logp = task.decide(self.outputs(i), self.rng)
             t = time.perf_counter()
-            reward, improvement, _ = task.judge(actions)
+            reward, improvement, info = task.judge(actions)
             self.env_s += time.perf_counter() - t
             if self.explore > 0.0 and (i not in self.incumbent or reward > self.incumbent[i][0]):
                 self.incumbent[i] = (reward, actions)
@@ -280,6 +281,7 @@ class GraphActor:
             items["log_prob"][j, :n] = logp
             items["reward"][j] = reward
             items["explore"][j] = explore
+            items["feasible"][j] = bool(info["feasible"])
             episodes.append((improvement, 1))
         self.env_steps += k
         return items, episodes

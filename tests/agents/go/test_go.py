@@ -75,6 +75,38 @@ def test_first_epoch_ratio_is_one_for_fp32_actors() -> None:
     assert 0 < m8["losses/approx_kl"] < 1e-3
 
 
+def test_infeasible_decisions_are_counted_and_the_simulators_reason_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two devices of 270 MB: a fresh policy's spread placements of the two graphs sometimes
+    fit and sometimes do not. Each item records whether its decision fit (as the simulator
+    judges it again), the update reports the batch's infeasible share, and prints the
+    simulator's reason (device, bytes, op at the peak) once per graph, not on every update."""
+    dev = {"flop_s": 1e13, "mem_bw": 7.5e11, "memory": 2.7e8, "op_overhead": 5e-6}
+    cluster = tmp_path / "tight.json"
+    cluster.write_text(json.dumps({
+        "name": "tight", "devices": [{"name": n, **dev} for n in ("a", "b")],
+        "link": {"bandwidth": 1.2e10, "latency": 1e-5},
+    }))  # fmt: skip
+    _, learner, actor, _ = _actor_and_learner(cluster=str(cluster))
+    first, second = actor.step()[0], actor.step()[0]
+    batch = {k: np.concatenate([first[k], second[k]]) for k in first}
+    for j, g in enumerate(batch["graph"]):
+        task = actor.tasks[int(g)]
+        info = task.judge(batch["actions"][j, : task.num_ops].astype(np.int64))[2]
+        assert batch["feasible"][j] == info["feasible"]
+    assert 0 < batch["feasible"].sum() < len(batch["feasible"])  # a mix
+    m = learner.update(batch)
+    assert m["charts/infeasible_share"] == pytest.approx(1 - batch["feasible"].mean())
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("infeasible:")]
+    graphs = {actor.tasks[int(g)].env.graph.name for g in batch["graph"][batch["feasible"] == 0]}
+    assert len(lines) == len(graphs) >= 1
+    for ln in lines:
+        assert "do not fit (penalised), e.g. device " in ln and "capacity" in ln and "at op" in ln
+    learner.update(batch)  # the same graphs again at once: not printed again
+    assert "infeasible:" not in capsys.readouterr().out
+
+
 def test_a_corrupt_snapshot_is_refused_and_the_last_good_one_kept() -> None:
     _, _, actor, cache = _actor_and_learner()
     good = actor.runtime

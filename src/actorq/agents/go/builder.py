@@ -71,6 +71,7 @@ class GOBuilder:
             "log_prob": ArraySpec(per_op, "float32"),
             "reward": ArraySpec((), "float32"),
             "explore": ArraySpec((), "int8"),  # 1: a run-move decision, not a policy sample
+            "feasible": ArraySpec((), "int8"),  # 0: the decision does not fit (penalised)
             "version": ArraySpec((), "int64"),
             "actor": ArraySpec((), "int32"),
         }

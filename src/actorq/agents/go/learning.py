@@ -117,6 +117,10 @@ def chosen_log_probs(lps: list[torch.Tensor], actions: torch.Tensor) -> torch.Te
     return torch.stack([lp.gather(1, actions[:, c : c + 1])[:, 0] for c, lp in enumerate(lps)], 1)
 
 
+#: Updates between two reports of infeasible decisions on the same graph.
+INFEASIBLE_EVERY = 100
+
+
 class GOLearner(Learner):
     def __init__(self, cfg: GOConfig, tasks: list[GraphTask]) -> None:
         self.cfg = cfg
@@ -144,6 +148,8 @@ class GOLearner(Learner):
         self.sil_reward = np.full(len(tasks), -np.inf)
         self.sil_actions: list[torch.Tensor | None] = [None] * len(tasks)
         self.since_distill = 0  # decisions since the last distillation (--distill-every)
+        # per graph: the update at which an infeasible decision's reason was last printed
+        self.infeasible_told = np.full(len(tasks), -INFEASIBLE_EVERY)
         self.distills = 0
         if cfg.init_from is not None:
             self.model.load_state_dict(pretrained_weights(cfg, self.model))
@@ -228,6 +234,9 @@ class GOLearner(Learner):
             stats["gn"].append(float(gn))
             stats["sil"].append(float(sil_loss.detach()))
         self.updates += 1
+        feasible = np.asarray(batch.get("feasible", np.ones(len(rewards))), bool)
+        if not feasible.all():
+            self.tell_infeasible(graphs, feasible, batch["actions"])
         extra: dict[str, float] = {}
         self.since_distill += len(rewards)
         if cfg.distill_every and self.since_distill >= cfg.distill_every:
@@ -244,7 +253,27 @@ class GOLearner(Learner):
             "losses/sil_loss": stats["sil"][-1],
             "charts/best_by_policy": float(self.improved["policy"]),
             "charts/best_by_explore": float(self.improved["explore"]),
+            "charts/infeasible_share": float(1.0 - feasible.mean()),
         }
+
+    def tell_infeasible(self, graphs: np.ndarray, feasible: np.ndarray, actions: Any) -> None:
+        """Print why the batch's decisions on a graph did not fit (the simulator's reason for the
+        first of them, simulated again here), at most once per graph every
+        :data:`INFEASIBLE_EVERY` updates: the penalty alone says how bad, not which device and
+        op ran out of memory, which is what a user changes (the cluster, the graph's batch)."""
+        for g in np.unique(graphs[~feasible]).tolist():
+            if self.updates - self.infeasible_told[g] < INFEASIBLE_EVERY:
+                continue
+            self.infeasible_told[g] = self.updates
+            bad = np.flatnonzero((graphs == g) & ~feasible)
+            task = self.tasks[g]
+            _, _, info = task.judge(np.asarray(actions[bad[0]][: task.num_ops], np.int64))
+            print(
+                f"infeasible: {len(bad)} of {int((graphs == g).sum())} decisions on "
+                f"{task.env.graph.name} in update {self.updates} do not fit (penalised), e.g. "
+                f"{info['reason'] or 'no reason given'}",
+                flush=True,
+            )
 
     def track_best(
         self,
