@@ -42,7 +42,7 @@ class BaselinesArgs:
     graph: str
     """Suite name (see `actorq graphopt list`), synthetic-<ops>-s<seed>, or a .json/.npz file."""
     cluster: str = "4xgpu-pcie"
-    """Preset ({1,2,4,8}xgpu-{pcie,nvlink}) or a cluster .json file."""
+    """Preset NxDEV-LINK (DEV gpu, a100, h100; LINK pcie, nvlink: 8xh100-nvlink) or a .json."""
     budget: int = 100
     """Simulator calls for each search baseline (random, anneal, climb)."""
     seed: int = 0
@@ -61,7 +61,7 @@ class PlaceArgs:
     graph: str
     """Suite name (see `actorq graphopt list`), synthetic-<ops>-s<seed>, or a .json/.npz file."""
     cluster: str = "4xgpu-pcie"
-    """Preset ({1,2,4,8}xgpu-{pcie,nvlink}) or a cluster .json file."""
+    """Preset NxDEV-LINK (DEV gpu, a100, h100; LINK pcie, nvlink: 8xh100-nvlink) or a .json."""
     policy: str | None = None
     """A GO run directory (actorq graphopt train) or a policy .safetensors file; default: the
     policy shipped with actorq for the cluster's device count. A run that trained the placement
