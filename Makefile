@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,control,graph,distributed,bench]'
+	$(BIN)/python -m pip install -q -e '.[dev,control,graph,distributed,bench,hf]'
 	touch $(STAMP)
 
 # The main job: DQN with int8 actors on CartPole-v1, embedded local backend (no services).
