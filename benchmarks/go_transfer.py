@@ -57,6 +57,13 @@ placement of each graph (``GOConfig.start``, Placeto's formulation; ``best`` as 
 picks it): zero-shot then reads the held-out graph and its best classical placement, which
 costs the ``zeroshot`` cell's ``start.sim_calls`` simulator calls.
 
+The held-out family's other graphs (its larger sizes, up to 107k ops) have two more stages, run
+only when named in ``--stages``: ``larger`` (per graph, the classical baselines with the search
+ones at fine-tuning's budget, reused from another folder of the same task and cluster where it
+ran them, and the pre-trained policy's zero-shot decision, whether it fits and if not why) and
+``larger-finetune`` (the pre-trained policy fine-tuned on the graph as on the smallest);
+``--held-out-max-ops N`` takes the graphs of at most N ops. The report adds their table.
+
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
 the fine-tune curve is compared with the from-scratch one: the decisions fine-tuning needed to
@@ -70,6 +77,7 @@ cells, a Markdown table goes to stdout and ``<results>/report.md`` (``report-sN.
 geomeans and the spread.
 
     .venv/bin/python benchmarks/go_transfer.py                       # all six families
+    .venv/bin/python benchmarks/go_transfer.py --stages larger       # then their larger graphs
     .venv/bin/python benchmarks/go_transfer.py --families gnmt --pretrain-steps 512 \\
         --finetune-steps 128 --scratch-steps 256 --results /tmp/go_smoke   # a quick smoke run
 """
@@ -98,6 +106,10 @@ BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf")
 FUSED = ("best+fuse",)
 
 
+#: Table headings of the baselines whose names are abbreviations.
+PRETTY = {"metis+cp": "METIS+cp", "heft": "HEFT", "m-etf": "m-ETF"}
+
+
 def baseline_names(task: str) -> tuple[str, ...]:
     return (*BASELINES, *(FUSED if task == "joint" else ()))
 
@@ -107,6 +119,15 @@ def smallest(family: str) -> str:
     from actorq.graphopt.suite import get_graph, suite_names
 
     return min(suite_names(family), key=lambda n: get_graph(n).num_ops)
+
+
+def held_out_graphs(family: str, max_ops: int = 0) -> list[str]:
+    """The held-out family's other suite graphs (all but its smallest, which the main cells
+    use), by size; with ``max_ops``, those of at most that many ops."""
+    from actorq.graphopt.suite import get_graph, suite_names
+
+    names = sorted(suite_names(family), key=lambda n: get_graph(n).num_ops)[1:]
+    return [n for n in names if not max_ops or get_graph(n).num_ops <= max_ops]
 
 
 def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
@@ -169,6 +190,8 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
 
     from actorq.agents.go.builder import BUILDER
     from actorq.experiment import load_run_config
+    from actorq.graphopt.actor import decode_snapshot
+    from actorq.graphopt.inputs import OnnxGOPolicy
 
     saved: Any = load_run_config(run_dir)
     # the run's weights (init_from), judged on one graph
@@ -183,8 +206,12 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
         s = task.start
         out["start"] = {"baseline": s.baseline, "time": s.time, "sim_calls": s.sim_calls}
     for prec in ("int8", "fp32"):
-        gain = float(io.evaluate(io.snapshot(0, prec), 1, 0)[0])
-        out[f"time_{prec}"] = task.env.reference_time * (1.0 - gain)
+        rt = OnnxGOPolicy(decode_snapshot(io.snapshot(0, prec)).model)
+        actions, _ = task.decide(rt(task.inputs), None)
+        _, _, info = task.judge(actions)
+        out[f"time_{prec}"] = float(info["score"])  # penalised when it does not fit
+        if not info["feasible"]:
+            out[f"infeasible_{prec}"] = info["reason"]
     return out
 
 
@@ -235,45 +262,117 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     elif stage == "zeroshot":
         out.update(step_times(pre_dir, held, args))
     elif stage in ("finetune", "scratch"):
-        steps = args.finetune_steps if stage == "finetune" else args.scratch_steps
-        kw: dict[str, Any] = {}
-        if stage == "finetune":
-            kw["init_from"] = str(pre_dir)
-            if args.finetune_learning_rate is not None:
-                kw["learning_rate"] = args.finetune_learning_rate
         rd = runs / f"{stage}-{family}-s{args.seed}"
-        kw.update(explore_kw(args))
-        if args.distill_steps:
-            kw.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
-        if args.finetune_pos_freqs:  # octaves for the held-out graph's runs only
-            kw["pos_freqs"] = args.finetune_pos_freqs
-        warm = stage == "scratch" or args.finetune_imitate
-        if stage == "finetune" and args.finetune_imitate_steps is not None:
-            kw["imitate_steps"] = args.finetune_imitate_steps
-        r = train_or_resume(go_config(args, rd, [held], steps, imitate=warm, **kw))
-        out.update(step_times(rd, held, args), decisions=r.env_steps, updates=r.updates)
-        out["curve"] = curve(rd, out["reference_time"])
-        state = json.loads((rd / "checkpoint" / "state.json").read_text())
-        out["best_sampled"] = state["learner"]["best_time"][0]  # the run's best decision
-        out["imitation"] = imitation(rd)
+        out.update(held_out_run(stage, held, rd, pre_dir, args))
     elif stage == "baselines":
-        from actorq.graphopt import Simulator, get_cluster
-        from actorq.graphopt.baselines import penalized, run_baselines
-        from actorq.graphopt.suite import get_graph
-
-        sim = Simulator(get_graph(held), get_cluster(args.cluster))
-        names = (*baseline_names(args.task), *SEARCH)
-        for b in run_baselines(sim, names, budget=args.scratch_steps, seed=args.seed):
-            out[b.name] = {"time": penalized(sim, b.result), "feasible": b.result.feasible}
+        out.update(baseline_times(held, args, args.scratch_steps))
         out["budget"] = args.scratch_steps
         # annealing at fine-tuning's budget: the search GO's fine-tuning is weighed against
         # at equal simulator calls on the held-out graph (the issue's protocol)
         # (from the same best classical start as the full-budget one)
-        for b in run_baselines(sim, names, budget=args.finetune_steps, seed=args.seed):
-            if b.name in SEARCH:
-                t, ok = penalized(sim, b.result), b.result.feasible
-                out[f"{b.name}_ft"] = {"time": t, "feasible": ok}
+        ft = baseline_times(held, args, args.finetune_steps, search_only=True)
+        out.update({f"{k}_ft": v for k, v in ft.items()})
         out["budget_ft"] = args.finetune_steps
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def held_out_run(
+    stage: str, graph: str, rd: Path, pre_dir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """A fine-tuning (from ``pre_dir``'s policy) or from-scratch run on one held-out graph,
+    with the command's settings for the held-out graph's runs; its greedy step times, curve,
+    best decision found and warm start."""
+    steps = args.finetune_steps if stage == "finetune" else args.scratch_steps
+    kw: dict[str, Any] = {}
+    if stage == "finetune":
+        kw["init_from"] = str(pre_dir)
+        if args.finetune_learning_rate is not None:
+            kw["learning_rate"] = args.finetune_learning_rate
+    kw.update(explore_kw(args))
+    if args.distill_steps:
+        kw.update(distill_steps=args.distill_steps, distill_every=args.distill_every)
+    if args.finetune_pos_freqs:  # octaves for the held-out graph's runs only
+        kw["pos_freqs"] = args.finetune_pos_freqs
+    warm = stage == "scratch" or args.finetune_imitate
+    if stage == "finetune" and args.finetune_imitate_steps is not None:
+        kw["imitate_steps"] = args.finetune_imitate_steps
+    r = train_or_resume(go_config(args, rd, [graph], steps, imitate=warm, **kw))
+    out = step_times(rd, graph, args)
+    out.update(decisions=r.env_steps, updates=r.updates)
+    out["curve"] = curve(rd, out["reference_time"])
+    state = json.loads((rd / "checkpoint" / "state.json").read_text())
+    out["best_sampled"] = state["learner"]["best_time"][0]  # the run's best decision
+    out["imitation"] = imitation(rd)
+    return out
+
+
+def baseline_times(
+    graph: str, args: argparse.Namespace, budget: int, search_only: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Each baseline's penalised step time on ``graph`` (the search ones given ``budget``
+    simulator calls, from the best classical start; ``search_only``: only those)."""
+    from actorq.graphopt import Simulator, get_cluster
+    from actorq.graphopt.baselines import penalized, run_baselines
+    from actorq.graphopt.suite import get_graph
+
+    sim = Simulator(get_graph(graph), get_cluster(args.cluster))
+    names = (*baseline_names(args.task), *SEARCH)
+    out = {}
+    for b in run_baselines(sim, names, budget=budget, seed=args.seed):
+        if not search_only or b.name in SEARCH:
+            out[b.name] = {"time": penalized(sim, b.result), "feasible": b.result.feasible}
+    return out
+
+
+def larger_cell(stage: str, graph: str, seed: int) -> str:
+    """The file name of a larger stage's cell (graph names are unique across families)."""
+    return (
+        f"larger-{graph}-s{seed}.json"
+        if stage == "larger"
+        else f"larger-tuned-{graph}-s{seed}.json"
+    )
+
+
+def sibling_baselines(
+    root: Path, graph: str, args: argparse.Namespace
+) -> tuple[dict[str, Any], str] | None:
+    """``graph``'s baselines from another folder of the same task and cluster whose larger cell
+    ran them with this seed and budget (a 77k-op graph's three searches take ~10 min), and
+    that folder's name; None if there is none."""
+    for other in sorted(root.parent.glob(f"{args.task}-{args.cluster}-*")):
+        p = other / larger_cell("larger", graph, args.seed)
+        if other == root or not p.is_file():
+            continue
+        c = json.loads(p.read_text())
+        if c.get("budget") == args.finetune_steps and "baselines_from" not in c:
+            return c["baselines"], other.name
+    return None
+
+
+def run_larger(
+    stage: str, family: str, graph: str, args: argparse.Namespace, root: Path
+) -> dict[str, Any]:
+    """One of the held-out family's other graphs (``--held-out-max-ops``): ``larger`` is the
+    classical baselines (search at fine-tuning's budget) and the pre-trained policy's zero-shot
+    decision; ``larger-finetune`` fine-tunes the pre-trained policy on it as on the smallest."""
+    from actorq.graphopt.suite import get_graph
+
+    t0 = time.perf_counter()
+    pre_dir = pretrain_dir(args, root, family)
+    out: dict[str, Any] = {"stage": stage, "family": family, "graph": graph,
+                           "ops": get_graph(graph).num_ops}  # fmt: skip
+    if stage == "larger":
+        done = sibling_baselines(root, graph, args)
+        if done is not None:  # the classical ones do not depend on GO's settings
+            out["baselines"], out["baselines_from"] = done
+        else:
+            out["baselines"] = baseline_times(graph, args, args.finetune_steps)
+        out["budget"] = args.finetune_steps
+        out["zeroshot"] = step_times(pre_dir, graph, args)
+    else:
+        rd = root / "runs" / f"finetune-{graph}-s{args.seed}"
+        out["finetune"] = held_out_run("finetune", graph, rd, pre_dir, args)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -330,6 +429,8 @@ def reused_pretrain(args: argparse.Namespace, family: str, graphs: list[str]) ->
 
 
 STAGES = ("baselines", "pretrain", "zeroshot", "finetune", "scratch")
+#: Stages on the held-out family's other graphs, run only when named in --stages.
+LARGER = ("larger", "larger-finetune")
 
 
 def geomean(x: list[float]) -> float:
@@ -381,6 +482,77 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
                 math.nan if None in eq else geomean([e for e in eq if e is not None]),
                 geomean([x[3] for x in r]),
             )
+    return out
+
+
+def larger_report(root: Path, args: argparse.Namespace) -> list[str]:
+    """The held-out families' other graphs (the larger stages' cells), if any were run."""
+    names = baseline_names(args.task)
+    rows: list[str] = []
+    zs_best, zs_eq, zs_ft, ft_exp, ft_eq, small = [], [], [], [], [], []
+    for fam in args.families:
+        cells = read_cells(root, fam, args.seed)
+        if "baselines" in cells and "zeroshot" in cells:  # the smallest graph, for comparison
+            b = cells["baselines"]
+            small.append(cells["zeroshot"]["time_int8"] / min(b[n]["time"] for n in names[1:]
+                                                                if n in b))  # fmt: skip
+        for graph in held_out_graphs(fam):  # every cell run, whatever this command's cap
+            p = root / larger_cell("larger", graph, args.seed)
+            if not p.is_file():
+                continue
+            c = json.loads(p.read_text())
+            b, zs = c["baselines"], c["zeroshot"]["time_int8"]
+            best = min(b[n]["time"] for n in names[1:])  # the classical ones (not single)
+            eq = min(best, *(b[n]["time"] for n in SEARCH))
+            zs_best.append(zs / best)
+            zs_eq.append(zs / eq)
+            tp = root / larger_cell("larger-finetune", graph, args.seed)
+            ft = json.loads(tp.read_text())["finetune"]["time_int8"] if tp.is_file() else None
+            if ft is not None:
+                zs_ft.append(zs / ft)
+                ft_exp.append(b["expert"]["time"] / ft)
+                ft_eq.append(eq / ft)
+            cols = [f"{1e3 * b[n]['time']:.1f}" + ("" if b[n]["feasible"] else "*")
+                    for n in (*names, *SEARCH)]  # fmt: skip
+            bad = " (does not fit)" if "infeasible_int8" in c["zeroshot"] else ""
+            cols += [f"{1e3 * zs:.1f}{bad}", f"{zs / best:.3f}x",
+                     "-" if ft is None else f"{1e3 * ft:.1f}"]  # fmt: skip
+            rows.append(f"| {fam} ({graph}, {c['ops']:,} ops) | {' | '.join(cols)} |")
+    if not rows:
+        return []
+    out = [
+        "The held-out families' other graphs (`--stages larger larger-finetune`): the same "
+        "pre-trained policy zero-shot, the classical baselines (search at fine-tuning's "
+        f"{args.finetune_steps:,} simulator calls), and the pre-trained policy fine-tuned on "
+        "each graph as on the smallest (`-` where not run); ms, `*` where a baseline's "
+        "placement does not fit (penalised):",
+        "",
+        "| held-out family (graph) | "
+        + " | ".join(PRETTY.get(n, n) for n in names)
+        + " | random @ft | anneal @ft | climb @ft | GO zero-shot "
+        "| zero-shot / best classical | GO fine-tuned |",
+        "|---|" + "---:|" * (len(names) + len(SEARCH) + 3),
+        *rows,
+        "",
+        f"Geomean over {len(zs_best)} graphs: zero-shot takes {geomean(zs_best):.3f}x the best "
+        f"classical placement's step time and {geomean(zs_eq):.3f}x the best at fine-tuning's "
+        "simulator calls"
+        + (
+            f" (on the families' smallest graphs, the main table: {geomean(small):.3f}x the "
+            "best classical)"
+            if small
+            else ""
+        )
+        + "."
+        + (
+            f" Fine-tuned on {len(zs_ft)} of them: {100 * (geomean(ft_exp) - 1):+.1f}% vs the "
+            f"expert split, {100 * (geomean(ft_eq) - 1):+.1f}% vs the best at equal simulator "
+            f"calls; zero-shot {geomean(zs_ft):.3f}x fine-tuned's step time."
+            if zs_ft
+            else ""
+        ),
+        "",
+    ]
     return out
 
 
@@ -556,6 +728,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             f"(mean; the held-out family named): {'; '.join(pre)}.",
             "",
         ]
+    head += larger_report(root, args)
     per_seed = seed_geomeans(root, list(args.families))
     if len(per_seed) > 1:  # the same settings run with other --seed values: their spread
         cols = np.array(list(per_seed.values()))
@@ -586,9 +759,18 @@ def main(argv: list[str] | None = None) -> int:
         "--stages",
         nargs="+",
         default=list(STAGES),
-        choices=STAGES,
+        choices=(*STAGES, *LARGER),
         help="run only these stages' cells now (the rest stay to do: a later command without "
-        "--stages runs them); e.g. every family's fine-tuning before the long from-scratch runs",
+        "--stages runs them); e.g. every family's fine-tuning before the long from-scratch runs. "
+        "larger: baselines and zero-shot on the held-out family's other graphs; "
+        "larger-finetune: fine-tuning on them (both only when named)",
+    )
+    ap.add_argument(
+        "--held-out-max-ops",
+        type=int,
+        default=0,
+        help="the larger stages take the held-out family's other graphs of at most this many "
+        "ops (default 0: all of them, up to 107k ops)",
     )
     ap.add_argument("--cluster", default="4xgpu-pcie")
     ap.add_argument("--task", default="placement", choices=("placement", "joint"))
@@ -749,8 +931,8 @@ def main(argv: list[str] | None = None) -> int:
         folder += "-ptexplore" if args.pretrain_explore else ""
     if args.distill_steps:
         folder += f"-distill{args.distill_steps}e{args.distill_every}"
-    if args.pretrain_max_ops < 0:
-        say("--pretrain-max-ops must be >= 0")
+    if args.pretrain_max_ops < 0 or args.held_out_max_ops < 0:
+        say("--pretrain-max-ops and --held-out-max-ops must be >= 0")
         return 2
     if args.pretrain_max_ops:
         folder += f"-ptmax{args.pretrain_max_ops}"
@@ -822,6 +1004,20 @@ def main(argv: list[str] | None = None) -> int:
             cell = run_cell(stage, fam, args, root)
             write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
             say(f"{fam}/{stage}: {cell['seconds']:.0f} s")
+        for stage in (st for st in LARGER if st in args.stages):
+            pre = root / f"{fam}-pretrain-s{args.seed}.json"
+            if not pre.is_file() and not args.pretrained_in:
+                say(f"{fam}/{stage} needs {fam}'s pre-training: add pretrain to --stages")
+                return 2
+            for graph in held_out_graphs(fam, args.held_out_max_ops):
+                path = root / larger_cell(stage, graph, args.seed)
+                if path.is_file():
+                    say(f"{graph}/{stage}: done before, skipped")
+                    continue
+                say(f"{graph}/{stage}: running")
+                cell = run_larger(stage, fam, graph, args, root)
+                write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
+                say(f"{graph}/{stage}: {cell['seconds']:.0f} s")
     text = report(root, args, command)
     # seed 0's report keeps the name docs link to; other seeds get their own
     (root / ("report.md" if args.seed == 0 else f"report-s{args.seed}.md")).write_text(text)
