@@ -85,6 +85,7 @@ geomeans and the spread.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -345,7 +346,14 @@ def sibling_baselines(
         if other == root or not p.is_file():
             continue
         c = json.loads(p.read_text())
-        if c.get("budget") == args.finetune_steps and "baselines_from" not in c:
+        # the cluster recorded (in the cell, or in its command for cells from before that),
+        # not the folder's name: "4xgpu" would match 4xgpu-nvlink's too
+        cmd = c.get("command", "").split()
+        cluster = c.get("cluster") or next(
+            (b for a, b in itertools.pairwise(cmd) if a == "--cluster"), "4xgpu-pcie"
+        )
+        same = cluster == args.cluster and c.get("budget") == args.finetune_steps
+        if same and "baselines_from" not in c:
             return c["baselines"], other.name
     return None
 
@@ -361,7 +369,7 @@ def run_larger(
     t0 = time.perf_counter()
     pre_dir = pretrain_dir(args, root, family)
     out: dict[str, Any] = {"stage": stage, "family": family, "graph": graph,
-                           "ops": get_graph(graph).num_ops}  # fmt: skip
+                           "cluster": args.cluster, "ops": get_graph(graph).num_ops}  # fmt: skip
     if stage == "larger":
         done = sibling_baselines(root, graph, args)
         if done is not None:  # the classical ones do not depend on GO's settings
