@@ -145,3 +145,50 @@ def test_springs_put_sample_clustereds_cluster_where_googles_fd_did() -> None:
     place_soft_macros(pc, FDConfig())
     assert pc.x[s][0] == pytest.approx(170.0, abs=1e-3)
     assert pc.y[s][0] == pytest.approx(310.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("square", [True, False])
+def test_repulsion_sweep_is_the_all_pairs_sum_to_the_bit(square: bool) -> None:
+    """The sweep tests only pairs whose x-extents can meet; its sums must be the all-pairs
+    test's exactly (same pairs, same order, same arithmetic): spread, clumped (every cluster at
+    the canvas centre, as FD starts them), coincident centres, and blocks of rows split by the
+    memory bound."""
+    import actorq.chip.force as force
+
+    rng = np.random.default_rng(0)
+    pc = clustered_netlist(seed=1, n_soft=60)
+    fp = ForcePlacer(pc)
+    m = len(fp.movable)
+    hx, hy = pc.x[fp.hard], pc.y[fp.hard]
+    layouts = [
+        (rng.uniform(0, 200, m), rng.uniform(0, 200, m)),
+        (100 + rng.uniform(-1, 1, m), 100 + rng.uniform(-1, 1, m)),
+        (np.full(m, 100.0), np.full(m, 100.0)),  # every centre the same
+        (np.round(rng.uniform(0, 200, m) / 20) * 20, np.round(rng.uniform(0, 200, m) / 20) * 20),
+    ]
+    for chunk in (force._CHUNK, 7):  # 7: a block of one or two rows at a time
+        old = force._CHUNK, force._ALL_PAIRS
+        force._CHUNK, force._ALL_PAIRS = chunk, 0  # the sweep, whatever the size
+        try:
+            for px, py in layouts:
+                got = fp._repulsion(px, py, hx, hy, square)
+                want = fp._repulsion_all_pairs(px, py, hx, hy, square)
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+                assert np.abs(want[0]).sum() > 0  # the layouts do overlap
+        finally:
+            force._CHUNK, force._ALL_PAIRS = old
+
+
+def test_fd_on_a_shipped_netlist_is_unchanged_by_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole FD run (attraction, then repulsion stages) ends at the same positions with the
+    sweep as with the all-pairs test."""
+    monkeypatch.setattr("actorq.chip.force._ALL_PAIRS", 0)  # the sweep on a small netlist
+    nl = get_netlist("toy_macro_stdcell")
+    runs = []
+    for sweep in (True, False):
+        pc = PlacementCost.from_placement(nl, load_plc(netlist_dir(nl.name) / "initial.plc"))
+        if not sweep:
+            monkeypatch.setattr(ForcePlacer, "_repulsion", ForcePlacer._repulsion_all_pairs)
+        place_soft_macros(pc, FDConfig(seed=2))
+        runs.append((pc.x.copy(), pc.y.copy()))
+    assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
