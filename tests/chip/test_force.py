@@ -149,10 +149,10 @@ def test_springs_put_sample_clustereds_cluster_where_googles_fd_did() -> None:
 
 @pytest.mark.parametrize("square", [True, False])
 def test_repulsion_sweep_is_the_all_pairs_sum_to_the_bit(square: bool) -> None:
-    """The sweep tests only pairs whose x-extents can meet; its sums must be the all-pairs
-    test's exactly (same pairs, same order, same arithmetic): spread, clumped (every cluster at
-    the canvas centre, as FD starts them), coincident centres, and blocks of rows split by the
-    memory bound."""
+    """The sweep tests only pairs whose x-extents can meet, the small netlists' path all pairs
+    in one block with cached sizes; their sums must be the all-pairs test's exactly (same
+    pairs, same order, same arithmetic): spread, clumped (every cluster at the canvas centre,
+    as FD starts them), coincident centres, and blocks of rows split by the memory bound."""
     import actorq.chip.force as force
 
     rng = np.random.default_rng(0)
@@ -174,6 +174,8 @@ def test_repulsion_sweep_is_the_all_pairs_sum_to_the_bit(square: bool) -> None:
                 got = fp._repulsion(px, py, hx, hy, square)
                 want = fp._repulsion_all_pairs(px, py, hx, hy, square)
                 assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+                small = fp._repulsion_small(px, py, hx, hy, square)  # one block, cached sums
+                assert np.array_equal(small[0], want[0]) and np.array_equal(small[1], want[1])
                 assert np.abs(want[0]).sum() > 0  # the layouts do overlap
         finally:
             force._CHUNK, force._ALL_PAIRS = old
