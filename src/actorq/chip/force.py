@@ -272,14 +272,9 @@ class ForcePlacer:
             if not len(i):
                 continue
             key = np.lexsort((j, i))  # row-major, as np.nonzero orders the all-pairs test
-            i, j, ddx, ddy = i[key], j[key], dx[key], dy[key]
-            d = np.hypot(ddx, ddy)
-            # coincident centres (rare after the jitter): push apart along x, by index order
-            zero = d == 0
-            ddx = np.where(zero, np.where(i < j, -1.0, 1.0), ddx)
-            d = np.where(zero, 1.0, d)
-            rx += np.bincount(i, ddx / d, m)
-            ry += np.bincount(i, ddy / d, m)
+            px_, py_ = _push_apart(i[key], j[key], dx[key], dy[key], m)
+            rx += px_
+            ry += py_
         return rx, ry
 
     def _repulsion_small(
@@ -304,13 +299,9 @@ class ForcePlacer:
         rx, ry = np.zeros(m), np.zeros(m)
         if not len(i):
             return rx, ry
-        ddx, ddy = dx[i, j], dy[i, j]
-        d = np.hypot(ddx, ddy)
-        zero = d == 0
-        ddx = np.where(zero, np.where(i < j, -1.0, 1.0), ddx)
-        d = np.where(zero, 1.0, d)
-        rx += np.bincount(i, ddx / d, m)
-        ry += np.bincount(i, ddy / d, m)
+        px_, py_ = _push_apart(i, j, dx[i, j], dy[i, j], m)
+        rx += px_
+        ry += py_
         return rx, ry
 
     def _repulsion_all_pairs(
@@ -336,14 +327,23 @@ class ForcePlacer:
             i, j = np.nonzero(hit)
             if not len(i):
                 continue
-            ddx, ddy = dx[i, j], dy[i, j]
-            d = np.hypot(ddx, ddy)
-            zero = d == 0
-            ddx = np.where(zero, np.where(i + a < j, -1.0, 1.0), ddx)
-            d = np.where(zero, 1.0, d)
-            rx[a:b] += np.bincount(i, ddx / d, b - a)
-            ry[a:b] += np.bincount(i, ddy / d, b - a)
+            px_, py_ = _push_apart(i, j, dx[i, j], dy[i, j], b - a, a)
+            rx[a:b] += px_
+            ry[a:b] += py_
         return rx, ry
+
+
+def _push_apart(
+    i: np.ndarray, j: np.ndarray, dx: np.ndarray, dy: np.ndarray, n: int, offset: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row ``i`` (of ``n``, numbered from ``offset``), the sum over its overlapping
+    partners ``j`` of the unit vector ``(dx, dy) / |(dx, dy)|`` pointing away from each."""
+    d = np.hypot(dx, dy)
+    # coincident centres (rare after the jitter): push apart along x, by index order
+    zero = d == 0
+    dx = np.where(zero, np.where(i + offset < j, -1.0, 1.0), dx)
+    d = np.where(zero, 1.0, d)
+    return np.bincount(i, dx / d, n), np.bincount(i, dy / d, n)
 
 
 def _step(p: np.ndarray, f: np.ndarray, dist: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
