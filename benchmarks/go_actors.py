@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import machine_info, read_metrics_csv, say, write_json_atomic
+from peers import machine_info, num, read_metrics_csv, say, write_json_atomic
 
 
 def cell(graph: str, actors: int, decisions: int, batch: int, lag: int) -> dict[str, Any]:
@@ -94,9 +94,6 @@ def report(rows: list[dict[str, Any]], command: str, machine: dict[str, Any]) ->
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     sync = {r["graph"]: r["steady_decisions_per_s"] for r in rows if r["actors"] == 0}
-
-    def num(x: float | None, fmt: str) -> str:
-        return "-" if x is None else format(x, fmt)
 
     for r in rows:
         base, st = sync.get(r["graph"]), r["steady_decisions_per_s"]

@@ -85,6 +85,7 @@ geomeans and the spread.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -115,34 +116,43 @@ def baseline_names(task: str) -> tuple[str, ...]:
     return (*BASELINES, *(FUSED if task == "joint" else ()))
 
 
-def smallest(family: str) -> str:
-    """The family's smallest suite graph (built and cached on first use)."""
-    from actorq.graphopt.suite import get_graph, suite_names
+@functools.cache
+def num_ops(name: str) -> int:
+    """A suite graph's op count (the graph built and cached on first use; read once per
+    process: sorting a family by size would otherwise load its 107k-op graphs again)."""
+    from actorq.graphopt.suite import get_graph
 
-    return min(suite_names(family), key=lambda n: get_graph(n).num_ops)
+    return get_graph(name).num_ops
+
+
+def smallest(family: str) -> str:
+    """The family's smallest suite graph."""
+    from actorq.graphopt.suite import suite_names
+
+    return min(suite_names(family), key=num_ops)
 
 
 def held_out_graphs(family: str, max_ops: int = 0) -> list[str]:
     """The held-out family's other suite graphs (all but its smallest, which the main cells
     use), by size; with ``max_ops``, those of at most that many ops."""
-    from actorq.graphopt.suite import get_graph, suite_names
+    from actorq.graphopt.suite import suite_names
 
-    names = sorted(suite_names(family), key=lambda n: get_graph(n).num_ops)[1:]
-    return [n for n in names if not max_ops or get_graph(n).num_ops <= max_ops]
+    names = sorted(suite_names(family), key=num_ops)[1:]
+    return [n for n in names if not max_ops or num_ops(n) <= max_ops]
 
 
 def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
     """Pre-training's graphs: each other family's smallest, and with ``max_ops`` every other
     suite graph of those families with at most that many ops (after the five smallest, family by
     family, each family's by size)."""
-    from actorq.graphopt.suite import get_graph, suite_names
+    from actorq.graphopt.suite import suite_names
 
     others = [f for f in FAMILIES if f != held_out]
-    by_size = {f: sorted(suite_names(f), key=lambda n: get_graph(n).num_ops) for f in others}
+    by_size = {f: sorted(suite_names(f), key=num_ops) for f in others}
     out = [by_size[f][0] for f in others]
     if max_ops:
         for f in others:
-            out += [n for n in by_size[f][1:] if get_graph(n).num_ops <= max_ops]
+            out += [n for n in by_size[f][1:] if num_ops(n) <= max_ops]
     return out
 
 
@@ -364,12 +374,11 @@ def run_larger(
     """One of the held-out family's other graphs (``--held-out-max-ops``): ``larger`` is the
     classical baselines (search at fine-tuning's budget) and the pre-trained policy's zero-shot
     decision; ``larger-finetune`` fine-tunes the pre-trained policy on it as on the smallest."""
-    from actorq.graphopt.suite import get_graph
 
     t0 = time.perf_counter()
     pre_dir = pretrain_dir(args, root, family)
     out: dict[str, Any] = {"stage": stage, "family": family, "graph": graph,
-                           "cluster": args.cluster, "ops": get_graph(graph).num_ops}  # fmt: skip
+                           "cluster": args.cluster, "ops": num_ops(graph)}  # fmt: skip
     if stage == "larger":
         done = sibling_baselines(root, graph, args)
         if done is not None:  # the classical ones do not depend on GO's settings

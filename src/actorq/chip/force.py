@@ -235,9 +235,7 @@ class ForcePlacer:
         m = len(px)
         if m * (m + len(hx)) <= _ALL_PAIRS:  # small netlists: numpy's per-call cost dominates
             return self._repulsion_small(px, py, hx, hy, square)
-        hw, hh = (self.side, self.side) if square else (self.hw, self.hh)
-        ohw = np.concatenate([hw, self.fixed_hw])
-        ohh = np.concatenate([hh, self.fixed_hh])
+        hw, hh, ohw, ohh = self._half_sizes(square)
         ox = np.concatenate([px, hx])
         oy = np.concatenate([py, hy])
         # candidates among the movable nodes: j's left edge lies in (L_i - 2 max hw, R_i),
@@ -277,16 +275,20 @@ class ForcePlacer:
             ry += py_
         return rx, ry
 
+    def _half_sizes(self, square: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Half-width and half-height of the movable nodes, then of every overlap partner
+        (movable, then hard): squares of the clusters' area with ``square_clusters``."""
+        hw, hh = (self.side, self.side) if square else (self.hw, self.hh)
+        return (hw, hh, np.concatenate([hw, self.fixed_hw]),
+                np.concatenate([hh, self.fixed_hh]))  # fmt: skip
+
     def _repulsion_small(
         self, px: np.ndarray, py: np.ndarray, hx: np.ndarray, hy: np.ndarray, square: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_repulsion_all_pairs` in one block, the sums of half-sizes (fixed for a
         netlist) computed once per placer: an FD run calls this 200 times."""
-        m = len(px)
         if square not in self._sums:
-            hw, hh = (self.side, self.side) if square else (self.hw, self.hh)
-            ohw = np.concatenate([hw, self.fixed_hw])
-            ohh = np.concatenate([hh, self.fixed_hh])
+            hw, hh, ohw, ohh = self._half_sizes(square)
             self._sums[square] = (hw[:, None] + ohw[None, :], hh[:, None] + ohh[None, :])
         wsum, hsum = self._sums[square]
         ox = np.concatenate([px, hx])
@@ -296,24 +298,16 @@ class ForcePlacer:
         hit = (np.abs(dx) < wsum) & (np.abs(dy) < hsum)
         hit[self._diag, self._diag] = False  # a node does not repel itself
         i, j = np.nonzero(hit)
-        rx, ry = np.zeros(m), np.zeros(m)
-        if not len(i):
-            return rx, ry
-        px_, py_ = _push_apart(i, j, dx[i, j], dy[i, j], m)
-        rx += px_
-        ry += py_
-        return rx, ry
+        return _push_apart(i, j, dx[i, j], dy[i, j], len(px))
 
     def _repulsion_all_pairs(
         self, px: np.ndarray, py: np.ndarray, hx: np.ndarray, hy: np.ndarray, square: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_repulsion` testing every pair (its reference in the tests)."""
         m = len(px)
-        hw, hh = (self.side, self.side) if square else (self.hw, self.hh)
+        hw, hh, ohw, ohh = self._half_sizes(square)
         ox = np.concatenate([px, hx])
         oy = np.concatenate([py, hy])
-        ohw = np.concatenate([hw, self.fixed_hw])
-        ohh = np.concatenate([hh, self.fixed_hh])
         rx, ry = np.zeros(m), np.zeros(m)
         rows = max(1, _CHUNK // max(len(ox), 1))
         for a in range(0, m, rows):
