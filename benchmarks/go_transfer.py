@@ -179,6 +179,8 @@ def go_config(
         kw.setdefault("pos_freqs", args.pos_freqs)
     if args.start != "none":
         kw.setdefault("start", args.start)
+    if args.memory_input:
+        kw.setdefault("memory_input", True)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -700,6 +702,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             "input of the network, Placeto's formulation; --start)."
         )
         + (
+            " Every policy reads each graph's memory need against a device's capacity "
+            "(--memory-input)."
+            if args.memory_input
+            else ""
+        )
+        + (
             ""
             if args.finetune_learning_rate is None
             else f" Fine-tuning's learning rate {args.finetune_learning_rate:g}."
@@ -907,6 +915,12 @@ def main(argv: list[str] | None = None) -> int:
         "from the graph alone",
     )
     ap.add_argument(
+        "--memory-input",
+        action="store_true",
+        help="every stage's policy reads each graph's memory need against a device's capacity "
+        "(GOConfig.memory_input; folder ...-mem)",
+    )
+    ap.add_argument(
         "--pretrained-in",
         type=Path,
         default=None,
@@ -942,6 +956,8 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-ftpos{args.finetune_pos_freqs}"
     if args.start != "none":
         folder += f"-start{args.start}"
+    if args.memory_input:
+        folder += "-mem"
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
@@ -998,6 +1014,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["pos_freqs"] = args.pos_freqs
     if args.finetune_pos_freqs:
         budget["finetune_pos_freqs"] = args.finetune_pos_freqs
+    if args.memory_input:
+        budget["memory_input"] = True
     if args.start != "none":  # settings without the key: GO's policy, no start
         budget["start"] = args.start
     if args.pretrain_max_ops:  # settings without the key: the smallest graph per family

@@ -7,9 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from actorq.graphopt.cluster import get_cluster
-from actorq.graphopt.inputs import GraphInputs
+from actorq.graphopt.inputs import MEMORY_CLIP, MEMORY_FEATURES, GraphInputs, memory_columns
 from actorq.graphopt.ir import Graph, make_graph
 from actorq.graphopt.policy import (
     EDGE_FEATURES,
@@ -454,3 +455,79 @@ def test_without_attention_layers() -> None:
     inp = encode_graph(layered_dag(40, 8))
     out = OnnxGOPolicy(onnx_bytes(m, "fp32"))(inp)
     np.testing.assert_allclose(out["fusion"], torch_outputs(m, inp)["fusion"], atol=1e-4)
+
+
+# ---- memory columns (GOPolicyConfig.memory_input) ------------------------------------------------
+
+
+def test_memory_columns_by_hand() -> None:
+    """Each op weighs its parameter bytes plus, if forward, its output; a gradient op sits at its
+    forward anchor's place; the running total is scaled so the whole graph is need / capacity."""
+    g = training_graph()
+    cols = memory_columns(g, need=2e5, capacity=1e5)
+    assert cols.shape == (g.num_ops, len(MEMORY_FEATURES)) and cols.dtype == np.float32
+    need, prefix = cols[:, 0], cols[:, 1]
+    assert (need == 2.0).all()
+    # x 400, fc 4e4 + 400, act 400, odd 4, fc/update 8e4 (an update: no _grad, its param bytes)
+    total = 400 + 40_400 + 400 + 4 + 80_000
+    at = {name: float(prefix[i]) for i, name in enumerate(g.op_names)}
+    assert at["x"] == pytest.approx(2 * 400 / total, rel=1e-6)
+    assert at["fc"] == pytest.approx(2 * 40_800 / total, rel=1e-6)
+    assert at["fc/grad"] == at["fc"]  # at its anchor, and weighs nothing itself
+    assert at["fc/update"] == pytest.approx(2 * 120_800 / total, rel=1e-6)
+    assert at["act/grad"] == at["act"] == pytest.approx(2 * 121_200 / total, rel=1e-6)
+    assert at["odd"] == pytest.approx(2.0, rel=1e-6)
+    # clipped far past any cluster; bad numbers are refused
+    assert (memory_columns(g, 1e12, 1.0) == MEMORY_CLIP).all()
+    for bad in ((float("nan"), 1.0), (1.0, 0.0), (-1.0, 1.0), (1.0, float("inf"))):
+        with pytest.raises(ValueError, match="finite"):
+            memory_columns(g, *bad)
+
+
+@pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
+def test_onnx_matches_torch_with_memory_columns(name: str) -> None:
+    torch.manual_seed(3)
+    m = GOPolicy(small_config(start_input=True, memory_input=True)).eval()
+    g = GRAPHS[name]()
+    inp = encode_graph(g, _start(g.num_ops, 4, 1), 4, memory=(3e10, 1.6e10))
+    assert inp.x.shape == (g.num_ops, len(NODE_FEATURES) + 4 + len(MEMORY_FEATURES))
+    assert_onnx_matches_torch(m, inp)
+
+
+def test_memory_columns_tell_a_graph_that_fits_from_one_that_does_not() -> None:
+    """The same graph on two clusters that differ only in memory: the node features are equal,
+    so a policy without the memory columns decides both alike; with them, imitation fits
+    "everything on one device" where the graph fits and a split by the running need where it
+    does not."""
+    g = layered_dag(120, 6)
+    big = encode_graph(g, memory=(1e9, 1.6e10))  # fits in one device
+    small = encode_graph(g, memory=(1e9, 3e8))  # 3.3 devices' worth: spread it
+    np.testing.assert_array_equal(big.x[:, : len(NODE_FEATURES)], small.x[:, : len(NODE_FEATURES)])
+    split = np.minimum(small.x[:, -1].astype(np.int64), 3)  # device k holds capacity k..k+1
+    assert len(set(split.tolist())) == 4
+    targets = [np.zeros(g.num_ops, np.int64), split]
+    for memory in (False, True):
+        torch.manual_seed(0)
+        m = GOPolicy(small_config(hidden=32, ffn=64, memory_input=memory))
+        nf = len(NODE_FEATURES)
+        inps = [
+            {k: v if k != "x" or memory else v[:, :nf] for k, v in i.tensors().items()}
+            for i in (big, small)
+        ]
+        opt = torch.optim.Adam(m.parameters(), lr=3e-3)
+        for _ in range(150):
+            loss = sum(
+                F.cross_entropy(m(**i)["placement"], torch.from_numpy(t))
+                for i, t in zip(inps, targets, strict=True)
+            )
+            opt.zero_grad()
+            loss.backward()  # type: ignore[union-attr]
+            opt.step()
+        with torch.no_grad():
+            decided = [m(**i)["placement"].argmax(1).numpy() for i in inps]
+        acc = [float((d == t).mean()) for d, t in zip(decided, targets, strict=True)]
+        if memory:
+            assert min(acc) >= 0.97, acc
+        else:  # equal inputs, equal decisions: it cannot fit both
+            np.testing.assert_array_equal(decided[0], decided[1])
+            assert min(acc) < 0.8, acc

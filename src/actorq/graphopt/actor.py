@@ -72,7 +72,13 @@ class GraphTask:
     decision), the policy's inputs, and which ops each head decides."""
 
     def __init__(
-        self, graph: str, task: str, cluster: str, reference: str = "expert", start: str = "none"
+        self,
+        graph: str,
+        task: str,
+        cluster: str,
+        reference: str = "expert",
+        start: str = "none",
+        memory: bool = False,
     ) -> None:
         self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
         g = self.env.graph
@@ -92,7 +98,15 @@ class GraphTask:
 
             self.start = target(self, start)
         placement = None if self.start is None else self.start.placement
-        self.inputs = encode_graph(g, placement, self.env.cluster.num_devices)
+        self.memory_need: float | None = None
+        """With ``memory`` (``GOConfig.memory_input``): parameter bytes plus peak activations
+        with every op on device 0 (one simulator call), the policy's memory columns' scale."""
+        mem = None
+        if memory:
+            one = self.env.sim.run(np.zeros(g.num_ops, np.int64))
+            self.memory_need = float(one.peak_memory[0])
+            mem = (self.memory_need, float(one.capacity[0]))
+        self.inputs = encode_graph(g, placement, self.env.cluster.num_devices, mem)
 
     @property
     def num_ops(self) -> int:
@@ -203,8 +217,11 @@ class GraphActor:
     @classmethod
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
         w = cfg["workload"]
-        start = str(w.get("start", "none"))
-        tasks = [GraphTask(g, w["task"], w["cluster"], w["reference"], start) for g in w["graphs"]]
+        start, memory = str(w.get("start", "none")), bool(w.get("memory_input", False))
+        tasks = [
+            GraphTask(g, w["task"], w["cluster"], w["reference"], start, memory)
+            for g in w["graphs"]
+        ]
         return cls(
             tasks,
             int(cfg["envs_per_actor"]),

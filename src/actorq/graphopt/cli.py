@@ -272,7 +272,9 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     model, info = load_policy(a.policy, cluster.num_devices)
     t0 = time.perf_counter()
     # judged as the policy was trained: the reference's priorities schedule its placement
-    task = GraphTask(a.graph, "placement", a.cluster, info.reference, info.start)
+    task = GraphTask(
+        a.graph, "placement", a.cluster, info.reference, info.start, model.config.memory_input
+    )
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)
     infer_s = time.perf_counter() - t0

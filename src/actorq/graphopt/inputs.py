@@ -191,17 +191,64 @@ def start_columns(start: np.ndarray, num_devices: int) -> np.ndarray:
     return np.eye(num_devices, dtype=np.float32)[start]
 
 
+#: Memory columns are clipped here (in device capacities): a graph 64 devices' worth of memory
+#: is past every preset cluster (and past ``cluster.MAX_DEVICES``' worth of what fits).
+MEMORY_CLIP = 64.0
+MEMORY_FEATURES: tuple[str, ...] = ("memory_need", "memory_prefix")
+
+
+def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
+    """How a graph's memory compares with one device's: ``(n, 2)`` float32 columns (the inputs
+    of a policy with ``GOPolicyConfig.memory_input``, after the start's one-hot).
+
+    * ``memory_need``: ``need / capacity``, the same on every op: how many devices' worth of
+      memory the whole graph takes (``need``: parameter bytes plus peak live activations with
+      every op on one device, one simulator call: :attr:`GraphTask.memory_need`).
+    * ``memory_prefix``: that need accumulated along the forward order up to the op, in device
+      capacities: each op weighs its parameter bytes plus, for a forward op, its output (what
+      autograd keeps for the backward pass), a gradient op sits at its forward anchor's
+      position, and the weights are scaled to sum to ``need``. A split of the order at the
+      points where it crosses 1, 2, ... is a placement whose devices each hold about one
+      capacity, which is what a graph that does not fit on one device needs.
+
+    Per-op features are sizes of single ops and the graph embedding is a mean, so without these
+    columns the policy cannot tell a graph that fits on one device from one that does not
+    (docs/graphopt.md, "The held-out families' larger graphs")."""
+    if not (math.isfinite(need) and math.isfinite(capacity) and need >= 0 and capacity > 0):
+        raise ValueError(f"memory need {need!r} and capacity {capacity!r} must be finite, > 0")
+    g = graph
+    n = g.num_ops
+    fwd = np.array([not t.endswith("_grad") for t in g.op_types], dtype=bool)
+    w = np.asarray(g.param_bytes, np.float64) + np.where(fwd, g.out_bytes, 0.0)
+    key = g.topo_rank[np.asarray(g.anchor, np.int64)]  # a gradient op at its forward op's place
+    order = np.lexsort((g.topo_rank, key))
+    cum = np.empty(n, np.float64)
+    cum[order] = np.cumsum(w[order])
+    total = float(cum[order[-1]]) if n else 0.0
+    ratio = need / capacity
+    prefix = cum / total * ratio if total > 0 else np.zeros(n)
+    cols = np.stack([np.full(n, ratio), prefix], axis=1)
+    return np.minimum(cols, MEMORY_CLIP).astype(np.float32)
+
+
 def encode_graph(
-    graph: Graph, start: np.ndarray | None = None, num_devices: int = 0
+    graph: Graph,
+    start: np.ndarray | None = None,
+    num_devices: int = 0,
+    memory: tuple[float, float] | None = None,
 ) -> GraphInputs:
     """A graph as the policy's inputs (computed once per graph; the policy's inputs are static).
     ``start``: a placement (device per op) the policy decides from, appended to the node
-    features as ``num_devices`` one-hot columns (:func:`start_columns`)."""
+    features as ``num_devices`` one-hot columns (:func:`start_columns`). ``memory``: the
+    graph's one-device memory need and a device's capacity, bytes: two more columns after
+    those (:func:`memory_columns`)."""
     x = node_features(graph)
     if start is not None:
         if len(start) != graph.num_ops:
             raise ValueError(f"start placement has {len(start)} ops, the graph {graph.num_ops}")
         x = np.concatenate([x, start_columns(start, num_devices)], axis=1)
+    if memory is not None:
+        x = np.concatenate([x, memory_columns(graph, *memory)], axis=1)
     return GraphInputs(
         x=x,
         edge_attr=edge_features(graph),

@@ -36,6 +36,7 @@ from actorq.graphopt.envs import PRIORITY_LEVELS
 from actorq.graphopt.inputs import (
     EDGE_FEATURES,
     LOG_SCALE,  # noqa: F401 - re-exported
+    MEMORY_FEATURES,
     NODE_FEATURES,
     OP_VOCAB,
     GraphInputs,
@@ -98,6 +99,11 @@ class GOPolicyConfig:
     learned scalar and the network learns where to leave it. The start of a graph the policy has
     never seen costs a few simulator calls (a classical baseline), where GO's one-shot policy
     decides from the graph alone (docs/graphopt.md, "Why zero-shot is slow")."""
+    memory_input: bool = False
+    """Whether the policy reads how the graph's memory compares with a device's capacity: two
+    more input columns after the start's (:func:`~actorq.graphopt.inputs.memory_columns`: the
+    whole graph's need and the need accumulated along the forward order, in device
+    capacities), so it can tell a graph that must be spread from one that fits on one device."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -460,8 +466,13 @@ class _OnnxBuilder:
 
 def input_width(config: GOPolicyConfig) -> int:
     """Columns of the node features ``x`` a policy of ``config`` reads: :data:`NODE_FEATURES`,
-    then the start placement's one-hot with ``start_input``."""
-    return len(NODE_FEATURES) + (config.num_devices if config.start_input else 0)
+    then the start placement's one-hot with ``start_input``, then :data:`MEMORY_FEATURES` with
+    ``memory_input``."""
+    return (
+        len(NODE_FEATURES)
+        + (config.num_devices if config.start_input else 0)
+        + (len(MEMORY_FEATURES) if config.memory_input else 0)
+    )
 
 
 def _onnx_model(model: GOPolicy, precision: str) -> Any:

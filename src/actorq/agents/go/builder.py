@@ -34,10 +34,17 @@ class GOBuilder:
     def tasks(self, cfg: GOConfig) -> list[GraphTask]:
         """The training graphs as :class:`GraphTask` (built once per process and setting:
         building one runs the reference baseline)."""
-        key = (cfg.train_graphs(), cfg.task(), cfg.cluster, cfg.reference, cfg.start)
+        key = (
+            cfg.train_graphs(),
+            cfg.task(),
+            cfg.cluster,
+            cfg.reference,
+            cfg.start,
+            cfg.memory_input,
+        )
         if key not in self._tasks:
             self._tasks[key] = [
-                GraphTask(g, cfg.task(), cfg.cluster, cfg.reference, cfg.start)
+                GraphTask(g, cfg.task(), cfg.cluster, cfg.reference, cfg.start, cfg.memory_input)
                 for g in cfg.train_graphs()
             ]
         return self._tasks[key]
@@ -99,6 +106,7 @@ class GOBuilder:
                 "cluster": cfg.cluster,
                 "reference": cfg.reference,
                 "start": cfg.start,
+                "memory_input": cfg.memory_input,
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,
                 "explore_guided": cfg.explore_guided,

@@ -140,6 +140,11 @@ class GOConfig(ExperimentConfig):
     METIS+cp, the expert split and one device, as --imitate best picks it) is an input of the
     network, and a learned gain on it lets the policy keep it where it has nothing better
     (docs/graphopt.md, "Deciding from a start placement"). Placement and joint tasks."""
+    memory_input: bool = False
+    """The policy also reads how each graph's memory compares with a device's capacity (the
+    whole graph's need and its running total along the forward order, in device capacities;
+    one simulator call per graph), so it can learn to spread a graph that does not fit on one
+    device (docs/graphopt.md, "The held-out families' larger graphs")."""
     publish_every: int = 1
     eval_every: int = 2_000
     """Decisions between greedy evaluations (one argmax decision per training graph)."""

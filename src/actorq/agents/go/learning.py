@@ -55,6 +55,7 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
         segment=cfg.segment,
         pos_freqs=cfg.pos_freqs,
         start_input=cfg.start != "none",
+        memory_input=cfg.memory_input,
     )
 
 
@@ -106,7 +107,7 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
             raise CheckpointError(
                 f"--init-from {run}: its policy does not fit this one ({k}: "
                 f"{None if got is None else tuple(got.shape)} vs {tuple(v.shape)}; same "
-                "--hidden, layers, segment, --pos-freqs and device count needed)"
+                "--hidden, layers, segment, --pos-freqs, --memory-input and device count needed)"
             )
     return {k: weights[k] for k in want}
 
