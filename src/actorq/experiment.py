@@ -662,6 +662,13 @@ def train(
     logger = MetricLogger(run_dir)
     progress = _Progress(cfg.progress, cfg.total_steps, c.env_steps)
     progress.print(f"run dir: {run_dir}")
+    past_budget = loaded is not None and c.env_steps >= cfg.total_steps
+    if past_budget:
+        progress.print(
+            f"{run_dir} is already at {c.env_steps:,} env steps of --total-steps "
+            f"{cfg.total_steps:,}: nothing to train, summarising its checkpoint (raise "
+            "--total-steps to go on)"
+        )
     evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps)
     interval = IntervalLogger(logger, progress, c)
     if warm:
@@ -671,7 +678,7 @@ def train(
     start_wall = time.perf_counter() - c.wall_time_s
     interrupted, stop_reason = False, "budget"
     try:
-        while True:
+        while not past_budget:  # past it: not one env step or update, only the summary
             if stop.requested:
                 raise KeyboardInterrupt
             batch = backend.next_batch()
@@ -721,7 +728,7 @@ def train(
         st = backend.stats()
         reading = energy.stop() if energy is not None else None  # the run, not the report
         c.env_steps = st.env_steps
-        if not interrupted:
+        if not interrupted and not past_budget:  # past it, the run's own end already ran
             _finish_learner(learner, logger, c)
         c.wall_time_s = time.perf_counter() - start_wall
         # Whatever reads replay comes before close(): a Ray backend's replay is its shards.

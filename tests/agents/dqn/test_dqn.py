@@ -41,7 +41,9 @@ def test_same_seed_same_result(tmp_path: Path) -> None:
     assert any(not np.array_equal(wa[k], wc[k]) for k in wa)
 
 
-def test_resume_continues_counters_and_logs(tmp_path: Path) -> None:
+def test_resume_continues_counters_and_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kw = dict(min_replay_size=500, eval_every=1_000, stop_at_target=False)
     first = train(small(tmp_path, total_steps=2_000, **kw))
     state = json.loads((tmp_path / "checkpoint/state.json").read_text())
@@ -57,6 +59,11 @@ def test_resume_continues_counters_and_logs(tmp_path: Path) -> None:
         if ",charts/eval_return," in line
     ]
     assert evals == sorted(evals) and evals[-1] >= 4_000 and min(evals) <= 2_000
+    # a budget the run is already past trains nothing, and says so
+    capsys.readouterr()
+    third = train(DQNConfig(resume=str(tmp_path), total_steps=3_000, progress=False))
+    assert (third.env_steps, third.updates) == (second.env_steps, second.updates)
+    assert "nothing to train" in capsys.readouterr().out
 
 
 def test_resume_refuses_missing_or_corrupt_checkpoint(tmp_path: Path) -> None:
