@@ -191,8 +191,8 @@ def start_columns(start: np.ndarray, num_devices: int) -> np.ndarray:
     return np.eye(num_devices, dtype=np.float32)[start]
 
 
-#: Memory columns are clipped here (in device capacities): a graph 64 devices' worth of memory
-#: is past every preset cluster (and past ``cluster.MAX_DEVICES``' worth of what fits).
+#: Memory columns are clipped here (in device capacities): a graph that needs more than 64
+#: devices' worth is past every preset cluster, and the input layer sees bounded numbers.
 MEMORY_CLIP = 64.0
 MEMORY_FEATURES: tuple[str, ...] = ("memory_need", "memory_prefix")
 
@@ -215,7 +215,7 @@ def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
     columns the policy cannot tell a graph that fits on one device from one that does not
     (docs/graphopt.md, "The held-out families' larger graphs")."""
     if not (math.isfinite(need) and math.isfinite(capacity) and need >= 0 and capacity > 0):
-        raise ValueError(f"memory need {need!r} and capacity {capacity!r} must be finite, > 0")
+        raise ValueError(f"memory need {need!r} and capacity {capacity!r} must be finite, need >= 0, capacity > 0")
     g = graph
     n = g.num_ops
     fwd = np.array([not t.endswith("_grad") for t in g.op_types], dtype=bool)
