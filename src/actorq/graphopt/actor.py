@@ -46,7 +46,7 @@ from actorq.core.interfaces import ParameterSource
 from actorq.core.loop import fetch_newer
 from actorq.core.types import Batch
 from actorq.errors import SnapshotError
-from actorq.graphopt.baselines import anchor_groups, run_move
+from actorq.graphopt.baselines import anchor_groups, greedy_fusion, run_move
 from actorq.graphopt.envs import PRIORITY_LEVELS, GraphOptEnv
 from actorq.graphopt.inputs import (
     HEADS,
@@ -139,7 +139,12 @@ class GraphTask:
     ) -> np.ndarray:
         """A copy of the decision ``actions`` ``(n, 3)`` with one run move on its placement
         (module docstring): the ops of consecutive anchor groups in topological order on one
-        device; the policy's outputs ``out`` guide the device, uniform without them."""
+        device; the policy's outputs ``out`` guide the device, uniform without them.
+
+        In the joint task the fusion bit of every op with a fusable input edge touching a moved
+        op is decided again by greedy fusion on the new placement (the fusing search baselines
+        do it for the whole graph after each move): a move would otherwise keep fusions that
+        now cross devices (not honoured) and never take the ones it made legal."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"run moves change placements: the {self.task} task has none")
         actions = actions.copy()
@@ -148,7 +153,14 @@ class GraphTask:
         gi = self._groups
         nd = self.env.cluster.num_devices
         scores = None if out is None else out["placement"]  # run_move normalises the run's rows
-        actions[:, 0] = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)
+        before = actions[:, 0].copy()
+        actions[:, 0] = run_move(before, gi, int(gi.max()) + 1, nd, rng, scores)
+        if "fusion" in TASK_HEADS[self.task]:
+            g, sim = self.env.graph, self.env.sim
+            moved = actions[:, 0] != before
+            touched = self.fusable & (moved[g.src] | moved[g.dst])
+            # an op has at most one fusable input edge, so its bit is that edge's
+            actions[g.dst[touched], 2] = greedy_fusion(sim, actions[:, 0])[touched]
         return actions
 
     def env_action(self, actions: np.ndarray) -> Any:

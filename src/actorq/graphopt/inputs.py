@@ -215,7 +215,10 @@ def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
     columns the policy cannot tell a graph that fits on one device from one that does not
     (docs/graphopt.md, "The held-out families' larger graphs")."""
     if not (math.isfinite(need) and math.isfinite(capacity) and need >= 0 and capacity > 0):
-        raise ValueError(f"memory need {need!r} and capacity {capacity!r} must be finite, need >= 0, capacity > 0")
+        raise ValueError(
+            f"memory need {need!r} and capacity {capacity!r} must be finite, need >= 0, "
+            "capacity > 0"
+        )
     g = graph
     n = g.num_ops
     fwd = np.array([not t.endswith("_grad") for t in g.op_types], dtype=bool)

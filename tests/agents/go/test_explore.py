@@ -20,8 +20,8 @@ from actorq.agents.go.learning import GOLearner
 from actorq.core.types import Batch
 from actorq.distributed.local import _LocalCache
 from actorq.errors import ConfigError
-from actorq.graphopt.actor import GraphActor
-from actorq.graphopt.baselines import anchor_groups, run_move
+from actorq.graphopt.actor import GraphActor, GraphTask
+from actorq.graphopt.baselines import anchor_groups, greedy_fusion, run_move
 
 from .conftest import sampled_batch
 
@@ -244,3 +244,32 @@ def test_explore_guided_actors_make_run_moves_that_change_the_placement() -> Non
     assert guided > 3
     with pytest.raises(ConfigError, match="explore-guided"):
         GOConfig(env=ENV, explore_guided=True, sil_coef=1).validate()
+
+
+def test_joint_run_moves_fuse_again_greedily_where_they_moved_ops() -> None:
+    """In the joint task a run move re-decides, by greedy fusion on the new placement, the
+    fusion bit of every op whose fusable input edge touches a moved op (as the fusing search
+    baselines do after each move); every other op keeps its bits and its priority."""
+    task = GraphTask("synthetic-120-s0", "joint", "4xgpu-pcie")
+    g, sim = task.env.graph, task.env.sim
+    rng = np.random.default_rng(0)
+    base = np.zeros((g.num_ops, 3), np.int64)
+    base[:, 0] = rng.integers(0, 4, g.num_ops)
+    base[:, 1] = rng.integers(0, 8, g.num_ops)
+    base[:, 2] = rng.integers(0, 2, g.num_ops)
+    changed = 0
+    for _ in range(40):
+        a = task.run_move(base, rng)
+        moved = a[:, 0] != base[:, 0]
+        touched = task.fusable & (moved[g.src] | moved[g.dst])
+        want = base[:, 2].copy()
+        want[g.dst[touched]] = greedy_fusion(sim, a[:, 0])[touched]
+        np.testing.assert_array_equal(a[:, 2], want)
+        np.testing.assert_array_equal(a[:, 1], base[:, 1])
+        changed += int((a[:, 2] != base[:, 2]).sum())
+        base = a
+    assert changed > 0  # the rule did act
+    placement = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie")
+    b = base.copy()
+    b[:, 2] = 1
+    assert (placement.run_move(b, rng)[:, 2] == 1).all()  # no fusion head: bits untouched
