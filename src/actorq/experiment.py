@@ -32,6 +32,7 @@ import torch
 
 from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
+from actorq.agents.builder import Builder
 from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and tests use them
     MLPPolicyIO,
     PolicyIO,
@@ -41,6 +42,7 @@ from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and t
 )
 from actorq.config import ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner, MLPLearner
+from actorq.core.types import EnvSpec
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
 from actorq.envs import validate_env_id
@@ -611,24 +613,7 @@ def train(
     target = cfg.target_return if cfg.target_return is not None else registered_threshold(cfg.env)
     run_dir = open_run_dir(cfg)
 
-    torch.set_num_threads(cfg.learner_threads)
-    random.seed(cfg.seed)
-    learner = builder.make_learner(cfg, spec)
-    if cfg.precision == "auto":
-        # configs refuse auto for graph policies (GO, PPO's chip network) before this point
-        if not isinstance(learner, MLPLearner):
-            raise TypeError(f"--precision auto needs an MLP policy, not {type(learner).__name__}")
-        pspec = builder.policy_spec(cfg, spec)
-        cfg.precision = _select_precision(cfg, spec, learner, pspec, run_dir)
-        write_config(cfg, run_dir)
-    io = builder.policy_io(cfg, spec, learner)
-    c = Counters()
-    rng = np.random.default_rng(cfg.seed)
-    warm: dict[str, float] = {}
-    if loaded is not None:
-        rng = restore(loaded, learner, c)
-    else:
-        warm = learner.warm_start()  # a fresh run: before the first snapshot is taken
+    learner, io, c, rng, warm = _prepare_learner(cfg, builder, spec, loaded, run_dir)
 
     setup = builder.actor_setup(cfg, spec)
     if loaded is not None:
@@ -748,6 +733,33 @@ def train(
     )
     write_summary(result, stop_reason, logger, run_dir, c.env_steps)
     return result
+
+
+def _prepare_learner(
+    cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loaded | None, run_dir: Path
+) -> tuple[Learner, PolicyIO, Counters, np.random.Generator, dict[str, float]]:
+    """The learner, its policy IO, the counters and the run's RNG: restored from ``loaded`` on a
+    resume, else fresh, with the learner's warm start (its metrics returned, to log at step 0).
+    ``--precision auto`` is settled here, before the first snapshot, and saved to the config."""
+    torch.set_num_threads(cfg.learner_threads)
+    random.seed(cfg.seed)
+    learner = builder.make_learner(cfg, spec)
+    if cfg.precision == "auto":
+        # configs refuse auto for graph policies (GO, PPO's chip network) before this point
+        if not isinstance(learner, MLPLearner):
+            raise TypeError(f"--precision auto needs an MLP policy, not {type(learner).__name__}")
+        pspec = builder.policy_spec(cfg, spec)
+        cfg.precision = _select_precision(cfg, spec, learner, pspec, run_dir)
+        write_config(cfg, run_dir)
+    io = builder.policy_io(cfg, spec, learner)
+    c = Counters()
+    rng = np.random.default_rng(cfg.seed)
+    warm: dict[str, float] = {}
+    if loaded is not None:
+        rng = restore(loaded, learner, c)
+    else:
+        warm = learner.warm_start()  # a fresh run: before the first snapshot is taken
+    return learner, io, c, rng, warm
 
 
 def _close_failed_run(

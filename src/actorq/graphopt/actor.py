@@ -153,14 +153,14 @@ class GraphTask:
         gi = self._groups
         nd = self.env.cluster.num_devices
         scores = None if out is None else out["placement"]  # run_move normalises the run's rows
-        before = actions[:, 0].copy()
-        actions[:, 0] = run_move(before, gi, int(gi.max()) + 1, nd, rng, scores)
+        placed = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)  # a copy
         if "fusion" in TASK_HEADS[self.task]:
-            g, sim = self.env.graph, self.env.sim
-            moved = actions[:, 0] != before
+            g = self.env.graph
+            moved = placed != actions[:, 0]
             touched = self.fusable & (moved[g.src] | moved[g.dst])
             # an op has at most one fusable input edge, so its bit is that edge's
-            actions[g.dst[touched], 2] = greedy_fusion(sim, actions[:, 0])[touched]
+            actions[g.dst[touched], 2] = greedy_fusion(self.env.sim, placed)[touched]
+        actions[:, 0] = placed
         return actions
 
     def env_action(self, actions: np.ndarray) -> Any:

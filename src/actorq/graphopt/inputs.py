@@ -91,6 +91,11 @@ def _log(x: np.ndarray) -> np.ndarray:
     return (np.log1p(np.asarray(x, np.float64)) / LOG_SCALE).astype(np.float32)
 
 
+def backward_ops(graph: Graph) -> np.ndarray:
+    """Per op, whether it is a gradient op (type ``*_grad``), bool."""
+    return np.array([t.endswith("_grad") for t in graph.op_types], dtype=bool)
+
+
 def node_features(graph: Graph) -> np.ndarray:
     """Per-op features ``(num_ops, len(NODE_FEATURES))`` float32, static for a graph.
 
@@ -123,7 +128,7 @@ def node_features(graph: Graph) -> np.ndarray:
     followers = np.bincount(anchor, minlength=n) - (anchor == np.arange(n))
     cols = [
         np.array([op_type_index(t) for t in g.op_types], dtype=np.float32),
-        np.array([t.endswith("_grad") for t in g.op_types], dtype=np.float32),
+        backward_ops(g).astype(np.float32),
         _log(g.flops),
         _log(g.bytes_read),
         _log(g.bytes_written),
@@ -221,8 +226,7 @@ def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
         )
     g = graph
     n = g.num_ops
-    fwd = np.array([not t.endswith("_grad") for t in g.op_types], dtype=bool)
-    w = np.asarray(g.param_bytes, np.float64) + np.where(fwd, g.out_bytes, 0.0)
+    w = np.asarray(g.param_bytes, np.float64) + np.where(backward_ops(g), 0.0, g.out_bytes)
     key = g.topo_rank[np.asarray(g.anchor, np.int64)]  # a gradient op at its forward op's place
     order = np.lexsort((g.topo_rank, key))
     cum = np.empty(n, np.float64)
