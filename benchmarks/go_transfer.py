@@ -43,9 +43,12 @@ HEFT fell from +0.10 to -0.13). ``--pretrain-explore`` (folder ``...-ptexplore``
 explore too, for policies that decide from a start (``--start``): there the moves edit each
 training graph's start, and self-imitation teaches the edits that won; ``--pretrain-max-ops N``
 (folder ``...-ptmaxN``) pre-trains on every graph of the five families with at most N ops, not
-only each one's smallest. ``--pretrained-in FOLDER`` takes the pre-training cells and runs
-from another results folder instead of training them again, after checking that their run
-configuration is the one this command's would be (what fine-tuning ablations share).
+only each one's smallest; ``--pretrain-variants K`` (folder ``...-ptvarK``) adds K seeded
+variants of each of the five families (``<family>-v0`` ..., depth, width, length and batch drawn
+around its smallest graph): GO's many training graphs per family. ``--pretrained-in FOLDER``
+takes the pre-training cells and runs from another results folder instead of training them
+again, after checking that their run configuration is the one this command's would be (what
+fine-tuning ablations share).
 ``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
 (``GOConfig.explore_guided``) rather than uniformly. ``--pos-freqs K`` (folder ``...-posK``)
 gives every stage's network Fourier features of each op's position (``GOConfig.pos_freqs``), so
@@ -141,11 +144,12 @@ def held_out_graphs(family: str, max_ops: int = 0) -> list[str]:
     return [n for n in names if not max_ops or num_ops(n) <= max_ops]
 
 
-def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
+def pretrain_graphs(held_out: str, max_ops: int = 0, variants: int = 0) -> list[str]:
     """Pre-training's graphs: each other family's smallest, and with ``max_ops`` every other
     suite graph of those families with at most that many ops (after the five smallest, family by
-    family, each family's by size)."""
-    from actorq.graphopt.suite import suite_names
+    family, each family's by size), then with ``variants`` that many seeded variants of each
+    other family (``<family>-v0`` ..., :func:`actorq.graphopt.suite.variant`)."""
+    from actorq.graphopt.suite import PREFIX, suite_names
 
     others = [f for f in FAMILIES if f != held_out]
     by_size = {f: sorted(suite_names(f), key=num_ops) for f in others}
@@ -153,6 +157,8 @@ def pretrain_graphs(held_out: str, max_ops: int = 0) -> list[str]:
     if max_ops:
         for f in others:
             out += [n for n in by_size[f][1:] if num_ops(n) <= max_ops]
+    for f in others:
+        out += [f"{PREFIX[f]}-v{i}" for i in range(variants)]
     return out
 
 
@@ -260,7 +266,7 @@ def train_or_resume(cfg: Any) -> Any:
 
 def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     held = smallest(family)
-    train_graphs = pretrain_graphs(family, args.pretrain_max_ops)
+    train_graphs = pretrain_graphs(family, args.pretrain_max_ops, args.pretrain_variants)
     runs = root / "runs"
     pre_dir = pretrain_dir(args, root, family)
     t0 = time.perf_counter()
@@ -627,6 +633,11 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             if args.pretrain_max_ops
             else ""
         )
+        + (
+            f", and {args.pretrain_variants} seeded variants of each (`<family>-v0`...)"
+            if args.pretrain_variants
+            else ""
+        )
         + f"; fine-tune {args.finetune_steps:,}; from scratch "
         f"{args.scratch_steps:,}; random search, annealing and hill climbing (annealing's "
         f"moves at zero temperature, from the same start) {args.scratch_steps:,} simulator "
@@ -866,6 +877,14 @@ def main(argv: list[str] | None = None) -> int:
         "self-imitation teaches the edits that won",
     )
     ap.add_argument(
+        "--pretrain-variants",
+        type=int,
+        default=0,
+        help="pre-train also on this many seeded variants of each of the five families "
+        "(<family>-v0 ...: depth, width, length and batch drawn around its smallest graph; "
+        "folder ...-ptvarK; default 0)",
+    )
+    ap.add_argument(
         "--pretrain-max-ops",
         type=int,
         default=0,
@@ -964,11 +983,16 @@ def main(argv: list[str] | None = None) -> int:
         folder += "-ptexplore" if args.pretrain_explore else ""
     if args.distill_steps:
         folder += f"-distill{args.distill_steps}e{args.distill_every}"
-    if args.pretrain_max_ops < 0 or args.held_out_max_ops < 0:
-        say("--pretrain-max-ops and --held-out-max-ops must be >= 0")
+    if min(args.pretrain_max_ops, args.held_out_max_ops, args.pretrain_variants) < 0:
+        say("--pretrain-max-ops, --held-out-max-ops and --pretrain-variants must be >= 0")
+        return 2
+    if args.pretrain_variants > 1000:
+        say("--pretrain-variants: at most 1000 per family")
         return 2
     if args.pretrain_max_ops:
         folder += f"-ptmax{args.pretrain_max_ops}"
+    if args.pretrain_variants:
+        folder += f"-ptvar{args.pretrain_variants}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
@@ -1020,6 +1044,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["start"] = args.start
     if args.pretrain_max_ops:  # settings without the key: the smallest graph per family
         budget["pretrain_max_ops"] = args.pretrain_max_ops
+    if args.pretrain_variants:  # settings without the key: no variants
+        budget["pretrain_variants"] = args.pretrain_variants
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

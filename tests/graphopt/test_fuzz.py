@@ -30,7 +30,7 @@ from actorq.errors import ActorQError
 from actorq.graphopt.baselines import NAMES
 from actorq.graphopt.cluster import get_cluster, load_cluster
 from actorq.graphopt.ir import load_graph, make_graph
-from actorq.graphopt.suite import get_graph
+from actorq.graphopt.suite import PREFIX, get_graph, is_graph_name, variant
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 GRAPH_TEXT = (EXAMPLES / "mlp_step.json").read_text()
@@ -312,3 +312,35 @@ def test_cli_baselines(files: tuple[str | bytes, str | bytes]) -> None:
             lines = err.read().strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("actorq: error: "), lines
             assert sorted(os.listdir(d)) == ["c.json", "g.json"]
+
+
+VARIANT_NAMES = st.one_of(
+    st.from_regex(r"(inception|resnet|gnmt|txl|wavenet|rnnlm)-v[0-9]{7,30}", fullmatch=True),
+    st.from_regex(
+        r"(inception|txl|rnnlm)-v(-[0-9]{1,3}|[0-9]{0,3}[ .e+x][0-9]{0,2}|)", fullmatch=True
+    ),
+    st.from_regex(r"(gpt|transformer-xl|)-v[0-9]{1,3}", fullmatch=True),
+)
+
+
+@FAST
+@given(VARIANT_NAMES)
+def test_variant_names_past_the_seed_range_or_malformed(name: str) -> None:
+    """Names shaped like ``<family>-v<seed>`` that no variant has (seeds past the range, other
+    prefixes, malformed seeds): one line, nothing built or written. Names in range build a
+    model, too slow to fuzz here; :func:`variant`'s draws are fuzzed below instead."""
+    with in_empty_dir() as d:
+        assert not accepts_or_one_line(lambda: get_graph(name))
+        assert os.listdir(d) == []
+    assert not is_graph_name(name)
+
+
+@FAST
+@given(st.sampled_from(sorted(PREFIX)), st.integers(min_value=0, max_value=10**6))
+def test_variant_draws_are_valid_model_configs(family: str, seed: int) -> None:
+    e = variant(family, seed)
+    ints = [v for v in e.config.values() if isinstance(v, int)]
+    ints += [v for v in e.config.get("stages", ())]
+    assert ints and all(v >= 1 for v in ints) and e.family == family
+    assert all(all(n >= 1 for n in shape) for shape, _ in e.inputs)
+    assert e == variant(family, seed)

@@ -12,7 +12,7 @@ from torch import nn
 from actorq.errors import GraphError
 from actorq.graphopt import models
 from actorq.graphopt.importer import from_torch
-from actorq.graphopt.suite import SUITE, get_graph, is_graph_name
+from actorq.graphopt.suite import PREFIX, SUITE, family_of, get_graph, is_graph_name, variant
 
 B, IN, H, OUT = 8, 16, 32, 4
 
@@ -142,6 +142,26 @@ def test_suite_spec() -> None:
     assert not is_graph_name("rnnlm-q") and not is_graph_name("/nope.json")
     with pytest.raises(GraphError, match="did you mean rnnlm-s"):
         get_graph("rnnlm-q")
+
+
+def test_family_variants_are_seeded_draws_around_the_smallest_graph() -> None:
+    for fam, prefix in PREFIX.items():
+        notes = {variant(fam, s).note for s in range(8)}
+        assert len(notes) >= 4, f"{fam}: 8 seeds drew only {notes}"  # depth/width/batch vary
+        assert variant(fam, 5) == variant(fam, 5) and variant(fam, 5).family == fam
+        assert family_of(f"{prefix}-v5") == fam and is_graph_name(f"{prefix}-v5")
+    # a variant is the family's model: built, it has the family's tag and about its size
+    for name, smallest in (("wavenet-v3", "wavenet-s"), ("txl-v4", "txl-s")):
+        g, s = get_graph(name), get_graph(smallest)
+        assert g.meta["family"] == family_of(smallest) and g.meta["training"]
+        assert 0.2 * s.num_ops <= g.num_ops <= 3 * s.num_ops
+        assert get_graph(name).op_names == g.op_names  # the same draw again (from the cache)
+    assert family_of("rnnlm-s") == "rnnlm" and family_of("synthetic-9-s1") is None
+    assert not is_graph_name("txl-v99999999") and not is_graph_name("gpt-v1")
+    with pytest.raises(GraphError, match="variant seed 1000001"):
+        get_graph("txl-v1000001")
+    with pytest.raises(GraphError, match="unknown family"):
+        variant("gpt", 1)
 
 
 def test_small_suite_graph_builds_and_caches(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -7,7 +7,8 @@ GO's graphs (Zhou et al., NeurIPS 2020). Graphs over a few thousand ops take sec
 they are cached as ``.npz`` (the safe IR format) under ``$ACTORQ_CACHE`` or
 ``~/.cache/actorq/graphopt``, keyed by name and :data:`SUITE_VERSION`.
 
-:func:`get_graph` also accepts ``synthetic-<ops>-s<seed>`` (a seeded layered DAG, see
+:func:`get_graph` also accepts ``<family>-v<seed>`` (a seeded variant of a family, see
+:func:`variant`), ``synthetic-<ops>-s<seed>`` (a seeded layered DAG, see
 :mod:`actorq.graphopt.synthetic`) and a path to a ``.json``/``.npz`` graph file.
 """
 
@@ -110,6 +111,98 @@ for size, (layers, hidden, steps, batch) in {
     ))  # fmt: skip
 SUITE: dict[str, Entry] = {e.name: e for e in _ENTRIES}
 
+#: Graph-name prefix of each family (``<prefix>-v<seed>`` names a seeded variant).
+PREFIX = {
+    "inception": "inception", "resnet": "resnet", "gnmt": "gnmt", "transformer-xl": "txl",
+    "wavenet": "wavenet", "rnnlm": "rnnlm",
+}  # fmt: skip
+MAX_VARIANT_SEED = 10**6
+
+
+def variant(family: str, seed: int) -> Entry:
+    """A seeded variant of ``family``: its model with depth, width, length and batch drawn
+    around the suite's smallest graph (about 0.3-3x its ops), named ``<prefix>-v<seed>``.
+
+    Pre-training on many graphs per family is what GO's transfer rests on (Zhou et al.,
+    NeurIPS 2020, pre-train on a set of graphs, zero-shot on unseen ones); the suite's sizes
+    alone give one small graph per family, and a policy that imitates five graphs' splits fits
+    those five rather than a rule (docs/graphopt.md, "What zero-shot transfers"). The draws
+    depend on ``(family, seed)`` only, so a name always means the same graph.
+    """
+    if family not in PREFIX:
+        raise GraphError(f"unknown family {family!r}; families: {', '.join(PREFIX)}")
+    if not 0 <= seed <= MAX_VARIANT_SEED:
+        raise GraphError(f"variant seed {seed}: want 0..{MAX_VARIANT_SEED:,}")
+    import numpy as np
+
+    rng = np.random.default_rng([list(PREFIX).index(family), seed])
+
+    def pick(*xs: int) -> int:
+        return int(xs[rng.integers(len(xs))])
+
+    name = f"{PREFIX[family]}-v{seed}"
+    if family == "inception":
+        blocks, width, batch = pick(6, 8, 12, 16, 20), pick(16, 24, 32, 48), pick(16, 32, 64)
+        return _e(
+            name, family, f"{blocks} blocks, width {width}, batch {batch}, 224px",
+            [_img(batch, 3, 224, 224)], blocks=blocks, width=width,
+        )  # fmt: skip
+    if family == "resnet":
+        stages, batch = (
+            (pick(2, 3), pick(2, 4, 8), pick(4, 8, 16, 24), pick(2, 3)),
+            pick(16, 32, 64),
+        )
+        return _e(
+            name, family, f"bottlenecks {stages}, batch {batch}", [_img(batch, 3, 224, 224)],
+            stages=stages,
+        )  # fmt: skip
+    if family == "gnmt":
+        layers, hidden = pick(1, 2, 3), pick(256, 512, 1024)
+        length, batch = pick(6, 8, 10, 14), pick(32, 64, 128)
+        return _e(
+            name, family, f"{layers}+{layers} layers, hidden {hidden}, length {length}+{length}"
+            f", batch {batch}", [_tok(batch, length), _tok(batch, length)],
+            layers=layers, hidden=hidden, vocab=V, src_len=length, tgt_len=length,
+        )  # fmt: skip
+    if family == "transformer-xl":
+        layers, d, segs = pick(4, 6, 8, 12), pick(256, 512, 768), pick(1, 2, 3)
+        seg_len, batch = pick(64, 128, 256), pick(4, 8, 16, 32)
+        return _e(
+            name, family, f"{layers} layers, d {d}, {segs} segments of {seg_len}, batch {batch}",
+            [_tok(batch, segs, seg_len)], layers=layers, d=d, heads=8, vocab=V, segments=segs,
+        )  # fmt: skip
+    if family == "wavenet":
+        stacks, ch, batch = pick(2, 3, 4, 5), pick(32, 64, 128), pick(2, 4, 8)
+        return _e(
+            name, family, f"{stacks} stacks x 10 layers, {ch} channels, 1 s of 16 kHz, batch "
+            f"{batch}", [_img(batch, 1, 16000)],
+            stacks=stacks, layers_per_stack=10, channels=ch, skip=2 * ch,
+        )  # fmt: skip
+    layers, hidden = pick(1, 2, 3), pick(512, 1024, 2048)
+    steps, batch = pick(12, 20, 30, 40), pick(32, 64, 128)
+    return _e(
+        name, "rnnlm", f"{layers} layers, hidden {hidden}, {steps} steps, batch {batch}",
+        [_tok(batch, steps)], layers=layers, hidden=hidden, vocab=V, steps=steps,
+    )  # fmt: skip
+
+
+_VARIANT = re.compile(r"(" + "|".join(PREFIX.values()) + r")-v(0|[1-9]\d{0,6})")  # canonical seeds
+
+
+def _variant_entry(name: str) -> Entry | None:
+    m = _VARIANT.fullmatch(name)
+    if m is None:
+        return None
+    family = next(f for f, p in PREFIX.items() if p == m.group(1))
+    return variant(family, int(m.group(2)))
+
+
+def family_of(name: str) -> str | None:
+    """The family of a suite graph or a variant name, else None."""
+    e = SUITE.get(name) or _variant_entry(name)
+    return None if e is None else e.family
+
+
 _SYNTH = re.compile(r"synthetic-(\d+)-s(\d+)")
 MAX_SYNTHETIC_OPS = 10_000_000
 """About 100 times the suite's largest graph; a bigger one would only exhaust memory while built."""
@@ -159,14 +252,15 @@ def get_graph(name: str, *, cache: bool = True) -> Graph:
         if len(seed) > 19:
             raise GraphError(f"graph {short(name)}: a seed has at most 19 digits")
         return layered_dag(int(ops), int(seed))
-    if name in SUITE:
+    entry = SUITE.get(name) or _variant_entry(name)
+    if entry is not None:
         path = cache_dir() / f"{name}-v{SUITE_VERSION}.npz"
         if cache and path.is_file():
             try:
                 return load_graph(path)
             except GraphError:
                 pass  # a corrupt cache entry: rebuild it
-        g = _build(SUITE[name])
+        g = _build(entry)
         if cache:
             path.parent.mkdir(parents=True, exist_ok=True)
             g.save(path)
@@ -176,7 +270,7 @@ def get_graph(name: str, *, cache: bool = True) -> Graph:
     close = [k for k in SUITE if k.split("-")[0] == name.split("-")[0]]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise GraphError(
-        f"unknown graph {name!r}{hint} (see `actorq graphopt list`; also "
+        f"unknown graph {name!r}{hint} (see `actorq graphopt list`; also <family>-v<seed>, "
         "synthetic-<ops>-s<seed> or a .json/.npz file)"
     )
 
@@ -185,6 +279,8 @@ def is_graph_name(name: str) -> bool:
     """Whether :func:`get_graph` would accept ``name`` (files: that they exist)."""
     if name in SUITE or _SYNTH.fullmatch(name):
         return True
+    if _VARIANT.fullmatch(name):
+        return int(name.rsplit("-v", 1)[1]) <= MAX_VARIANT_SEED
     return name.endswith((".json", ".npz")) and Path(name).is_file()
 
 
