@@ -6,7 +6,8 @@ This script makes that file and says how good it is:
 
 1. ``train``: ``actorq train go`` (placement, int8 actors, the sync backend: deterministic for a
    seed) on the smallest graph of each of the suite's six families, ``--steps`` whole-graph
-   decisions; resumable (the run directory keeps its checkpoint; run the command again).
+   decisions, and with ``--variants K`` on K seeded variants of each family too (``<family>-v0``
+   ...); resumable (the run directory keeps its checkpoint; run the command again).
    Arguments after ``--`` go to ``actorq train go`` unchanged (e.g. ``-- --learning-rate 3e-4``).
 2. ``package``: the run's final weights and how they were trained go to the policy file
    (:func:`actorq.graphopt.pretrained.save_policy`), which must stay ≤ 10 MB.
@@ -55,8 +56,10 @@ def train_policy(args: argparse.Namespace, extra: list[str], run_dir: Path) -> d
     from actorq.agents.go.config import GOConfig
     from actorq.cli_args import parse
     from actorq.experiment import train
+    from actorq.graphopt.suite import PREFIX
 
     graphs = [by_size(f)[0] for f in FAMILIES]
+    graphs += [f"{PREFIX[f]}-v{i}" for f in FAMILIES for i in range(args.variants)]
     base = parse(GOConfig, extra, "go_pretrained.py -- (actorq train go settings)")
     cfg = dataclasses.replace(
         base,
@@ -171,6 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", default="4xgpu-pcie")
     ap.add_argument("--steps", type=int, default=12_000, help="whole-graph decisions")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--variants",
+        type=int,
+        default=0,
+        help="train also on this many seeded variants of each family (<family>-v0 ...); "
+        "judged on the six smallest graphs as before",
+    )
     ap.add_argument("--samples", type=int, default=16, help="sampled placements besides greedy")
     ap.add_argument("--budget", type=int, default=100, help="each search baseline's calls")
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/go_pretrained")
@@ -182,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         "judge cell redone)",
     )
     a = ap.parse_args(argv)
+    if not 0 <= a.variants <= 1000:
+        say("--variants: 0 to 1000 per family")
+        return 2
     from actorq.graphopt.cluster import get_cluster
     from actorq.graphopt.pretrained import (
         load_policy_file,
@@ -223,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         say("error: the policy file is over 10 MB")
         return 1
     cells: list[tuple[str, bool, dict[str, Any]]] = []
-    graphs = [(g, True) for g in trained["graphs"]] + [(by_size(f)[1], False) for f in FAMILIES]
+    smallest = [by_size(f)[0] for f in FAMILIES]  # variants are trained on, not judged
+    graphs = [(g, True) for g in smallest] + [(by_size(f)[1], False) for f in FAMILIES]
     for g, seen in graphs:
         p = root / f"judge-{g}.json"
         if p.is_file() and not a.rejudge:

@@ -108,7 +108,10 @@ def cmd_list(a: ListArgs) -> int:
         )  # fmt: skip
         t.add_row(name, e.family, *cells, e.note)
     Console(width=160).print(t)
-    print("also: synthetic-<ops>-s<seed> (seeded layered DAG), or a graph .json/.npz file")
+    print(
+        "also: <family>-v<seed> (a seeded variant of a family: inception-v3, txl-v0, ...), "
+        "synthetic-<ops>-s<seed> (seeded layered DAG), or a graph .json/.npz file"
+    )
     if not a.build:
         print("('-': not built yet; `actorq graphopt list --build` builds and caches them all)")
     return 0
