@@ -204,7 +204,8 @@ def go_config(
 
 
 def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times."""
+    """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times and
+    the number of devices each decision uses."""
     import dataclasses
 
     from actorq.agents.go.builder import BUILDER
@@ -229,6 +230,8 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
         actions, _ = task.decide(rt(task.inputs), None)
         _, _, info = task.judge(actions)
         out[f"time_{prec}"] = float(info["score"])  # penalised when it does not fit
+        # how many devices the decision uses: "all on one device" is a zero-shot failure mode
+        out[f"devices_{prec}"] = len(set(actions[:, 0].tolist()))
         if not info["feasible"]:
             out[f"infeasible_{prec}"] = info["reason"]
     return out
