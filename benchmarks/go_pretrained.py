@@ -219,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         trained = json.loads(train_json.read_text())
         say(f"trained before: {trained['decisions']:,} decisions ({train_json})")
     else:
-        say(f"training on the six families' smallest graphs, {a.steps:,} decisions ...")
+        more = f" and {a.variants} variants of each family" if a.variants else ""
+        say(f"training on the six families' smallest graphs{more}, {a.steps:,} decisions ...")
         trained = train_policy(a, extra, root / "runs" / "train")
         write_json_atomic(train_json, trained)
     if a.rejudge:  # the report names the command that trained the file, then this one
