@@ -121,7 +121,7 @@ MAX_VARIANT_SEED = 10**6
 
 def variant(family: str, seed: int) -> Entry:
     """A seeded variant of ``family``: its model with depth, width, length and batch drawn
-    around the suite's smallest graph (about 0.3-3x its ops), named ``<prefix>-v<seed>``.
+    around the suite's smallest graph (about 0.25-2.5x its ops), named ``<prefix>-v<seed>``.
 
     Pre-training on many graphs per family is what GO's transfer rests on (Zhou et al.,
     NeurIPS 2020, pre-train on a set of graphs, zero-shot on unseen ones); the suite's sizes
