@@ -58,7 +58,9 @@ imitation and distillation can fit a split exactly; ``--finetune-pos-freqs K`` (
 ``--start B`` (folder ``...-startB``) makes every stage's policy decide from baseline B's
 placement of each graph (``GOConfig.start``, Placeto's formulation; ``best`` as ``--imitate``
 picks it): zero-shot then reads the held-out graph and its best classical placement, which
-costs the ``zeroshot`` cell's ``start.sim_calls`` simulator calls.
+costs the ``zeroshot`` cell's ``start.sim_calls`` simulator calls. ``--priority-levels N``
+(folder ``...-prioN``) gives every stage's priority head N levels instead of 8 (joint task;
+``benchmarks/go_priority_levels.py`` measures what 8 cost).
 
 The held-out family's other graphs (its larger sizes, up to 107k ops) have two more stages, run
 only when named in ``--stages``: ``larger`` (per graph, the classical baselines with the search
@@ -187,6 +189,8 @@ def go_config(
         kw.setdefault("start", args.start)
     if args.memory_input:
         kw.setdefault("memory_input", True)
+    if args.priority_levels != 8:
+        kw.setdefault("priority_levels", args.priority_levels)
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),
@@ -722,6 +726,11 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else ""
         )
         + (
+            f" Priority heads of {args.priority_levels} levels (--priority-levels)."
+            if args.priority_levels != 8
+            else ""
+        )
+        + (
             ""
             if args.finetune_learning_rate is None
             else f" Fine-tuning's learning rate {args.finetune_learning_rate:g}."
@@ -943,6 +952,13 @@ def main(argv: list[str] | None = None) -> int:
         "(GOConfig.memory_input; folder ...-mem)",
     )
     ap.add_argument(
+        "--priority-levels",
+        type=int,
+        default=8,
+        help="levels of every stage's priority head (GOConfig.priority_levels; joint task; "
+        "folder ...-prioN when not 8)",
+    )
+    ap.add_argument(
         "--pretrained-in",
         type=Path,
         default=None,
@@ -980,6 +996,11 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-start{args.start}"
     if args.memory_input:
         folder += "-mem"
+    if args.priority_levels != 8:
+        if not 2 <= args.priority_levels <= 256:
+            say("--priority-levels: 2 to 256")
+            return 2
+        folder += f"-prio{args.priority_levels}"
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
@@ -1043,6 +1064,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["finetune_pos_freqs"] = args.finetune_pos_freqs
     if args.memory_input:
         budget["memory_input"] = True
+    if args.priority_levels != 8:  # settings without the key: 8 levels
+        budget["priority_levels"] = args.priority_levels
     if args.start != "none":  # settings without the key: GO's policy, no start
         budget["start"] = args.start
     if args.pretrain_max_ops:  # settings without the key: the smallest graph per family

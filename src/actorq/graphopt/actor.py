@@ -79,8 +79,11 @@ class GraphTask:
         reference: str = "expert",
         start: str = "none",
         memory: bool = False,
+        priority_levels: int = PRIORITY_LEVELS,
     ) -> None:
         self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
+        self.priority_levels = priority_levels
+        """Levels of the priority head (``GOConfig.priority_levels``): how its choices decode."""
         g = self.env.graph
         self.name, self.task = g.name, task
         self.fusable = self.env.sim.fusable_edges
@@ -168,7 +171,7 @@ class GraphTask:
         g = self.env.graph
         parts = {
             "placement": actions[:, 0],
-            "priority": priorities(actions[:, 1], g, PRIORITY_LEVELS),
+            "priority": priorities(actions[:, 1], g, self.priority_levels),
             "fusion": fusion_edges(actions[:, 2], g, self.fusable),
         }
         if self.task == "joint":
@@ -230,8 +233,9 @@ class GraphActor:
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
         w = cfg["workload"]
         start, memory = str(w.get("start", "none")), bool(w.get("memory_input", False))
+        levels = int(w.get("priority_levels", PRIORITY_LEVELS))
         tasks = [
-            GraphTask(g, w["task"], w["cluster"], w["reference"], start, memory)
+            GraphTask(g, w["task"], w["cluster"], w["reference"], start, memory, levels)
             for g in w["graphs"]
         ]
         return cls(

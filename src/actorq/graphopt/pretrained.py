@@ -42,7 +42,7 @@ _SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "ffn": (1, 4096),
     "type_dim": (1, 256),
     "task_dim": (1, 256),
-    "priority_levels": (1, 64),
+    "priority_levels": (1, 256),
     "pos_freqs": (0, 30),
 }
 #: The config's switches (JSON booleans).

@@ -130,7 +130,7 @@ def _candidates(
             out.append((b.name, False, a))
             continue
         prio = sim.default_priority if b.decision.priority is None else b.decision.priority
-        a[:, 1] = priority_levels(prio)
+        a[:, 1] = priority_levels(prio, task.priority_levels)
         out.append((b.name, False, a))
         f = a.copy()
         f[g.dst[greedy_fusion(sim, a[:, 0])], 2] = 1  # the fuse bit of each fused edge's consumer

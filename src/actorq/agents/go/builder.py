@@ -34,19 +34,12 @@ class GOBuilder:
     def tasks(self, cfg: GOConfig) -> list[GraphTask]:
         """The training graphs as :class:`GraphTask` (built once per process and setting:
         building one runs the reference baseline)."""
-        key = (
-            cfg.train_graphs(),
-            cfg.task(),
-            cfg.cluster,
-            cfg.reference,
-            cfg.start,
-            cfg.memory_input,
-        )
+        # GraphTask's arguments after the graph, in its order; with the graphs, the cache key
+        args = (cfg.task(), cfg.cluster, cfg.reference, cfg.start, cfg.memory_input,
+                cfg.priority_levels)  # fmt: skip
+        key = (cfg.train_graphs(), *args)
         if key not in self._tasks:
-            self._tasks[key] = [
-                GraphTask(g, cfg.task(), cfg.cluster, cfg.reference, cfg.start, cfg.memory_input)
-                for g in cfg.train_graphs()
-            ]
+            self._tasks[key] = [GraphTask(g, *args) for g in cfg.train_graphs()]
         return self._tasks[key]
 
     def env_spec(self, cfg: GOConfig) -> EnvSpec:
@@ -107,6 +100,7 @@ class GOBuilder:
                 "reference": cfg.reference,
                 "start": cfg.start,
                 "memory_input": cfg.memory_input,
+                "priority_levels": cfg.priority_levels,
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,
                 "explore_guided": cfg.explore_guided,

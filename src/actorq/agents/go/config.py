@@ -38,6 +38,7 @@ class GOConfig(ExperimentConfig):
         "attn_layers": Bound(0, 64),
         "segment": Bound(1, 1_000_000),
         "pos_freqs": Bound(0, 30),
+        "priority_levels": Bound(2, 256),
         "imitate_steps": Bound(0, 1_000_000),
         "imitate_lr": POSITIVE,
     }
@@ -140,6 +141,11 @@ class GOConfig(ExperimentConfig):
     METIS+cp, the expert split and one device, as --imitate best picks it) is an input of the
     network, and a learned gain on it lets the policy keep it where it has nothing better
     (docs/graphopt.md, "Deciding from a start placement"). Placement and joint tasks."""
+    priority_levels: int = 8
+    """Scheduling and joint tasks: the priority head's number of levels (equal-count buckets
+    of a baseline's order when imitating it; ties run in topological order). Eight cost the
+    joint task 2.8% at the best classical start on 4 PCIe GPUs, 64 about 1% (docs/graphopt.md,
+    "what the priority levels cost")."""
     memory_input: bool = False
     """The policy also reads how each graph's memory compares with a device's capacity (the
     whole graph's need and its running total along the forward order, in device capacities;

@@ -56,6 +56,7 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
         pos_freqs=cfg.pos_freqs,
         start_input=cfg.start != "none",
         memory_input=cfg.memory_input,
+        priority_levels=cfg.priority_levels,
     )
 
 
@@ -107,7 +108,8 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
             raise CheckpointError(
                 f"--init-from {run}: its policy does not fit this one ({k}: "
                 f"{None if got is None else tuple(got.shape)} vs {tuple(v.shape)}; same "
-                "--hidden, layers, segment, --pos-freqs, --memory-input and device count needed)"
+                "--hidden, layers, segment, --pos-freqs, --memory-input, --priority-levels and "
+                "device count needed)"
             )
     return {k: weights[k] for k in want}
 
