@@ -328,7 +328,7 @@ class GraphOptEnv(gym.Env[Any, Any]):
 def validate_graphopt_id(name: str) -> tuple[str, str]:
     """Check ``<task>/<graph>`` (the part after ``graphopt:``) without building the graph."""
     from actorq.errors import EnvIdError
-    from actorq.graphopt.suite import is_graph_name
+    from actorq.graphopt.suite import OTHER_NAMES, is_graph_name
 
     task, sep, graph = name.partition("/")
     if not sep or not graph:
@@ -340,8 +340,7 @@ def validate_graphopt_id(name: str) -> tuple[str, str]:
         raise EnvIdError(f"unknown graphopt task {task!r} in {name!r}; tasks: {', '.join(TASKS)}")
     if not is_graph_name(graph):
         raise EnvIdError(
-            f"unknown graph {graph!r} in {name!r} (see `actorq graphopt list`; also "
-            "synthetic-<ops>-s<seed> or a .json/.npz file)"
+            f"unknown graph {graph!r} in {name!r} (see `actorq graphopt list`; also {OTHER_NAMES})"
         )
     return task, graph
 

@@ -203,6 +203,8 @@ def family_of(name: str) -> str | None:
     return None if e is None else e.family
 
 
+#: The graph names besides the suite's, as error messages list them.
+OTHER_NAMES = "<family>-v<seed>, synthetic-<ops>-s<seed> or a .json/.npz file"
 _SYNTH = re.compile(r"synthetic-(\d+)-s(\d+)")
 MAX_SYNTHETIC_OPS = 10_000_000
 """About 100 times the suite's largest graph; a bigger one would only exhaust memory while built."""
@@ -270,8 +272,7 @@ def get_graph(name: str, *, cache: bool = True) -> Graph:
     close = [k for k in SUITE if k.split("-")[0] == name.split("-")[0]]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise GraphError(
-        f"unknown graph {name!r}{hint} (see `actorq graphopt list`; also <family>-v<seed>, "
-        "synthetic-<ops>-s<seed> or a .json/.npz file)"
+        f"unknown graph {name!r}{hint} (see `actorq graphopt list`; also {OTHER_NAMES})"
     )
 
 

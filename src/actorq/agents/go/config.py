@@ -197,14 +197,14 @@ class GOConfig(ExperimentConfig):
             raise ConfigError(f"--hidden must divide by 4 (attention heads), got {self.hidden}")
         from actorq.graphopt.cluster import get_cluster
         from actorq.graphopt.envs import validate_graphopt_id
-        from actorq.graphopt.suite import is_graph_name
+        from actorq.graphopt.suite import OTHER_NAMES, is_graph_name
 
         validate_graphopt_id(self.env.partition(":")[2])
         for g in self.graphs:
             if not isinstance(g, str) or not is_graph_name(g):
                 raise ConfigError(
                     f"--graphs: unknown graph {g!r} (see `actorq graphopt list`; also "
-                    "synthetic-<ops>-s<seed> or a .json/.npz file)"
+                    f"{OTHER_NAMES})"
                 )
         try:
             get_cluster(self.cluster)
