@@ -315,7 +315,11 @@ def test_cli_baselines(files: tuple[str | bytes, str | bytes]) -> None:
 
 
 VARIANT_NAMES = st.one_of(
-    st.from_regex(r"(inception|resnet|gnmt|txl|wavenet|rnnlm)-v[0-9]{7,30}", fullmatch=True),
+    st.builds(
+        "{}-v{}".format,
+        st.sampled_from(sorted(PREFIX.values())),
+        st.integers(min_value=10**6 + 1, max_value=10**30),
+    ),
     st.from_regex(
         r"(inception|txl|rnnlm)-v(-[0-9]{1,3}|[0-9]{0,3}[ .e+x][0-9]{0,2}|)", fullmatch=True
     ),
