@@ -20,6 +20,7 @@ and ``report.md``.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shlex
 import sys
@@ -142,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     for graph in a.graphs:
         p = root / f"{graph}-b{a.budget}-s{a.seed}.json"
         if p.is_file():
-            import json
-
             cells.append(json.loads(p.read_text()))
             continue
         cell = graph_cell(graph, a.cluster, a.budget, a.seed)
