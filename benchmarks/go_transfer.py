@@ -189,6 +189,8 @@ def go_config(
         kw.setdefault("start", args.start)
     if args.memory_input:
         kw.setdefault("memory_input", True)
+    if args.cost_input:
+        kw.setdefault("cost_input", True)
     if args.priority_levels != 8:
         kw.setdefault("priority_levels", args.priority_levels)
     return GOConfig(
@@ -424,6 +426,8 @@ def pretrain_config(args: argparse.Namespace, run_dir: Path, graphs: list[str]) 
     """The pre-training run's configuration: imitation warm start, and run moves only with
     --pretrain-explore (the held-out graph's runs explore with --explore alone)."""
     kw = explore_kw(args) if args.pretrain_explore else {}
+    if args.pretrain_imitate_margin:
+        kw["imitate_margin"] = args.pretrain_imitate_margin
     return go_config(args, run_dir, graphs, args.pretrain_steps, imitate=True, **kw)
 
 
@@ -726,6 +730,11 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else ""
         )
         + (
+            " Every policy reads each graph's costs as shares of its own total (--cost-input)."
+            if args.cost_input
+            else ""
+        )
+        + (
             f" Priority heads of {args.priority_levels} levels (--priority-levels)."
             if args.priority_levels != 8
             else ""
@@ -952,6 +961,20 @@ def main(argv: list[str] | None = None) -> int:
         "(GOConfig.memory_input; folder ...-mem)",
     )
     ap.add_argument(
+        "--pretrain-imitate-margin",
+        type=float,
+        default=0.0,
+        help="pre-training imitates, per graph, the --imitate best candidate on the fewest "
+        "devices within 1 + M of the fastest (GOConfig.imitate_margin; fine-tuning and from "
+        "scratch still imitate the fastest; folder ...-ptmarginM)",
+    )
+    ap.add_argument(
+        "--cost-input",
+        action="store_true",
+        help="every stage's policy reads each graph's op and transfer times as shares of its "
+        "total work (GOConfig.cost_input; folder ...-cost)",
+    )
+    ap.add_argument(
         "--priority-levels",
         type=int,
         default=8,
@@ -996,6 +1019,13 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-start{args.start}"
     if args.memory_input:
         folder += "-mem"
+    if args.cost_input:
+        folder += "-cost"
+    if args.pretrain_imitate_margin:
+        if args.imitate != "best" or not 0 < args.pretrain_imitate_margin <= 10:
+            say("--pretrain-imitate-margin M needs --imitate best and 0 < M <= 10")
+            return 2
+        folder += f"-ptmargin{args.pretrain_imitate_margin:g}"
     if args.priority_levels != 8:
         if not 2 <= args.priority_levels <= 256:
             say("--priority-levels: 2 to 256")
@@ -1064,6 +1094,10 @@ def main(argv: list[str] | None = None) -> int:
         budget["finetune_pos_freqs"] = args.finetune_pos_freqs
     if args.memory_input:
         budget["memory_input"] = True
+    if args.cost_input:
+        budget["cost_input"] = True
+    if args.pretrain_imitate_margin:  # settings without the key: the fastest candidate
+        budget["pretrain_imitate_margin"] = args.pretrain_imitate_margin
     if args.priority_levels != 8:  # settings without the key: 8 levels
         budget["priority_levels"] = args.priority_levels
     if args.start != "none":  # settings without the key: GO's policy, no start

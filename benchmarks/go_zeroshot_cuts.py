@@ -82,8 +82,11 @@ def family_row(
     from actorq.graphopt.targets import target
 
     graph = smallest(fam)
-    task = GraphTask(graph, "placement", cluster, reference, start)
     nd = get_cluster(cluster).num_devices
+    c = load_policy(str(root / "runs" / f"pretrain-{fam}-s{seed}"), nd)[0].config
+    # the inputs the runs' policies read (fine-tuning keeps pre-training's)
+    task = GraphTask(graph, "placement", cluster, reference, start, c.memory_input,
+                     cost=c.cost_input)  # fmt: skip
     row: dict[str, Any] = {"family": fam, "graph": graph}
     for stage in ("pretrain", "finetune"):
         run = root / "runs" / f"{stage}-{fam}-s{seed}"

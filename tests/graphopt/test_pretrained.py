@@ -280,6 +280,9 @@ def _nan_weight(data: bytes) -> bytes:
     return data[:start] + struct.pack("<f", float("nan")) + data[start + 4 :]
 
 
+#: Policy config keys the fuzzer sets to arbitrary values (sizes, switches, one unknown).
+CONFIG_KEYS = ("num_devices", "hidden", "sage_layers", "heads", "segment", "bogus", "start_input",
+               "memory_input", "cost_input")  # fmt: skip
 MUTATIONS = st.one_of(
     st.binary(max_size=256).map(lambda b: ("random", lambda _: b)),
     st.integers(0, 600_000).map(lambda i: ("truncated", lambda d: d[:i])),
@@ -294,7 +297,7 @@ MUTATIONS = st.one_of(
         st.text(max_size=12),
     ).map(lambda kv: ("meta", lambda d: _with_header(d, _set_meta(*kv)))),
     st.tuples(
-        st.sampled_from(["num_devices", "hidden", "sage_layers", "heads", "segment", "bogus"]),
+        st.sampled_from(CONFIG_KEYS),
         st.one_of(st.integers(), st.floats(), st.none(), st.text(max_size=4), st.booleans()),
     ).map(lambda kv: ("config", lambda d: _with_header(d, _set_config(*kv)))),
     st.just(("nan", _nan_weight)),

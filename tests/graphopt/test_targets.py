@@ -53,3 +53,31 @@ def test_priority_levels_are_equal_count_buckets_of_the_order() -> None:
     order = np.argsort(prio)
     assert (np.diff(lv[order]) >= 0).all()  # a higher priority never gets a lower level
     assert lv[prio.argmax()] == 7 and lv[prio.argmin()] == 0
+
+
+def devices(t: targets.Target) -> int:
+    return len(np.unique(t.placement))
+
+
+def test_a_margin_prefers_the_candidate_on_fewer_devices_within_it() -> None:
+    """inception-v0 on 8 NVLink GPUs: HEFT's 8-way split is the fastest, 2.9% ahead of one
+    device; a 5% margin imitates the single device, a 1% margin still the split."""
+    task = GraphTask("inception-v0", "placement", "8xgpu-nvlink", "heft")
+    fastest = targets.target(task, "best")
+    single = targets.target(task, "single")
+    assert fastest.baseline == "heft" and devices(fastest) == 8
+    assert 1.01 < single.time / fastest.time < 1.05
+    near = targets.target(task, "best", margin=0.05)
+    assert near.baseline == "single" and near.time == single.time and devices(near) == 1
+    assert targets.target(task, "best", margin=0.01).baseline == "heft"
+
+
+@pytest.mark.parametrize("margin", [0.05, 0.3, 2.0])
+def test_the_margins_target_is_near_the_fastest_and_on_the_fewest_devices(margin: float) -> None:
+    task = GraphTask("synthetic-120-s0", "placement", "8xgpu-nvlink")
+    each = {n: targets.target(task, n) for n in targets.BEST_OF}
+    fastest = min(t.time for t in each.values() if t.feasible)
+    got = targets.target(task, "best", margin=margin)
+    assert got.feasible and got.time <= fastest * (1 + margin)
+    near = [t for t in each.values() if t.feasible and t.time <= fastest * (1 + margin)]
+    assert devices(got) == min(devices(t) for t in near)

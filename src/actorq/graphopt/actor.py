@@ -80,6 +80,7 @@ class GraphTask:
         start: str = "none",
         memory: bool = False,
         priority_levels: int = PRIORITY_LEVELS,
+        cost: bool = False,
     ) -> None:
         self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
         self.priority_levels = priority_levels
@@ -109,7 +110,13 @@ class GraphTask:
             one = self.env.sim.run(np.zeros(g.num_ops, np.int64))
             self.memory_need = float(one.peak_memory[0])
             mem = (self.memory_need, float(one.capacity[0]))
-        self.inputs = encode_graph(g, placement, self.env.cluster.num_devices, mem)
+        cl = self.env.cluster
+        costs = None
+        if cost:  # ``GOConfig.cost_input``: on the fastest device, over the slowest link
+            off = ~np.eye(cl.num_devices, dtype=bool)
+            bw, lat = (cl.bandwidth[off].min(), cl.latency[off].max()) if off.any() else (np.inf, 0)
+            costs = (self.env.sim.op_times(cl.fastest_device()), float(bw), float(lat))
+        self.inputs = encode_graph(g, placement, cl.num_devices, mem, costs)
 
     @property
     def num_ops(self) -> int:
@@ -234,8 +241,9 @@ class GraphActor:
         w = cfg["workload"]
         start, memory = str(w.get("start", "none")), bool(w.get("memory_input", False))
         levels = int(w.get("priority_levels", PRIORITY_LEVELS))
+        cost = bool(w.get("cost_input", False))
         tasks = [
-            GraphTask(g, w["task"], w["cluster"], w["reference"], start, memory, levels)
+            GraphTask(g, w["task"], w["cluster"], w["reference"], start, memory, levels, cost)
             for g in w["graphs"]
         ]
         return cls(

@@ -275,9 +275,11 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     model, info = load_policy(a.policy, cluster.num_devices)
     t0 = time.perf_counter()
     # judged as the policy was trained: the reference's priorities schedule its placement
+    c = model.config
     task = GraphTask(
-        a.graph, "placement", a.cluster, info.reference, info.start, model.config.memory_input
-    )
+        a.graph, "placement", a.cluster, info.reference, info.start, c.memory_input,
+        cost=c.cost_input,
+    )  # fmt: skip
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)
     infer_s = time.perf_counter() - t0

@@ -227,15 +227,79 @@ def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
     g = graph
     n = g.num_ops
     w = np.asarray(g.param_bytes, np.float64) + np.where(backward_ops(g), 0.0, g.out_bytes)
-    key = g.topo_rank[np.asarray(g.anchor, np.int64)]  # a gradient op at its forward op's place
-    order = np.lexsort((g.topo_rank, key))
-    cum = np.empty(n, np.float64)
-    cum[order] = np.cumsum(w[order])
-    total = float(cum[order[-1]]) if n else 0.0
+    cum = _forward_prefix(g, w)
+    total = float(cum.max()) if n else 0.0
     ratio = need / capacity
     prefix = cum / total * ratio if total > 0 else np.zeros(n)
     cols = np.stack([np.full(n, ratio), prefix], axis=1)
     return np.minimum(cols, MEMORY_CLIP).astype(np.float32)
+
+
+def _forward_prefix(g: Graph, w: np.ndarray) -> np.ndarray:
+    """Running totals ``(n,)`` float64 of the per-op weights ``w`` along the forward order, a
+    gradient op at its forward anchor's position (so a cut of the order at a running total
+    splits forward and backward work together, as a pipeline split does)."""
+    key = g.topo_rank[np.asarray(g.anchor, np.int64)]
+    order = np.lexsort((g.topo_rank, key))
+    cum = np.empty(g.num_ops, np.float64)
+    cum[order] = np.cumsum(w[order])
+    return cum
+
+
+#: The transfer column is clipped here (in shares, see :func:`cost_columns`): an output whose
+#: transfer takes more than ~``n`` times the mean op's time is "far too heavy to cut" whatever
+#: its exact size.
+COST_CLIP = 2.0
+COST_FEATURES: tuple[str, ...] = ("time_share", "time_prefix", "transfer_share")
+
+
+def cost_columns(graph: Graph, times: np.ndarray, bandwidth: float, latency: float) -> np.ndarray:
+    """The graph's costs relative to its own total: ``(n, 3)`` float32 columns (the inputs of a
+    policy with ``GOPolicyConfig.cost_input``, after the memory columns).
+
+    ``times``: each op's roofline time on one device (:meth:`Simulator.op_times`), seconds;
+    ``bandwidth`` (bytes/s; ``inf`` for a cluster without links: nothing is sent) and
+    ``latency`` (s): a link between two devices. With ``T`` the sum
+    of ``times`` (the graph on one device, without overlap) and ``n`` ops:
+
+    * ``time_share``: ``log1p(n t / T) / log1p(n)``: 0 for a free op, ``log 2 / log1p(n)`` for
+      an op of mean time, 1 for an op that is all of the graph's work.
+    * ``time_prefix``: the work accumulated along the forward order up to the op, as a share of
+      ``T`` (0 .. 1; a gradient op at its forward anchor's place, as in :func:`memory_columns`):
+      a cut of the order where it crosses ``1/D, 2/D, ...`` balances ``D`` devices' work.
+    * ``transfer_share``: the same scale for the op's output sent over the link
+      (``latency + bytes / bandwidth``, the bytes of its largest out-edge as the simulator
+      sends them; 0 for an op no other op reads), clipped at
+      :data:`COST_CLIP`: which cuts cost much against the work they would spread.
+
+    The node features are absolute (log FLOPs and bytes); a rule learnt on five families in
+    absolute units meets other magnitudes in a sixth, where these shares keep their meaning."""
+    n = graph.num_ops
+    times = np.asarray(times, np.float64)
+    if times.shape != (n,) or not (np.isfinite(times).all() and (times >= 0).all()):
+        raise ValueError(f"op times must be {n} finite non-negative seconds")
+    if not (bandwidth > 0 and math.isfinite(latency) and latency >= 0):  # NaN fails both
+        raise ValueError(
+            f"link bandwidth {bandwidth!r} must be > 0 (inf: no links) and latency {latency!r} "
+            "finite and >= 0"
+        )
+    total = float(times.sum())
+    if n == 0 or total <= 0:
+        return np.zeros((n, len(COST_FEATURES)), np.float32)
+    scale = math.log1p(n)
+    # the simulator sends an op's output once per other device, sized by its largest out-edge
+    largest = np.zeros(n, np.float64)
+    np.maximum.at(largest, graph.src, graph.edge_bytes)
+    sent = np.where(graph.out_degree > 0, latency + largest / bandwidth, 0.0)
+    cols = np.stack(
+        [
+            np.log1p(n * times / total) / scale,
+            _forward_prefix(graph, times) / total,
+            np.minimum(np.log1p(n * sent / total) / scale, COST_CLIP),
+        ],
+        axis=1,
+    )
+    return cols.astype(np.float32)
 
 
 def encode_graph(
@@ -243,12 +307,14 @@ def encode_graph(
     start: np.ndarray | None = None,
     num_devices: int = 0,
     memory: tuple[float, float] | None = None,
+    cost: tuple[np.ndarray, float, float] | None = None,
 ) -> GraphInputs:
     """A graph as the policy's inputs (computed once per graph; the policy's inputs are static).
     ``start``: a placement (device per op) the policy decides from, appended to the node
     features as ``num_devices`` one-hot columns (:func:`start_columns`). ``memory``: the
     graph's one-device memory need and a device's capacity, bytes: two more columns after
-    those (:func:`memory_columns`)."""
+    those (:func:`memory_columns`). ``cost``: op times, link bandwidth and latency: three more
+    after those (:func:`cost_columns`)."""
     x = node_features(graph)
     if start is not None:
         if len(start) != graph.num_ops:
@@ -256,6 +322,8 @@ def encode_graph(
         x = np.concatenate([x, start_columns(start, num_devices)], axis=1)
     if memory is not None:
         x = np.concatenate([x, memory_columns(graph, *memory)], axis=1)
+    if cost is not None:
+        x = np.concatenate([x, cost_columns(graph, *cost)], axis=1)
     return GraphInputs(
         x=x,
         edge_attr=edge_features(graph),

@@ -34,6 +34,7 @@ from torch import nn
 
 from actorq.graphopt.envs import PRIORITY_LEVELS
 from actorq.graphopt.inputs import (
+    COST_FEATURES,
     EDGE_FEATURES,
     LOG_SCALE,  # noqa: F401 - re-exported
     MEMORY_FEATURES,
@@ -104,6 +105,11 @@ class GOPolicyConfig:
     more input columns after the start's (:func:`~actorq.graphopt.inputs.memory_columns`: the
     whole graph's need and the need accumulated along the forward order, in device
     capacities), so it can tell a graph that must be spread from one that fits on one device."""
+    cost_input: bool = False
+    """Whether the policy reads the graph's costs relative to its own total: three more input
+    columns after the memory ones (:func:`~actorq.graphopt.inputs.cost_columns`: each op's share
+    of the one-device work, the work accumulated along the forward order, and the share its
+    output's transfer over a link costs), scale-free where the node features are absolute."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -467,11 +473,12 @@ class _OnnxBuilder:
 def input_width(config: GOPolicyConfig) -> int:
     """Columns of the node features ``x`` a policy of ``config`` reads: :data:`NODE_FEATURES`,
     then the start placement's one-hot with ``start_input``, then :data:`MEMORY_FEATURES` with
-    ``memory_input``."""
+    ``memory_input``, then :data:`COST_FEATURES` with ``cost_input``."""
     return (
         len(NODE_FEATURES)
         + (config.num_devices if config.start_input else 0)
         + (len(MEMORY_FEATURES) if config.memory_input else 0)
+        + (len(COST_FEATURES) if config.cost_input else 0)
     )
 
 

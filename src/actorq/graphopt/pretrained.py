@@ -46,7 +46,7 @@ _SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "pos_freqs": (0, 30),
 }
 #: The config's switches (JSON booleans).
-_FLAGS = ("start_input", "memory_input")
+_FLAGS = ("start_input", "memory_input", "cost_input")
 _META_KEYS = ("format", "format_version", "config", "task", "cluster", "trained_on", "command")
 
 

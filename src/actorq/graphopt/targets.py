@@ -138,8 +138,15 @@ def _candidates(
     return out
 
 
-def target(task: GraphTask, name: str, seed: int = 0, relabel: bool = True) -> Target:
-    """``task``'s imitation target from baseline ``name`` (or ``best``: module docstring)."""
+def target(
+    task: GraphTask, name: str, seed: int = 0, relabel: bool = True, margin: float = 0.0
+) -> Target:
+    """``task``'s imitation target from baseline ``name`` (or ``best``: module docstring).
+
+    ``margin`` (``best`` only): among the feasible candidates within ``1 + margin`` times the
+    fastest's step time, the one on the fewest devices (then the fastest): a split that gains
+    a few percent is a poor target when imitation reproduces it only roughly (docs/graphopt.md,
+    "Simpler targets"). 0: the fastest."""
     if task.task not in TASKS:
         raise ValueError(f"imitation targets decide placements; task is {task.task!r}")
     cands = BEST_OF if name == "best" else (name,)
@@ -149,6 +156,9 @@ def target(task: GraphTask, name: str, seed: int = 0, relabel: bool = True) -> T
         found.append((ok, t, baseline, fused, a))
     # feasible first, then fastest; ties keep BEST_OF's order (unfused before fused)
     ok, t, chosen, fused, a = min(found, key=lambda x: (not x[0], x[1]))
+    if margin > 0 and ok:
+        near = [f for f in found if f[0] and f[1] <= t * (1 + margin)]
+        ok, t, chosen, fused, a = min(near, key=lambda x: (len(np.unique(x[4][:, 0])), x[1]))
     relabelled = False
     if relabel:
         g, c = task.env.graph, task.env.cluster
@@ -160,5 +170,7 @@ def target(task: GraphTask, name: str, seed: int = 0, relabel: bool = True) -> T
     return Target(task.name, chosen, t, ok, relabelled, calls, a, fused)
 
 
-def targets(tasks: list[GraphTask], name: str, seed: int = 0, relabel: bool = True) -> list[Target]:
-    return [target(t, name, seed, relabel) for t in tasks]
+def targets(
+    tasks: list[GraphTask], name: str, seed: int = 0, relabel: bool = True, margin: float = 0.0
+) -> list[Target]:
+    return [target(t, name, seed, relabel, margin) for t in tasks]

@@ -139,6 +139,10 @@ def test_no_imitation_by_default() -> None:
         ({"imitate_lr": 0.0}, "--imitate-lr must be > 0"),
         ({"imitate_lr": float("nan")}, "--imitate-lr must be a finite number"),
         ({"imitate_relabel": "yes"}, "--imitate-relabel has the wrong type"),
+        ({"imitate": "heft", "imitate_margin": 0.1}, "--imitate best, not 'heft'"),
+        ({"imitate_margin": 0.1}, "--imitate best, not 'none'"),
+        ({"imitate": "best", "imitate_margin": -0.1}, "--imitate-margin must be in [0, 10]"),
+        ({"imitate": "best", "imitate_margin": float("inf")}, "--imitate-margin must be a finite"),
     ],
 )
 def test_bad_imitation_settings_are_one_line_errors(kw: dict[str, Any], msg: str) -> None:

@@ -36,7 +36,7 @@ class GOBuilder:
         building one runs the reference baseline)."""
         # GraphTask's arguments after the graph, in its order; with the graphs, the cache key
         args = (cfg.task(), cfg.cluster, cfg.reference, cfg.start, cfg.memory_input,
-                cfg.priority_levels)  # fmt: skip
+                cfg.priority_levels, cfg.cost_input)  # fmt: skip
         key = (cfg.train_graphs(), *args)
         if key not in self._tasks:
             self._tasks[key] = [GraphTask(g, *args) for g in cfg.train_graphs()]
@@ -100,6 +100,7 @@ class GOBuilder:
                 "reference": cfg.reference,
                 "start": cfg.start,
                 "memory_input": cfg.memory_input,
+                "cost_input": cfg.cost_input,
                 "priority_levels": cfg.priority_levels,
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,

@@ -41,6 +41,7 @@ class GOConfig(ExperimentConfig):
         "priority_levels": Bound(2, 256),
         "imitate_steps": Bound(0, 1_000_000),
         "imitate_lr": POSITIVE,
+        "imitate_margin": Bound(0, 10),
     }
 
     env: str = "graphopt:placement/rnnlm-s"
@@ -125,6 +126,11 @@ class GOConfig(ExperimentConfig):
     """Rename each target's devices by first use in topological order (only when the cluster's
     devices and links are all alike, so the step time is unchanged): consistent labels across
     graphs."""
+    imitate_margin: float = 0.0
+    """With --imitate best: imitate the candidate on the fewest devices among those within
+    1 + this of the fastest's step time (0: the fastest). Imitation reproduces a split only
+    roughly, and a policy that learns to split graphs whose split gains a few percent splits
+    unseen graphs where that loses (docs/graphopt.md, "Simpler targets")."""
     hidden: int = 64
     """Width of the policy's node embeddings."""
     sage_layers: int = 3
@@ -151,6 +157,11 @@ class GOConfig(ExperimentConfig):
     whole graph's need and its running total along the forward order, in device capacities;
     one simulator call per graph), so it can learn to spread a graph that does not fit on one
     device (docs/graphopt.md, "The held-out families' larger graphs")."""
+    cost_input: bool = False
+    """The policy also reads each graph's costs as shares of its own total (each op's share of
+    the one-device work, that work accumulated along the forward order, and its output's
+    transfer time in the same units; no simulator call), so what it learns on some graphs'
+    magnitudes can hold on another's (docs/graphopt.md, "Costs as shares")."""
     publish_every: int = 1
     eval_every: int = 2_000
     """Decisions between greedy evaluations (one argmax decision per training graph)."""
@@ -228,6 +239,11 @@ class GOConfig(ExperimentConfig):
             raise ConfigError(
                 f"--imitate {self.imitate} imitates decisions with a placement: "
                 f"{' or '.join(TASKS)} task, not {self.task()!r}"
+            )
+        if self.imitate_margin > 0 and self.imitate != "best":
+            raise ConfigError(
+                f"--imitate-margin {self.imitate_margin:g} picks among --imitate best's "
+                f"candidates: --imitate best, not {self.imitate!r}"
             )
 
         if self.explore > 0 and self.task() not in ("placement", "joint"):

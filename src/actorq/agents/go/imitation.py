@@ -125,6 +125,7 @@ def warm_start(
     lr: float,
     seed: int = 0,
     relabel: bool = True,
+    margin: float = 0.0,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Imitate baseline ``name`` for ``steps`` steps: ``(metrics, per-graph records)``.
 
@@ -133,7 +134,7 @@ def warm_start(
     of the greedy decision's step time over the target's), ``sim_calls`` (the baselines' and
     the final check's simulator calls), ``steps``, ``seconds``."""
     t0 = time.perf_counter()
-    goals = targets(tasks, name, seed, relabel)
+    goals = targets(tasks, name, seed, relabel, margin)
     masks = [t.mask for t in tasks]
     out = fit(model, inputs, goals, steps, lr, masks)
     ratios, records = [], []

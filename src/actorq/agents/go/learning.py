@@ -56,6 +56,7 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
         pos_freqs=cfg.pos_freqs,
         start_input=cfg.start != "none",
         memory_input=cfg.memory_input,
+        cost_input=cfg.cost_input,
         priority_levels=cfg.priority_levels,
     )
 
@@ -108,8 +109,8 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
             raise CheckpointError(
                 f"--init-from {run}: its policy does not fit this one ({k}: "
                 f"{None if got is None else tuple(got.shape)} vs {tuple(v.shape)}; same "
-                "--hidden, layers, segment, --pos-freqs, --memory-input, --priority-levels and "
-                "device count needed)"
+                "--hidden, layers, segment, --pos-freqs, --memory-input, --cost-input, "
+                "--priority-levels and device count needed)"
             )
     return {k: weights[k] for k in want}
 
@@ -370,7 +371,7 @@ class GOLearner(Learner):
 
         metrics, self.imitation = warm_start(
             self.model, self.tasks, self._inputs, cfg.imitate, cfg.imitate_steps,
-            cfg.imitate_lr, seed=cfg.seed, relabel=cfg.imitate_relabel,
+            cfg.imitate_lr, seed=cfg.seed, relabel=cfg.imitate_relabel, margin=cfg.imitate_margin,
         )  # fmt: skip
         # the reward baselines start at the imitated greedy decisions' rewards: PPO's first
         # update then has advantages (with none, it would be an entropy step only, which Adam
