@@ -20,7 +20,6 @@ and ``report.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import machine_info, say, write_json_atomic
+from peers import graph_cells, graph_setup_problem, machine_info, say
 
 GRAPHS = ("inception-s", "resnet-152", "gnmt-s", "txl-s", "wavenet-s", "rnnlm-s")
 LEVELS = (8, 16, 32, 64, 256)
@@ -119,36 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", nargs="+", default=list(GRAPHS))
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/go_priority_levels"))
     a = ap.parse_args(argv)
-    from actorq.errors import ActorQError
-    from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.suite import is_graph_name
-
+    problem = graph_setup_problem(a.cluster, a.graphs)
     if a.budget < 0:
-        say("--budget must be >= 0")
+        problem = "--budget must be >= 0"
+    if problem:
+        say(problem)
         return 2
-    try:
-        get_cluster(a.cluster)
-    except ActorQError as e:
-        say(f"error: {e}")
-        return 2
-    bad = [g for g in a.graphs if not is_graph_name(g)]
-    if bad:
-        say(f"error: unknown graph(s) {', '.join(bad)}")
-        return 2
-    root = a.results / a.cluster
-    root.mkdir(parents=True, exist_ok=True)
     argv_shown = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "benchmarks/go_priority_levels.py", *argv_shown])
-    cells = []
-    for graph in a.graphs:
-        p = root / f"{graph}-b{a.budget}-s{a.seed}.json"
-        if p.is_file():
-            cells.append(json.loads(p.read_text()))
-            continue
-        cell = graph_cell(graph, a.cluster, a.budget, a.seed)
-        cell.update(command=command, machine=machine_info())
-        write_json_atomic(p, cell)
-        cells.append(cell)
+    root = a.results / a.cluster
+    cells = graph_cells(
+        root, a.graphs, f"-b{a.budget}-s{a.seed}", command,
+        lambda graph: graph_cell(graph, a.cluster, a.budget, a.seed),
+    )  # fmt: skip
     text = report(cells, command)
     (root / "report.md").write_text(text)
     print(text)

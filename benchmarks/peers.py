@@ -72,6 +72,42 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def graph_setup_problem(cluster: str, graphs: Sequence[str]) -> str | None:
+    """One line naming what is wrong with a graph benchmark's ``--cluster`` and ``--graphs``
+    (None when both are valid)."""
+    from actorq.errors import ActorQError
+    from actorq.graphopt.cluster import get_cluster
+    from actorq.graphopt.suite import is_graph_name
+
+    try:
+        get_cluster(cluster)
+    except ActorQError as e:
+        return f"error: {e}"
+    bad = [g for g in graphs if not is_graph_name(g)]
+    return f"error: unknown graph(s) {', '.join(bad)}" if bad else None
+
+
+def graph_cells(
+    root: Path, graphs: Sequence[str], suffix: str, command: str,
+    compute: Callable[[str], dict[str, Any]],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One cell per graph, ``root/<graph><suffix>.json``: read when present (a benchmark
+    resumes where it stopped), else ``compute(graph)``, stamped with the command and machine,
+    written atomically."""
+    root.mkdir(parents=True, exist_ok=True)
+    cells = []
+    for graph in graphs:
+        p = root / f"{graph}{suffix}.json"
+        if p.is_file():
+            cells.append(json.loads(p.read_text()))
+            continue
+        cell = compute(graph)
+        cell.update(command=command, machine=machine_info())
+        write_json_atomic(p, cell)
+        cells.append(cell)
+    return cells
+
+
 def first_at_or_above(
     curve: Sequence[dict[str, Any]], target: float | None
 ) -> dict[str, Any] | None:

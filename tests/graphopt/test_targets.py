@@ -81,3 +81,12 @@ def test_the_margins_target_is_near_the_fastest_and_on_the_fewest_devices(margin
     assert got.feasible and got.time <= fastest * (1 + margin)
     near = [t for t in each.values() if t.feasible and t.time <= fastest * (1 + margin)]
     assert devices(got) == min(devices(t) for t in near)
+
+
+def test_choose_by_hand() -> None:
+    c = [(True, 1.00, 8), (True, 1.00, 4), (True, 1.10, 2), (True, 1.15, 1), (False, 0.5, 1)]
+    assert targets.choose(c) == 0  # fastest feasible; a tie keeps the order
+    assert targets.choose(c, 0.05) == 1  # fewer devices at the same time
+    assert targets.choose(c, 0.12) == 2 and targets.choose(c, 0.2) == 3
+    none_fit = [(False, 3.0, 1), (False, 2.0, 4)]
+    assert targets.choose(none_fit, 0.5) == 1  # the least penalised; no margin without a fit

@@ -138,6 +138,19 @@ def _candidates(
     return out
 
 
+def choose(candidates: list[tuple[bool, float, int]], margin: float = 0.0) -> int:
+    """Which of ``candidates`` (``(feasible, step time, devices used)``, in :data:`BEST_OF`'s
+    order) a target imitates: feasible first, then fastest, ties keeping the order (unfused
+    before fused); with ``margin`` > 0 and a feasible fastest, the one on the fewest devices
+    (then the fastest) among the feasible within ``1 + margin`` of its step time."""
+    best = min(range(len(candidates)), key=lambda i: (not candidates[i][0], candidates[i][1]))
+    ok, fastest, _ = candidates[best]
+    if margin <= 0 or not ok:
+        return best
+    near = [i for i, (f, t, _) in enumerate(candidates) if f and t <= fastest * (1 + margin)]
+    return min(near, key=lambda i: (candidates[i][2], candidates[i][1]))
+
+
 def target(
     task: GraphTask, name: str, seed: int = 0, relabel: bool = True, margin: float = 0.0
 ) -> Target:
@@ -154,11 +167,8 @@ def target(
     for baseline, fused, a in _candidates(task, cands, seed):
         t, ok = judge(task, a)
         found.append((ok, t, baseline, fused, a))
-    # feasible first, then fastest; ties keep BEST_OF's order (unfused before fused)
-    ok, t, chosen, fused, a = min(found, key=lambda x: (not x[0], x[1]))
-    if margin > 0 and ok:
-        near = [f for f in found if f[0] and f[1] <= t * (1 + margin)]
-        ok, t, chosen, fused, a = min(near, key=lambda x: (len(np.unique(x[4][:, 0])), x[1]))
+    i = choose([(f[0], f[1], len(np.unique(f[4][:, 0]))) for f in found], margin)
+    ok, t, chosen, fused, a = found[i]
     relabelled = False
     if relabel:
         g, c = task.env.graph, task.env.cluster
