@@ -735,6 +735,13 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else ""
         )
         + (
+            " Pre-training imitates, per graph, the candidate on the fewest devices within "
+            f"{100 * args.pretrain_imitate_margin:g}% of the fastest's step time "
+            "(--pretrain-imitate-margin)."
+            if args.pretrain_imitate_margin
+            else ""
+        )
+        + (
             f" Priority heads of {args.priority_levels} levels (--priority-levels)."
             if args.priority_levels != 8
             else ""
