@@ -113,9 +113,7 @@ class GraphTask:
         cl = self.env.cluster
         costs = None
         if cost:  # ``GOConfig.cost_input``: on the fastest device, over the slowest link
-            off = ~np.eye(cl.num_devices, dtype=bool)
-            bw, lat = (cl.bandwidth[off].min(), cl.latency[off].max()) if off.any() else (np.inf, 0)
-            costs = (self.env.sim.op_times(cl.fastest_device()), float(bw), float(lat))
+            costs = (self.env.sim.op_times(cl.fastest_device()), *cl.slowest_link())
         self.inputs = encode_graph(g, placement, cl.num_devices, mem, costs)
 
     @property

@@ -153,6 +153,14 @@ class Cluster:
     def fastest_device(self) -> int:
         return int(np.argmax([d.flop_s for d in self.devices]))
 
+    def slowest_link(self) -> tuple[float, float]:
+        """The lowest bandwidth (bytes/s) and the highest latency (s) between two devices;
+        ``(inf, 0)`` for one device (nothing is ever sent)."""
+        off = ~np.eye(self.num_devices, dtype=bool)
+        if not off.any():
+            return float("inf"), 0.0
+        return float(self.bandwidth[off].min()), float(self.latency[off].max())
+
     def describe(self) -> str:
         def dev(d: Device) -> str:
             return f"{d.flop_s / 1e12:g} TFLOP/s, {d.mem_bw / 1e9:g} GB/s, {d.memory / 2**30:g} GiB"
