@@ -76,7 +76,7 @@ def family_row(
 ) -> dict[str, Any]:
     from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.inputs import OnnxGOPolicy
+    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
     from actorq.graphopt.policy import onnx_bytes
     from actorq.graphopt.pretrained import load_policy
     from actorq.graphopt.targets import target
@@ -85,8 +85,7 @@ def family_row(
     nd = get_cluster(cluster).num_devices
     c = load_policy(str(root / "runs" / f"pretrain-{fam}-s{seed}"), nd)[0].config
     # the inputs the runs' policies read (fine-tuning keeps pre-training's)
-    task = GraphTask(graph, "placement", cluster, reference, start, c.memory_input,
-                     cost=c.cost_input)  # fmt: skip
+    task = GraphTask(graph, "placement", cluster, reference, InputSpec.of_policy(c, start))
     row: dict[str, Any] = {"family": fam, "graph": graph}
     for stage in ("pretrain", "finetune"):
         run = root / "runs" / f"{stage}-{fam}-s{seed}"

@@ -47,11 +47,12 @@ from actorq.core.loop import fetch_newer
 from actorq.core.types import Batch
 from actorq.errors import SnapshotError
 from actorq.graphopt.baselines import anchor_groups, greedy_fusion, run_move
-from actorq.graphopt.envs import PRIORITY_LEVELS, GraphOptEnv
+from actorq.graphopt.envs import GraphOptEnv
 from actorq.graphopt.inputs import (
     HEADS,
     TASK_HEADS,
     GraphInputs,
+    InputSpec,
     OnnxGOPolicy,
     encode_graph,
     fusion_edges,
@@ -77,13 +78,12 @@ class GraphTask:
         task: str,
         cluster: str,
         reference: str = "expert",
-        start: str = "none",
-        memory: bool = False,
-        priority_levels: int = PRIORITY_LEVELS,
-        cost: bool = False,
+        inputs: InputSpec | None = None,
     ) -> None:
         self.env = GraphOptEnv(graph, task, cluster, mode="oneshot", reference=reference)
-        self.priority_levels = priority_levels
+        self.spec = InputSpec() if inputs is None else inputs
+        """What the policy reads from this graph (it must match the policy's config)."""
+        self.priority_levels = self.spec.priority_levels
         """Levels of the priority head (``GOConfig.priority_levels``): how its choices decode."""
         g = self.env.graph
         self.name, self.task = g.name, task
@@ -97,22 +97,22 @@ class GraphTask:
         self.start: Any = None
         """With ``start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
         (devices relabelled by first use) the policy decides from; a few simulator calls."""
-        if start != "none":  # judged by this task, before its inputs exist (they include it)
+        if self.spec.start != "none":  # judged by this task, before its inputs (they hold it)
             from actorq.graphopt.targets import target  # it judges on this task: import late
 
-            self.start = target(self, start)
+            self.start = target(self, self.spec.start)
         placement = None if self.start is None else self.start.placement
         self.memory_need: float | None = None
         """With ``memory`` (``GOConfig.memory_input``): parameter bytes plus peak activations
         with every op on device 0 (one simulator call), the policy's memory columns' scale."""
         mem = None
-        if memory:
+        if self.spec.memory:
             one = self.env.sim.run(np.zeros(g.num_ops, np.int64))
             self.memory_need = float(one.peak_memory[0])
             mem = (self.memory_need, float(one.capacity[0]))
         cl = self.env.cluster
         costs = None
-        if cost:  # ``GOConfig.cost_input``: on the fastest device, over the slowest link
+        if self.spec.cost:  # on the fastest device, over the slowest link
             costs = (self.env.sim.op_times(cl.fastest_device()), *cl.slowest_link())
         self.inputs = encode_graph(g, placement, cl.num_devices, mem, costs)
 
@@ -237,13 +237,8 @@ class GraphActor:
     @classmethod
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
         w = cfg["workload"]
-        start, memory = str(w.get("start", "none")), bool(w.get("memory_input", False))
-        levels = int(w.get("priority_levels", PRIORITY_LEVELS))
-        cost = bool(w.get("cost_input", False))
-        tasks = [
-            GraphTask(g, w["task"], w["cluster"], w["reference"], start, memory, levels, cost)
-            for g in w["graphs"]
-        ]
+        spec = InputSpec.from_json(w)
+        tasks = [GraphTask(g, w["task"], w["cluster"], w["reference"], spec) for g in w["graphs"]]
         return cls(
             tasks,
             int(cfg["envs_per_actor"]),

@@ -267,7 +267,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
 
     from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.inputs import OnnxGOPolicy
+    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
     from actorq.graphopt.policy import onnx_bytes
     from actorq.graphopt.pretrained import finite_or_none, load_policy, run_best_placement
 
@@ -275,11 +275,8 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     model, info = load_policy(a.policy, cluster.num_devices)
     t0 = time.perf_counter()
     # judged as the policy was trained: the reference's priorities schedule its placement
-    c = model.config
-    task = GraphTask(
-        a.graph, "placement", a.cluster, info.reference, info.start, c.memory_input,
-        cost=c.cost_input,
-    )  # fmt: skip
+    spec = InputSpec.of_policy(model.config, info.start)
+    task = GraphTask(a.graph, "placement", a.cluster, info.reference, spec)
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)
     infer_s = time.perf_counter() - t0

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -21,6 +22,8 @@ from actorq.graphopt.ir import Graph
 
 if TYPE_CHECKING:
     import torch
+
+    from actorq.graphopt.policy import GOPolicyConfig
 
 # ---- features -------------------------------------------------------------------------------
 
@@ -300,6 +303,72 @@ def cost_columns(graph: Graph, times: np.ndarray, bandwidth: float, latency: flo
         axis=1,
     )
     return cols.astype(np.float32)
+
+
+class PolicySwitches(TypedDict):
+    """:class:`~actorq.graphopt.policy.GOPolicyConfig`'s fields an :class:`InputSpec` sets."""
+
+    start_input: bool
+    memory_input: bool
+    cost_input: bool
+    priority_levels: int
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """What a GO policy reads from a graph beyond :data:`NODE_FEATURES`, and how its priority
+    head decodes: the switches a policy (:class:`~actorq.graphopt.policy.GOPolicyConfig`) and
+    every task it decides (:class:`~actorq.graphopt.actor.GraphTask`) must agree on. One
+    object carries them from the run's config through the actors' workload, policy files and
+    ``place``, so a new input is added here and where its columns are computed.
+
+    * ``start``: the baseline whose placement the policy decides from (``"none"``: from the
+      graph alone; :func:`start_columns`).
+    * ``memory``: the graph's memory against a device's capacity (:func:`memory_columns`).
+    * ``cost``: the graph's costs as shares of its own total (:func:`cost_columns`).
+    * ``priority_levels``: choices of the priority head (scheduling and the joint task).
+    """
+
+    start: str = "none"
+    memory: bool = False
+    cost: bool = False
+    priority_levels: int = PRIORITY_LEVELS
+
+    def to_json(self) -> dict[str, str | bool | int]:
+        """The actors' workload keys."""
+        return {
+            "start": self.start,
+            "memory_input": self.memory,
+            "cost_input": self.cost,
+            "priority_levels": self.priority_levels,
+        }
+
+    @classmethod
+    def from_json(cls, w: Mapping[str, Any]) -> InputSpec:
+        """From :meth:`to_json`'s keys; run configs written before a key existed lack it, and
+        absent means off."""
+        d = cls()
+        return cls(
+            start=str(w.get("start", d.start)),
+            memory=bool(w.get("memory_input", d.memory)),
+            cost=bool(w.get("cost_input", d.cost)),
+            priority_levels=int(w.get("priority_levels", d.priority_levels)),
+        )
+
+    def policy_switches(self) -> PolicySwitches:
+        """The matching :class:`~actorq.graphopt.policy.GOPolicyConfig` fields."""
+        return {
+            "start_input": self.start != "none",
+            "memory_input": self.memory,
+            "cost_input": self.cost,
+            "priority_levels": self.priority_levels,
+        }
+
+    @classmethod
+    def of_policy(cls, config: GOPolicyConfig, start: str) -> InputSpec:
+        """What a trained policy reads: its config's switches, and the start baseline its
+        file names (``"none"`` unless ``config.start_input``)."""
+        return cls(start, config.memory_input, config.cost_input, config.priority_levels)
 
 
 def encode_graph(

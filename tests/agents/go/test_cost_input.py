@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from actorq.graphopt.actor import GraphTask
-from actorq.graphopt.inputs import COST_FEATURES, MEMORY_FEATURES, NODE_FEATURES, cost_columns
+from actorq.graphopt.inputs import (
+    COST_FEATURES,
+    MEMORY_FEATURES,
+    NODE_FEATURES,
+    InputSpec,
+    cost_columns,
+)
 
 
 def mixed_cluster(tmp_path: Path) -> str:
@@ -34,7 +40,8 @@ def test_the_columns_are_the_fastest_devices_times_over_the_slowest_link(
 ) -> None:
     name = mixed_cluster(tmp_path) if cluster == "mixed" else cluster
     plain = GraphTask("synthetic-120-s0", "placement", name)
-    task = GraphTask("synthetic-120-s0", "placement", name, memory=True, cost=True)
+    spec = InputSpec(memory=True, cost=True)
+    task = GraphTask("synthetic-120-s0", "placement", name, inputs=spec)
     nf, nm = len(NODE_FEATURES), len(MEMORY_FEATURES)
     np.testing.assert_array_equal(task.inputs.x[:, :nf], plain.inputs.x)
     assert task.inputs.x.shape[1] == nf + nm + len(COST_FEATURES)

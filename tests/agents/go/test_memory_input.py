@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from actorq.graphopt.actor import GraphTask
-from actorq.graphopt.inputs import NODE_FEATURES, memory_columns
+from actorq.graphopt.inputs import NODE_FEATURES, InputSpec, memory_columns
 
 
 def tight_cluster(tmp_path: Path) -> str:
@@ -29,7 +29,7 @@ def tight_cluster(tmp_path: Path) -> str:
 def test_the_columns_are_the_simulators_one_device_need(tmp_path: Path, cluster: str) -> None:
     name = tight_cluster(tmp_path) if cluster == "tight" else cluster
     plain = GraphTask("synthetic-120-s0", "placement", name)
-    task = GraphTask("synthetic-120-s0", "placement", name, memory=True)
+    task = GraphTask("synthetic-120-s0", "placement", name, inputs=InputSpec(memory=True))
     one = task.env.sim.run(np.zeros(task.num_ops, np.int64))
     assert task.memory_need == pytest.approx(float(one.peak_memory[0]))
     nf = len(NODE_FEATURES)

@@ -15,7 +15,7 @@ from actorq.agents.go.config import GOConfig
 from actorq.errors import CheckpointError, ConfigError
 from actorq.graphopt.actor import GraphActor, GraphTask
 from actorq.graphopt.baselines import greedy_fusion, penalized, upward_rank
-from actorq.graphopt.inputs import priorities
+from actorq.graphopt.inputs import InputSpec, priorities
 from actorq.graphopt.targets import priority_levels, target
 
 ENV = "graphopt:joint/synthetic-120-s0"
@@ -23,7 +23,8 @@ ENV = "graphopt:joint/synthetic-120-s0"
 
 @pytest.mark.parametrize("levels", [8, 64])
 def test_targets_and_decisions_use_the_tasks_levels(levels: int) -> None:
-    task = GraphTask("synthetic-120-s0", "joint", "4xgpu-pcie", priority_levels=levels)
+    spec = InputSpec(priority_levels=levels)
+    task = GraphTask("synthetic-120-s0", "joint", "4xgpu-pcie", inputs=spec)
     t = target(task, "heft")
     prio = t.actions[:, 1]
     # equal-count buckets of the order: every level used, about n / levels ops each

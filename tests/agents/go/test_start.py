@@ -20,7 +20,7 @@ from actorq.cli import main
 from actorq.errors import ConfigError, GraphError
 from actorq.graphopt import targets
 from actorq.graphopt.actor import GraphActor, GraphTask
-from actorq.graphopt.inputs import NODE_FEATURES
+from actorq.graphopt.inputs import NODE_FEATURES, InputSpec
 from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
 from actorq.graphopt.pretrained import load_policy_file, load_policy_run, save_policy
 
@@ -29,7 +29,7 @@ ENV = "graphopt:placement/synthetic-120-s0"
 
 def test_the_start_is_the_imitation_target_as_one_hot_columns() -> None:
     plain = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie")
-    task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie", start="m-etf")
+    task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie", inputs=InputSpec("m-etf"))
     goal = targets.target(plain, "m-etf")
     assert task.start.baseline == "m-etf"
     np.testing.assert_array_equal(task.start.placement, goal.placement)
@@ -106,7 +106,7 @@ def test_policy_files_carry_the_start_and_place_decides_from_it(
     import json
 
     res = json.loads(out.read_text())
-    task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie", start="m-etf")
+    task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie", inputs=InputSpec("m-etf"))
     assert res["greedy"]["score_s"] == pytest.approx(task.start.time, rel=1e-9)
     with pytest.raises(ValueError, match="start"):  # a file must say what its network reads
         save_policy(model, tmp_path / "q.safetensors", **kw)

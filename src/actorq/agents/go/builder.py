@@ -35,8 +35,7 @@ class GOBuilder:
         """The training graphs as :class:`GraphTask` (built once per process and setting:
         building one runs the reference baseline)."""
         # GraphTask's arguments after the graph, in its order; with the graphs, the cache key
-        args = (cfg.task(), cfg.cluster, cfg.reference, cfg.start, cfg.memory_input,
-                cfg.priority_levels, cfg.cost_input)  # fmt: skip
+        args = (cfg.task(), cfg.cluster, cfg.reference, cfg.inputs())
         key = (cfg.train_graphs(), *args)
         if key not in self._tasks:
             self._tasks[key] = [GraphTask(g, *args) for g in cfg.train_graphs()]
@@ -98,10 +97,7 @@ class GOBuilder:
                 "task": cfg.task(),
                 "cluster": cfg.cluster,
                 "reference": cfg.reference,
-                "start": cfg.start,
-                "memory_input": cfg.memory_input,
-                "cost_input": cfg.cost_input,
-                "priority_levels": cfg.priority_levels,
+                **cfg.inputs().to_json(),
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,
                 "explore_guided": cfg.explore_guided,

@@ -9,10 +9,13 @@ entropy bonus 0.01 per decided op, gradient clip 1.0; 32 whole-graph decisions p
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig
 from actorq.errors import ConfigError, GraphError, first_line
+
+if TYPE_CHECKING:
+    from actorq.graphopt.inputs import InputSpec
 
 
 @dataclasses.dataclass
@@ -184,6 +187,12 @@ class GOConfig(ExperimentConfig):
 
     def task(self) -> str:
         return self.env.partition(":")[2].partition("/")[0]
+
+    def inputs(self) -> InputSpec:
+        """What the policy reads from each graph (actors, learner and policy files agree)."""
+        from actorq.graphopt.inputs import InputSpec  # the graph world loads on use
+
+        return InputSpec(self.start, self.memory_input, self.cost_input, self.priority_levels)
 
     def uses_gptq(self) -> bool:
         return False  # the exported network quantizes per op row at run time (graphopt.policy)

@@ -54,10 +54,7 @@ def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
         attn_layers=cfg.attn_layers,
         segment=cfg.segment,
         pos_freqs=cfg.pos_freqs,
-        start_input=cfg.start != "none",
-        memory_input=cfg.memory_input,
-        cost_input=cfg.cost_input,
-        priority_levels=cfg.priority_levels,
+        **cfg.inputs().policy_switches(),
     )
 
 
