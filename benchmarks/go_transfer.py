@@ -108,6 +108,8 @@ from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
 BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf")
+#: ``beta`` of the zero-shot decision decoded by HEFT guided by the policy (``GraphTask.guided``)
+GUIDE_BETAS = (0.25, 1.0, 4.0)
 #: The joint task decides fusion too: its table adds greedy fusion of the best classical
 #: decision, and annealing starts from that (``run_baselines``' order).
 FUSED = ("best+fuse",)
@@ -128,6 +130,16 @@ def num_ops(name: str) -> int:
     from actorq.graphopt.suite import get_graph
 
     return get_graph(name).num_ops
+
+
+def placement_folder(folder: Path) -> tuple[dict[str, Any], str] | None:
+    """A placement results folder's settings and cluster (the folder is named
+    ``placement-<cluster>-...``, presets ``<N>xgpu-<link>``); None, said, if it is not one."""
+    settings = folder / "settings.json"
+    if not settings.is_file() or not folder.name.startswith("placement-"):
+        say(f"{folder}: not a go_transfer placement folder (no settings.json)")
+        return None
+    return json.loads(settings.read_text()), "-".join(folder.name.split("-")[1:3])
 
 
 def smallest(family: str) -> str:
@@ -240,6 +252,11 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
         out[f"devices_{prec}"] = len(set(actions[:, 0].tolist()))
         if not info["feasible"]:
             out[f"infeasible_{prec}"] = info["reason"]
+        if prec == "int8":  # the same logits through HEFT's list scheduler, a few betas
+            o = rt(task.inputs)
+            out["guided_int8"] = {
+                f"{b:g}": float(task.judge(task.guided(o, b))[2]["score"]) for b in GUIDE_BETAS
+            }
     return out
 
 
@@ -592,6 +609,47 @@ def larger_report(root: Path, args: argparse.Namespace) -> list[str]:
     return out
 
 
+def guided_report(root: Path, args: argparse.Namespace) -> list[str]:
+    """Zero-shot through HEFT guided by the policy (``guided_int8`` in the zero-shot cells,
+    written since that decoding exists) beside the argmax, HEFT, the best classical
+    decision and fine-tuned, where a family's cells have them."""
+    rows, gaps = [], []
+    betas = [f"{b:g}" for b in GUIDE_BETAS]
+    for fam in args.families:
+        cells = read_cells(root, fam, args.seed)
+        zs, b = cells.get("zeroshot", {}), cells.get("baselines")
+        if "guided_int8" not in zs or b is None:
+            continue
+        ft = cells.get("finetune", {}).get("time_int8")
+        best = min(b[n]["time"] for n in BASELINES)
+        vals = [zs["time_int8"], *(zs["guided_int8"][k] for k in betas), b["heft"]["time"], best]
+        rows.append(
+            f"| {b['graph']} | "
+            + " | ".join(f"{1e3 * v:.1f}" for v in vals)
+            + f" | {'-' if ft is None else f'{1e3 * ft:.1f}'} |"
+        )
+        if ft is not None:
+            gaps.append([v / ft for v in vals])
+    if not rows:
+        return []
+    out = [
+        "Zero-shot decoded through HEFT's list scheduler guided by the policy's device "
+        "log-probabilities (`GraphTask.guided`: each op to the device minimising finish time + "
+        "beta x its mean time x its log-probability gap to the policy's choice; no simulator "
+        "call on the held-out graph), ms:",
+        "",
+        "| held-out graph | GO argmax | "
+        + " | ".join(f"guided, beta {k}" for k in betas)
+        + " | HEFT | best classical | GO fine-tuned |",
+        "|---|" + "---:|" * (len(betas) + 4),
+        *rows,
+    ]
+    if gaps and len(gaps) == len(rows):
+        g = np.exp(np.log(np.array(gaps)).mean(axis=0))
+        out.append("| geomean / fine-tuned | " + " | ".join(f"{x:.2f}x" for x in g) + " | 1 |")
+    return [*out, ""]
+
+
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap, ft_equal = [], [], [], [], []
     found: list[float] = []  # fine-tuning's best decision per family (its search result)
@@ -793,6 +851,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             "",
         ]
     head += larger_report(root, args)
+    head += guided_report(root, args)
     per_seed = seed_geomeans(root, list(args.families))
     if len(per_seed) > 1:  # the same settings run with other --seed values: their spread
         cols = np.array(list(per_seed.values()))

@@ -22,7 +22,6 @@ Writes ``zeroshot-cuts-sN.json`` and ``.md`` into the folder and prints the tabl
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from go_transfer import BASELINES, FAMILIES, smallest
+from go_transfer import BASELINES, FAMILIES, placement_folder, smallest
 from peers import machine_info, say, write_json_atomic
 
 LAMS = (4.0, 16.0, 64.0)
@@ -148,14 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     a = p.parse_args(argv)
-    settings_path = a.folder / "settings.json"
-    name = a.folder.name
-    if not settings_path.is_file() or not name.startswith("placement-"):
-        say(f"{a.folder}: not a go_transfer placement folder (no settings.json)")
+    found = placement_folder(a.folder)
+    if found is None:
         return 2
-    settings = json.loads(settings_path.read_text())
-    # the folder is named <task>-<cluster>-...; presets are <N>xgpu-<link>
-    cluster = "-".join(name.split("-")[1:3])
+    settings, cluster = found
     reference = settings.get("reference") or "expert"
     rows = []
     for fam in a.families:

@@ -22,7 +22,7 @@ from actorq.graphopt.baselines import (
     single_device,
     upward_rank,
 )
-from actorq.graphopt.cluster import get_cluster
+from actorq.graphopt.cluster import cluster_from_dict, get_cluster
 from actorq.graphopt.ir import make_graph
 from actorq.graphopt.simulator import Simulator
 from actorq.graphopt.synthetic import layered_dag
@@ -115,6 +115,48 @@ def test_heft_uses_parallelism_when_links_are_fast() -> None:
     assert sim.run(d.placement, d.priority).step_time == pytest.approx(201.0, rel=1e-3)
     r = upward_rank(sim)
     assert np.all(r[0] > r[1:])  # the source outranks everything after it
+
+
+def test_guided_heft_spans_heft_to_the_policys_choice(sim: Simulator) -> None:
+    n, nd = sim.graph.num_ops, sim.cluster.num_devices
+    plain = heft(sim).placement
+    rng = np.random.default_rng(0)
+    wanted = rng.integers(0, nd, n)
+    logp = np.log(np.full((n, nd), 0.1 / (nd - 1)))
+    logp[np.arange(n), wanted] = np.log(0.9)
+    np.testing.assert_array_equal(heft(sim, logp, 0.0).placement, plain)
+    # a uniform policy expresses no preference: HEFT whatever beta
+    np.testing.assert_array_equal(heft(sim, np.zeros((n, nd)), 50.0).placement, plain)
+    np.testing.assert_array_equal(heft(sim, logp, 1e9).placement, wanted)
+    mid = heft(sim, logp, 1.0).placement
+    assert np.count_nonzero(mid != plain) > 0 and np.count_nonzero(mid != wanted) > 0
+
+
+def test_guided_heft_trades_finish_time_for_preference() -> None:
+    # one op of 1 FLOP; device 1 at half speed: 1 s against 2 s (t_u = 1.5, the mean). The
+    # policy prefers device 1 by a gap of 1 nat, so it wins once beta * 1.5 * 1 > 1
+    dev = {"flop_s": 1.0, "mem_bw": 1.0, "memory": 1e6, "op_overhead": 0.0}
+    c = cluster_from_dict(
+        {"devices": [dev, {**dev, "flop_s": 0.5}], "link": {"bandwidth": 1.0, "latency": 0.0}},
+        name="mixed2",
+    )
+    sim = Simulator(make_graph("one", [{"name": "a", "flops": 1.0}], []), c)
+    np.testing.assert_allclose(sim.op_times()[0], [1.0, 2.0])
+    logp = np.array([[-2.0, -1.0]])
+    assert heft(sim, logp, 0.6).placement[0] == 0  # 0.9 s of preference < 1 s of finish time
+    assert heft(sim, logp, 0.7).placement[0] == 1  # 1.05 s > 1 s
+
+
+@pytest.mark.parametrize(
+    ("logp", "beta"),
+    [(np.zeros((3, 4)), 1.0), (np.full((400, 4), np.nan), 1.0), (np.zeros((400, 4)), -1.0),
+     (np.zeros((400, 4)), float("inf"))],
+)  # fmt: skip
+def test_guided_heft_refuses_bad_input(sim: Simulator, logp: np.ndarray, beta: float) -> None:
+    if logp.shape[0] == 400:
+        logp = np.zeros((sim.graph.num_ops, sim.cluster.num_devices)) + logp[:1]
+    with pytest.raises(ValueError):
+        heft(sim, logp, beta)
 
 
 def test_m_etf_respects_memory_where_single_device_cannot() -> None:

@@ -104,14 +104,16 @@ def test_place_writes_the_placement_it_simulated(
     assert main([*argv, "--out", str(out), "--budget", "5"]) == 0
     text = capsys.readouterr().out
     assert "GO, greedy" in text and "GO, best of 9" in text and "heft" in text
+    assert "GO, HEFT-guided (1)" in text
     res = json.loads(out.read_text())
+    assert res["guide"] == 1.0 and res["simulator_calls"] == 10  # greedy, 8 samples, guided
     g = get_graph(GRAPH)
     placement = np.array([res["placement"][name] for name in g.op_names])
     assert set(res["placement"]) == set(g.op_names) and placement.max() < 4
     # the written placement is the one whose step time is reported, and sampling only helps
     r = Simulator(g, get_cluster("4xgpu-pcie")).run(placement)
     assert r.feasible and abs(r.step_time - res["best"]["step_time_s"]) < 1e-12
-    assert res["best"]["score_s"] <= res["greedy"]["score_s"]
+    assert res["best"]["score_s"] <= min(res["greedy"]["score_s"], res["guided"]["score_s"])
     assert {row["baseline"] for row in res["baselines"]} >= {"single", "expert", "heft", "climb"}
     # placement against placement: no baseline fuses ops (search started from best+fuse did)
     assert all(row["fusions"] == 0 for row in res["baselines"])
@@ -151,7 +153,8 @@ def test_place_with_a_run_directory(
     argv = ["graphopt", "place", "--graph", "synthetic-90-s1", "--policy", cfg.run_dir]
     assert main([*argv, "--no-baselines", "--samples", "0", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
-    assert res["policy"]["trained_on"] == [GRAPH] and res["best"]["sample"] == 0
+    assert res["policy"]["trained_on"] == [GRAPH] and res["best"]["sample"] in (0, -2)
+    assert res["best"]["score_s"] == min(res["greedy"]["score_s"], res["guided"]["score_s"])
     assert "baselines" not in res and res["run_best"] is None  # not a graph it trained on
 
 
@@ -174,8 +177,8 @@ def test_place_offers_the_best_placement_the_run_found_on_that_graph(
     assert "GO run's best found" in capsys.readouterr().out
     res = json.loads(out.read_text())
     assert res["run_best"]["score_s"] == pytest.approx(kept, rel=1e-6)  # kept: float32 reward
-    assert res["best"]["score_s"] <= min(kept, res["greedy"]["score_s"])
-    assert res["simulator_calls"] == 2
+    assert res["best"]["score_s"] <= min(kept, res["greedy"]["score_s"], res["guided"]["score_s"])
+    assert res["simulator_calls"] == 3  # greedy, guided, the run's best
     if res["best"]["sample"] == -1:  # the placement written is the run's best
         placed = np.array(list(res["placement"].values()))
         sim = Simulator(get_graph(GRAPH), get_cluster("4xgpu-pcie"))
@@ -209,6 +212,9 @@ def test_misfits_and_bad_flags_are_one_line(
         (["--policy", pol, "--cluster", "8xgpu-pcie"], "places on 4 devices"),
         (["--policy", pol, "--samples", "-1"], "--samples"),
         (["--policy", pol, "--precision", "int4"], "--precision"),
+        (["--policy", pol, "--guide", "-1"], "--guide"),
+        (["--policy", pol, "--guide", "nan"], "--guide"),
+        (["--policy", pol, "--guide", "inf"], "--guide"),
         (["--policy", str(tmp_path / "none.safetensors")], "no such file"),
         (["--policy", str(tmp_path)], "not an actorq run directory"),
         (["--cluster", "nowhere"], "cluster"),
@@ -372,3 +378,29 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                    sil_coef=1.0, run_dir=str(run), progress=False, energy=False)  # fmt: skip
     train(cfg)
     return run
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    samples=st.integers(-5, 200_000),
+    seed=st.integers(-5, 2**32),
+    budget=st.integers(-5, 10),
+    guide=st.floats(allow_nan=True, allow_infinity=True),
+    precision=st.sampled_from(["int8", "fp32", "int4", ""]),
+)
+def test_place_flags_are_checked_in_one_layer(
+    samples: int, seed: int, budget: int, guide: float, precision: str
+) -> None:
+    """Every number `place` reads is accepted in range or refused in one GraphError line."""
+    from actorq.graphopt.cli import PlaceArgs, _check_place_args
+
+    a = PlaceArgs(graph=GRAPH, samples=samples, seed=seed, budget=budget, guide=guide,
+                  precision=precision)  # fmt: skip
+    ok = (0 <= samples <= 100_000 and 0 <= seed < 2**31 and budget >= 1
+          and precision in ("int8", "fp32") and 0 <= guide <= 1e6)  # fmt: skip
+    try:
+        _check_place_args(a)
+    except GraphError as e:
+        assert not ok and "\n" not in str(e)
+    else:
+        assert ok

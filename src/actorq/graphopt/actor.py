@@ -46,7 +46,7 @@ from actorq.core.interfaces import ParameterSource
 from actorq.core.loop import fetch_newer
 from actorq.core.types import Batch
 from actorq.errors import SnapshotError
-from actorq.graphopt.baselines import anchor_groups, greedy_fusion, run_move
+from actorq.graphopt.baselines import anchor_groups, greedy_fusion, heft, run_move
 from actorq.graphopt.envs import GraphOptEnv
 from actorq.graphopt.inputs import (
     HEADS,
@@ -64,6 +64,9 @@ from actorq.quant.model_snapshot import ModelSnapshot
 
 _TASK_PART = {"placement": "placement", "scheduling": "priority", "fusion": "fusion"}
 SNAPSHOT_KIND = "go"
+#: :meth:`GraphTask.guided`'s default ``beta``: an op gives up one mean op time of finish time
+#: for an ``e``-fold preference of the policy (measured over 0.25..16 in docs/graphopt.md).
+GUIDE_BETA = 1.0
 #: The ONNX inputs a GO snapshot's model must have (:meth:`GraphInputs.feeds`).
 INPUT_NAMES = tuple(f.name for f in dataclasses.fields(GraphInputs))
 
@@ -138,6 +141,19 @@ class GraphTask:
             actions[:, col] = a
             logp[:, col] = np.take_along_axis(lp, a[:, None], axis=1)[:, 0] * self.mask[:, col]
         return actions, logp
+
+    def guided(self, out: dict[str, np.ndarray], beta: float = GUIDE_BETA) -> np.ndarray:
+        """The greedy decision with its placement decoded by HEFT's list scheduler guided by
+        the policy's device log-probabilities (:func:`~actorq.graphopt.baselines.heft` with
+        ``logp``): coherent with where each op's inputs are, which per-op argmax is not on a
+        graph unlike the training graphs (docs/graphopt.md, "Zero-shot through a list
+        scheduler"). Other heads stay greedy."""
+        if "placement" not in TASK_HEADS[self.task]:
+            raise ValueError(f"guided decoding places ops: the {self.task} task has none")
+        actions, _ = self.decide(out, None)
+        lp = log_softmax(out["placement"])
+        actions[:, 0] = heft(self.env.sim, lp, beta).placement
+        return actions
 
     def run_move(
         self,

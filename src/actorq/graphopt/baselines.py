@@ -195,18 +195,20 @@ def _start(
 @_jit
 def _heft(
     order: np.ndarray, in_ptr: np.ndarray, in_src: np.ndarray, in_b: np.ndarray,
-    times: np.ndarray, lat: np.ndarray, bw: np.ndarray,
+    times: np.ndarray, lat: np.ndarray, bw: np.ndarray, penalty: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
+    """Each op in ``order`` to the device minimising its finish time plus ``penalty[u, d]``
+    (zeros: HEFT)."""
     n, nd = times.shape
     dev = np.zeros(n, dtype=np.int64)
     aft = np.zeros(n)
     avail = np.zeros(nd)
     for u in order:
-        best_d, best_f = 0, np.inf
+        best_d, best_c, best_f = 0, np.inf, 0.0
         for d in range(nd):
             f = _start(u, d, avail[d], in_ptr, in_src, in_b, aft, dev, lat, bw) + times[u, d]
-            if f < best_f:
-                best_d, best_f = d, f
+            if f + penalty[u, d] < best_c:
+                best_d, best_c, best_f = d, f + penalty[u, d], f
         dev[u], aft[u] = best_d, best_f
         avail[best_d] = best_f
     return dev
@@ -219,12 +221,31 @@ def _in_csr(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ptr.astype(np.int64), g.src[ie], g.edge_bytes[ie]
 
 
-def heft(sim: Simulator) -> Decision:
+def heft(sim: Simulator, logp: np.ndarray | None = None, beta: float = 0.0) -> Decision:
+    """HEFT (Topcuoglu et al., 2002): ops in upward-rank order, each to the device where it
+    would finish earliest given where its inputs are.
+
+    Guided by a policy (``logp``: ``(n, devices)`` log-probabilities, e.g. GO's device head):
+    each op goes to the device minimising ``finish time + beta * t_u * (max_d' logp[u, d'] -
+    logp[u, d])``, ``t_u`` the op's mean time over devices: a device the policy finds
+    ``e`` times less likely must let the op finish ``beta * t_u`` sooner. ``beta`` 0 is HEFT, a
+    large one the policy's argmax; between, the scheduler keeps the policy's choices coherent
+    with where each op's inputs are (docs/graphopt.md, "Zero-shot through a list scheduler")."""
     rank = upward_rank(sim)
     order = np.lexsort((sim.graph.topo_rank, -rank)).astype(np.int64)
     ptr, isrc, ib = _in_csr(sim)
     c = sim.cluster
-    dev = _heft(order, ptr, isrc, ib, sim.op_times(), c.latency, c.bandwidth)
+    times = sim.op_times()
+    if logp is None:
+        penalty = np.zeros_like(times)
+    else:
+        logp = np.asarray(logp, np.float64)
+        if logp.shape != times.shape or not np.isfinite(logp).all():
+            raise ValueError(f"logp must be {times.shape} finite log-probabilities")
+        if not (math.isfinite(beta) and beta >= 0):
+            raise ValueError(f"beta must be finite and >= 0, got {beta!r}")
+        penalty = beta * times.mean(1, keepdims=True) * (logp.max(1, keepdims=True) - logp)
+    dev = _heft(order, ptr, isrc, ib, times, c.latency, c.bandwidth, penalty)
     return Decision(dev, priority=rank)
 
 

@@ -1,0 +1,174 @@
+"""GO's zero-shot device logits decoded by a list scheduler instead of per-op argmax.
+
+GO's one-shot policy decides every op's device independently; on a family it was not trained
+on that decision is incoherent or wrong often enough that zero-shot runs 1.6-2.5x fine-tuned's
+step time (docs/graphopt.md, "Why zero-shot is slow"), while HEFT, which places each op where
+it would finish earliest given where its inputs are, needs no training and transfers by
+construction. This script joins the two: HEFT's list scheduling (Topcuoglu et al., 2002) in
+its upward-rank order, each op going to the device minimising
+
+    earliest finish time(u, d) + beta * t_u * (-log p(d | u))
+
+with ``p`` the pre-trained policy's device distribution for op ``u`` (greedy int8 ONNX, as
+zero-shot is judged) and ``t_u`` the op's mean time over devices, so ``beta`` trades a
+finish-time loss of ``t_u`` against an ``e``-fold drop in the policy's preference. ``beta`` 0
+is HEFT; large ``beta`` the policy's argmax (placed one op at a time). No simulator call
+judges a decision on the held-out graph before it is chosen: the scheduler reads the cost
+model's op and transfer times, as HEFT does.
+
+Reads a placement folder of ``benchmarks/go_transfer.py`` (its ``runs/pretrain-F-sN``) and
+judges, per held-out family F, the policy's argmax, HEFT and the guided decodes on F's smallest
+graph and, with ``--train``, on the five training families' smallest graphs (where ``beta``
+may be chosen without looking at the held-out family). Fine-tuned step times come from
+``--finetuned FOLDER``'s ``F-finetune-sN.json`` cells. Writes ``guided-decode-sN.json`` and
+``.md`` into the folder and prints the table.
+
+    .venv/bin/python benchmarks/go_guided_decode.py FOLDER --finetuned HEADLINE_FOLDER
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from actorq.graphopt.baselines import heft
+from go_transfer import FAMILIES, placement_folder, smallest
+from peers import machine_info, say, write_json_atomic
+
+BETAS = (0.0, 0.25, 1.0, 4.0, 16.0)
+
+
+def graph_row(task: Any, runtime: Any, betas: tuple[float, ...]) -> dict[str, float]:
+    from actorq.graphopt.inputs import log_softmax
+
+    out = runtime(task.inputs)
+    greedy, _ = task.decide(out, None)
+    lp = log_softmax(out["placement"])
+
+    def ms(placement: np.ndarray) -> float:
+        a = np.zeros_like(greedy)
+        a[:, 0] = placement
+        return 1e3 * float(task.judge(a)[2]["score"])
+
+    row = {"argmax": ms(greedy[:, 0])}
+    for b in betas:
+        row[f"beta_{b:g}"] = ms(heft(task.env.sim, lp, b).placement)
+    return row
+
+
+def family_rows(
+    root: Path, fam: str, cluster: str, reference: str, seed: int, betas: tuple[float, ...],
+    train: bool,
+) -> dict[str, Any]:  # fmt: skip
+    from actorq.graphopt.actor import GraphTask
+    from actorq.graphopt.cluster import get_cluster
+    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
+    from actorq.graphopt.policy import onnx_bytes
+    from actorq.graphopt.pretrained import load_policy
+
+    nd = get_cluster(cluster).num_devices
+    model, info = load_policy(str(root / "runs" / f"pretrain-{fam}-s{seed}"), nd)
+    runtime = OnnxGOPolicy(onnx_bytes(model, "int8"))
+    spec = InputSpec.of_policy(model.config, info.start)
+    graphs = [smallest(fam)] + ([smallest(f) for f in FAMILIES if f != fam] if train else [])
+    rows = {}
+    for g in graphs:
+        rows[g] = graph_row(GraphTask(g, "placement", cluster, reference, spec), runtime, betas)
+    return {"family": fam, "held_out": smallest(fam), "graphs": rows}
+
+
+def report(res: list[dict[str, Any]], tuned: dict[str, float], meta: dict[str, Any]) -> str:
+    cols = ["argmax", *(f"beta_{b:g}" for b in meta["betas"])]
+    names = ["GO argmax", *(f"beta {b:g}" + (" (HEFT)" if b == 0 else "") for b in meta["betas"])]
+    lines = [
+        f"# Zero-shot device logits decoded by HEFT's list scheduler ({meta['cluster']}, "
+        f"seed {meta['seed']})",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "Held-out graphs, step time ms (fine-tuned from the `--finetuned` folder):",
+        "",
+        "| held-out graph | " + " | ".join(names) + " | fine-tuned |",
+        "|---|" + "---:|" * (len(cols) + 1),
+    ]
+    for r in res:
+        g = r["held_out"]
+        vals = " | ".join(f"{r['graphs'][g][c]:.1f}" for c in cols)
+        ft = tuned.get(g)
+        lines.append(f"| {g} | {vals} | {'-' if ft is None else f'{ft:.1f}'} |")
+    rated = [r for r in res if r["held_out"] in tuned]
+    if rated:
+        gm = {c: float(np.exp(np.mean([np.log(r["graphs"][r["held_out"]][c] / tuned[r["held_out"]])
+                                       for r in rated]))) for c in cols}  # fmt: skip
+        lines.append(
+            "| geomean / fine-tuned | " + " | ".join(f"{gm[c]:.2f}x" for c in cols) + " | 1 |"
+        )
+    trains = [r for r in res if len(r["graphs"]) > 1]
+    if trains:
+        lines += ["", "Training graphs (the five other families' smallest), geomean step time / "
+                  "the policy's argmax there, per held-out family:", "",
+                  "| held out | " + " | ".join(names) + " |",
+                  "|---|" + "---:|" * len(cols)]  # fmt: skip
+        for r in trains:
+            tg = [g for g in r["graphs"] if g != r["held_out"]]
+            rel = [[np.log(r["graphs"][g][c] / r["graphs"][g]["argmax"]) for g in tg] for c in cols]
+            gm = [float(np.exp(np.mean(x))) for x in rel]
+            lines.append(f"| {r['family']} | " + " | ".join(f"{x:.3f}" for x in gm) + " |")
+    lines += ["", f"Machine: {meta['machine'].get('cpu_model', '?')}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folder", type=Path, help="a go_transfer placement results folder")
+    p.add_argument("--finetuned", type=Path, help="folder with the F-finetune-sN.json cells")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument("--train", action="store_true", help="judge the training graphs too")
+    a = p.parse_args(argv)
+    if any(not np.isfinite(b) or b < 0 for b in a.betas):
+        say(f"--betas must be finite and >= 0, got {a.betas}")
+        return 2
+    found = placement_folder(a.folder)
+    if found is None:
+        return 2
+    settings, cluster = found
+    reference = settings.get("reference") or "expert"
+    betas = tuple(a.betas)
+    res = []
+    for fam in a.families:
+        if not (a.folder / "runs" / f"pretrain-{fam}-s{a.seed}" / "checkpoint").is_dir():
+            say(f"{fam}: no pre-trained run in {a.folder}/runs, skipped")
+            continue
+        say(f"{fam}: decoding")
+        res.append(family_rows(a.folder, fam, cluster, reference, a.seed, betas, a.train))
+    if not res:
+        say("nothing to decode")
+        return 2
+    tuned = {}
+    for r in res:
+        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{a.seed}.json"
+        if cell.is_file():
+            tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
+    meta = {"cluster": cluster, "seed": a.seed, "betas": betas, "machine": machine_info(),
+            "command": "python benchmarks/go_guided_decode.py " + shlex.join(
+                [str(x) for x in (argv if argv is not None else sys.argv[1:])])}  # fmt: skip
+    text = report(res, tuned, meta)
+    write_json_atomic(
+        a.folder / f"guided-decode-s{a.seed}.json", {**meta, "rows": res, "finetuned": tuned}
+    )
+    (a.folder / f"guided-decode-s{a.seed}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
