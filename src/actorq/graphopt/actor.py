@@ -98,7 +98,7 @@ class GraphTask:
             self.mask[:, col] = fusion_node_mask(g, self.fusable) if h == "fusion" else 1.0
         self._groups: np.ndarray | None = None  # anchor group per op (run moves), built lazily
         self.start: Any = None
-        """With ``start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
+        """With ``inputs.start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
         (devices relabelled by first use) the policy decides from; a few simulator calls."""
         if self.spec.start != "none":  # judged by this task, before its inputs (they hold it)
             from actorq.graphopt.targets import target  # it judges on this task: import late
@@ -106,7 +106,7 @@ class GraphTask:
             self.start = target(self, self.spec.start)
         placement = None if self.start is None else self.start.placement
         self.memory_need: float | None = None
-        """With ``memory`` (``GOConfig.memory_input``): parameter bytes plus peak activations
+        """With ``inputs.memory`` (``GOConfig.memory_input``): parameter bytes plus peak activations
         with every op on device 0 (one simulator call), the policy's memory columns' scale."""
         mem = None
         if self.spec.memory:
@@ -147,12 +147,27 @@ class GraphTask:
         the policy's device log-probabilities (:func:`~actorq.graphopt.baselines.heft` with
         ``logp``): coherent with where each op's inputs are, which per-op argmax is not on a
         graph unlike the training graphs (docs/graphopt.md, "Zero-shot through a list
-        scheduler"). Other heads stay greedy."""
+        scheduler"). Other heads stay greedy, but for the fusion bits of ops whose fusable
+        input edge touches an op the scheduler moved (:meth:`_place`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"guided decoding places ops: the {self.task} task has none")
         actions, _ = self.decide(out, None)
         lp = log_softmax(out["placement"])
-        actions[:, 0] = heft(self.env.sim, lp, beta).placement
+        return self._place(actions, heft(self.env.sim, lp, beta).placement)
+
+    def _place(self, actions: np.ndarray, placed: np.ndarray) -> np.ndarray:
+        """``actions`` with placement ``placed``; in the joint task the fusion bit of every op
+        with a fusable input edge touching a moved op is decided again by greedy fusion on the
+        new placement (the fusing search baselines do it for the whole graph after each move):
+        the decision would otherwise keep fusions that now cross devices (not honoured) and
+        never take the ones the new placement made legal."""
+        if "fusion" in TASK_HEADS[self.task]:
+            g = self.env.graph
+            moved = placed != actions[:, 0]
+            touched = self.fusable & (moved[g.src] | moved[g.dst])
+            # an op has at most one fusable input edge, so its bit is that edge's
+            actions[g.dst[touched], 2] = greedy_fusion(self.env.sim, placed)[touched]
+        actions[:, 0] = placed
         return actions
 
     def run_move(
@@ -163,12 +178,8 @@ class GraphTask:
     ) -> np.ndarray:
         """A copy of the decision ``actions`` ``(n, 3)`` with one run move on its placement
         (module docstring): the ops of consecutive anchor groups in topological order on one
-        device; the policy's outputs ``out`` guide the device, uniform without them.
-
-        In the joint task the fusion bit of every op with a fusable input edge touching a moved
-        op is decided again by greedy fusion on the new placement (the fusing search baselines
-        do it for the whole graph after each move): a move would otherwise keep fusions that
-        now cross devices (not honoured) and never take the ones it made legal."""
+        device; the policy's outputs ``out`` guide the device, uniform without them. In the
+        joint task the fusion bits around the moved ops are decided again (:meth:`_place`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"run moves change placements: the {self.task} task has none")
         actions = actions.copy()
@@ -178,14 +189,7 @@ class GraphTask:
         nd = self.env.cluster.num_devices
         scores = None if out is None else out["placement"]  # run_move normalises the run's rows
         placed = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)  # a copy
-        if "fusion" in TASK_HEADS[self.task]:
-            g = self.env.graph
-            moved = placed != actions[:, 0]
-            touched = self.fusable & (moved[g.src] | moved[g.dst])
-            # an op has at most one fusable input edge, so its bit is that edge's
-            actions[g.dst[touched], 2] = greedy_fusion(self.env.sim, placed)[touched]
-        actions[:, 0] = placed
-        return actions
+        return self._place(actions, placed)
 
     def env_action(self, actions: np.ndarray) -> Any:
         """Per-op choices as the environment's one-shot action."""
