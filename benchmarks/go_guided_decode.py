@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actorq.graphopt.baselines import heft
-from go_transfer import FAMILIES, placement_folder, smallest
+from go_transfer import BASELINES, FAMILIES, held_out_graphs, placement_folder, smallest
 from peers import machine_info, say, write_json_atomic
 
 BETAS = (0.0, 0.25, 1.0, 4.0, 16.0)
@@ -65,7 +65,7 @@ def graph_row(task: Any, runtime: Any, betas: tuple[float, ...]) -> dict[str, fl
 
 def family_rows(
     root: Path, fam: str, cluster: str, reference: str, seed: int, betas: tuple[float, ...],
-    train: bool,
+    train: bool, larger_max_ops: int,
 ) -> dict[str, Any]:  # fmt: skip
     from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.cluster import get_cluster
@@ -81,10 +81,17 @@ def family_rows(
     rows = {}
     for g in graphs:
         rows[g] = graph_row(GraphTask(g, "placement", cluster, reference, spec), runtime, betas)
-    return {"family": fam, "held_out": smallest(fam), "graphs": rows}
+    larger = {}
+    for g in held_out_graphs(fam, larger_max_ops) if larger_max_ops else []:
+        say(f"  {g}")
+        larger[g] = graph_row(GraphTask(g, "placement", cluster, reference, spec), runtime, betas)
+    return {"family": fam, "held_out": smallest(fam), "graphs": rows, "larger": larger}
 
 
-def report(res: list[dict[str, Any]], tuned: dict[str, float], meta: dict[str, Any]) -> str:
+def report(
+    res: list[dict[str, Any]], tuned: dict[str, float], classical: dict[str, float],
+    meta: dict[str, Any],
+) -> str:  # fmt: skip
     cols = ["argmax", *(f"beta_{b:g}" for b in meta["betas"])]
     names = ["GO argmax", *(f"beta {b:g}" + (" (HEFT)" if b == 0 else "") for b in meta["betas"])]
     lines = [
@@ -121,6 +128,23 @@ def report(res: list[dict[str, Any]], tuned: dict[str, float], meta: dict[str, A
             rel = [[np.log(r["graphs"][g][c] / r["graphs"][g]["argmax"]) for g in tg] for c in cols]
             gm = [float(np.exp(np.mean(x))) for x in rel]
             lines.append(f"| {r['family']} | " + " | ".join(f"{x:.3f}" for x in gm) + " |")
+    big = [(g, row) for r in res for g, row in r["larger"].items()]
+    if big:
+        lines += ["", "The held-out families' larger graphs (penalised ms where a decision does "
+                  "not fit); best classical: the fastest of the five deterministic baselines "
+                  "(`--finetuned` folder's `larger` cells):", "",
+                  "| graph | " + " | ".join(names) + " | best classical |",
+                  "|---|" + "---:|" * (len(cols) + 1)]  # fmt: skip
+        for g, row in big:
+            bc = classical.get(g)
+            lines.append(f"| {g} | " + " | ".join(f"{row[c]:.1f}" for c in cols)
+                         + f" | {'-' if bc is None else f'{bc:.1f}'} |")  # fmt: skip
+        rated_big = [(g, row) for g, row in big if g in classical]
+        if rated_big:
+            gmb = [float(np.exp(np.mean([np.log(row[c] / classical[g]) for g, row in rated_big])))
+                   for c in cols]  # fmt: skip
+            lines.append("| geomean / best classical | " + " | ".join(f"{x:.2f}x" for x in gmb)
+                         + " | 1 |")  # fmt: skip
     lines += ["", f"Machine: {meta['machine'].get('cpu_model', '?')}."]
     return "\n".join(lines) + "\n"
 
@@ -133,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--train", action="store_true", help="judge the training graphs too")
+    p.add_argument("--larger", type=int, default=0, metavar="MAX_OPS",
+                   help="judge the held-out family's other graphs of at most MAX_OPS ops too, "
+                   "beside the --finetuned folder's `--stages larger` baselines")  # fmt: skip
     a = p.parse_args(argv)
     if any(not np.isfinite(b) or b < 0 for b in a.betas):
         say(f"--betas must be finite and >= 0, got {a.betas}")
@@ -149,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{fam}: no pre-trained run in {a.folder}/runs, skipped")
             continue
         say(f"{fam}: decoding")
-        res.append(family_rows(a.folder, fam, cluster, reference, a.seed, betas, a.train))
+        res.append(family_rows(a.folder, fam, cluster, reference, a.seed, betas, a.train,
+                               a.larger))  # fmt: skip
     if not res:
         say("nothing to decode")
         return 2
@@ -158,10 +186,17 @@ def main(argv: list[str] | None = None) -> int:
         cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{a.seed}.json"
         if cell.is_file():
             tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
+    classical = {}  # the larger graphs' best classical step time, where cells have it
+    for r in res:
+        for g in r["larger"]:
+            cell = (a.finetuned or a.folder) / f"larger-{g}-s{a.seed}.json"
+            if cell.is_file():
+                b = json.loads(cell.read_text())["baselines"]
+                classical[g] = 1e3 * min(b[n]["time"] for n in BASELINES)
     meta = {"cluster": cluster, "seed": a.seed, "betas": betas, "machine": machine_info(),
             "command": "python benchmarks/go_guided_decode.py " + shlex.join(
                 [str(x) for x in (argv if argv is not None else sys.argv[1:])])}  # fmt: skip
-    text = report(res, tuned, meta)
+    text = report(res, tuned, classical, meta)
     write_json_atomic(
         a.folder / f"guided-decode-s{a.seed}.json", {**meta, "rows": res, "finetuned": tuned}
     )
