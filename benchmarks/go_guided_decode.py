@@ -100,7 +100,8 @@ def report(
         "",
         f"Command: `{meta['command']}`",
         "",
-        "Held-out graphs, step time ms (fine-tuned from the `--finetuned` folder):",
+        f"Held-out graphs, step time ms (fine-tuned: the `--finetuned` folder's seed-"
+        f"{meta['finetuned_seed']} cells):",
         "",
         "| held-out graph | " + " | ".join(names) + " | fine-tuned |",
         "|---|" + "---:|" * (len(cols) + 1),
@@ -115,7 +116,9 @@ def report(
         gm = {c: float(np.exp(np.mean([np.log(r["graphs"][r["held_out"]][c] / tuned[r["held_out"]])
                                        for r in rated]))) for c in cols}  # fmt: skip
         lines.append(
-            "| geomean / fine-tuned | " + " | ".join(f"{gm[c]:.2f}x" for c in cols) + " | 1 |"
+            f"| geomean / fine-tuned ({len(rated)} graphs) | "
+            + " | ".join(f"{gm[c]:.2f}x" for c in cols)
+            + " | 1 |"
         )
     trains = [r for r in res if len(r["graphs"]) > 1]
     if trains:
@@ -143,7 +146,8 @@ def report(
         if rated_big:
             gmb = [float(np.exp(np.mean([np.log(row[c] / classical[g]) for g, row in rated_big])))
                    for c in cols]  # fmt: skip
-            lines.append("| geomean / best classical | " + " | ".join(f"{x:.2f}x" for x in gmb)
+            lines.append(f"| geomean / best classical ({len(rated_big)} graphs) | "
+                         + " | ".join(f"{x:.2f}x" for x in gmb)
                          + " | 1 |")  # fmt: skip
     lines += ["", f"Machine: {meta['machine'].get('cpu_model', '?')}."]
     return "\n".join(lines) + "\n"
@@ -154,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folder", type=Path, help="a go_transfer placement results folder")
     p.add_argument("--finetuned", type=Path, help="folder with the F-finetune-sN.json cells")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--finetuned-seed", type=int, help="seed of the --finetuned folder's cells "
+                   "(default: --seed)")  # fmt: skip
     p.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--train", action="store_true", help="judge the training graphs too")
@@ -181,19 +187,21 @@ def main(argv: list[str] | None = None) -> int:
     if not res:
         say("nothing to decode")
         return 2
+    ref_seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
     tuned = {}
     for r in res:
-        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{a.seed}.json"
+        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{ref_seed}.json"
         if cell.is_file():
             tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
     classical = {}  # the larger graphs' best classical step time, where cells have it
     for r in res:
         for g in r["larger"]:
-            cell = (a.finetuned or a.folder) / f"larger-{g}-s{a.seed}.json"
+            cell = (a.finetuned or a.folder) / f"larger-{g}-s{ref_seed}.json"
             if cell.is_file():
                 b = json.loads(cell.read_text())["baselines"]
                 classical[g] = 1e3 * min(b[n]["time"] for n in BASELINES)
-    meta = {"cluster": cluster, "seed": a.seed, "betas": betas, "machine": machine_info(),
+    meta = {"cluster": cluster, "seed": a.seed, "finetuned_seed": ref_seed, "betas": betas,
+            "machine": machine_info(),
             "command": "python benchmarks/go_guided_decode.py " + shlex.join(
                 [str(x) for x in (argv if argv is not None else sys.argv[1:])])}  # fmt: skip
     text = report(res, tuned, classical, meta)
