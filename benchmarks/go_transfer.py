@@ -342,6 +342,8 @@ def held_out_run(
     warm = stage == "scratch" or args.finetune_imitate
     if stage == "finetune" and args.finetune_imitate_steps is not None:
         kw["imitate_steps"] = args.finetune_imitate_steps
+    if stage == "finetune" and args.finetune_imitate_guide:
+        kw["imitate_guide"] = args.finetune_imitate_guide
     r = train_or_resume(go_config(args, rd, [graph], steps, imitate=warm, **kw))
     out = step_times(rd, graph, args)
     out.update(decisions=r.env_steps, updates=r.updates)
@@ -800,6 +802,13 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else ""
         )
         + (
+            " Fine-tuning's imitation also weighs the pre-trained policy's decision decoded "
+            f"through HEFT guided by it (beta {args.finetune_imitate_guide:g}; "
+            "--finetune-imitate-guide) and imitates it where it is the fastest candidate."
+            if args.finetune_imitate_guide
+            else ""
+        )
+        + (
             f" Priority heads of {args.priority_levels} levels (--priority-levels)."
             if args.priority_levels != 8
             else ""
@@ -999,6 +1008,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--distill-every", type=int, default=0)
     ap.add_argument(
+        "--finetune-imitate-guide",
+        type=float,
+        default=0.0,
+        metavar="BETA",
+        help="fine-tuning's --imitate best also weighs the pre-trained policy's decision "
+        "decoded through HEFT guided by it (GOConfig.imitate_guide; folder -ftguideBETA)",
+    )
+    ap.add_argument(
         "--finetune-pos-freqs",
         type=int,
         default=0,
@@ -1081,6 +1098,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         folder += f"-ftpos{args.finetune_pos_freqs}"
+    if args.finetune_imitate_guide:
+        if not (args.imitate == "best" and args.finetune_imitate
+                and 0 < args.finetune_imitate_guide <= 1e6):  # fmt: skip
+            say("--finetune-imitate-guide BETA needs --imitate best, --finetune-imitate and "
+                "0 < BETA <= 1e6")  # fmt: skip
+            return 2
+        folder += f"-ftguide{args.finetune_imitate_guide:g}"
     if args.start != "none":
         folder += f"-start{args.start}"
     if args.memory_input:
@@ -1158,6 +1182,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["pos_freqs"] = args.pos_freqs
     if args.finetune_pos_freqs:
         budget["finetune_pos_freqs"] = args.finetune_pos_freqs
+    if args.finetune_imitate_guide:  # settings without the key: no guided candidate
+        budget["finetune_imitate_guide"] = args.finetune_imitate_guide
     if args.memory_input:
         budget["memory_input"] = True
     if args.cost_input:

@@ -180,6 +180,19 @@ def target(
     return Target(task.name, chosen, t, ok, relabelled, calls, a, fused)
 
 
+def with_guided(goal: Target, task: GraphTask, out: dict[str, np.ndarray], beta: float) -> Target:
+    """``goal``, or a policy's decision decoded through HEFT guided by its outputs ``out``
+    (:meth:`GraphTask.guided`) where that is faster (feasible before infeasible, then the
+    step time): one more simulator call either way. Its device labels are the policy's own
+    (a policy imitating relabelled targets uses first-use labels already)."""
+    a = task.guided(out, beta)
+    t, ok = judge(task, a)
+    calls = goal.sim_calls + 1
+    if (ok, -t) > (goal.feasible, -goal.time):
+        return Target(goal.graph, "guided", t, ok, False, calls, a, fused=False)
+    return dataclasses.replace(goal, sim_calls=calls)
+
+
 def targets(
     tasks: list[GraphTask], name: str, seed: int = 0, relabel: bool = True, margin: float = 0.0
 ) -> list[Target]:

@@ -45,6 +45,7 @@ class GOConfig(ExperimentConfig):
         "imitate_steps": Bound(0, 1_000_000),
         "imitate_lr": POSITIVE,
         "imitate_margin": Bound(0, 10),
+        "imitate_guide": Bound(0, 1e6),
     }
 
     env: str = "graphopt:placement/rnnlm-s"
@@ -134,6 +135,13 @@ class GOConfig(ExperimentConfig):
     1 + this of the fastest's step time (0: the fastest). Imitation reproduces a split only
     roughly, and a policy that learns to split graphs whose split gains a few percent splits
     unseen graphs where that loses (docs/graphopt.md, "Simpler targets")."""
+    imitate_guide: float = 0.0
+    """With --imitate best and --init-from: the initial policy's device logits decoded through
+    HEFT's list scheduler with this beta (``GraphTask.guided``) join the candidates, one more
+    simulator call per graph; on a graph where that decision is the fastest, fine-tuning
+    imitates it instead of a classical baseline (0: off). What pre-training knows about an
+    unseen family then reaches fine-tuning's start (docs/graphopt.md, "Zero-shot through a
+    list scheduler")."""
     hidden: int = 64
     """Width of the policy's node embeddings."""
     sage_layers: int = 3
@@ -253,6 +261,13 @@ class GOConfig(ExperimentConfig):
             raise ConfigError(
                 f"--imitate-margin {self.imitate_margin:g} picks among --imitate best's "
                 f"candidates: --imitate best, not {self.imitate!r}"
+            )
+
+        if self.imitate_guide > 0 and (self.imitate != "best" or self.init_from is None):
+            raise ConfigError(
+                f"--imitate-guide {self.imitate_guide:g} adds a trained policy's decision to "
+                "--imitate best's candidates: it needs --imitate best and --init-from (a fresh "
+                "policy's logits are noise)"
             )
 
         if self.explore > 0 and self.task() not in ("placement", "joint"):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actorq.graphopt.actor import HEADS, GraphTask
-from actorq.graphopt.targets import Target, judge, targets
+from actorq.graphopt.targets import Target, judge, targets, with_guided
 
 if TYPE_CHECKING:  # torch only where the learner fits
     import torch
@@ -126,8 +126,13 @@ def warm_start(
     seed: int = 0,
     relabel: bool = True,
     margin: float = 0.0,
+    guide: float = 0.0,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Imitate baseline ``name`` for ``steps`` steps: ``(metrics, per-graph records)``.
+
+    ``guide`` > 0 (``GOConfig.imitate_guide``): ``model``'s own decision decoded through HEFT
+    guided by its device logits (:meth:`GraphTask.guided`, this beta) replaces a graph's target
+    where it is faster (:func:`~actorq.graphopt.targets.with_guided`).
 
     Metrics (``imitate/...``): ``loss`` and ``accuracy`` (fp32 greedy, share of the decisions
     the task makes: ops, times heads) after the last step, ``time_ratio`` (geomean over graphs
@@ -135,6 +140,12 @@ def warm_start(
     the final check's simulator calls), ``steps``, ``seconds``."""
     t0 = time.perf_counter()
     goals = targets(tasks, name, seed, relabel, margin)
+    if guide > 0:  # the initial (pre-trained) policy's decision, before any step changes it
+        import torch
+
+        with torch.no_grad():
+            outs = [{k: v.cpu().numpy() for k, v in model(**x).items()} for x in inputs]
+        goals = [with_guided(g, t, o, guide) for g, t, o in zip(goals, tasks, outs, strict=True)]
     masks = [t.mask for t in tasks]
     out = fit(model, inputs, goals, steps, lr, masks)
     ratios, records = [], []

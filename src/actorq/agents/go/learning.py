@@ -369,6 +369,7 @@ class GOLearner(Learner):
         metrics, self.imitation = warm_start(
             self.model, self.tasks, self._inputs, cfg.imitate, cfg.imitate_steps,
             cfg.imitate_lr, seed=cfg.seed, relabel=cfg.imitate_relabel, margin=cfg.imitate_margin,
+            guide=cfg.imitate_guide,
         )  # fmt: skip
         # the reward baselines start at the imitated greedy decisions' rewards: PPO's first
         # update then has advantages (with none, it would be an entropy step only, which Adam
