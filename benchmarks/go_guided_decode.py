@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actorq.graphopt.baselines import heft
 from go_transfer import BASELINES, FAMILIES, held_out_graphs, placement_folder, smallest
 from peers import machine_info, say, write_json_atomic
 
@@ -46,20 +45,15 @@ BETAS = (0.0, 0.25, 1.0, 4.0, 16.0)
 
 
 def graph_row(task: Any, runtime: Any, betas: tuple[float, ...]) -> dict[str, float]:
-    from actorq.graphopt.inputs import log_softmax
-
+    """The policy's argmax and its guided decodings (:meth:`GraphTask.guided`), ms."""
     out = runtime(task.inputs)
-    greedy, _ = task.decide(out, None)
-    lp = log_softmax(out["placement"])
 
-    def ms(placement: np.ndarray) -> float:
-        a = np.zeros_like(greedy)
-        a[:, 0] = placement
-        return 1e3 * float(task.judge(a)[2]["score"])
+    def ms(actions: np.ndarray) -> float:
+        return 1e3 * float(task.judge(actions)[2]["score"])
 
-    row = {"argmax": ms(greedy[:, 0])}
+    row = {"argmax": ms(task.decide(out, None)[0])}
     for b in betas:
-        row[f"beta_{b:g}"] = ms(heft(task.env.sim, lp, b).placement)
+        row[f"beta_{b:g}"] = ms(task.guided(out, b))
     return row
 
 

@@ -245,7 +245,8 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
         out["start"] = {"baseline": s.baseline, "time": s.time, "sim_calls": s.sim_calls}
     for prec in ("int8", "fp32"):
         rt = OnnxGOPolicy(decode_snapshot(io.snapshot(0, prec)).model)
-        actions, _ = task.decide(rt(task.inputs), None)
+        policy_out = rt(task.inputs)
+        actions, _ = task.decide(policy_out, None)
         _, _, info = task.judge(actions)
         out[f"time_{prec}"] = float(info["score"])  # penalised when it does not fit
         # how many devices the decision uses: "all on one device" is a zero-shot failure mode
@@ -253,9 +254,9 @@ def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str,
         if not info["feasible"]:
             out[f"infeasible_{prec}"] = info["reason"]
         if prec == "int8":  # the same logits through HEFT's list scheduler, a few betas
-            o = rt(task.inputs)
             out["guided_int8"] = {
-                f"{b:g}": float(task.judge(task.guided(o, b))[2]["score"]) for b in GUIDE_BETAS
+                f"{b:g}": float(task.judge(task.guided(policy_out, b))[2]["score"])
+                for b in GUIDE_BETAS
             }
     return out
 

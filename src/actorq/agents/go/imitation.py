@@ -96,15 +96,21 @@ def fit(
     return {"loss": loss_v, "accuracy": right / max(total, 1)}
 
 
+def outputs(
+    model: torch.nn.Module, inputs: list[dict[str, torch.Tensor]]
+) -> list[dict[str, np.ndarray]]:
+    """The fp32 policy's outputs on each graph, as numpy."""
+    import torch
+
+    with torch.no_grad():
+        return [{k: v.cpu().numpy() for k, v in model(**x).items()} for x in inputs]
+
+
 def greedy_actions(
     model: torch.nn.Module, inputs: list[dict[str, torch.Tensor]], tasks: list[GraphTask]
 ) -> list[np.ndarray]:
     """The fp32 policy's greedy per-op actions ``(n, len(HEADS))`` on each task."""
-    import torch
-
-    with torch.no_grad():
-        outs = [{k: v.cpu().numpy() for k, v in model(**x).items()} for x in inputs]
-    return [t.decide(o, None)[0] for t, o in zip(tasks, outs, strict=True)]
+    return [t.decide(o, None)[0] for t, o in zip(tasks, outputs(model, inputs), strict=True)]
 
 
 def greedy_placements(
@@ -141,10 +147,7 @@ def warm_start(
     t0 = time.perf_counter()
     goals = targets(tasks, name, seed, relabel, margin)
     if guide > 0:  # the initial (pre-trained) policy's decision, before any step changes it
-        import torch
-
-        with torch.no_grad():
-            outs = [{k: v.cpu().numpy() for k, v in model(**x).items()} for x in inputs]
+        outs = outputs(model, inputs)
         goals = [with_guided(g, t, o, guide) for g, t, o in zip(goals, tasks, outs, strict=True)]
     masks = [t.mask for t in tasks]
     out = fit(model, inputs, goals, steps, lr, masks)
