@@ -42,9 +42,12 @@ from go_transfer import BASELINES, FAMILIES, held_out_graphs, placement_folder, 
 from peers import machine_info, say, write_json_atomic
 
 BETAS = (0.0, 0.25, 1.0, 4.0, 16.0)
+SCHEDULER_NAMES = {"heft": "HEFT", "m-etf": "m-ETF"}
 
 
-def graph_row(task: Any, runtime: Any, betas: tuple[float, ...]) -> dict[str, float]:
+def graph_row(
+    task: Any, runtime: Any, betas: tuple[float, ...], scheduler: str = "heft"
+) -> dict[str, float]:
     """The policy's argmax and its guided decodings (:meth:`GraphTask.guided`), ms."""
     out = runtime(task.inputs)
 
@@ -53,13 +56,13 @@ def graph_row(task: Any, runtime: Any, betas: tuple[float, ...]) -> dict[str, fl
 
     row = {"argmax": ms(task.decide(out, None)[0])}
     for b in betas:
-        row[f"beta_{b:g}"] = ms(task.guided(out, b))
+        row[f"beta_{b:g}"] = ms(task.guided(out, b, scheduler))
     return row
 
 
 def family_rows(
     root: Path, fam: str, cluster: str, reference: str, seed: int, betas: tuple[float, ...],
-    train: bool, larger_max_ops: int,
+    train: bool, larger_max_ops: int, scheduler: str,
 ) -> dict[str, Any]:  # fmt: skip
     from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.cluster import get_cluster
@@ -74,11 +77,13 @@ def family_rows(
     graphs = [smallest(fam)] + ([smallest(f) for f in FAMILIES if f != fam] if train else [])
     rows = {}
     for g in graphs:
-        rows[g] = graph_row(GraphTask(g, "placement", cluster, reference, spec), runtime, betas)
+        task = GraphTask(g, "placement", cluster, reference, spec)
+        rows[g] = graph_row(task, runtime, betas, scheduler)
     larger = {}
     for g in held_out_graphs(fam, larger_max_ops) if larger_max_ops else []:
         say(f"  {g}")
-        larger[g] = graph_row(GraphTask(g, "placement", cluster, reference, spec), runtime, betas)
+        task = GraphTask(g, "placement", cluster, reference, spec)
+        larger[g] = graph_row(task, runtime, betas, scheduler)
     return {"family": fam, "held_out": smallest(fam), "graphs": rows, "larger": larger}
 
 
@@ -87,9 +92,13 @@ def report(
     meta: dict[str, Any],
 ) -> str:  # fmt: skip
     cols = ["argmax", *(f"beta_{b:g}" for b in meta["betas"])]
-    names = ["GO argmax", *(f"beta {b:g}" + (" (HEFT)" if b == 0 else "") for b in meta["betas"])]
+    sched = SCHEDULER_NAMES[meta.get("scheduler", "heft")]
+    names = [
+        "GO argmax",
+        *(f"beta {b:g}" + (f" ({sched})" if b == 0 else "") for b in meta["betas"]),
+    ]
     lines = [
-        f"# Zero-shot device logits decoded by HEFT's list scheduler ({meta['cluster']}, "
+        f"# Zero-shot device logits decoded by {sched}'s list scheduler ({meta['cluster']}, "
         f"seed {meta['seed']})",
         "",
         f"Command: `{meta['command']}`",
@@ -156,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
                    "(default: --seed)")  # fmt: skip
     p.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument(
+        "--scheduler",
+        default="heft",
+        choices=tuple(SCHEDULER_NAMES),
+        help="the list scheduler the logits guide (m-etf keeps its memory bound)",
+    )
     p.add_argument("--train", action="store_true", help="judge the training graphs too")
     p.add_argument("--larger", type=int, default=0, metavar="MAX_OPS",
                    help="judge the held-out family's other graphs of at most MAX_OPS ops too, "
@@ -177,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         say(f"{fam}: decoding")
         res.append(family_rows(a.folder, fam, cluster, reference, a.seed, betas, a.train,
-                               a.larger))  # fmt: skip
+                               a.larger, a.scheduler))  # fmt: skip
     if not res:
         say("nothing to decode")
         return 2
@@ -193,16 +208,16 @@ def main(argv: list[str] | None = None) -> int:
             cell = (a.finetuned or a.folder) / f"larger-{g}-s{ref_seed}.json"
             if cell.is_file():
                 b = json.loads(cell.read_text())["baselines"]
-                classical[g] = 1e3 * min(b[n]["time"] for n in BASELINES)
+                classical[g] = 1e3 * min(b[n]["time"] for n in BASELINES if n in b)
     meta = {"cluster": cluster, "seed": a.seed, "finetuned_seed": ref_seed, "betas": betas,
+            "scheduler": a.scheduler,
             "machine": machine_info(),
             "command": "python benchmarks/go_guided_decode.py " + shlex.join(
                 [str(x) for x in (argv if argv is not None else sys.argv[1:])])}  # fmt: skip
     text = report(res, tuned, classical, meta)
-    write_json_atomic(
-        a.folder / f"guided-decode-s{a.seed}.json", {**meta, "rows": res, "finetuned": tuned}
-    )
-    (a.folder / f"guided-decode-s{a.seed}.md").write_text(text)
+    stem = "guided-decode" + ("" if a.scheduler == "heft" else "-metf") + f"-s{a.seed}"
+    write_json_atomic(a.folder / f"{stem}.json", {**meta, "rows": res, "finetuned": tuned})
+    (a.folder / f"{stem}.md").write_text(text)
     print(text)
     return 0
 

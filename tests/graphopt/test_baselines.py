@@ -7,6 +7,7 @@ import pytest
 
 from actorq.errors import GraphError
 from actorq.graphopt.baselines import (
+    CUT_WEIGHTS,
     NAMES,
     Decision,
     anneal,
@@ -14,6 +15,7 @@ from actorq.graphopt.baselines import (
     expert,
     greedy_fusion,
     heft,
+    heft_cut,
     m_etf,
     metis,
     penalized,
@@ -159,6 +161,35 @@ def test_guided_heft_refuses_bad_input(sim: Simulator, logp: np.ndarray, beta: f
         heft(sim, logp, beta)
 
 
+def test_a_cut_cost_keeps_an_op_with_its_input_unless_finishing_sooner_pays_for_it() -> None:
+    # a -> b, a -> c, each op 1 s; a 0.5-byte edge at 1 B/s costs 0.5 s on a link. HEFT puts c
+    # beside b's device: it finishes at 2.5 s there against 3 s after b. A cut costs `cut` x
+    # the edge's mean transfer time (0.5 s), so c stays with a once that exceeds the 0.5 s gain
+    dev = {"flop_s": 1.0, "mem_bw": 1e9, "memory": 1e6, "op_overhead": 0.0}
+    c = cluster_from_dict(
+        {"devices": [dev, dev], "link": {"bandwidth": 1.0, "latency": 0.0}}, name="two"
+    )
+    ops = [{"name": n, "flops": 1.0} for n in "abc"]
+    sim = Simulator(make_graph("fork", ops, [("a", "b", 0.5), ("a", "c", 0.5)]), c)
+    assert heft(sim).placement.tolist() == [0, 0, 1]
+    assert heft(sim, cut=0.9).placement.tolist() == [0, 0, 1]  # 0.45 s of cut < 0.5 s sooner
+    assert heft(sim, cut=1.1).placement.tolist() == [0, 0, 0]  # 0.55 s > 0.5 s
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            heft(sim, cut=bad)
+
+
+def test_heft_cut_is_the_fastest_of_its_weights(sim: Simulator) -> None:
+    def ms(d: Decision) -> float:
+        return penalized(sim, sim.run(d.placement, d.priority))
+
+    each = [ms(heft(sim, cut=w)) for w in CUT_WEIGHTS]
+    assert ms(heft_cut(sim)) == min(each)
+    assert ms(heft_cut(sim, (CUT_WEIGHTS[0],))) == each[0]
+    with pytest.raises(ValueError):
+        heft_cut(sim, ())
+
+
 def test_m_etf_respects_memory_where_single_device_cannot() -> None:
     ops = [{"name": f"l{i}", "flops": 1.0, "param_bytes": 30.0} for i in range(6)]
     g = make_graph("big", ops, [(i, i + 1, 1.0) for i in range(5)])
@@ -168,6 +199,35 @@ def test_m_etf_respects_memory_where_single_device_cannot() -> None:
     r = sim.run(d.placement, d.priority)
     assert r.feasible, r.reason
     assert np.bincount(d.placement, weights=g.param_bytes, minlength=4).max() <= 100
+
+
+def test_guided_m_etf_spans_m_etf_to_the_policys_choice(sim: Simulator) -> None:
+    n, nd = sim.graph.num_ops, sim.cluster.num_devices
+    plain = m_etf(sim)
+    rng = np.random.default_rng(1)
+    wanted = rng.integers(0, nd, n)
+    logp = np.log(np.full((n, nd), 0.1 / (nd - 1)))
+    logp[np.arange(n), wanted] = np.log(0.9)
+    zero = m_etf(sim, logp=logp, beta=0.0)
+    np.testing.assert_array_equal(zero.placement, plain.placement)
+    np.testing.assert_array_equal(zero.priority, plain.priority)
+    np.testing.assert_array_equal(m_etf(sim, logp=np.zeros((n, nd)), beta=50.0).placement,
+                                  plain.placement)  # fmt: skip
+    np.testing.assert_array_equal(m_etf(sim, logp=logp, beta=1e9).placement, wanted)
+    with pytest.raises(ValueError):
+        m_etf(sim, logp=logp[:1], beta=1.0)
+
+
+def test_guided_m_etf_keeps_the_memory_bound_the_policy_ignores() -> None:
+    # six 30-byte layers, devices of 100 bytes; the policy wants them all on device 0
+    ops = [{"name": f"l{i}", "flops": 1.0, "param_bytes": 30.0} for i in range(6)]
+    g = make_graph("big", ops, [(i, i + 1, 1.0) for i in range(5)])
+    sim = Simulator(g, unit_cluster(4, memory=100.0))
+    logp = np.log(np.array([[0.97, 0.01, 0.01, 0.01]] * 6))
+    assert np.all(heft(sim, logp, 1e9).placement == 0)  # HEFT's scheduler has no memory bound
+    d = m_etf(sim, memory_fraction=1.0, logp=logp, beta=1e9)
+    assert sim.run(d.placement, d.priority).feasible
+    assert np.count_nonzero(d.placement == 0) == 3  # as many as fit where the policy wants them
 
 
 def test_critical_path_priority_runs_the_long_branch_first() -> None:

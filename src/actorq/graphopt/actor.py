@@ -46,7 +46,7 @@ from actorq.core.interfaces import ParameterSource
 from actorq.core.loop import fetch_newer
 from actorq.core.types import Batch
 from actorq.errors import SnapshotError
-from actorq.graphopt.baselines import anchor_groups, greedy_fusion, heft, run_move
+from actorq.graphopt.baselines import anchor_groups, greedy_fusion, heft, m_etf, run_move
 from actorq.graphopt.envs import GraphOptEnv
 from actorq.graphopt.inputs import (
     HEADS,
@@ -67,6 +67,8 @@ SNAPSHOT_KIND = "go"
 #: :meth:`GraphTask.guided`'s default ``beta``: an op gives up one mean op time of finish time
 #: for an ``e``-fold preference of the policy (measured over 0.25..16 in docs/graphopt.md).
 GUIDE_BETA = 1.0
+#: The list schedulers :meth:`GraphTask.guided` decodes with (``m-etf`` keeps its memory bound).
+GUIDE_SCHEDULERS = ("heft", "m-etf")
 #: The ONNX inputs a GO snapshot's model must have (:meth:`GraphInputs.feeds`).
 INPUT_NAMES = tuple(f.name for f in dataclasses.fields(GraphInputs))
 
@@ -142,18 +144,25 @@ class GraphTask:
             logp[:, col] = np.take_along_axis(lp, a[:, None], axis=1)[:, 0] * self.mask[:, col]
         return actions, logp
 
-    def guided(self, out: dict[str, np.ndarray], beta: float = GUIDE_BETA) -> np.ndarray:
-        """The greedy decision with its placement decoded by HEFT's list scheduler guided by
-        the policy's device log-probabilities (:func:`~actorq.graphopt.baselines.heft` with
-        ``logp``): coherent with where each op's inputs are, which per-op argmax is not on a
-        graph unlike the training graphs (docs/graphopt.md, "Zero-shot through a list
+    def guided(
+        self, out: dict[str, np.ndarray], beta: float = GUIDE_BETA, scheduler: str = "heft"
+    ) -> np.ndarray:
+        """The greedy decision with its placement decoded by a list scheduler (``heft`` or the
+        memory-bounded ``m-etf``) guided by the policy's device log-probabilities
+        (:func:`~actorq.graphopt.baselines.heft`, :func:`~actorq.graphopt.baselines.m_etf`
+        with ``logp``): coherent with where each op's inputs are, which per-op argmax is not on
+        a graph unlike the training graphs (docs/graphopt.md, "Zero-shot through a list
         scheduler"). Other heads stay greedy, but for the fusion bits of ops whose fusable
         input edge touches an op the scheduler moved (:meth:`_place`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"guided decoding places ops: the {self.task} task has none")
+        if scheduler not in GUIDE_SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {GUIDE_SCHEDULERS}, got {scheduler!r}")
         actions, _ = self.decide(out, None)
         lp = log_softmax(out["placement"])
-        return self._place(actions, heft(self.env.sim, lp, beta).placement)
+        sim = self.env.sim
+        d = heft(sim, lp, beta) if scheduler == "heft" else m_etf(sim, logp=lp, beta=beta)
+        return self._place(actions, d.placement)
 
     def _place(self, actions: np.ndarray, placed: np.ndarray) -> np.ndarray:
         """``actions`` with placement ``placed``; in the joint task the fusion bit of every op

@@ -14,6 +14,9 @@ fuse bit per edge); :func:`run_baselines` scores them all with the simulator.
 * ``heft`` — Heterogeneous Earliest Finish Time (Topcuoglu et al., IEEE TPDS 2002): ops by
   decreasing upward rank, each to the device where it finishes first (non-insertion variant);
   priorities = the ranks.
+* ``heft-cut`` — HEFT with a cut cost: each input edge from another device adds a multiple of
+  its mean transfer time to the device choice (HEFT counts only the input that arrives last);
+  the fastest of five multiples (:data:`CUT_WEIGHTS`) by the simulator, five calls.
 * ``m-etf`` — memory-constrained Earliest Task First from Baechi (Jeon et al., SoCC 2020; ETF:
   Hwang et al., SIAM J. Comput. 1989): repeatedly schedule the (ready op, device) pair that can
   start first among devices with memory left for the op's parameters and output.
@@ -195,10 +198,10 @@ def _start(
 @_jit
 def _heft(
     order: np.ndarray, in_ptr: np.ndarray, in_src: np.ndarray, in_b: np.ndarray,
-    times: np.ndarray, lat: np.ndarray, bw: np.ndarray, penalty: np.ndarray,
+    times: np.ndarray, lat: np.ndarray, bw: np.ndarray, penalty: np.ndarray, cut: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Each op in ``order`` to the device minimising its finish time plus ``penalty[u, d]``
-    (zeros: HEFT)."""
+    plus ``cut[k]`` for each input edge ``k`` from another device (zeros: HEFT)."""
     n, nd = times.shape
     dev = np.zeros(n, dtype=np.int64)
     aft = np.zeros(n)
@@ -207,8 +210,12 @@ def _heft(
         best_d, best_c, best_f = 0, np.inf, 0.0
         for d in range(nd):
             f = _start(u, d, avail[d], in_ptr, in_src, in_b, aft, dev, lat, bw) + times[u, d]
-            if f + penalty[u, d] < best_c:
-                best_d, best_c, best_f = d, f + penalty[u, d], f
+            c = f + penalty[u, d]
+            for k in range(in_ptr[u], in_ptr[u + 1]):
+                if dev[in_src[k]] != d:
+                    c += cut[k]
+            if c < best_c:
+                best_d, best_c, best_f = d, c, f
         dev[u], aft[u] = best_d, best_f
         avail[best_d] = best_f
     return dev
@@ -221,7 +228,9 @@ def _in_csr(sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ptr.astype(np.int64), g.src[ie], g.edge_bytes[ie]
 
 
-def heft(sim: Simulator, logp: np.ndarray | None = None, beta: float = 0.0) -> Decision:
+def heft(
+    sim: Simulator, logp: np.ndarray | None = None, beta: float = 0.0, cut: float = 0.0
+) -> Decision:
     """HEFT (Topcuoglu et al., 2002): ops in upward-rank order, each to the device where it
     would finish earliest given where its inputs are.
 
@@ -230,23 +239,58 @@ def heft(sim: Simulator, logp: np.ndarray | None = None, beta: float = 0.0) -> D
     logp[u, d])``, ``t_u`` the op's mean time over devices: a device the policy finds
     ``e`` times less likely must let the op finish ``beta * t_u`` sooner. ``beta`` 0 is HEFT, a
     large one the policy's argmax; between, the scheduler keeps the policy's choices coherent
-    with where each op's inputs are (docs/graphopt.md, "Zero-shot through a list scheduler")."""
+    with where each op's inputs are (docs/graphopt.md, "Zero-shot through a list scheduler").
+
+    With a cut cost (``cut`` > 0) each input edge from another device adds ``cut`` times its
+    mean transfer time (latency + bytes / bandwidth over device pairs) to the choice: HEFT's
+    finish time counts only the input that arrives last, as if links were free for every other
+    transfer; the simulator queues transfers on links and keeps every received tensor in
+    memory, so a split HEFT finds faster on paper is often slower (:func:`heft_cut`)."""
     rank = upward_rank(sim)
     order = np.lexsort((sim.graph.topo_rank, -rank)).astype(np.int64)
     ptr, isrc, ib = _in_csr(sim)
     c = sim.cluster
     times = sim.op_times()
-    if logp is None:
-        penalty = np.zeros_like(times)
-    else:
-        logp = np.asarray(logp, np.float64)
-        if logp.shape != times.shape or not np.isfinite(logp).all():
-            raise ValueError(f"logp must be {times.shape} finite log-probabilities")
-        if not (math.isfinite(beta) and beta >= 0):
-            raise ValueError(f"beta must be finite and >= 0, got {beta!r}")
-        penalty = beta * times.mean(1, keepdims=True) * (logp.max(1, keepdims=True) - logp)
-    dev = _heft(order, ptr, isrc, ib, times, c.latency, c.bandwidth, penalty)
+    penalty = _guide_penalty(times, logp, beta)
+    if not (math.isfinite(cut) and cut >= 0):
+        raise ValueError(f"cut must be finite and >= 0, got {cut!r}")
+    lat, inv_bw = _comm_model(sim)
+    cost = cut * (lat + ib * inv_bw) if cut > 0 else np.zeros(len(isrc))
+    dev = _heft(order, ptr, isrc, ib, times, c.latency, c.bandwidth, penalty, cost)
     return Decision(dev, priority=rank)
+
+
+#: The cut costs :func:`heft_cut` tries (multiples of an edge's mean transfer time).
+CUT_WEIGHTS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decision:
+    """HEFT with a cut cost (:func:`heft` with ``cut``), the fastest of ``weights`` by the
+    simulator's penalised step time (one call each): how much a cut edge costs beyond HEFT's
+    estimate depends on the links and the graph (fast NVLink wants little, PCIe much more),
+    so the sweep is part of the baseline, as the budget is part of a search baseline's."""
+    best, best_t = None, math.inf
+    for w in weights:
+        d = heft(sim, cut=w)
+        t = penalized(sim, sim.run(d.placement, d.priority))
+        if t < best_t:
+            best, best_t = d, t
+    if best is None:
+        raise ValueError("heft_cut needs at least one weight")
+    return best
+
+
+def _guide_penalty(times: np.ndarray, logp: np.ndarray | None, beta: float) -> np.ndarray:
+    """A guided list scheduler's cost of op ``u`` on device ``d`` beyond its time:
+    ``beta * t_u * (max_d' logp[u, d'] - logp[u, d])`` (zeros without ``logp``)."""
+    if logp is None:
+        return np.zeros_like(times)
+    logp = np.asarray(logp, np.float64)
+    if logp.shape != times.shape or not np.isfinite(logp).all():
+        raise ValueError(f"logp must be {times.shape} finite log-probabilities")
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"beta must be finite and >= 0, got {beta!r}")
+    return beta * times.mean(1, keepdims=True) * (logp.max(1, keepdims=True) - logp)
 
 
 @_jit
@@ -254,8 +298,10 @@ def _metf(
     in_ptr: np.ndarray, in_src: np.ndarray, in_b: np.ndarray,
     out_ptr: np.ndarray, out_dst: np.ndarray, indeg: np.ndarray,
     times: np.ndarray, lat: np.ndarray, bw: np.ndarray,
-    need: np.ndarray, cap: np.ndarray, level: np.ndarray,
+    need: np.ndarray, cap: np.ndarray, level: np.ndarray, penalty: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """m-ETF's loop; the (ready op, device) pair minimising start time + ``penalty[u, d]``
+    (zeros: m-ETF) among devices with memory left for the op."""
     n, nd = times.shape
     dev = np.full(n, -1, dtype=np.int64)
     fin = np.zeros(n)
@@ -270,15 +316,16 @@ def _metf(
             nready += 1
     seq = np.zeros(n, dtype=np.int64)
     for step in range(n):
-        best_i, best_d, best_s, best_l = -1, -1, np.inf, -np.inf
+        best_i, best_d, best_s, best_c, best_l = -1, -1, np.inf, np.inf, -np.inf
         fb_i, fb_d, fb_s, fb_free = -1, -1, np.inf, -np.inf  # fallback if nothing fits
         for i in range(nready):
             u = ready[i]
             for d in range(nd):
                 s = _start(u, d, avail[d], in_ptr, in_src, in_b, fin, dev, lat, bw)
                 if used[d] + need[u] <= cap[d]:
-                    if s < best_s or (s == best_s and level[u] > best_l):
-                        best_i, best_d, best_s, best_l = i, d, s, level[u]
+                    c = s + penalty[u, d]
+                    if c < best_c or (c == best_c and level[u] > best_l):
+                        best_i, best_d, best_s, best_c, best_l = i, d, s, c, level[u]
                 else:
                     free = cap[d] - used[d]
                     if free > fb_free or (free == fb_free and s < fb_s):
@@ -301,15 +348,24 @@ def _metf(
     return dev, seq
 
 
-def m_etf(sim: Simulator, memory_fraction: float = 0.9) -> Decision:
+def m_etf(
+    sim: Simulator, memory_fraction: float = 0.9, logp: np.ndarray | None = None,
+    beta: float = 0.0,
+) -> Decision:  # fmt: skip
     """m-ETF (module docstring). Memory per op = its parameters + output, never freed — the
-    conservative count Baechi uses, since a training step keeps activations for the backward."""
+    conservative count Baechi uses, since a training step keeps activations for the backward.
+
+    Guided by a policy as :func:`heft` is: the pair minimising ``start time + beta * t_u *
+    (max_d' logp[u, d'] - logp[u, d])`` among those that fit, so a guided decision keeps
+    m-ETF's memory bound where HEFT's list scheduler ignores it."""
     g, c = sim.graph, sim.cluster
     ptr, isrc, ib = _in_csr(sim)
     cap = c.arrays()[2] * memory_fraction
+    times = sim.op_times()
+    penalty = _guide_penalty(times, logp, beta)
     dev, seq = _metf(
-        ptr, isrc, ib, g.out_ptr, g.dst[g.out_edges], g.in_degree, sim.op_times(),
-        c.latency, c.bandwidth, g.param_bytes + g.out_bytes, cap, upward_rank(sim),
+        ptr, isrc, ib, g.out_ptr, g.dst[g.out_edges], g.in_degree, times,
+        c.latency, c.bandwidth, g.param_bytes + g.out_bytes, cap, upward_rank(sim), penalty,
     )  # fmt: skip
     return Decision(dev, priority=-seq.astype(np.float64))
 
@@ -473,6 +529,7 @@ NAMES = (
     "expert+cp",
     "metis+cp",
     "heft",
+    "heft-cut",
     "m-etf",
     "best+fuse",
     "random",
@@ -526,6 +583,7 @@ def run_baselines(
         "expert+cp": lambda: with_cp(sim, expert(sim)),
         "metis+cp": lambda: with_cp(sim, metis(sim, seed)),
         "heft": lambda: heft(sim),
+        "heft-cut": lambda: heft_cut(sim),
         "m-etf": lambda: m_etf(sim),
         "best+fuse": lambda: _fused(sim, best_so_far()),
         "random": lambda: random_search(sim, budget, seed),

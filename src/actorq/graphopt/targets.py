@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from actorq.graphopt.baselines import greedy_fusion, run_baselines
+from actorq.graphopt.baselines import CUT_WEIGHTS, greedy_fusion, run_baselines
 from actorq.graphopt.cluster import Cluster
 from actorq.graphopt.inputs import HEADS, PRIORITY_LEVELS
 
@@ -32,11 +32,15 @@ if TYPE_CHECKING:  # actor.py builds a task's start from here, so it imports thi
     from actorq.graphopt.actor import GraphTask
 
 #: Baselines whose placement can be imitated (deterministic: no search budget).
-IMITABLE: tuple[str, ...] = ("single", "expert", "expert+cp", "metis+cp", "heft", "m-etf")
+IMITABLE: tuple[str, ...] = (
+    "single", "expert", "expert+cp", "metis+cp", "heft", "heft-cut", "m-etf"
+)  # fmt: skip
 #: The candidates of ``--imitate best``. The single device is one: on slow links it is often
 #: the fastest placement (inception-s on 4 PCIe GPUs: 49.2 ms against METIS's 62.9), and a
 #: policy imitating a worse split stays near it. It comes last, so it wins only outright.
-BEST_OF: tuple[str, ...] = ("heft", "m-etf", "metis+cp", "expert", "single")
+#: HEFT with a cut cost joined later (the fastest of the five others on 4 PCIe GPUs' rnnlm-s by
+#: 17%, docs/graphopt.md "HEFT with a cut cost"): folders of runs before it say ``best5``.
+BEST_OF: tuple[str, ...] = ("heft", "heft-cut", "m-etf", "metis+cp", "expert", "single")
 #: The values ``GOConfig.imitate`` accepts.
 CHOICES: tuple[str, ...] = ("none", "best", *IMITABLE)
 #: The tasks a warm start can imitate: those that decide placements (scheduling or fusion
@@ -57,8 +61,9 @@ class Target:
     relabelled: bool
     """Whether the device labels were renamed by first use (module docstring)."""
     sim_calls: int
-    """Simulator calls it took: each baseline scored once by the baseline runner, and each
-    candidate (joint: with and without fusion) once as the task judges it."""
+    """Simulator calls it took: each baseline scored once by the baseline runner (and
+    heft-cut's sweep, once per cut weight), and each candidate (joint: with and without
+    fusion) once as the task judges it."""
     actions: np.ndarray
     """Per-op targets ``(n, len(HEADS))`` int64 in the policy's action columns (device,
     priority level, fuse bit); columns the task does not decide are 0."""
@@ -176,7 +181,8 @@ def target(
         if not np.array_equal(new, np.arange(c.num_devices)) and symmetric_under(c, new):
             a = a.copy()
             a[:, 0], relabelled = new[a[:, 0]], True
-    calls = len(cands) + len(found)
+    # heft-cut's sweep judges each of its cut weights once before the runner scores its pick
+    calls = len(cands) + len(found) + (len(CUT_WEIGHTS) if "heft-cut" in cands else 0)
     return Target(task.name, chosen, t, ok, relabelled, calls, a, fused)
 
 

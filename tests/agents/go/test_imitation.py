@@ -21,6 +21,7 @@ from actorq.agents.go.learning import GOLearner
 from actorq.errors import ConfigError
 from actorq.graphopt import targets
 from actorq.graphopt.actor import GraphTask
+from actorq.graphopt.baselines import CUT_WEIGHTS
 
 ENV = "graphopt:placement/synthetic-120-s0"
 
@@ -178,7 +179,8 @@ def test_joint_imitation_fits_placement_priorities_and_fusion() -> None:
     goal = targets.target(task, "best")
     heft = targets.target(task, "heft")
     assert goal.time < heft.time and goal.fused
-    assert goal.sim_calls == 3 * len(targets.BEST_OF)  # each baseline, then fused and not
+    # each baseline (heft-cut's sweep once per weight), then fused and not
+    assert goal.sim_calls == 3 * len(targets.BEST_OF) + len(CUT_WEIGHTS)
     fuse = goal.actions[:, 2].astype(bool)
     assert fuse.any() and not (fuse & (task.mask[:, 2] == 0)).any()  # fusable ops only
     # HEFT's target levels follow its upward ranks
