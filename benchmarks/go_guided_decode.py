@@ -21,7 +21,10 @@ judges, per held-out family F, the policy's argmax, HEFT and the guided decodes 
 graph and, with ``--train``, on the five training families' smallest graphs (where ``beta``
 may be chosen without looking at the held-out family). Fine-tuned step times come from
 ``--finetuned FOLDER``'s ``F-finetune-sN.json`` cells. Writes ``guided-decode-sN.json`` and
-``.md`` into the folder and prints the table.
+``.md`` into the folder and prints the table. ``--scheduler m-etf`` guides memory-bounded m-ETF
+instead (files ``guided-decode-metf-sN``); ``--cut W`` gives HEFT a cut cost (each input edge
+from another device costs W x its mean transfer time; files ``guided-decode-cutW-sN``), whose
+``beta`` 0 column is that scheduler without the policy.
 
     .venv/bin/python benchmarks/go_guided_decode.py FOLDER --finetuned HEADLINE_FOLDER
 """
@@ -46,7 +49,7 @@ SCHEDULER_NAMES = {"heft": "HEFT", "m-etf": "m-ETF"}
 
 
 def graph_row(
-    task: Any, runtime: Any, betas: tuple[float, ...], scheduler: str = "heft"
+    task: Any, runtime: Any, betas: tuple[float, ...], scheduler: str = "heft", cut: float = 0.0
 ) -> dict[str, float]:
     """The policy's argmax and its guided decodings (:meth:`GraphTask.guided`), ms."""
     out = runtime(task.inputs)
@@ -56,13 +59,13 @@ def graph_row(
 
     row = {"argmax": ms(task.decide(out, None)[0])}
     for b in betas:
-        row[f"beta_{b:g}"] = ms(task.guided(out, b, scheduler))
+        row[f"beta_{b:g}"] = ms(task.guided(out, b, scheduler, cut))
     return row
 
 
 def family_rows(
     root: Path, fam: str, cluster: str, reference: str, seed: int, betas: tuple[float, ...],
-    train: bool, larger_max_ops: int, scheduler: str,
+    train: bool, larger_max_ops: int, scheduler: str, cut: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
     from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.cluster import get_cluster
@@ -78,12 +81,12 @@ def family_rows(
     rows = {}
     for g in graphs:
         task = GraphTask(g, "placement", cluster, reference, spec)
-        rows[g] = graph_row(task, runtime, betas, scheduler)
+        rows[g] = graph_row(task, runtime, betas, scheduler, cut)
     larger = {}
     for g in held_out_graphs(fam, larger_max_ops) if larger_max_ops else []:
         say(f"  {g}")
         task = GraphTask(g, "placement", cluster, reference, spec)
-        larger[g] = graph_row(task, runtime, betas, scheduler)
+        larger[g] = graph_row(task, runtime, betas, scheduler, cut)
     return {"family": fam, "held_out": smallest(fam), "graphs": rows, "larger": larger}
 
 
@@ -93,13 +96,16 @@ def report(
 ) -> str:  # fmt: skip
     cols = ["argmax", *(f"beta_{b:g}" for b in meta["betas"])]
     sched = SCHEDULER_NAMES[meta.get("scheduler", "heft")]
+    by = f"{sched}'s list scheduler"
+    if meta.get("cut"):
+        sched += f" with cut cost {meta['cut']:g}"
+        by += f" with a cut cost of {meta['cut']:g}"
     names = [
         "GO argmax",
         *(f"beta {b:g}" + (f" ({sched})" if b == 0 else "") for b in meta["betas"]),
     ]
     lines = [
-        f"# Zero-shot device logits decoded by {sched}'s list scheduler ({meta['cluster']}, "
-        f"seed {meta['seed']})",
+        f"# Zero-shot device logits decoded by {by} ({meta['cluster']}, seed {meta['seed']})",
         "",
         f"Command: `{meta['command']}`",
         "",
@@ -171,6 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=tuple(SCHEDULER_NAMES),
         help="the list scheduler the logits guide (m-etf keeps its memory bound)",
     )
+    p.add_argument(
+        "--cut",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="HEFT's cut cost (each cut input edge costs W x its mean transfer time)",
+    )
     p.add_argument("--train", action="store_true", help="judge the training graphs too")
     p.add_argument("--larger", type=int, default=0, metavar="MAX_OPS",
                    help="judge the held-out family's other graphs of at most MAX_OPS ops too, "
@@ -178,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if any(not np.isfinite(b) or b < 0 for b in a.betas):
         say(f"--betas must be finite and >= 0, got {a.betas}")
+        return 2
+    if not (np.isfinite(a.cut) and a.cut >= 0) or (a.cut and a.scheduler != "heft"):
+        say(f"--cut must be finite, >= 0 and with --scheduler heft, got {a.cut}")
         return 2
     found = placement_folder(a.folder)
     if found is None:
@@ -192,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         say(f"{fam}: decoding")
         res.append(family_rows(a.folder, fam, cluster, reference, a.seed, betas, a.train,
-                               a.larger, a.scheduler))  # fmt: skip
+                               a.larger, a.scheduler, a.cut))  # fmt: skip
     if not res:
         say("nothing to decode")
         return 2
@@ -210,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
                 b = json.loads(cell.read_text())["baselines"]
                 classical[g] = 1e3 * min(b[n]["time"] for n in BASELINES if n in b)
     meta = {"cluster": cluster, "seed": a.seed, "finetuned_seed": ref_seed, "betas": betas,
-            "scheduler": a.scheduler,
+            "scheduler": a.scheduler, "cut": a.cut,
             "machine": machine_info(),
             "command": "python benchmarks/go_guided_decode.py " + shlex.join(
                 [str(x) for x in (argv if argv is not None else sys.argv[1:])])}  # fmt: skip
     text = report(res, tuned, classical, meta)
-    stem = "guided-decode" + ("" if a.scheduler == "heft" else "-metf") + f"-s{a.seed}"
+    stem = "guided-decode" + ("" if a.scheduler == "heft" else "-metf")
+    stem += (f"-cut{a.cut:g}" if a.cut else "") + f"-s{a.seed}"
     write_json_atomic(a.folder / f"{stem}.json", {**meta, "rows": res, "finetuned": tuned})
     (a.folder / f"{stem}.md").write_text(text)
     print(text)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from actorq.graphopt.actor import GraphTask
-from actorq.graphopt.baselines import greedy_fusion, heft
+from actorq.graphopt.baselines import greedy_fusion, heft, m_etf
 
 
 def outputs(task: GraphTask, placement: np.ndarray, levels: int = 8) -> dict[str, np.ndarray]:
@@ -50,3 +50,19 @@ def test_guided_needs_a_placement_head() -> None:
     task = GraphTask("synthetic-120-s0", "scheduling", "4xgpu-pcie")
     with pytest.raises(ValueError, match="places ops"):
         task.guided(outputs(task, np.zeros(task.num_ops, np.int64)))
+
+
+def test_guided_through_m_etf_or_with_a_cut_cost() -> None:
+    task = GraphTask("synthetic-120-s0", "placement", "4xgpu-pcie")
+    sim = task.env.sim
+    wanted = np.random.default_rng(2).integers(0, 4, task.num_ops)
+    out = outputs(task, wanted)
+    np.testing.assert_array_equal(task.guided(out, 0.0, "m-etf")[:, 0], m_etf(sim).placement)
+    np.testing.assert_array_equal(task.guided(out, 1e9, "m-etf")[:, 0], wanted)  # all fit
+    np.testing.assert_array_equal(
+        task.guided(out, 0.0, cut=2.0)[:, 0], heft(sim, cut=2.0).placement
+    )
+    with pytest.raises(ValueError, match="scheduler"):
+        task.guided(out, 1.0, "metis")
+    with pytest.raises(ValueError, match="cut cost"):
+        task.guided(out, 1.0, "m-etf", cut=1.0)

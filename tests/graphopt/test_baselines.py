@@ -21,6 +21,7 @@ from actorq.graphopt.baselines import (
     penalized,
     random_search,
     run_baselines,
+    simulator_calls,
     single_device,
     upward_rank,
 )
@@ -188,6 +189,9 @@ def test_heft_cut_is_the_fastest_of_its_weights(sim: Simulator) -> None:
     assert ms(heft_cut(sim, (CUT_WEIGHTS[0],))) == each[0]
     with pytest.raises(ValueError):
         heft_cut(sim, ())
+    # what `place` reports beside each baseline
+    assert simulator_calls("heft-cut", 100) == len(CUT_WEIGHTS)
+    assert (simulator_calls("climb", 100), simulator_calls("heft", 100)) == (100, 1)
 
 
 def test_m_etf_respects_memory_where_single_device_cannot() -> None:

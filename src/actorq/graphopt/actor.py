@@ -145,23 +145,30 @@ class GraphTask:
         return actions, logp
 
     def guided(
-        self, out: dict[str, np.ndarray], beta: float = GUIDE_BETA, scheduler: str = "heft"
+        self,
+        out: dict[str, np.ndarray],
+        beta: float = GUIDE_BETA,
+        scheduler: str = "heft",
+        cut: float = 0.0,
     ) -> np.ndarray:
         """The greedy decision with its placement decoded by a list scheduler (``heft`` or the
         memory-bounded ``m-etf``) guided by the policy's device log-probabilities
         (:func:`~actorq.graphopt.baselines.heft`, :func:`~actorq.graphopt.baselines.m_etf`
         with ``logp``): coherent with where each op's inputs are, which per-op argmax is not on
         a graph unlike the training graphs (docs/graphopt.md, "Zero-shot through a list
-        scheduler"). Other heads stay greedy, but for the fusion bits of ops whose fusable
-        input edge touches an op the scheduler moved (:meth:`_place`)."""
+        scheduler"). ``cut``: HEFT's cut cost (:func:`~actorq.graphopt.baselines.heft`). Other
+        heads stay greedy, but for the fusion bits of ops whose fusable input edge touches an
+        op the scheduler moved (:meth:`_place`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"guided decoding places ops: the {self.task} task has none")
         if scheduler not in GUIDE_SCHEDULERS:
             raise ValueError(f"scheduler must be one of {GUIDE_SCHEDULERS}, got {scheduler!r}")
+        if cut and scheduler != "heft":
+            raise ValueError("a cut cost is HEFT's: scheduler must be 'heft'")
         actions, _ = self.decide(out, None)
         lp = log_softmax(out["placement"])
         sim = self.env.sim
-        d = heft(sim, lp, beta) if scheduler == "heft" else m_etf(sim, logp=lp, beta=beta)
+        d = heft(sim, lp, beta, cut) if scheduler == "heft" else m_etf(sim, logp=lp, beta=beta)
         return self._place(actions, d.placement)
 
     def _place(self, actions: np.ndarray, placed: np.ndarray) -> np.ndarray:

@@ -549,6 +549,14 @@ PLACEMENT = tuple(n for n in NAMES if n != "best+fuse")
 REFERENCES = tuple(n for n in NAMES if n not in ("best+fuse", *SEARCH))
 
 
+def simulator_calls(name: str, budget: int) -> int:
+    """The simulator calls baseline ``name`` needs to decide: ``budget`` for a search, one per
+    cut weight for ``heft-cut``, one (its scoring) for the others."""
+    if name in SEARCH:
+        return budget
+    return len(CUT_WEIGHTS) if name == "heft-cut" else 1
+
+
 def run_baselines(
     sim: Simulator,
     names: tuple[str, ...] = NAMES,

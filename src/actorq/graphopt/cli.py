@@ -362,7 +362,7 @@ def cmd_place(a: PlaceArgs) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from actorq.graphopt.baselines import PLACEMENT, SEARCH
+    from actorq.graphopt.baselines import PLACEMENT, simulator_calls
 
     out_path = _check_place_args(a)
     print(f"placing {a.graph} on {a.cluster} ...", flush=True)
@@ -403,7 +403,7 @@ def cmd_place(a: PlaceArgs) -> int:
         base = baseline_rows(a.graph, a.cluster, a.budget, a.seed, ",".join(PLACEMENT))
         res["baselines"] = base["rows"]
         for r in base["rows"]:
-            calls = str(a.budget) if r["baseline"] in SEARCH else "1"
+            calls = str(simulator_calls(r["baseline"], a.budget))
             rows.append((r["baseline"], r["step_time_s"], r["feasible"], r["devices_used"], calls))
     t = Table(title=f"{res['graph']} ({res['ops']:,} ops) on {res['cluster_desc']}")
     for col in ("placement", "step ms", "feasible", "devices", "simulator calls"):
