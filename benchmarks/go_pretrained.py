@@ -104,7 +104,9 @@ def geomean(x: list[float]) -> float:
     return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
 
 
-PLACEMENT_BASELINES = ("single", "expert", "metis+cp", "heft", "m-etf", "random", "anneal", "climb")
+PLACEMENT_BASELINES = (
+    "single", "expert", "metis+cp", "heft", "heft-cut", "m-etf", "random", "anneal", "climb"
+)  # fmt: skip
 
 
 def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) -> str:
