@@ -246,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"Machine: {meta['machine'].get('cpu_model', '?')}.")
     text = "\n".join(lines) + "\n"
     a.out.mkdir(parents=True, exist_ok=True)
-    stem = "graphopt_heft_cut" if suite else "graphopt_heft_cut_go"
+    stem = ("graphopt_heft_cut" if suite else "graphopt_heft_cut_go") + (
+        f"_s{a.seed}" if go and a.seed else ""
+    )
     write_json_atomic(a.out / f"{stem}.json", {**meta, "suite": suite, "go": go})
     (a.out / f"{stem}.md").write_text(text)
     print(text)
