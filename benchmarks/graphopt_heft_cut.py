@@ -61,7 +61,7 @@ def heft_cut_time(graph: str, cluster: str) -> float:
 def judge_graph(graph: str, cluster: str) -> dict[str, Any]:
     """Penalised step times (s): the five, heft-cut and each cut weight alone."""
     from actorq.graphopt import Simulator, get_cluster
-    from actorq.graphopt.baselines import CUT_WEIGHTS, heft, heft_cut, penalized, run_baselines
+    from actorq.graphopt.baselines import CUT_WEIGHTS, heft, penalized, run_baselines
     from actorq.graphopt.suite import get_graph
 
     sim = Simulator(get_graph(graph), get_cluster(cluster))
@@ -70,13 +70,14 @@ def judge_graph(graph: str, cluster: str) -> dict[str, Any]:
         return penalized(sim, sim.run(d.placement, d.priority))
 
     five = {b.name: penalized(sim, b.result) for b in run_baselines(sim, FIVE)}
+    weights = {f"{w:g}": time_of(heft(sim, cut=w)) for w in CUT_WEIGHTS}
     return {
         "graph": graph,
         "cluster": cluster,
         "ops": sim.graph.num_ops,
         "five": five,
-        "heft_cut": time_of(heft_cut(sim)),
-        "weights": {f"{w:g}": time_of(heft(sim, cut=w)) for w in CUT_WEIGHTS},
+        "heft_cut": min(weights.values()),  # heft_cut's pick: the fastest of these weights
+        "weights": weights,
     }
 
 
