@@ -2,8 +2,8 @@
 
 GO's one-shot policy decides every op's device independently; on a family it was not trained
 on that decision is incoherent or wrong often enough that zero-shot runs 1.6-2.5x fine-tuned's
-step time (docs/graphopt.md, "Why zero-shot is slow"), while HEFT, which places each op where
-it would finish earliest given where its inputs are, needs no training and transfers by
+step time (docs/graphopt-transfer.md, "Why zero-shot is slow"), while HEFT, which places each
+op where it would finish earliest given where its inputs are, needs no training and transfers by
 construction. This script joins the two: HEFT's list scheduling (Topcuoglu et al., 2002) in
 its upward-rank order, each op going to the device minimising
 

@@ -5,8 +5,8 @@ per graph, its step time and the devices it uses, and which one a margin picks.
 :data:`actorq.graphopt.targets.BEST_OF`; with ``--imitate-margin M`` the candidate on the
 fewest devices among those within ``1 + M`` of the fastest (:func:`actorq.graphopt.targets.
 target`). Whether a family's graphs are split or kept on one device decides what a policy
-pre-trained on them does with an unseen graph (docs/graphopt.md, "Simpler targets"). Default
-graphs: resnet's held-out cell of the transfer protocol with three seeded variants per
+pre-trained on them does with an unseen graph (docs/graphopt-transfer.md, "Simpler targets").
+Default graphs: resnet's held-out cell of the transfer protocol with three seeded variants per
 family (its 20 pre-training graphs) and resnet-152 itself. Placement task, judged with HEFT's
 priorities (``--reference heft``, as the transfer runs).
 

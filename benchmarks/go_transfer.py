@@ -949,7 +949,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="fine-tuning's warm-start steps (default: --imitate-steps); from pre-trained "
-        "weights the fit takes longer (docs/graphopt.md)",
+        "weights the fit takes longer (docs/graphopt-transfer.md)",
     )
     ap.add_argument(
         "--reference",

@@ -239,7 +239,8 @@ def heft(
     logp[u, d])``, ``t_u`` the op's mean time over devices: a device the policy finds
     ``e`` times less likely must let the op finish ``beta * t_u`` sooner. ``beta`` 0 is HEFT, a
     large one the policy's argmax; between, the scheduler keeps the policy's choices coherent
-    with where each op's inputs are (docs/graphopt.md, "Zero-shot through a list scheduler").
+    with where each op's inputs are (docs/graphopt-transfer.md, "Zero-shot through a list
+    scheduler").
 
     With a cut cost (``cut`` > 0) each input edge from another device adds ``cut`` times its
     mean transfer time (latency + bytes / bandwidth over device pairs) to the choice: HEFT's
