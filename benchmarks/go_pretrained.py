@@ -105,7 +105,8 @@ def geomean(x: list[float]) -> float:
 
 
 PLACEMENT_BASELINES = (
-    "single", "expert", "metis+cp", "heft", "heft-cut", "m-etf", "random", "anneal", "climb"
+    "single", "expert", "metis+cp", "heft", "heft-cut", "m-etf", "random", "anneal", "climb",
+    "heft-search",
 )  # fmt: skip
 
 

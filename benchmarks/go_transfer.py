@@ -562,7 +562,7 @@ def larger_report(root: Path, args: argparse.Namespace) -> list[str]:
             c = json.loads(p.read_text())
             b, zs = c["baselines"], c["zeroshot"]["time_int8"]
             best = min(b[n]["time"] for n in names[1:])  # the classical ones (not single)
-            eq = min(best, *(b[n]["time"] for n in SEARCH))
+            eq = min(best, *(b[n]["time"] for n in SEARCH if n in b))
             zs_best.append(zs / best)
             zs_eq.append(zs / eq)
             tp = root / larger_cell("larger-finetune", graph, args.seed)
@@ -571,8 +571,9 @@ def larger_report(root: Path, args: argparse.Namespace) -> list[str]:
                 zs_ft.append(zs / ft)
                 ft_exp.append(b["expert"]["time"] / ft)
                 ft_eq.append(eq / ft)
-            cols = [f"{1e3 * b[n]['time']:.1f}" + ("" if b[n]["feasible"] else "*")
-                    for n in (*names, *SEARCH)]  # fmt: skip
+            # cells from before a search baseline joined (heft-search) lack it: "-"
+            cols = ["-" if n not in b else f"{1e3 * b[n]['time']:.1f}"
+                    + ("" if b[n]["feasible"] else "*") for n in (*names, *SEARCH)]  # fmt: skip
             bad = " (does not fit)" if "infeasible_int8" in c["zeroshot"] else ""
             cols += [f"{1e3 * zs:.1f}{bad}", f"{zs / best:.3f}x",
                      "-" if ft is None else f"{1e3 * ft:.1f}"]  # fmt: skip
@@ -588,7 +589,8 @@ def larger_report(root: Path, args: argparse.Namespace) -> list[str]:
         "",
         "| held-out family (graph) | "
         + " | ".join(PRETTY.get(n, n) for n in names)
-        + " | random @ft | anneal @ft | climb @ft | GO zero-shot "
+        + "".join(f" | {n} @ft" for n in SEARCH)
+        + " | GO zero-shot "
         "| zero-shot / best classical | GO fine-tuned |",
         "|---|" + "---:|" * (len(names) + len(SEARCH) + 3),
         *rows,
@@ -662,7 +664,8 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
     # the table's numeric columns: every baseline's (HEFT with a cut cost, and the fusing
     # baselines of the joint task, included), the searches', then GO's
     numeric = [PRETTY.get(n, n) for n in baseline_names(args.task)]
-    numeric += ["random", "anneal", "anneal @ft", "climb", "climb @ft", "GO zero-shot"]
+    numeric += ["random", "anneal", "anneal @ft", "climb", "climb @ft", "heft-search"]
+    numeric += ["heft-search @ft", "GO zero-shot"]
     numeric += ["GO fine-tuned", "GO fine-tuned, best found", "GO scratch"]
     pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
     for fam in args.families:
@@ -685,6 +688,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
 
         cols = [ms(b, n) for n in baseline_names(args.task)]
         cols += [ms(b, n) for n in ("random", "anneal", "anneal_ft", "climb", "climb_ft")]
+        cols += [ms(b, n) for n in ("heft-search", "heft-search_ft")]  # "-" in older cells
         cols += [ms(zs, "time_int8"), ms(ft, "time_int8"), ms(ft, "best_sampled")]
         found.append(ft.get("best_sampled") or ft["time_int8"])
         cols += [ms(sc, "time_int8")]

@@ -16,6 +16,7 @@ from actorq.graphopt.baselines import (
     greedy_fusion,
     heft,
     heft_cut,
+    heft_search,
     m_etf,
     metis,
     penalized,
@@ -192,6 +193,33 @@ def test_heft_cut_is_the_fastest_of_its_weights(sim: Simulator) -> None:
     # what `place` reports beside each baseline
     assert simulator_calls("heft-cut", 100) == len(CUT_WEIGHTS)
     assert (simulator_calls("climb", 100), simulator_calls("heft", 100)) == (100, 1)
+
+
+def test_heft_search_climbs_per_edge_cut_costs_from_heft_cut(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def ms(d: Decision) -> float:
+        return penalized(sim, sim.run(d.placement, d.priority))
+
+    start = ms(heft_cut(sim))
+    # within the uniform sweep's budget it is heft-cut (or the first weights of its sweep)
+    assert ms(heft_search(sim, len(CUT_WEIGHTS))) == start
+    assert ms(heft_search(sim, 1)) == ms(heft(sim, cut=CUT_WEIGHTS[0]))
+    # per-edge costs find what no uniform one does on this graph, never anything slower
+    found = heft_search(sim, 60, seed=0)
+    assert ms(found) < start
+    np.testing.assert_array_equal(found.placement, heft_search(sim, 60, seed=0).placement)
+    np.testing.assert_array_equal(found.priority, upward_rank(sim))
+    # the budget bounds the simulator calls (a candidate HEFT places as before costs none)
+    calls = []
+    run = sim.run
+    monkeypatch.setattr(sim, "run", lambda *a, **k: calls.append(1) or run(*a, **k))
+    heft_search(sim, 60, seed=1)
+    assert 0 < len(calls) <= 60
+    monkeypatch.undo()
+    assert simulator_calls("heft-search", 60) == 60
+    with pytest.raises(ValueError):
+        heft_search(sim, 0)
 
 
 def test_m_etf_respects_memory_where_single_device_cannot() -> None:

@@ -247,18 +247,33 @@ def heft(
     finish time counts only the input that arrives last, as if links were free for every other
     transfer; the simulator queues transfers on links and keeps every received tensor in
     memory, so a split HEFT finds faster on paper is often slower (:func:`heft_cut`)."""
-    rank = upward_rank(sim)
-    order = np.lexsort((sim.graph.topo_rank, -rank)).astype(np.int64)
-    ptr, isrc, ib = _in_csr(sim)
-    c = sim.cluster
-    times = sim.op_times()
-    penalty = _guide_penalty(times, logp, beta)
     if not (math.isfinite(cut) and cut >= 0):
         raise ValueError(f"cut must be finite and >= 0, got {cut!r}")
-    lat, inv_bw = _comm_model(sim)
-    cost = cut * (lat + ib * inv_bw) if cut > 0 else np.zeros(len(isrc))
-    dev = _heft(order, ptr, isrc, ib, times, c.latency, c.bandwidth, penalty, cost)
-    return Decision(dev, priority=rank)
+    h = _HeftInputs(sim)
+    penalty = _guide_penalty(h.times, logp, beta)
+    return Decision(h.decode(np.full(len(h.in_src), cut), penalty), priority=h.rank)
+
+
+class _HeftInputs:
+    """What HEFT's list scheduling of one graph needs, computed once: the upward ranks, the
+    op order, each op's in-edges (CSR) and each in-edge's mean transfer time."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.rank = upward_rank(sim)
+        self.order = np.lexsort((sim.graph.topo_rank, -self.rank)).astype(np.int64)
+        self.ptr, self.in_src, self.in_bytes = _in_csr(sim)
+        self.times = sim.op_times()
+        lat, inv_bw = _comm_model(sim)
+        self.transfer = lat + self.in_bytes * inv_bw
+
+    def decode(self, weights: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
+        """HEFT's placement with each in-edge cut charged ``weights`` x its transfer time."""
+        c = self.sim.cluster
+        pen = np.zeros_like(self.times) if penalty is None else penalty
+        cost = weights * self.transfer
+        return _heft(self.order, self.ptr, self.in_src, self.in_bytes, self.times, c.latency,
+                     c.bandwidth, pen, cost)  # fmt: skip
 
 
 #: The cut costs :func:`heft_cut` tries (multiples of an edge's mean transfer time).
@@ -279,6 +294,48 @@ def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decisi
     if best is None:
         raise ValueError("heft_cut needs at least one weight")
     return best
+
+
+def heft_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
+    """HEFT with a cut cost per edge, searched: hill climbing over each in-edge's weight
+    (:func:`heft`'s ``cut``, one per edge) from :func:`heft_cut`'s best uniform weight, every
+    candidate decoded by HEFT's list scheduling and judged by the simulator. A move scales the
+    weights of a run of consecutive in-edges (by their consumer's topological position,
+    geometric length with mean ``ops / 16``) by ``exp(+-U(0.3, 2))``; it is kept if the
+    placement is not slower. ``budget`` simulator calls in all, the uniform sweep's included
+    (a candidate HEFT places exactly as the current one counts as a call without making one).
+    Strong where the best placements are list schedules (RNN-style graphs: gnmt-s, rnnlm-s);
+    hill climbing's run moves win where they are not (docs/graphopt-transfer.md, "Searching
+    HEFT's cut cost per edge"). Priorities: HEFT's ranks."""
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1, got {budget!r}")
+    h = _HeftInputs(sim)
+    g = sim.graph
+
+    def score(dev: np.ndarray) -> float:
+        return penalized(sim, sim.run(dev, h.rank))
+
+    best_w, best_dev, best_t = None, None, math.inf
+    for w0 in CUT_WEIGHTS[:budget]:
+        w = np.full(len(h.in_src), w0)
+        dev = h.decode(w)
+        t = score(dev)
+        if t < best_t:
+            best_w, best_dev, best_t = w, dev, t
+    assert best_w is not None and best_dev is not None
+    cur_w, cur_dev, cur_t = best_w, best_dev, best_t
+    rng = np.random.default_rng(seed)
+    pos = g.topo_rank[np.repeat(np.arange(g.num_ops), np.diff(h.ptr))]  # an in-edge's consumer
+    for _ in range(budget - min(budget, len(CUT_WEIGHTS))):
+        a = int(rng.integers(g.num_ops))
+        run = int(rng.geometric(1 / max(1.0, g.num_ops / 16)))
+        w = cur_w.copy()
+        w[(pos >= a) & (pos < a + run)] *= math.exp(rng.choice((-1.0, 1.0)) * rng.uniform(0.3, 2))
+        dev = h.decode(w)
+        t = cur_t if np.array_equal(dev, cur_dev) else score(dev)
+        if t <= cur_t:
+            cur_w, cur_dev, cur_t = w, dev, t
+    return Decision(cur_dev, priority=h.rank)
 
 
 def _guide_penalty(times: np.ndarray, logp: np.ndarray | None, beta: float) -> np.ndarray:
@@ -536,9 +593,10 @@ NAMES = (
     "random",
     "anneal",
     "climb",
+    "heft-search",
 )
 #: The baselines with a budget of simulator calls.
-SEARCH = ("random", "anneal", "climb")
+SEARCH = ("random", "anneal", "climb", "heft-search")
 #: The baselines that decide placement only: without ``best+fuse``, ``anneal`` and ``climb``
 #: start from the best unfused placement, so none of them fuses ops. What a placement policy is
 #: weighed against (``actorq graphopt place``): search that also fuses would win by fusing.
@@ -598,6 +656,7 @@ def run_baselines(
         "random": lambda: random_search(sim, budget, seed),
         "anneal": lambda: anneal(sim, best_so_far(), budget, seed),
         "climb": lambda: anneal(sim, best_so_far(skip=("anneal",)), budget, seed, t0=0.0),
+        "heft-search": lambda: heft_search(sim, budget, seed),
     }
     for name in names:
         start["name"] = ""
