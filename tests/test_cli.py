@@ -7,7 +7,7 @@ from typing import Any
 
 import onnxruntime as ort
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from actorq import DQNConfig, train
@@ -166,6 +166,7 @@ def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
         max_size=3,
     ),
 )  # fmt: skip
+@example(agent="dqn", flags=[("--policy-hidden-sizes", "-h")])  # a help flag where a value goes
 def test_random_flags_are_one_line_or_a_validated_config(
     agent: str, flags: list[tuple[str, str]]
 ) -> None:
@@ -184,9 +185,14 @@ def test_random_flags_are_one_line_or_a_validated_config(
     err = io.StringIO()
     orig = actorq.experiment.train
     actorq.experiment.train = fake_train  # type: ignore[assignment]
+    out = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             code = main(argv)
+    except SystemExit as e:  # -h or --help anywhere asks for help, as argparse's flags do
+        assert e.code in (0, None) and {"-h", "--help"} & set(argv[2:]), e.code
+        assert "usage:" in out.getvalue() and not seen
+        return
     finally:
         actorq.experiment.train = orig  # type: ignore[assignment]
     lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
