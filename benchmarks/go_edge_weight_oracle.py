@@ -8,13 +8,15 @@ HEFT, is a transfer-friendly output (a cost, not a device label) and always yiel
 placement. Before building one, this measures its ceiling: the step time HEFT reaches when the
 per-edge weights are searched on the graph itself (hill climbing over log-weights: a run of
 consecutive in-edges in topological order scaled up or down, kept if HEFT's placement is not
-slower), against the uniform weights' best. It is an oracle (``--iters`` simulator calls on the
-graph), not something a zero-shot policy could do; a policy would have to predict such weights.
+slower: :func:`actorq.graphopt.baselines.heft_search`, which this probe led to), against the
+uniform weights' best. It is an oracle (``--iters`` simulator calls on the graph, the uniform
+sweep's five included), not something a zero-shot policy could do; a policy would have to
+predict such weights.
 
 Results: ``<out>/go_edge_weight_oracle.json`` and ``.md`` (the table is printed too); each
 (graph, cluster) is a cell, kept when done (resumable).
 
-    .venv/bin/python benchmarks/go_edge_weight_oracle.py       # ~6 min on one core
+    .venv/bin/python benchmarks/go_edge_weight_oracle.py       # ~4 min beside two other runs
 """
 
 from __future__ import annotations
@@ -25,14 +27,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
 import json
-import math
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from go_transfer import FAMILIES, smallest
@@ -40,54 +39,29 @@ from peers import machine_info, say, write_json_atomic
 
 
 def oracle_cell(graph: str, cluster: str, iters: int, seed: int) -> dict[str, Any]:
+    """heft-search's step time at a tenth, a quarter and all of ``iters`` simulator calls (the
+    same seed: each shorter search is the first part of the longer one), and heft-cut's."""
     from actorq.graphopt import Simulator, get_cluster
-    from actorq.graphopt import baselines as bl
+    from actorq.graphopt.baselines import CUT_WEIGHTS, heft, heft_search, penalized
     from actorq.graphopt.suite import get_graph
 
     t0 = time.time()
     sim = Simulator(get_graph(graph), get_cluster(cluster))
-    rank = bl.upward_rank(sim)
-    order = np.lexsort((sim.graph.topo_rank, -rank)).astype(np.int64)
-    ptr, isrc, ib = bl._in_csr(sim)
-    times = sim.op_times()
-    lat, inv_bw = bl._comm_model(sim)
-    mean_cost = lat + ib * inv_bw  # each in-edge's mean transfer time, as heft(cut=) uses
-    none = np.zeros_like(times)
-    c = sim.cluster
 
-    def step_time(w: np.ndarray) -> float:
-        dev = bl._heft(order, ptr, isrc, ib, times, c.latency, c.bandwidth, none, w * mean_cost)
-        return bl.penalized(sim, sim.run(dev, rank))
+    def step_time(d: Any) -> float:
+        return penalized(sim, sim.run(d.placement, d.priority))
 
-    uniform = {f"{w:g}": step_time(np.full(len(isrc), w)) for w in bl.CUT_WEIGHTS}
-    w0 = float(min(uniform, key=lambda k: uniform[k]))
-    cur_w, cur_t = np.full(len(isrc), w0), min(uniform.values())
-    # an in-edge's position: its consumer's topological rank, so a move scales a contiguous run
-    pos = sim.graph.topo_rank[np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))]
-    n = sim.graph.num_ops
-    rng = np.random.default_rng(seed)
-    curve = {}
-    for i in range(iters):
-        a = int(rng.integers(n))
-        run = int(rng.geometric(1 / max(1.0, n / 16)))
-        sel = (pos >= a) & (pos < a + run)
-        w = cur_w.copy()
-        w[sel] *= math.exp(float(rng.choice([-1.0, 1.0])) * float(rng.uniform(0.3, 2.0)))
-        t = step_time(w)
-        if t <= cur_t:
-            cur_w, cur_t = w, t
-        if (i + 1) in (iters // 10, iters // 4, iters):
-            curve[str(i + 1)] = cur_t
+    uniform = {f"{w:g}": step_time(heft(sim, cut=w)) for w in CUT_WEIGHTS}
+    curve = {str(b): step_time(heft_search(sim, b, seed)) for b in (iters // 10, iters // 4, iters)}
     return {
         "graph": graph,
         "cluster": cluster,
-        "ops": n,
+        "ops": sim.graph.num_ops,
         "uniform": uniform,
         "heft_cut": min(uniform.values()),
         "oracle": curve,
         "iters": iters,
         "seed": seed,
-        "weights_log10_range": [float(np.log10(cur_w.min())), float(np.log10(cur_w.max()))],
         "seconds": time.time() - t0,
     }
 

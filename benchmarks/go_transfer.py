@@ -12,9 +12,11 @@ suite's six (``actorq graphopt list``), with the smallest graph of each family (
 * ``zeroshot``: that policy's greedy decision on F's graph, int8 (no step on F);
 * ``finetune``: ``--init-from`` the pre-trained run, ``--finetune-steps`` decisions on F's graph;
 * ``scratch``: a fresh policy, ``--scratch-steps`` decisions on F's graph;
-* ``baselines``: single device, the human-expert split, METIS+critical path, HEFT, m-ETF, and
-  random search, simulated annealing and hill climbing (annealing's moves at zero temperature)
-  given as many simulator calls as ``scratch`` made, and as fine-tuning made (``@ft``).
+* ``baselines``: single device, the human-expert split, METIS+critical path, HEFT, HEFT with a
+  cut cost, m-ETF, and random search, simulated annealing, hill climbing (annealing's moves at
+  zero temperature) and HEFT with searched per-edge cut costs (``heft-search``; cells from
+  before it lack it) given as many simulator calls as ``scratch`` made, and as fine-tuning made
+  (``@ft``).
 
 ``--imitate B --imitate-steps N`` gives the fresh runs (``pretrain`` and ``scratch``) GO's
 imitation warm start (``GOConfig.imitate``): before the first snapshot, the placement head is fit

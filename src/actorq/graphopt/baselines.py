@@ -626,7 +626,8 @@ def run_baselines(
 
     ``best+fuse`` applies greedy fusion to the best feasible decision found before it; ``anneal``
     starts from it too, and ``climb`` from the same decision (annealing's result is not its
-    start). ``budget`` is the number of simulator calls of each search baseline.
+    start); ``heft-search`` starts from HEFT with a cut cost's uniform weights, whatever ran
+    before. ``budget`` is the number of simulator calls of each search baseline.
     """
     unknown = [n for n in names if n not in NAMES]
     if unknown:
