@@ -665,9 +665,12 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
     found: list[float] = []  # fine-tuning's best decision per family (its search result)
     # the table's numeric columns: every baseline's (HEFT with a cut cost, and the fusing
     # baselines of the joint task, included), the searches', then GO's
+    # searches: (heading, cell key); random search at from-scratch's budget only, the others
+    # at fine-tuning's too ("-" where an older cell lacks one)
+    searches = [(n + at, n + key) for n in SEARCH for at, key in (("", ""), (" @ft", "_ft"))
+                if n != "random" or not key]  # fmt: skip
     numeric = [PRETTY.get(n, n) for n in baseline_names(args.task)]
-    numeric += ["random", "anneal", "anneal @ft", "climb", "climb @ft", "heft-search"]
-    numeric += ["heft-search @ft", "GO zero-shot"]
+    numeric += [head for head, _ in searches] + ["GO zero-shot"]
     numeric += ["GO fine-tuned", "GO fine-tuned, best found", "GO scratch"]
     pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
     for fam in args.families:
@@ -689,8 +692,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             return "-" if v is None else f"{1e3 * (v['time'] if isinstance(v, dict) else v):.1f}"
 
         cols = [ms(b, n) for n in baseline_names(args.task)]
-        cols += [ms(b, n) for n in ("random", "anneal", "anneal_ft", "climb", "climb_ft")]
-        cols += [ms(b, n) for n in ("heft-search", "heft-search_ft")]  # "-" in older cells
+        cols += [ms(b, key) for _, key in searches]
         cols += [ms(zs, "time_int8"), ms(ft, "time_int8"), ms(ft, "best_sampled")]
         found.append(ft.get("best_sampled") or ft["time_int8"])
         cols += [ms(sc, "time_int8")]

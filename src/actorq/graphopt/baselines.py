@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -266,14 +266,35 @@ class _HeftInputs:
         self.times = sim.op_times()
         lat, inv_bw = _comm_model(sim)
         self.transfer = lat + self.in_bytes * inv_bw
+        self._no_penalty = np.zeros_like(self.times)
 
     def decode(self, weights: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
         """HEFT's placement with each in-edge cut charged ``weights`` x its transfer time."""
         c = self.sim.cluster
-        pen = np.zeros_like(self.times) if penalty is None else penalty
+        pen = self._no_penalty if penalty is None else penalty
         cost = weights * self.transfer
         return _heft(self.order, self.ptr, self.in_src, self.in_bytes, self.times, c.latency,
                      c.bandwidth, pen, cost)  # fmt: skip
+
+    def score(self, placement: np.ndarray) -> float:
+        """The simulator's penalised step time of ``placement`` run in HEFT's rank order."""
+        return penalized(self.sim, self.sim.run(placement, self.rank))
+
+    def best_uniform(self, weights: Sequence[float]) -> tuple[np.ndarray, np.ndarray, float]:
+        """The fastest of one cut cost for every edge, over ``weights`` (one simulator call
+        each; the first of equals): its per-edge weights, placement and step time."""
+        best: tuple[np.ndarray, np.ndarray, float] | None = None
+        for w0 in weights:
+            if not (math.isfinite(w0) and w0 >= 0):
+                raise ValueError(f"cut must be finite and >= 0, got {w0!r}")
+            w = np.full(len(self.in_src), float(w0))
+            dev = self.decode(w)
+            t = self.score(dev)
+            if best is None or t < best[2]:
+                best = (w, dev, t)
+        if best is None:
+            raise ValueError("heft_cut needs at least one weight")
+        return best
 
 
 #: The cut costs :func:`heft_cut` tries (multiples of an edge's mean transfer time).
@@ -285,15 +306,8 @@ def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decisi
     simulator's penalised step time (one call each): how much a cut edge costs beyond HEFT's
     estimate depends on the links and the graph (fast NVLink wants little, PCIe much more),
     so the sweep is part of the baseline, as the budget is part of a search baseline's."""
-    best, best_t = None, math.inf
-    for w in weights:
-        d = heft(sim, cut=w)
-        t = penalized(sim, sim.run(d.placement, d.priority))
-        if t < best_t:
-            best, best_t = d, t
-    if best is None:
-        raise ValueError("heft_cut needs at least one weight")
-    return best
+    h = _HeftInputs(sim)
+    return Decision(h.best_uniform(weights)[1], priority=h.rank)
 
 
 def heft_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
@@ -311,19 +325,7 @@ def heft_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
         raise ValueError(f"budget must be >= 1, got {budget!r}")
     h = _HeftInputs(sim)
     g = sim.graph
-
-    def score(dev: np.ndarray) -> float:
-        return penalized(sim, sim.run(dev, h.rank))
-
-    best_w, best_dev, best_t = None, None, math.inf
-    for w0 in CUT_WEIGHTS[:budget]:
-        w = np.full(len(h.in_src), w0)
-        dev = h.decode(w)
-        t = score(dev)
-        if t < best_t:
-            best_w, best_dev, best_t = w, dev, t
-    assert best_w is not None and best_dev is not None
-    cur_w, cur_dev, cur_t = best_w, best_dev, best_t
+    cur_w, cur_dev, cur_t = h.best_uniform(CUT_WEIGHTS[:budget])
     rng = np.random.default_rng(seed)
     pos = g.topo_rank[np.repeat(np.arange(g.num_ops), np.diff(h.ptr))]  # an in-edge's consumer
     for _ in range(budget - min(budget, len(CUT_WEIGHTS))):
@@ -332,7 +334,7 @@ def heft_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
         w = cur_w.copy()
         w[(pos >= a) & (pos < a + run)] *= math.exp(rng.choice((-1.0, 1.0)) * rng.uniform(0.3, 2))
         dev = h.decode(w)
-        t = cur_t if np.array_equal(dev, cur_dev) else score(dev)
+        t = cur_t if np.array_equal(dev, cur_dev) else h.score(dev)
         if t <= cur_t:
             cur_w, cur_dev, cur_t = w, dev, t
     return Decision(cur_dev, priority=h.rank)
