@@ -52,7 +52,10 @@ takes the pre-training cells and runs from another results folder instead of tra
 again, after checking that their run configuration is the one this command's would be (what
 fine-tuning ablations share).
 ``--explore-guided`` (folder ``...-guided``) draws each run move's device from the policy
-(``GOConfig.explore_guided``) rather than uniformly. ``--pos-freqs K`` (folder ``...-posK``)
+(``GOConfig.explore_guided``) rather than uniformly; ``--explore-cut F`` (folder ``...-cutF``)
+makes a fraction F of the exploring decisions candidates of a search over HEFT's per-edge cut
+costs (``GOConfig.explore_cut``, the ``heft-search`` baseline run by each actor, its placements
+put into the incumbent) instead of run moves. ``--pos-freqs K`` (folder ``...-posK``)
 gives every stage's network Fourier features of each op's position (``GOConfig.pos_freqs``), so
 imitation and distillation can fit a split exactly; ``--finetune-pos-freqs K`` (folder
 ``...-ftposK``) gives them to fine-tuning and from-scratch only, pre-training without them
@@ -443,6 +446,7 @@ def explore_kw(args: argparse.Namespace) -> dict[str, Any]:
         "explore": args.explore,
         "explore_sil": not args.no_explore_sil,
         "explore_guided": args.explore_guided,
+        "explore_cut": args.explore_cut,
     }
 
 
@@ -1011,6 +1015,14 @@ def main(argv: list[str] | None = None) -> int:
         "probabilities (GOConfig.explore_guided), not uniformly",
     )
     ap.add_argument(
+        "--explore-cut",
+        type=float,
+        default=0.0,
+        help="with --explore: this fraction of the exploring decisions are candidates of a "
+        "search over HEFT's per-edge cut costs instead of run moves (GOConfig.explore_cut; "
+        "folder ...-cutF; default 0)",
+    )
+    ap.add_argument(
         "--distill-steps",
         type=int,
         default=0,
@@ -1135,6 +1147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.explore:
         folder += f"-explore{args.explore:g}" + ("-nosil" if args.no_explore_sil else "")
         folder += "-guided" if args.explore_guided else ""
+        folder += f"-cut{args.explore_cut:g}" if args.explore_cut else ""
         folder += "-ptexplore" if args.pretrain_explore else ""
     if args.distill_steps:
         folder += f"-distill{args.distill_steps}e{args.distill_every}"
@@ -1151,8 +1164,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
-    if (args.no_explore_sil or args.explore_guided or args.pretrain_explore) and not args.explore:
-        say("--no-explore-sil, --explore-guided and --pretrain-explore need --explore")
+    if (
+        args.no_explore_sil or args.explore_guided or args.pretrain_explore or args.explore_cut
+    ) and not args.explore:
+        say("--no-explore-sil, --explore-guided, --explore-cut, --pretrain-explore need --explore")
+        return 2
+    if not 0 <= args.explore_cut <= 1:
+        say("--explore-cut: a fraction in [0, 1]")
         return 2
     if args.finetune_imitate:
         if args.imitate == "none":
@@ -1185,6 +1203,8 @@ def main(argv: list[str] | None = None) -> int:
             budget["explore_sil"] = False
         if args.explore_guided:
             budget["explore_guided"] = True
+        if args.explore_cut:  # settings without the key: run moves only
+            budget["explore_cut"] = args.explore_cut
         if args.pretrain_explore:
             budget["pretrain_explore"] = True
     if args.distill_steps:

@@ -9,6 +9,7 @@ from actorq.errors import GraphError
 from actorq.graphopt.baselines import (
     CUT_WEIGHTS,
     NAMES,
+    CutSearch,
     Decision,
     anneal,
     critical_path_priority,
@@ -220,6 +221,33 @@ def test_heft_search_climbs_per_edge_cut_costs_from_heft_cut(
     assert simulator_calls("heft-search", 60) == 60
     with pytest.raises(ValueError):
         heft_search(sim, 0)
+
+
+def test_cut_search_one_candidate_at_a_time_is_heft_search(sim: Simulator) -> None:
+    """The stepwise search (what GO's actors run) is heft-search: the uniform sweep first,
+    then per-edge moves kept when not slower; told by the caller, judged its own way."""
+    s = CutSearch(sim, seed=3)
+    with pytest.raises(RuntimeError, match="propose"):
+        s.tell(1.0)
+    scores = []
+    for k in range(40):
+        dev = s.propose()
+        if k < len(CUT_WEIGHTS):  # heft-cut's sweep, one weight per proposal
+            np.testing.assert_array_equal(dev, heft(sim, cut=CUT_WEIGHTS[k]).placement)
+        t = penalized(sim, sim.run(dev, s.priority))
+        before = s.score
+        kept = s.tell(t)
+        # the sweep keeps the first of equals, the climb accepts sideways moves
+        assert kept == (t < before if k < len(CUT_WEIGHTS) else t <= before)
+        assert s.score == min(before, t)
+        scores.append(t)
+        if kept:
+            np.testing.assert_array_equal(s.placement, dev)
+    assert s.score == min(scores) and s.told == 40
+    assert s.weights is not None and s.weights.shape == (sim.graph.num_edges,)
+    # the same seed, the same candidates: heft_search counts the calls the same way
+    d = heft_search(sim, 40, seed=3)
+    np.testing.assert_array_equal(d.placement, s.placement)
 
 
 def test_m_etf_respects_memory_where_single_device_cannot() -> None:

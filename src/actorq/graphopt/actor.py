@@ -22,7 +22,11 @@ the policy, so the learner keeps them out of PPO's ratios and baselines and uses
 the best decision so far, which self-imitation pulls the policy toward (policy improvement by
 search, counted in the same simulator budget as the samples). With ``explore_guided`` the
 move's device is drawn from the policy (the run's mean placement log-probabilities) rather
-than uniformly.
+than uniformly. With ``explore_cut`` > 0 that fraction of the exploring decisions are instead
+the next candidate of a search over HEFT's cut cost per edge (:class:`~actorq.graphopt.
+baselines.CutSearch`, the ``heft-search`` baseline one call at a time, one search per actor and
+graph) put into the incumbent: run moves refine what HEFT places, and HEFT's placements reach
+list schedules that runs of moves seldom do (docs/graphopt-transfer.md).
 
 Reward: ``-sqrt(S / S_ref)``, ``S`` the simulated (penalized, :func:`~actorq.graphopt.baselines.
 penalized`) step time and ``S_ref`` the reference decision's (the human-expert split by default),
@@ -46,7 +50,14 @@ from actorq.core.interfaces import ParameterSource
 from actorq.core.loop import fetch_newer
 from actorq.core.types import Batch
 from actorq.errors import SnapshotError
-from actorq.graphopt.baselines import anchor_groups, greedy_fusion, heft, m_etf, run_move
+from actorq.graphopt.baselines import (
+    CutSearch,
+    anchor_groups,
+    greedy_fusion,
+    heft,
+    m_etf,
+    run_move,
+)
 from actorq.graphopt.envs import GraphOptEnv
 from actorq.graphopt.inputs import (
     HEADS,
@@ -207,6 +218,22 @@ class GraphTask:
         placed = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)  # a copy
         return self._place(actions, placed)
 
+    def cut_move(self, actions: np.ndarray, search: CutSearch, tries: int = 8) -> np.ndarray:
+        """A copy of the decision ``actions`` with its placement the next candidate of ``search``
+        (its score is the caller's to :meth:`CutSearch.tell`). A candidate HEFT places as the
+        kept one is told the kept score without a simulator call and another drawn, up to
+        ``tries`` times. In the joint task the fusion bits around moved ops are decided again
+        (:meth:`_place`)."""
+        if "placement" not in TASK_HEADS[self.task]:
+            raise ValueError(f"cut moves change placements: the {self.task} task has none")
+        dev = search.propose()
+        for _ in range(tries - 1):
+            if search.placement is None or not np.array_equal(dev, search.placement):
+                break
+            search.tell(search.score)
+            dev = search.propose()
+        return self._place(actions.copy(), dev)
+
     def env_action(self, actions: np.ndarray) -> Any:
         """Per-op choices as the environment's one-shot action."""
         g = self.env.graph
@@ -252,11 +279,15 @@ class GraphActor:
         max_ops: int | None = None,
         explore: float = 0.0,
         explore_guided: bool = False,
+        explore_cut: float = 0.0,
     ) -> None:
         if not 0.0 <= explore < 1.0:
             raise ValueError(f"explore must be in [0, 1), got {explore}")
+        if not 0.0 <= explore_cut <= 1.0:
+            raise ValueError(f"explore_cut must be in [0, 1], got {explore_cut}")
         self.tasks, self.k, self.index = tasks, num_envs, index
         self.explore, self.explore_guided = explore, explore_guided
+        self.explore_cut = explore_cut
         self.max_ops = max_ops or max(t.num_ops for t in tasks)
         self.source, self.threads = source, threads
         self.rng = np.random.default_rng(seed)
@@ -269,6 +300,8 @@ class GraphActor:
         # per training graph: the best decision this actor has simulated and its reward (the
         # incumbent that run moves start from)
         self.incumbent: dict[int, tuple[float, np.ndarray]] = {}
+        # per training graph: the search over HEFT's per-edge cut costs (explore_cut), lazily
+        self.cuts: dict[int, CutSearch] = {}
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
@@ -285,6 +318,7 @@ class GraphActor:
             max_ops=int(w["max_ops"]),
             explore=float(w.get("explore", 0.0)),
             explore_guided=bool(w.get("explore_guided", False)),
+            explore_cut=float(w.get("explore_cut", 0.0)),
         )
 
     def update(self) -> bool:
@@ -335,14 +369,24 @@ class GraphActor:
                 base = self.incumbent[i][1] if i in self.incumbent else None
                 if base is None:
                     base, _ = task.decide(self.outputs(i), None)
-                guide = self.outputs(i) if self.explore_guided else None
-                actions = task.run_move(base, self.rng, guide)
+                # drawn only with cut moves on, so runs without them explore exactly as before
+                cut = self.explore_cut > 0.0 and self.rng.random() < self.explore_cut
+                if cut:
+                    if i not in self.cuts:
+                        self.cuts[i] = CutSearch(task.env.sim, self.rng)
+                    actions = task.cut_move(base, self.cuts[i])
+                else:
+                    guide = self.outputs(i) if self.explore_guided else None
+                    actions = task.run_move(base, self.rng, guide)
                 logp = np.zeros_like(actions, dtype=np.float32)  # not a policy sample
             else:
+                cut = False
                 actions, logp = task.decide(self.outputs(i), self.rng)
             t = time.perf_counter()
             reward, improvement, info = task.judge(actions)
             self.env_s += time.perf_counter() - t
+            if cut:
+                self.cuts[i].tell(-reward)  # lower is better; reward falls with step time
             if self.explore > 0.0 and (i not in self.incumbent or reward > self.incumbent[i][0]):
                 self.incumbent[i] = (reward, actions)
             n = task.num_ops

@@ -310,34 +310,87 @@ def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decisi
     return Decision(h.best_uniform(weights)[1], priority=h.rank)
 
 
+class CutSearch:
+    """:func:`heft_search`'s hill climb over per-edge cut costs, one candidate at a time, so a
+    caller that judges candidates its own way can run it (GO's actors interleave it with run
+    moves and policy samples: :class:`actorq.graphopt.actor.GraphActor`'s ``explore_cut``).
+
+    :meth:`propose` returns the next candidate's HEFT placement, :meth:`tell` its score (lower
+    is better); the first ``len(CUT_WEIGHTS)`` candidates are :func:`heft_cut`'s uniform sweep
+    (the first of equals kept), then each is the kept weights with one run move: a run of
+    consecutive in-edges (by their consumer's topological position, geometric length with mean
+    ``ops / 16``) scaled by ``exp(+-U(0.3, 2))``, kept if not slower."""
+
+    def __init__(self, sim: Simulator, seed: int | np.random.Generator = 0) -> None:
+        self.h = _HeftInputs(sim)
+        g = sim.graph
+        self.num_ops = g.num_ops
+        self.pos = g.topo_rank[np.repeat(np.arange(g.num_ops), np.diff(self.h.ptr))]
+        self.rng = seed if isinstance(seed, np.random.Generator) else None
+        self._seed = seed
+        self.weights: np.ndarray | None = None
+        """The kept per-edge weights (None before the first :meth:`tell`)."""
+        self.placement: np.ndarray | None = None
+        """The kept weights' HEFT placement."""
+        self.score = math.inf
+        """The kept weights' score."""
+        self.told = 0
+        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def priority(self) -> np.ndarray:
+        """HEFT's upward ranks (the priorities its placements are scored with)."""
+        return self.h.rank
+
+    def propose(self) -> np.ndarray:
+        """The next candidate's placement (a new array)."""
+        if self.told < len(CUT_WEIGHTS):
+            w = np.full(len(self.h.in_src), CUT_WEIGHTS[self.told])
+        else:
+            if self.rng is None:  # drawn once the sweep is over, as heft_search always did
+                self.rng = np.random.default_rng(self._seed)
+            assert self.weights is not None
+            rng = self.rng
+            a = int(rng.integers(self.num_ops))
+            run = int(rng.geometric(1 / max(1.0, self.num_ops / 16)))
+            w = self.weights.copy()
+            scale = math.exp(rng.choice((-1.0, 1.0)) * rng.uniform(0.3, 2))
+            w[(self.pos >= a) & (self.pos < a + run)] *= scale
+        self._pending = (w, self.h.decode(w))
+        return self._pending[1].copy()
+
+    def tell(self, score: float) -> bool:
+        """Judge the last proposal (``score``: lower is better); whether it was kept."""
+        if self._pending is None:
+            raise RuntimeError("tell() needs a propose() first")
+        sweep = self.told < len(CUT_WEIGHTS)
+        keep = score < self.score if sweep else score <= self.score
+        if keep:
+            self.weights, self.placement = self._pending
+            self.score = score
+        self.told += 1
+        self._pending = None
+        return keep
+
+
 def heft_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
     """HEFT with a cut cost per edge, searched: hill climbing over each in-edge's weight
     (:func:`heft`'s ``cut``, one per edge) from :func:`heft_cut`'s best uniform weight, every
-    candidate decoded by HEFT's list scheduling and judged by the simulator. A move scales the
-    weights of a run of consecutive in-edges (by their consumer's topological position,
-    geometric length with mean ``ops / 16``) by ``exp(+-U(0.3, 2))``; it is kept if the
-    placement is not slower. ``budget`` simulator calls in all, the uniform sweep's included
-    (a candidate HEFT places exactly as the current one counts as a call without making one).
+    candidate decoded by HEFT's list scheduling and judged by the simulator
+    (:class:`CutSearch`). ``budget`` simulator calls in all, the uniform sweep's included (a
+    candidate HEFT places exactly as the kept one counts as a call without making one).
     Strong where the best placements are list schedules (RNN-style graphs: gnmt-s, rnnlm-s);
     hill climbing's run moves win where they are not (docs/graphopt-transfer.md, "Searching
     HEFT's cut cost per edge"). Priorities: HEFT's ranks."""
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget!r}")
-    h = _HeftInputs(sim)
-    g = sim.graph
-    cur_w, cur_dev, cur_t = h.best_uniform(CUT_WEIGHTS[:budget])
-    rng = np.random.default_rng(seed)
-    pos = g.topo_rank[np.repeat(np.arange(g.num_ops), np.diff(h.ptr))]  # an in-edge's consumer
-    for _ in range(budget - min(budget, len(CUT_WEIGHTS))):
-        a = int(rng.integers(g.num_ops))
-        run = int(rng.geometric(1 / max(1.0, g.num_ops / 16)))
-        w = cur_w.copy()
-        w[(pos >= a) & (pos < a + run)] *= math.exp(rng.choice((-1.0, 1.0)) * rng.uniform(0.3, 2))
-        dev = h.decode(w)
-        t = cur_t if np.array_equal(dev, cur_dev) else h.score(dev)
-        if t <= cur_t:
-            cur_w, cur_dev, cur_t = w, dev, t
-    return Decision(cur_dev, priority=h.rank)
+    s = CutSearch(sim, seed)
+    for _ in range(budget):
+        dev = s.propose()
+        same = s.placement is not None and np.array_equal(dev, s.placement)
+        s.tell(s.score if same else s.h.score(dev))
+    assert s.placement is not None
+    return Decision(s.placement, priority=s.priority)
 
 
 def _guide_penalty(times: np.ndarray, logp: np.ndarray | None, beta: float) -> np.ndarray:

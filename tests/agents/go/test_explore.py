@@ -21,7 +21,14 @@ from actorq.core.types import Batch
 from actorq.distributed.local import _LocalCache
 from actorq.errors import ConfigError
 from actorq.graphopt.actor import GraphActor, GraphTask
-from actorq.graphopt.baselines import anchor_groups, greedy_fusion, run_move
+from actorq.graphopt.baselines import (
+    CUT_WEIGHTS,
+    CutSearch,
+    anchor_groups,
+    greedy_fusion,
+    heft,
+    run_move,
+)
 
 from .conftest import sampled_batch
 
@@ -273,3 +280,57 @@ def test_joint_run_moves_fuse_again_greedily_where_they_moved_ops() -> None:
     b = base.copy()
     b[:, 2] = 1
     assert (placement.run_move(b, rng)[:, 2] == 1).all()  # no fusion head: bits untouched
+
+
+def test_cut_moves_are_heft_search_candidates_put_into_the_incumbent() -> None:
+    """With ``explore_cut`` the exploring decisions are HEFT placements of the actor's search
+    over per-edge cut costs (the sweep's uniform weights first), told their rewards; the other
+    heads come from the incumbent."""
+    _, actor = _setup(explore=0.5, explore_cut=1.0)
+    task = actor.tasks[0]
+    sim, n = task.env.sim, task.num_ops
+    sweep = [heft(sim, cut=w).placement for w in CUT_WEIGHTS]
+    flagged: list[tuple[float, np.ndarray]] = []
+    for _ in range(8):
+        items, _ = actor.step()
+        for j in np.flatnonzero(items["explore"]):
+            assert not items["log_prob"][j].any()
+            flagged.append((float(items["reward"][j]), items["actions"][j, :n, 0].astype(np.int64)))
+    assert len(flagged) > len(CUT_WEIGHTS)
+    search = actor.cuts[0]
+    # a candidate HEFT places as the kept one is told without a decision: the first flagged
+    # placements are the sweep's distinct ones, in order
+    distinct = [p for k, p in enumerate(sweep) if not any((p == q).all() for q in sweep[:k])]
+    for (_, got), want in zip(flagged, distinct, strict=False):
+        np.testing.assert_array_equal(got, want)
+    # the search keeps the best it was told (the reward falls with the step time)
+    assert search.score == pytest.approx(-max(r for r, _ in flagged))
+    assert search.told >= len(flagged)
+    assert actor.incumbent[0][0] >= max(r for r, _ in flagged)
+
+
+def test_joint_cut_moves_keep_the_incumbents_priorities() -> None:
+    task = GraphTask("synthetic-120-s0", "joint", "4xgpu-pcie")
+    g, sim = task.env.graph, task.env.sim
+    rng = np.random.default_rng(0)
+    base = np.zeros((g.num_ops, 3), np.int64)
+    base[:, 1] = rng.integers(0, 8, g.num_ops)
+    search = CutSearch(sim, rng)
+    a = task.cut_move(base, search)
+    np.testing.assert_array_equal(a[:, 0], heft(sim, cut=CUT_WEIGHTS[0]).placement)
+    np.testing.assert_array_equal(a[:, 1], base[:, 1])
+    np.testing.assert_array_equal(base[:, 0], 0)  # a copy: the incumbent is not changed
+    moved = a[:, 0] != 0
+    touched = task.fusable & (moved[g.src] | moved[g.dst])
+    np.testing.assert_array_equal(a[g.dst[touched], 2], greedy_fusion(sim, a[:, 0])[touched])
+    with pytest.raises(ValueError, match="cut moves"):
+        GraphTask("synthetic-120-s0", "scheduling", "4xgpu-pcie").cut_move(base, search)
+
+
+def test_explore_cut_is_checked() -> None:
+    with pytest.raises(ConfigError, match="explore-cut"):
+        GOConfig(env=ENV, explore_cut=0.5, sil_coef=1).validate()
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ConfigError, match="explore-cut"):
+            GOConfig(env=ENV, explore=0.5, explore_cut=bad, sil_coef=1).validate()
+    GOConfig(env=ENV, explore=0.5, explore_cut=1.0, sil_coef=1).validate()

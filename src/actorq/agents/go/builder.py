@@ -101,6 +101,7 @@ class GOBuilder:
                 "max_ops": int(spec.action.shape[0]),
                 "explore": cfg.explore,
                 "explore_guided": cfg.explore_guided,
+                "explore_cut": cfg.explore_cut,
             },
         )
 

@@ -95,6 +95,11 @@ class GOConfig(ExperimentConfig):
     """Whether --explore's run moves take their device from the policy (drawn from the softmax
     of the run's mean placement log-probability, a no-op move left out) instead of uniformly:
     the policy as the proposal distribution of the climb."""
+    explore_cut: float = 0.0
+    """Fraction of --explore's decisions that are, instead of a run move, the next candidate of
+    a hill climb over HEFT's cut cost per edge (the heft-search baseline, one simulator call at
+    a time, one search per actor and graph) placed into the actor's incumbent: HEFT's list
+    schedules as moves, which run moves refine (0: run moves only)."""
     explore_sil: bool = True
     """Whether self-imitation pulls toward the best decision found including --explore's run
     moves (the default) or toward the best policy sample only (--no-explore-sil: the run moves
@@ -282,6 +287,10 @@ class GOConfig(ExperimentConfig):
             )
         if self.explore_guided and self.explore == 0:
             raise ConfigError("--explore-guided guides --explore's run moves: set --explore > 0")
+        if not 0 <= self.explore_cut <= 1:
+            raise ConfigError(f"--explore-cut must be in [0, 1], got {self.explore_cut}")
+        if self.explore_cut > 0 and self.explore == 0:
+            raise ConfigError("--explore-cut is a share of --explore's moves: set --explore > 0")
         if self.distill_every > 0 and self.distill_steps == 0:
             raise ConfigError("--distill-every needs --distill-steps > 0")
         if self.reference not in REFERENCES:
