@@ -326,6 +326,7 @@ class CutSearch:
         g = sim.graph
         self.num_ops = g.num_ops
         self.pos = g.topo_rank[np.repeat(np.arange(g.num_ops), np.diff(self.h.ptr))]
+        # a seed's generator is made when the sweep ends, where heft_search always made it
         self.rng = seed if isinstance(seed, np.random.Generator) else None
         self._seed = seed
         self.weights: np.ndarray | None = None
@@ -347,7 +348,7 @@ class CutSearch:
         if self.told < len(CUT_WEIGHTS):
             w = np.full(len(self.h.in_src), CUT_WEIGHTS[self.told])
         else:
-            if self.rng is None:  # drawn once the sweep is over, as heft_search always did
+            if self.rng is None:
                 self.rng = np.random.default_rng(self._seed)
             assert self.weights is not None
             rng = self.rng
@@ -364,7 +365,7 @@ class CutSearch:
         if self._pending is None:
             raise RuntimeError("tell() needs a propose() first")
         sweep = self.told < len(CUT_WEIGHTS)
-        keep = score < self.score if sweep else score <= self.score
+        keep = self.weights is None or (score < self.score if sweep else score <= self.score)
         if keep:
             self.weights, self.placement = self._pending
             self.score = score
