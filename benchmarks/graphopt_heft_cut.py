@@ -160,6 +160,17 @@ def go_rows(folder: Path, seed: int) -> list[dict[str, Any]] | None:
     return rows
 
 
+def vs_searches(rs: list[dict[str, Any]], *keys: str) -> float:
+    """Fine-tuned GO's geomean speedup over the best of the six classical placements and these
+    searches at fine-tuning's calls (nan where a row lacks one: older cells have no
+    heft-search)."""
+    extra = [[r.get(k) for k in keys] for r in rs]
+    if any(None in e for e in extra):
+        return float("nan")
+    best = [min(r["five"], r["heft_cut"], *e) for r, e in zip(rs, extra, strict=True)]
+    return gm([b / r["finetuned"] for b, r in zip(best, rs, strict=True)])
+
+
 def go_table(rows: list[dict[str, Any]]) -> list[str]:
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{1e3 * v:.1f}"
@@ -190,15 +201,8 @@ def go_table(rows: list[dict[str, Any]]) -> list[str]:
         rs = [r for r in rows if r["cluster"] == c]
         five = gm([r["five"] / r["finetuned"] for r in rs])
         six = gm([min(r["five"], r["heft_cut"]) / r["finetuned"] for r in rs])
-        eq, eq2 = (
-            gm([min(r["five"], r["heft_cut"], *extra(r)) / r["finetuned"] for r in rs])
-            if all(None not in extra(r) for r in rs)
-            else float("nan")
-            for extra in (
-                lambda r: (r["climb_ft"],),
-                lambda r: (r["climb_ft"], r.get("search_ft")),
-            )
-        )
+
+        eq, eq2 = vs_searches(rs, "climb_ft"), vs_searches(rs, "climb_ft", "search_ft")
         out.append(
             f"| {c} | {len(rs)} | {100 * (five - 1):+.1f}% | {100 * (six - 1):+.1f}% | "
             f"{100 * (eq - 1):+.1f}% | {100 * (eq2 - 1):+.1f}% |"
