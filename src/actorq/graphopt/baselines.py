@@ -325,6 +325,7 @@ class CutSearch:
         self.h = _HeftInputs(sim)
         g = sim.graph
         self.num_ops = g.num_ops
+        # each in-edge's consumer's topological position (runs of edges are runs of consumers)
         self.pos = g.topo_rank[np.repeat(np.arange(g.num_ops), np.diff(self.h.ptr))]
         # a seed's generator is made when the sweep ends, where heft_search always made it
         self.rng = seed if isinstance(seed, np.random.Generator) else None
