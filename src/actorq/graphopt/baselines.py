@@ -280,22 +280,6 @@ class _HeftInputs:
         """The simulator's penalised step time of ``placement`` run in HEFT's rank order."""
         return penalized(self.sim, self.sim.run(placement, self.rank))
 
-    def best_uniform(self, weights: Sequence[float]) -> tuple[np.ndarray, np.ndarray, float]:
-        """The fastest of one cut cost for every edge, over ``weights`` (one simulator call
-        each; the first of equals): its per-edge weights, placement and step time."""
-        best: tuple[np.ndarray, np.ndarray, float] | None = None
-        for w0 in weights:
-            if not (math.isfinite(w0) and w0 >= 0):
-                raise ValueError(f"cut must be finite and >= 0, got {w0!r}")
-            w = np.full(len(self.in_src), float(w0))
-            dev = self.decode(w)
-            t = self.score(dev)
-            if best is None or t < best[2]:
-                best = (w, dev, t)
-        if best is None:
-            raise ValueError("heft_cut needs at least one weight")
-        return best
-
 
 #: The cut costs :func:`heft_cut` tries (multiples of an edge's mean transfer time).
 CUT_WEIGHTS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -306,8 +290,11 @@ def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decisi
     simulator's penalised step time (one call each): how much a cut edge costs beyond HEFT's
     estimate depends on the links and the graph (fast NVLink wants little, PCIe much more),
     so the sweep is part of the baseline, as the budget is part of a search baseline's."""
-    h = _HeftInputs(sim)
-    return Decision(h.best_uniform(weights)[1], priority=h.rank)
+    s = CutSearch(sim, sweep=weights)
+    for _ in weights:  # every weight scored, equal placements too: one call each, as reported
+        s.tell(s.h.score(s.propose()))
+    assert s.placement is not None
+    return Decision(s.placement, priority=s.priority)
 
 
 class CutSearch:
@@ -316,12 +303,24 @@ class CutSearch:
     moves and policy samples: :class:`actorq.graphopt.actor.GraphActor`'s ``explore_cut``).
 
     :meth:`propose` returns the next candidate's HEFT placement, :meth:`tell` its score (lower
-    is better); the first ``len(CUT_WEIGHTS)`` candidates are :func:`heft_cut`'s uniform sweep
-    (the first of equals kept), then each is the kept weights with one run move: a run of
-    consecutive in-edges (by their consumer's topological position, geometric length with mean
-    ``ops / 16``) scaled by ``exp(+-U(0.3, 2))``, kept if not slower."""
+    is better); the first candidates are one cut cost for every edge, one per ``sweep`` weight
+    (:func:`heft_cut` is this sweep alone; the first of equals kept), then each is the kept
+    weights with one run move: a run of consecutive in-edges (by their consumer's topological
+    position, geometric length with mean ``ops / 16``) scaled by ``exp(+-U(0.3, 2))``, kept if
+    not slower."""
 
-    def __init__(self, sim: Simulator, seed: int | np.random.Generator = 0) -> None:
+    def __init__(
+        self,
+        sim: Simulator,
+        seed: int | np.random.Generator = 0,
+        sweep: Sequence[float] = CUT_WEIGHTS,
+    ) -> None:
+        if not sweep:
+            raise ValueError("the uniform sweep needs at least one weight")
+        for w0 in sweep:
+            if not (math.isfinite(w0) and w0 >= 0):
+                raise ValueError(f"cut must be finite and >= 0, got {w0!r}")
+        self.sweep = tuple(float(w0) for w0 in sweep)
         self.h = _HeftInputs(sim)
         g = sim.graph
         self.num_ops = g.num_ops
@@ -346,8 +345,8 @@ class CutSearch:
 
     def propose(self) -> np.ndarray:
         """The next candidate's placement (a new array)."""
-        if self.told < len(CUT_WEIGHTS):
-            w = np.full(len(self.h.in_src), CUT_WEIGHTS[self.told])
+        if self.told < len(self.sweep):
+            w = np.full(len(self.h.in_src), self.sweep[self.told])
         else:
             if self.rng is None:
                 self.rng = np.random.default_rng(self._seed)
@@ -365,8 +364,8 @@ class CutSearch:
         """Judge the last proposal (``score``: lower is better); whether it was kept."""
         if self._pending is None:
             raise RuntimeError("tell() needs a propose() first")
-        sweep = self.told < len(CUT_WEIGHTS)
-        keep = self.weights is None or (score < self.score if sweep else score <= self.score)
+        in_sweep = self.told < len(self.sweep)
+        keep = self.weights is None or (score < self.score if in_sweep else score <= self.score)
         if keep:
             self.weights, self.placement = self._pending
             self.score = score
