@@ -121,11 +121,12 @@ class GOConfig(ExperimentConfig):
     imitate: str = "none"
     """Imitation warm start: before the first snapshot of a fresh run (not on --resume), fit
     the placement head to this baseline's placement of every training graph: single, expert,
-    expert+cp, metis+cp, heft, m-etf, or best (the fastest feasible of heft, m-etf, metis+cp,
-    expert and single per graph, judged as the task judges the policy); none to start from the
-    initialisation (or --init-from's weights; with --init-from, imitation runs only if set
-    here). Placement and joint tasks; in the joint task the priority and fusion heads imitate
-    the baseline's priorities (as levels) and, where it is faster, greedy fusion too."""
+    expert+cp, metis+cp, heft, heft-cut, m-etf, or best (the fastest feasible of heft, heft-cut,
+    m-etf, metis+cp, expert and single per graph, judged as the task judges the policy); none
+    to start from the initialisation (or --init-from's weights; with --init-from, imitation
+    runs only if set here). Placement and joint tasks; in the joint task the priority and
+    fusion heads imitate the baseline's priorities (as levels) and, where it is faster, greedy
+    fusion too."""
     imitate_steps: int = 400
     """Full-batch Adam steps of the warm start (per-op cross-entropy, mean over graphs; the
     learning rate decays linearly to 0 over them)."""
@@ -159,10 +160,11 @@ class GOConfig(ExperimentConfig):
     (docs/graphopt-transfer.md, "Fitting a decision exactly")."""
     start: str = "none"
     """A placement the policy decides from (Placeto's formulation; "none": GO's, from the graph
-    alone): per graph, this baseline's placement (``best``: the fastest of HEFT, m-ETF,
-    METIS+cp, the expert split and one device, as --imitate best picks it) is an input of the
-    network, and a learned gain on it lets the policy keep it where it has nothing better
-    (docs/graphopt-transfer.md, "Deciding from a start placement"). Placement and joint tasks."""
+    alone): per graph, this baseline's placement (``best``: the fastest of HEFT, HEFT with a
+    cut cost, m-ETF, METIS+cp, the expert split and one device, as --imitate best picks it) is
+    an input of the network, and a learned gain on it lets the policy keep it where it has
+    nothing better (docs/graphopt-transfer.md, "Deciding from a start placement"). Placement
+    and joint tasks."""
     priority_levels: int = 8
     """Scheduling and joint tasks: the priority head's number of levels (equal-count buckets
     of a baseline's order when imitating it; ties run in topological order). Eight cost the
