@@ -1,0 +1,125 @@
+"""Which of a zero-shot joint decision's heads costs it against its start (`--start best`).
+
+A policy that decides from a start (GOConfig.start) reads each graph's best classical decision
+as an input; in the joint task it still chooses every op's device, priority level and fusion
+bit. This takes each held-out family's pre-trained policy from a `benchmarks/go_transfer.py`
+folder, makes its greedy zero-shot decision on the family's smallest graph (int8 and fp32, as
+actors run it), and judges it again with one head's columns replaced by the start's: the
+difference says which head's choices on an unseen graph cost the step time. Also the share of
+ops on which each head agrees with the start.
+
+    .venv/bin/python benchmarks/go_zeroshot_heads.py \\
+        benchmarks/results/go_transfer/joint-4xgpu-pcie-imitate-best6-400-lr0.0001-sil1-ftpos10-startbest-prio64-explore0.5-distill400e500-ftimitate1200
+
+Writes FOLDER/zeroshot_heads.md and .json (families whose pre-training has not finished are
+skipped). Seconds per family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from go_transfer import FAMILIES, smallest
+
+#: The decisions judged: the policy's own, then with these action columns (device, priority
+#: level, fuse bit) taken from the start.
+SWAPS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("policy", ()),
+    ("start's devices", (0,)),
+    ("start's priorities", (1,)),
+    ("start's fusion", (2,)),
+    ("start's priorities + fusion", (1, 2)),
+)
+
+
+def family_rows(run_dir: Path, graph: str) -> list[dict[str, Any]]:
+    from actorq.agents.go.builder import BUILDER
+    from actorq.experiment import load_run_config
+    from actorq.graphopt.actor import decode_snapshot
+    from actorq.graphopt.inputs import OnnxGOPolicy
+
+    saved: Any = load_run_config(run_dir)
+    if saved.start == "none" or saved.task() != "joint":
+        raise SystemExit(f"{run_dir}: not a joint-task policy that decides from a start")
+    cfg = dataclasses.replace(saved, env=f"graphopt:joint/{graph}", graphs=(),
+                              init_from=str(run_dir))  # fmt: skip
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    io = BUILDER.policy_io(cfg, spec, learner)
+    task = learner.tasks[0]
+    start = task.start.actions
+
+    def ms(actions: np.ndarray) -> float:
+        return 1e3 * float(task.judge(actions)[2]["score"])  # penalised when it does not fit
+
+    rows = []
+    for prec in ("int8", "fp32"):
+        rt = OnnxGOPolicy(decode_snapshot(io.snapshot(0, prec)).model)
+        a, _ = task.decide(rt(task.inputs), None)
+        row: dict[str, Any] = {"graph": graph, "precision": prec, "start": ms(start),
+                               "start_baseline": task.start.baseline}  # fmt: skip
+        for name, cols in SWAPS:
+            b = a.copy()
+            b[:, list(cols)] = start[:, list(cols)]
+            row[name] = ms(b)
+        fusable = task.mask[:, 2] > 0  # the fuse bit means something only where fusion can be
+        row["agree"] = {
+            "devices": float(np.mean(a[:, 0] == start[:, 0])),
+            "priorities": float(np.mean(a[:, 1] == start[:, 1])),
+            "fusion": float(np.mean(a[fusable, 2] == start[fusable, 2])) if fusable.any() else 1.0,
+        }
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path, help="a go_transfer.py results folder (--start best)")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    rows = []
+    for fam in FAMILIES:
+        run = a.folder / "runs" / f"pretrain-{fam}-s{a.seed}"
+        if not (a.folder / f"{fam}-pretrain-s{a.seed}.json").is_file():
+            continue  # pre-training not finished
+        rows += family_rows(run, smallest(fam))
+    if not rows:
+        raise SystemExit(f"{a.folder}: no finished pre-training (seed {a.seed})")
+    names = [n for n, _ in SWAPS]
+    lines = [
+        f"# Zero-shot joint decisions against their start: {a.folder.name} (seed {a.seed})",
+        "",
+        "Step times in ms (simulated, penalised when infeasible); columns after `policy` judge "
+        "the policy's greedy decision with one head's choices replaced by the start's. "
+        "Agreement: share of ops on which the policy's choice is the start's (fusion: over "
+        "fusable ops).",
+        "",
+        "| graph | precision | start | "
+        + " | ".join(names)
+        + " | devices agree | priorities agree | fusion agree |",
+        "|---|---|" + "---:|" * (len(names) + 4),
+    ]
+    for r in rows:
+        g = r["agree"]
+        lines.append(
+            f"| {r['graph']} | {r['precision']} | {r['start']:.2f} ({r['start_baseline']}) | "
+            + " | ".join(f"{r[n]:.2f}" for n in names)
+            + f" | {g['devices']:.1%} | {g['priorities']:.1%} | {g['fusion']:.1%} |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    suffix = "" if a.seed == 0 else f"_s{a.seed}"
+    (a.folder / f"zeroshot_heads{suffix}.md").write_text(text)
+    (a.folder / f"zeroshot_heads{suffix}.json").write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
