@@ -37,6 +37,7 @@ SWAPS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("start's priorities", (1,)),
     ("start's fusion", (2,)),
     ("start's priorities + fusion", (1, 2)),
+    ("start's devices + fusion", (0, 2)),  # the policy schedules the start's placement alone
 )
 
 
