@@ -72,8 +72,8 @@ def family_rows(run_dir: Path, graph: str) -> list[dict[str, Any]]:
 
     rows = []
     for prec in ("int8", "fp32"):
-        rt = OnnxGOPolicy(decode_snapshot(io.snapshot(0, prec)).model)
-        a, _ = task.decide(rt(task.inputs), None)
+        out = OnnxGOPolicy(decode_snapshot(io.snapshot(0, prec)).model)(task.inputs)
+        a, _ = task.decide(out, None)
         row: dict[str, Any] = {"graph": graph, "precision": prec, "start": ms(start),
                                "start_baseline": ref.baseline,
                                "policy_decides_from_it": task.start is not None}  # fmt: skip
@@ -87,7 +87,7 @@ def family_rows(run_dir: Path, graph: str) -> list[dict[str, Any]]:
             "priorities": float(np.mean(a[:, 1] == start[:, 1])),
             "fusion": float(np.mean(a[fusable, 2] == start[fusable, 2])) if fusable.any() else 1.0,
         }
-        row["confident_edits"] = confident_edits(task, rt(task.inputs), a, start)
+        row["confident_edits"] = confident_edits(task, out, a, start)
         rows.append(row)
     return rows
 
@@ -113,7 +113,7 @@ def confident_edits(
     for tau in CONFIDENCE:
         edit = (choice != start[:, 0]) & (sure > tau)
         placed = np.where(edit, choice, start[:, 0])
-        d = task._place(base.copy(), placed)
+        d = task.with_placement(base.copy(), placed)
         res[f"{tau:g}"] = {"ms": 1e3 * float(task.judge(d)[2]["score"]), "ops": int(edit.sum())}
     return res
 

@@ -169,7 +169,7 @@ class GraphTask:
         a graph unlike the training graphs (docs/graphopt-transfer.md, "Zero-shot through a list
         scheduler"). ``cut``: HEFT's cut cost (:func:`~actorq.graphopt.baselines.heft`). Other
         heads stay greedy, but for the fusion bits of ops whose fusable input edge touches an
-        op the scheduler moved (:meth:`_place`)."""
+        op the scheduler moved (:meth:`with_placement`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"guided decoding places ops: the {self.task} task has none")
         if scheduler not in GUIDE_SCHEDULERS:
@@ -180,14 +180,14 @@ class GraphTask:
         lp = log_softmax(out["placement"])
         sim = self.env.sim
         d = heft(sim, lp, beta, cut) if scheduler == "heft" else m_etf(sim, logp=lp, beta=beta)
-        return self._place(actions, d.placement)
+        return self.with_placement(actions, d.placement)
 
-    def _place(self, actions: np.ndarray, placed: np.ndarray) -> np.ndarray:
-        """``actions`` with placement ``placed``; in the joint task the fusion bit of every op
-        with a fusable input edge touching a moved op is decided again by greedy fusion on the
-        new placement (the fusing search baselines do it for the whole graph after each move):
-        the decision would otherwise keep fusions that now cross devices (not honoured) and
-        never take the ones the new placement made legal."""
+    def with_placement(self, actions: np.ndarray, placed: np.ndarray) -> np.ndarray:
+        """``actions`` (modified in place and returned) with placement ``placed``; in the joint
+        task the fusion bit of every op with a fusable input edge touching a moved op is decided
+        again by greedy fusion on the new placement (the fusing search baselines do it for the
+        whole graph after each move): the decision would otherwise keep fusions that now cross
+        devices (not honoured) and never take the ones the new placement made legal."""
         if "fusion" in TASK_HEADS[self.task]:
             g = self.env.graph
             moved = placed != actions[:, 0]
@@ -206,7 +206,8 @@ class GraphTask:
         """A copy of the decision ``actions`` ``(n, 3)`` with one run move on its placement
         (module docstring): the ops of consecutive anchor groups in topological order on one
         device; the policy's outputs ``out`` guide the device, uniform without them. In the
-        joint task the fusion bits around the moved ops are decided again (:meth:`_place`)."""
+        joint task the fusion bits around the moved ops are decided again
+        (:meth:`with_placement`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"run moves change placements: the {self.task} task has none")
         actions = actions.copy()
@@ -216,14 +217,14 @@ class GraphTask:
         nd = self.env.cluster.num_devices
         scores = None if out is None else out["placement"]  # run_move normalises the run's rows
         placed = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)  # a copy
-        return self._place(actions, placed)
+        return self.with_placement(actions, placed)
 
     def cut_move(self, actions: np.ndarray, search: CutSearch, tries: int = 8) -> np.ndarray:
         """A copy of the decision ``actions`` with its placement the next candidate of ``search``
         (its score is the caller's to :meth:`CutSearch.tell`). A candidate HEFT places as the
         kept one is told the kept score without a simulator call and another drawn, up to
         ``tries`` times. In the joint task the fusion bits around moved ops are decided again
-        (:meth:`_place`)."""
+        (:meth:`with_placement`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"cut moves change placements: the {self.task} task has none")
         dev = search.propose()
@@ -232,7 +233,7 @@ class GraphTask:
                 break
             search.tell(search.score)
             dev = search.propose()
-        return self._place(actions.copy(), dev)
+        return self.with_placement(actions.copy(), dev)
 
     def env_action(self, actions: np.ndarray) -> Any:
         """Per-op choices as the environment's one-shot action."""
