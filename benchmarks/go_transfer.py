@@ -228,24 +228,28 @@ def go_config(
     )
 
 
-def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times and
-    the number of devices each decision uses."""
+def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
+    """A GO run's final policy on one graph (``env``, graphopt:<task>/<graph>): the
+    :class:`~actorq.graphopt.actor.GraphTask` it decides on and the policy's snapshot maker."""
     import dataclasses
 
     from actorq.agents.go.builder import BUILDER
     from actorq.experiment import load_run_config
-    from actorq.graphopt.actor import decode_snapshot
-    from actorq.graphopt.inputs import OnnxGOPolicy
 
     saved: Any = load_run_config(run_dir)
-    # the run's weights (init_from), judged on one graph
-    env = f"graphopt:{args.task}/{graph}"
     cfg = dataclasses.replace(saved, env=env, graphs=(), init_from=str(run_dir))
     spec = BUILDER.env_spec(cfg)
     learner = BUILDER.make_learner(cfg, spec)  # the run's weights, via init_from
-    io = BUILDER.policy_io(cfg, spec, learner)
-    task = learner.tasks[0]
+    return learner.tasks[0], BUILDER.policy_io(cfg, spec, learner)
+
+
+def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times and
+    the number of devices each decision uses."""
+    from actorq.graphopt.actor import decode_snapshot
+    from actorq.graphopt.inputs import OnnxGOPolicy
+
+    task, io = run_policy_on(run_dir, f"graphopt:{args.task}/{graph}")
     out: dict[str, Any] = {"reference_time": task.env.reference_time}
     if task.start is not None:  # the placement the policy decided from, and what it cost
         s = task.start

@@ -21,7 +21,6 @@ skipped). Seconds per family.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from go_transfer import FAMILIES, smallest
+from go_transfer import FAMILIES, run_policy_on, smallest
 
 #: The decisions judged: the policy's own, then with these action columns (device, priority
 #: level, fuse bit) taken from the start.
@@ -45,20 +44,13 @@ SWAPS: tuple[tuple[str, tuple[int, ...]], ...] = (
 
 
 def family_rows(run_dir: Path, graph: str) -> list[dict[str, Any]]:
-    from actorq.agents.go.builder import BUILDER
     from actorq.experiment import load_run_config
     from actorq.graphopt.actor import decode_snapshot
     from actorq.graphopt.inputs import OnnxGOPolicy
 
-    saved: Any = load_run_config(run_dir)
-    if saved.task() != "joint":
+    if load_run_config(run_dir).task() != "joint":
         raise SystemExit(f"{run_dir}: not a joint-task policy")
-    cfg = dataclasses.replace(saved, env=f"graphopt:joint/{graph}", graphs=(),
-                              init_from=str(run_dir))  # fmt: skip
-    spec = BUILDER.env_spec(cfg)
-    learner = BUILDER.make_learner(cfg, spec)
-    io = BUILDER.policy_io(cfg, spec, learner)
-    task = learner.tasks[0]
+    task, io = run_policy_on(run_dir, f"graphopt:joint/{graph}")
     if task.start is None:  # GO's formulation: the decision --start best would have given it
         from actorq.graphopt.targets import target
 
