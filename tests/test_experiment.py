@@ -296,3 +296,23 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is a file"):
         open_run_dir(DQNConfig(run_dir=str(f)))
     assert f.read_text() == "x"
+
+
+def test_a_learner_diverging_before_its_first_checkpoint_says_none_was_written(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.agents.ppo.learning import PPOLearner
+    from actorq.errors import DivergedError
+
+    update = PPOLearner.update
+
+    def poisoned(self: PPOLearner, batch: Any) -> dict[str, float]:
+        out = update(self, batch)
+        out["losses/policy_loss"] = float("nan")
+        return out
+
+    monkeypatch.setattr(PPOLearner, "update", poisoned)
+    cfg = tiny("ppo", total_steps=2_000)
+    with pytest.raises(DivergedError, match="steps before its first checkpoint, so none was"):
+        train(cfg)
+    assert not (Path(cfg.run_dir) / "checkpoint").exists()

@@ -702,10 +702,14 @@ def train(
         publisher.close()
         _close_failed_run(stop, energy, backend, progress)
         if isinstance(e, DivergedError):
-            raise DivergedError(
-                f"{e}; stopped at {c.env_steps} env steps, the last finite checkpoint is kept "
-                f"in {checkpointer.dir}"
-            ) from None
+            if (checkpointer.dir / ckpt.MANIFEST).is_file():
+                kept = f", the last finite checkpoint is kept in {checkpointer.dir}"
+            else:  # nothing to point at: say so, and what usually fixes it
+                kept = (
+                    " before its first checkpoint, so none was written (lower the learning "
+                    "rate or --max-grad-norm)"
+                )
+            raise DivergedError(f"{e}; stopped at {c.env_steps} env steps{kept}") from None
         raise
     stop.restore()
     publisher.close()
