@@ -151,10 +151,13 @@ def fit_rule(
 
 def probe_cell(family: str, args: argparse.Namespace) -> dict[str, Any]:
     from actorq.graphopt.baselines import CUT_WEIGHTS
+    from actorq.graphopt.suite import PREFIX
 
     t0 = time.time()
     others = [f for f in FAMILIES if f != family]
     train_names, test_name = [smallest(f) for f in others], smallest(family)
+    # seeded variants of the training families: more graphs for the rule to fit (suite.variant)
+    train_names += [f"{PREFIX[f]}-v{k}" for f in others for k in range(args.variants)]
     graphs = {n: EdgeGraph(n, args.cluster) for n in [*train_names, test_name]}
     out: dict[str, Any] = {"family": family, "graph": test_name}
     test = graphs[test_name]
@@ -162,7 +165,7 @@ def probe_cell(family: str, args: argparse.Namespace) -> dict[str, Any]:
     run = None
     if args.encoder_from:
         run = Path(args.encoder_from) / "runs" / f"pretrain-{family}-s{args.seed}"
-    for arm in ("raw", "go") if run is not None else ("raw",):
+    for arm in [a for a in args.arms if a == "raw" or run is not None]:
         embs = {n: go_embeddings(run, n) if arm == "go" else None for n in graphs}  # type: ignore[arg-type]
         phi = {n: features(graphs[n], embs[n]) for n in graphs}
         stack = np.concatenate([phi[n] for n in train_names])
@@ -230,7 +233,7 @@ def report(cells: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append("| " + " | ".join(gm) + " |")
     lines += [
         "",
-        "On the five training graphs (mean log step time / heft-cut's; negative is faster), at the "
+        "On the training graphs (mean log step time / heft-cut's; negative is faster), at the "
         "training's best uniform cost and at the fitted rule:",
         "",
         "| held-out family | " + " | ".join(f"{a}: uniform -> rule" for a in arms) + " |",
@@ -253,12 +256,21 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--pairs", type=int, default=12)
     ap.add_argument("--sigma", type=float, default=0.1)
+    ap.add_argument(
+        "--arms", nargs="+", default=["raw", "go"], choices=["raw", "go"],
+        help="feature sets (go needs --encoder-from)",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--variants", type=int, default=0, help="train also on K seeded variants per family"
+    )
     ap.add_argument("--out", default="benchmarks/results/go_edge_cost_probe")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{args.cluster}.json"
+    stem = args.cluster + (f"-var{args.variants}" if args.variants else "")
+    stem += "" if "raw" in args.arms else "-go"  # a go-only run keeps its own file
+    path = out / f"{stem}.json"
     doc = json.loads(path.read_text()) if path.is_file() else {"cells": {}}
     for f in args.families:
         if f in doc["cells"]:
@@ -270,10 +282,12 @@ def main() -> None:
         write_json_atomic(path, doc)
     cells = {f: doc["cells"][f] for f in FAMILIES if f in doc["cells"]}
     table = report(cells, args)
-    md = (f"# A cut cost per edge learned on five families ({args.cluster}, seed {args.seed})\n\n"
+    more = f", {args.variants} variants each" if args.variants else ""
+    md = (f"# A cut cost per edge learned on five families{more} ({args.cluster}, seed "
+          f"{args.seed})\n\n"
           f"Command: `{doc.get('command', '')}`\n\nStep times in ms on each held-out family's "
           "smallest graph (HEFT's ranks as priorities).\n\n" + table + "\n")  # fmt: skip
-    (out / f"{args.cluster}.md").write_text(md)
+    (out / f"{stem}.md").write_text(md)
     print(table)
 
 
