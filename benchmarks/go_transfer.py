@@ -668,6 +668,23 @@ def guided_report(root: Path, args: argparse.Namespace) -> list[str]:
     return [*out, ""]
 
 
+def whole_command(argv: list[str]) -> str:
+    """The command that makes every cell of a report: ``argv`` without ``--stages`` and
+    ``--families`` (which only pick what one invocation runs now), so a report regenerated
+    with ``--stages baselines`` does not tell its reader to run the baselines alone."""
+    keep: list[str] = []
+    skipping = False
+    for a in argv:
+        if a.startswith("--"):
+            skipping = a.split("=")[0] in ("--stages", "--families")
+            if skipping:
+                continue
+        elif skipping:
+            continue
+        keep.append(a)
+    return "python benchmarks/go_transfer.py " + " ".join(keep)
+
+
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap, ft_equal = [], [], [], [], []
     found: list[float] = []  # fine-tuning's best decision per family (its search result)
@@ -1266,7 +1283,7 @@ def main(argv: list[str] | None = None) -> int:
                 cell = run_larger(stage, fam, graph, args, root)
                 write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
                 say(f"{graph}/{stage}: {cell['seconds']:.0f} s")
-    text = report(root, args, command)
+    text = report(root, args, whole_command(sys.argv[1:] if argv is None else argv))
     # seed 0's report keeps the name docs link to; other seeds get their own
     (root / ("report.md" if args.seed == 0 else f"report-s{args.seed}.md")).write_text(text)
     print(text)
