@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from go_transfer import FAMILIES, smallest
+from go_transfer import FAMILIES, run_learner_on, smallest
 from peers import machine_info, say, write_json_atomic
 
 
@@ -88,18 +88,9 @@ class EdgeGraph:
 
 def go_embeddings(run_dir: Path, graph: str) -> np.ndarray:
     """Node embeddings ``(n, hidden)`` of a GO run's final network on ``graph``."""
-    import dataclasses
-
     import torch
 
-    from actorq.agents.go.builder import BUILDER
-    from actorq.experiment import load_run_config
-
-    saved: Any = load_run_config(run_dir)
-    cfg = dataclasses.replace(saved, env=f"graphopt:joint/{graph}", graphs=(),
-                              init_from=str(run_dir))  # fmt: skip
-    spec = BUILDER.env_spec(cfg)
-    learner: Any = BUILDER.make_learner(cfg, spec)
+    learner, _, _ = run_learner_on(run_dir, f"graphopt:joint/{graph}")
     with torch.no_grad():
         h = learner.model.encode(**learner.tasks[0].inputs.tensors())
     return h.numpy().astype(np.float64)

@@ -228,9 +228,11 @@ def go_config(
     )
 
 
-def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
-    """A GO run's final policy on one graph (``env``, graphopt:<task>/<graph>): the
-    :class:`~actorq.graphopt.actor.GraphTask` it decides on and the policy's snapshot maker."""
+def run_learner_on(run_dir: Path, env: str) -> tuple[Any, Any, Any]:
+    """A GO run's final weights in a learner for one graph (``env``, graphopt:<task>/<graph>):
+    the learner (its ``model`` and ``tasks[0]``, the graph's
+    :class:`~actorq.graphopt.actor.GraphTask`), the run's config for that graph and its env
+    spec."""
     import dataclasses
 
     from actorq.agents.go.builder import BUILDER
@@ -239,7 +241,15 @@ def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
     saved: Any = load_run_config(run_dir)
     cfg = dataclasses.replace(saved, env=env, graphs=(), init_from=str(run_dir))
     spec = BUILDER.env_spec(cfg)
-    learner = BUILDER.make_learner(cfg, spec)  # the run's weights, via init_from
+    return BUILDER.make_learner(cfg, spec), cfg, spec  # the run's weights, via init_from
+
+
+def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
+    """A GO run's final policy on one graph (``env``, graphopt:<task>/<graph>): the
+    :class:`~actorq.graphopt.actor.GraphTask` it decides on and the policy's snapshot maker."""
+    from actorq.agents.go.builder import BUILDER
+
+    learner, cfg, spec = run_learner_on(run_dir, env)
     return learner.tasks[0], BUILDER.policy_io(cfg, spec, learner)
 
 
