@@ -66,10 +66,9 @@ class EdgeGraph:
         from actorq.graphopt.inputs import node_features
         from actorq.graphopt.suite import get_graph
 
-        self.name = graph
-        self.sim = Simulator(get_graph(graph), get_cluster(cluster))
-        self.h = CutSearch(self.sim).h
-        g = self.sim.graph
+        sim = Simulator(get_graph(graph), get_cluster(cluster))
+        self.h = CutSearch(sim).h
+        g = sim.graph
         self.dst = np.repeat(np.arange(g.num_ops), np.diff(self.h.ptr))  # each in-edge's consumer
         self.src = self.h.in_src
         nf = node_features(g)[:, 1:]  # the op type index is a category, not a magnitude
@@ -157,7 +156,7 @@ def probe_cell(family: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.encoder_from:
         run = Path(args.encoder_from) / "runs" / f"pretrain-{family}-s{args.seed}"
     for arm in [a for a in args.arms if a == "raw" or run is not None]:
-        embs = {n: go_embeddings(run, n) if arm == "go" else None for n in graphs}  # type: ignore[arg-type]
+        embs = {n: go_embeddings(run, n) if arm == "go" and run else None for n in graphs}
         phi = {n: features(graphs[n], embs[n]) for n in graphs}
         stack = np.concatenate([phi[n] for n in train_names])
         mu, sd = stack.mean(0), stack.std(0) + 1e-6  # standardised on the training edges
