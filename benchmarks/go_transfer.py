@@ -47,7 +47,10 @@ training graph's start, and self-imitation teaches the edits that won; ``--pretr
 (folder ``...-ptmaxN``) pre-trains on every graph of the five families with at most N ops, not
 only each one's smallest; ``--pretrain-variants K`` (folder ``...-ptvarK``) adds K seeded
 variants of each of the five families (``<family>-v0`` ..., depth, width, length and batch drawn
-around its smallest graph): GO's many training graphs per family. ``--pretrained-in FOLDER``
+around its smallest graph): GO's many training graphs per family; ``--pretrain-extra DIR``
+(folder ``...-ptextraN``) adds every ``.npz`` graph in DIR (N of them), graphs of other
+architectures that are never held out (``benchmarks/go_more_families.py`` imports them from
+Hugging Face ``transformers``): more families to generalise from. ``--pretrained-in FOLDER``
 takes the pre-training cells and runs from another results folder instead of training them
 again, after checking that their run configuration is the one this command's would be (what
 fine-tuning ablations share).
@@ -165,11 +168,14 @@ def held_out_graphs(family: str, max_ops: int = 0) -> list[str]:
     return [n for n in names if not max_ops or num_ops(n) <= max_ops]
 
 
-def pretrain_graphs(held_out: str, max_ops: int = 0, variants: int = 0) -> list[str]:
+def pretrain_graphs(
+    held_out: str, max_ops: int = 0, variants: int = 0, extra: tuple[str, ...] = ()
+) -> list[str]:
     """Pre-training's graphs: each other family's smallest, and with ``max_ops`` every other
     suite graph of those families with at most that many ops (after the five smallest, family by
     family, each family's by size), then with ``variants`` that many seeded variants of each
-    other family (``<family>-v0`` ..., :func:`actorq.graphopt.suite.variant`)."""
+    other family (``<family>-v0`` ..., :func:`actorq.graphopt.suite.variant`), then the graph
+    files ``extra`` (other architectures, in pre-training whichever family is held out)."""
     from actorq.graphopt.suite import PREFIX, suite_names
 
     others = [f for f in FAMILIES if f != held_out]
@@ -180,7 +186,12 @@ def pretrain_graphs(held_out: str, max_ops: int = 0, variants: int = 0) -> list[
             out += [n for n in by_size[f][1:] if num_ops(n) <= max_ops]
     for f in others:
         out += [f"{PREFIX[f]}-v{i}" for i in range(variants)]
-    return out
+    return out + list(extra)
+
+
+def extra_graphs(folder: Path | None) -> tuple[str, ...]:
+    """``--pretrain-extra``'s graph files: every ``.npz`` in ``folder``, by name."""
+    return () if folder is None else tuple(str(p) for p in sorted(folder.glob("*.npz")))
 
 
 def go_config(
@@ -314,7 +325,9 @@ def train_or_resume(cfg: Any) -> Any:
 
 def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     held = smallest(family)
-    train_graphs = pretrain_graphs(family, args.pretrain_max_ops, args.pretrain_variants)
+    train_graphs = pretrain_graphs(
+        family, args.pretrain_max_ops, args.pretrain_variants, extra_graphs(args.pretrain_extra)
+    )
     runs = root / "runs"
     pre_dir = pretrain_dir(args, root, family)
     t0 = time.perf_counter()
@@ -758,6 +771,14 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             if args.pretrain_variants
             else ""
         )
+        + (
+            f", and {len(extra_graphs(args.pretrain_extra))} graphs of other architectures "
+            f"(`{args.pretrain_extra}`: "
+            + ", ".join(Path(g).stem for g in extra_graphs(args.pretrain_extra))
+            + ")"
+            if args.pretrain_extra
+            else ""
+        )
         + f"; fine-tune {args.finetune_steps:,}; from scratch "
         f"{args.scratch_steps:,}; random search, annealing and hill climbing (annealing's "
         f"moves at zero temperature, from the same start) {args.scratch_steps:,} simulator "
@@ -1027,6 +1048,15 @@ def main(argv: list[str] | None = None) -> int:
         "folder ...-ptvarK; default 0)",
     )
     ap.add_argument(
+        "--pretrain-extra",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pre-train also on every .npz graph in DIR, whichever family is held out "
+        "(other architectures, e.g. benchmarks/go_more_families.py's imports; folder "
+        "...-ptextraN)",
+    )
+    ap.add_argument(
         "--pretrain-max-ops",
         type=int,
         default=0,
@@ -1192,6 +1222,11 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-ptmax{args.pretrain_max_ops}"
     if args.pretrain_variants:
         folder += f"-ptvar{args.pretrain_variants}"
+    if args.pretrain_extra is not None:
+        if not extra_graphs(args.pretrain_extra):
+            say(f"--pretrain-extra {args.pretrain_extra}: no .npz graph there")
+            return 2
+        folder += f"-ptextra{len(extra_graphs(args.pretrain_extra))}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
@@ -1260,6 +1295,8 @@ def main(argv: list[str] | None = None) -> int:
         budget["pretrain_max_ops"] = args.pretrain_max_ops
     if args.pretrain_variants:  # settings without the key: no variants
         budget["pretrain_variants"] = args.pretrain_variants
+    if args.pretrain_extra is not None:  # settings without the key: no extra graphs
+        budget["pretrain_extra"] = [Path(g).name for g in extra_graphs(args.pretrain_extra)]
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

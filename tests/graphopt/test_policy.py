@@ -15,6 +15,7 @@ from actorq.graphopt.inputs import (
     COST_FEATURES,
     MEMORY_CLIP,
     MEMORY_FEATURES,
+    OP_ALIASES,
     GraphInputs,
     cost_columns,
     memory_columns,
@@ -115,6 +116,13 @@ def test_edge_features_and_inputs() -> None:
 def test_op_type_index() -> None:
     assert op_type_index("Conv2d_grad") == OP_VOCAB.index("conv2d")
     assert op_type_index("never-seen") == 0
+    # export's aten names map to the fx names the vocabulary has
+    assert op_type_index("native_batch_norm_legit_functional_grad") == OP_VOCAB.index(
+        "native_batch_norm"
+    )
+    assert op_type_index("constant_pad_nd") == OP_VOCAB.index("pad")
+    assert all(t in OP_VOCAB for t in OP_ALIASES.values())
+    assert not set(OP_ALIASES) & set(OP_VOCAB)  # an alias never shadows a vocabulary entry
     assert len(set(OP_VOCAB)) == len(OP_VOCAB) and OP_VOCAB[0] == "<unk>"
 
 
