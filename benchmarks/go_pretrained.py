@@ -19,6 +19,9 @@ This script makes that file and says how good it is:
 
 ``--rejudge`` skips 1 and 2 and judges the policy file already there again (every judge cell
 redone): after a change to the runtime or the baselines, the same file measured anew.
+``--judge-extra DIR`` skips 1 and 2 too and judges the policy file also on every ``.npz`` graph
+in DIR (other architectures, e.g. ``benchmarks/go_more_families.py``'s Hugging Face imports),
+reusing the suite's judge cells; its report is ``report-more-families.md``.
 
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
@@ -96,7 +99,7 @@ def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
     # unfused placement (with best+fuse among them they fused, which GO's placement cannot)
     rows = baseline_rows(graph, args.cluster, args.budget, args.seed, ",".join(PLACEMENT))
     res["baselines"] = rows["rows"]
-    del res["placement"]
+    del res["placement"], res["priority"]
     return res
 
 
@@ -110,7 +113,13 @@ PLACEMENT_BASELINES = (
 )  # fmt: skip
 
 
-def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) -> str:
+#: What a judged graph is to the policy: a training graph, an unseen suite graph, or another
+#: architecture (``--judge-extra``).
+KINDS = {"training": "training graphs", "unseen": "unseen graphs",
+         "other": "graphs of other architectures"}  # fmt: skip
+
+
+def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -> str:
     # judge cells from before a baseline joined (climb) lack its row: report what all have
     names = [
         n for n in PLACEMENT_BASELINES if all(n in {b["baseline"] for b in r["baselines"]}
@@ -147,8 +156,8 @@ def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) 
         + f"GO best of {calls} | GO best vs expert | GO best vs best baseline |",
         "|---|---|" + "---:|" * (len(names) + 4 + guided),
     ]
-    ratios: dict[bool, tuple[list[float], list[float]]] = {True: ([], []), False: ([], [])}
-    for graph, seen, r in cells:
+    ratios: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in KINDS}
+    for graph, kind, r in cells:
         rows = {b["baseline"]: b for b in r["baselines"]}
 
         def ms(row: dict[str, Any]) -> str:
@@ -158,10 +167,11 @@ def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) 
         best = min(feas)
         go = r["best"]["score_s"]
         expert = rows["expert"]["step_time_s"]  # the expert split fits every suite graph
-        ratios[seen][0].append(expert / go)
-        ratios[seen][1].append(best / go)
+        ratios[kind][0].append(expert / go)
+        ratios[kind][1].append(best / go)
+        shown = Path(graph).stem if graph.endswith(".npz") else graph
         lines.append(
-            f"| {graph} | {'yes' if seen else 'no'} | "
+            f"| {shown} | {'yes' if kind == 'training' else 'no'} | "
             + " | ".join(ms(rows[n]) for n in names)
             + f" | {ms(r['greedy'])} | "
             + (f"{ms(r['guided'])} | " if guided else "")
@@ -169,8 +179,8 @@ def report(cells: list[tuple[str, bool, dict[str, Any]]], meta: dict[str, Any]) 
             f"{best / go - 1:+.1%} |"
         )
     lines.append("")
-    for seen, label in ((True, "training graphs"), (False, "unseen graphs")):
-        e, b = ratios[seen]
+    for kind, label in KINDS.items():
+        e, b = ratios[kind]
         if e:
             lines.append(
                 f"Geomean over {len(e)} {label}: GO (best of {calls}) is "
@@ -209,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         help="judge the policy file already there again (no training, no packaging; every "
         "judge cell redone)",
     )
+    ap.add_argument(
+        "--judge-extra",
+        type=Path,
+        metavar="DIR",
+        help="judge the policy file already there also on every .npz graph in DIR (no "
+        "training; report-more-families.md)",
+    )
     a = ap.parse_args(argv)
     if not 0 <= a.variants <= 1000:
         say("--variants: 0 to 1000 per family")
@@ -230,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         command += " -- " + shlex.join(extra)
     train_json = root / "train.json"
     policy = a.policy_out or shipped_path(n)
-    if a.rejudge and not (train_json.is_file() and policy.is_file()):
-        say(f"--rejudge needs {train_json} and {policy}: train first")
+    if (a.rejudge or a.judge_extra) and not (train_json.is_file() and policy.is_file()):
+        say(f"--rejudge and --judge-extra need {train_json} and {policy}: train first")
+        return 2
+    extra_graphs = sorted(a.judge_extra.glob("*.npz")) if a.judge_extra else []
+    if a.judge_extra and not extra_graphs:
+        say(f"--judge-extra {a.judge_extra}: no .npz graph there")
         return 2
     if train_json.is_file():
         trained = json.loads(train_json.read_text())
@@ -241,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"training on the six families' smallest graphs{more}, {a.steps:,} decisions ...")
         trained = train_policy(a, extra, root / "runs" / "train")
         write_json_atomic(train_json, trained)
-    if a.rejudge:  # the report names the command that trained the file, then this one
+    if a.rejudge or a.judge_extra:  # the report names the command that trained the file, then
         command = load_policy_file(policy)[1].command + "`, judged again by `" + command
     else:
         policy.parent.mkdir(parents=True, exist_ok=True)
@@ -250,22 +271,24 @@ def main(argv: list[str] | None = None) -> int:
                     trained_on=trained["graphs"], command=command,
                     reference=run_info.reference, start=run_info.start)  # fmt: skip
     size = policy.stat().st_size
-    say(f"{'judging' if a.rejudge else 'wrote'} {policy} ({size:,} bytes)")
+    say(f"{'judging' if a.rejudge or a.judge_extra else 'wrote'} {policy} ({size:,} bytes)")
     if size > 10 * 2**20:
         say("error: the policy file is over 10 MB")
         return 1
-    cells: list[tuple[str, bool, dict[str, Any]]] = []
+    cells: list[tuple[str, str, dict[str, Any]]] = []
     smallest = [by_size(f)[0] for f in FAMILIES]  # variants are trained on, not judged
-    graphs = [(g, True) for g in smallest] + [(by_size(f)[1], False) for f in FAMILIES]
-    for g, seen in graphs:
-        p = root / f"judge-{g}.json"
+    graphs = [(g, "training") for g in smallest] + [(by_size(f)[1], "unseen") for f in FAMILIES]
+    graphs += [(str(g.relative_to(ROOT) if g.is_relative_to(ROOT) else g), "other")
+               for g in (p.resolve() for p in extra_graphs)]  # fmt: skip
+    for g, kind in graphs:
+        p = root / (f"judge-extra-{Path(g).stem}.json" if kind == "other" else f"judge-{g}.json")
         if p.is_file() and not a.rejudge:
-            cells.append((g, seen, json.loads(p.read_text())))
+            cells.append((g, kind, json.loads(p.read_text())))
             continue
         say(f"judging {g} ...")
         res = judge(g, a, policy)
         write_json_atomic(p, res)
-        cells.append((g, seen, res))
+        cells.append((g, kind, res))
         say(f"  GO best {1e3 * res['best']['score_s']:.2f} ms, greedy "
             f"{1e3 * res['greedy']['score_s']:.2f} ms")  # fmt: skip
     try:
@@ -276,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             "train": trained, "samples": a.samples, "budget": a.budget,
             "machine": machine_info()}  # fmt: skip
     text = report(cells, meta)
-    (root / "report.md").write_text(text)
+    (root / ("report-more-families.md" if a.judge_extra else "report.md")).write_text(text)
     print(text)
     return 0
 

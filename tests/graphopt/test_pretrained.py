@@ -111,13 +111,23 @@ def test_place_writes_the_placement_it_simulated(
     placement = np.array([res["placement"][name] for name in g.op_names])
     assert set(res["placement"]) == set(g.op_names) and placement.max() < 4
     # the written placement is the one whose step time is reported, and sampling only helps
-    r = Simulator(g, get_cluster("4xgpu-pcie")).run(placement)
+    r = Simulator(g, get_cluster("4xgpu-pcie")).run(placement, res["priority"])
     assert r.feasible and abs(r.step_time - res["best"]["step_time_s"]) < 1e-12
     assert res["best"]["score_s"] <= min(res["greedy"]["score_s"], res["guided"]["score_s"])
     assert {row["baseline"] for row in res["baselines"]} >= {"single", "expert", "heft", "climb"}
     # placement against placement: no baseline fuses ops (search started from best+fuse did)
     assert all(row["fusions"] == 0 for row in res["baselines"])
     assert "best+fuse" not in {row["baseline"] for row in res["baselines"]}
+    # the fastest placement simulated, GO's or a baseline's, is written too, and is what it says
+    fastest, rows = res["fastest"], res["baselines"]
+    assert all("placement" not in row for row in rows)
+    times = [row["step_time_s"] for row in rows if row["feasible"]] + [res["best"]["score_s"]]
+    assert fastest["step_time_s"] == min(times)
+    placed = np.array([fastest["placement"][name] for name in g.op_names])
+    sim = Simulator(g, get_cluster("4xgpu-pcie"))
+    assert sim.run(placed, fastest["priority"]).step_time == pytest.approx(fastest["step_time_s"])
+    if fastest["source"] != "GO":
+        assert f"the fastest placement here is {fastest['source']}'s" in text
 
 
 def test_place_judges_with_the_reference_the_policy_was_trained_against(
