@@ -116,13 +116,13 @@ def test_edge_features_and_inputs() -> None:
 def test_op_type_index() -> None:
     assert op_type_index("Conv2d_grad") == OP_VOCAB.index("conv2d")
     assert op_type_index("never-seen") == 0
-    # export's aten names map to the fx names the vocabulary has
-    assert op_type_index("native_batch_norm_legit_functional_grad") == OP_VOCAB.index(
-        "native_batch_norm"
-    )
-    assert op_type_index("constant_pad_nd") == OP_VOCAB.index("pad")
-    assert all(t in OP_VOCAB for t in OP_ALIASES.values())
-    assert not set(OP_ALIASES) & set(OP_VOCAB)  # an alias never shadows a vocabulary entry
+    # export's aten names share the rows of the fx names the suite is traced with
+    for export, fx in [("native_batch_norm_legit_functional_grad", "batchnorm2d"),
+                       ("addmm", "linear"), ("mm_grad", "linear"), ("convolution", "conv2d"),
+                       ("native_layer_norm", "layernorm"), ("constant_pad_nd", "pad")]:  # fmt: skip
+        assert op_type_index(export) == OP_VOCAB.index(fx)
+    # every alias lands on a row of its own name (no chains)
+    assert all(t in OP_VOCAB and t not in OP_ALIASES for t in OP_ALIASES.values())
     assert len(set(OP_VOCAB)) == len(OP_VOCAB) and OP_VOCAB[0] == "<unk>"
 
 
