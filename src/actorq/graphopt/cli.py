@@ -378,7 +378,7 @@ def _fastest(res: dict[str, Any], rows: list[dict[str, Any]], ops: list[str]) ->
     as ``{"source", "step_time_s", "placement", "priority"}`` (the schedule it was simulated
     with: a number per op, higher first; None: topological order); takes each baseline row's
     decision out of it. GO's policy can lose badly on a graph unlike its training graphs (an
-    imported GPT-2: 5x one device's step time greedy), and the user who asked for a placement
+    imported GPT-2: over 4x one device's step time greedy), and the user who asked for a placement
     should not have to rerun a baseline to get the better one."""
     best = res["best"]
     out = {"source": "GO", "step_time_s": best["step_time_s"], "placement": res["placement"],
