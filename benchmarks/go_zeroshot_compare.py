@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             zs = read_cells(folder, fam, args.seed).get("zeroshot")
             row[name] = None if zs is None else zs["time_int8"]
             # cells from before the guided decode lack it
-            row[f"{name}_guided"] = None if zs is None else zs.get("guided_int8", {}).get(GUIDE_BETA)
+            guided = {} if zs is None else zs.get("guided_int8", {})
+            row[f"{name}_guided"] = guided.get(GUIDE_BETA)
         rows.append(row)
     cols = [(n, n) for n in arms] + [(f"{n}, guided", f"{n}_guided") for n in arms]
     cols += [("best classical", "best_classical"), ("fine-tuned", "finetuned")]
