@@ -721,6 +721,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
     numeric += [head for head, _ in searches] + ["GO zero-shot"]
     numeric += ["GO fine-tuned", "GO fine-tuned, best found", "GO scratch"]
     pre: list[str] = []  # per family: pre-training's own-graph gain (and imitation accuracy)
+    extras = extra_graphs(args.pretrain_extra)
     for fam in args.families:
         cells = read_cells(root, fam, args.seed)
         if len(cells) < len(STAGES):
@@ -772,11 +773,10 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
             else ""
         )
         + (
-            f", and {len(extra_graphs(args.pretrain_extra))} graphs of other architectures "
-            f"(`{args.pretrain_extra}`: "
-            + ", ".join(Path(g).stem for g in extra_graphs(args.pretrain_extra))
+            f", and {len(extras)} graphs of other architectures (`{args.pretrain_extra}`: "
+            + ", ".join(Path(g).stem for g in extras)
             + ")"
-            if args.pretrain_extra
+            if extras
             else ""
         )
         + f"; fine-tune {args.finetune_steps:,}; from scratch "
@@ -1222,11 +1222,12 @@ def main(argv: list[str] | None = None) -> int:
         folder += f"-ptmax{args.pretrain_max_ops}"
     if args.pretrain_variants:
         folder += f"-ptvar{args.pretrain_variants}"
+    extras = extra_graphs(args.pretrain_extra)
     if args.pretrain_extra is not None:
-        if not extra_graphs(args.pretrain_extra):
+        if not extras:
             say(f"--pretrain-extra {args.pretrain_extra}: no .npz graph there")
             return 2
-        folder += f"-ptextra{len(extra_graphs(args.pretrain_extra))}"
+        folder += f"-ptextra{len(extras)}"
     if args.finetune_imitate_steps is not None and not args.finetune_imitate:
         say("--finetune-imitate-steps needs --finetune-imitate")
         return 2
@@ -1296,7 +1297,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pretrain_variants:  # settings without the key: no variants
         budget["pretrain_variants"] = args.pretrain_variants
     if args.pretrain_extra is not None:  # settings without the key: no extra graphs
-        budget["pretrain_extra"] = [Path(g).name for g in extra_graphs(args.pretrain_extra)]
+        budget["pretrain_extra"] = [Path(g).name for g in extras]
     settings = root / "settings.json"
     if settings.is_file() and json.loads(settings.read_text()) != budget:
         say(f"{root} holds cells of other budgets ({settings}); use another --results")

@@ -18,18 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from go_transfer import BASELINES, FAMILIES, read_cells
+from go_transfer import BASELINES, FAMILIES, geomean, read_cells
 
 GUIDE_BETA = "1"  # the guided decode's beta in the tables of docs/graphopt.md
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def main(argv: list[str] | None = None) -> int:
