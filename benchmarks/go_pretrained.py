@@ -22,6 +22,8 @@ redone): after a change to the runtime or the baselines, the same file measured 
 ``--judge-extra DIR`` skips 1 and 2 too and judges the policy file also on every ``.npz`` graph
 in DIR (other architectures, e.g. ``benchmarks/go_more_families.py``'s Hugging Face imports),
 reusing the suite's judge cells; its report is ``report-more-families.md``.
+``--train-extra DIR`` trains on DIR's ``.npz`` graphs too, except those named by ``--hold-out``
+(file stems), and judges on all of DIR's graphs, each marked trained on or held out.
 
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
@@ -55,14 +57,22 @@ def by_size(family: str) -> list[str]:
     return sorted(suite_names(family), key=lambda n: get_graph(n).num_ops)
 
 
-def train_policy(args: argparse.Namespace, extra: list[str], run_dir: Path) -> dict[str, Any]:
-    from actorq.agents.go.config import GOConfig
-    from actorq.cli_args import parse
-    from actorq.experiment import train
+def training_graphs(args: argparse.Namespace, extra_train: list[str]) -> list[str]:
+    """The six families' smallest graphs, ``--variants`` of each, then ``--train-extra``'s."""
     from actorq.graphopt.suite import PREFIX
 
     graphs = [by_size(f)[0] for f in FAMILIES]
     graphs += [f"{PREFIX[f]}-v{i}" for f in FAMILIES for i in range(args.variants)]
+    return graphs + extra_train
+
+
+def train_policy(
+    args: argparse.Namespace, extra: list[str], run_dir: Path, graphs: list[str]
+) -> dict[str, Any]:
+    from actorq.agents.go.config import GOConfig
+    from actorq.cli_args import parse
+    from actorq.experiment import train
+
     base = parse(GOConfig, extra, "go_pretrained.py -- (actorq train go settings)")
     cfg = dataclasses.replace(
         base,
@@ -116,7 +126,13 @@ PLACEMENT_BASELINES = (
 #: What a judged graph is to the policy: a training graph, an unseen suite graph, or another
 #: architecture (``--judge-extra``).
 KINDS = {"training": "training graphs", "unseen": "unseen graphs",
-         "other": "graphs of other architectures"}  # fmt: skip
+         "other-trained": "graphs of other architectures trained on",
+         "other": "graphs of other architectures not trained on"}  # fmt: skip
+TRAINED = ("training", "other-trained")
+
+
+def shown_name(graph: str) -> str:
+    return Path(graph).stem if graph.endswith(".npz") else graph
 
 
 def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -> str:
@@ -137,7 +153,8 @@ def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -
         f"Command: `{meta['command']}`",
         "",
         f"Policy file: `{meta['policy']}` ({meta['policy_bytes']:,} bytes); trained on "
-        f"{', '.join(meta['train']['graphs'])} for {meta['train']['decisions']:,} decisions "
+        f"{', '.join(map(shown_name, meta['train']['graphs']))} for "
+        f"{meta['train']['decisions']:,} decisions "
         f"({meta['train']['seconds'] / 60:.1f} min). Step times in ms (simulated; `-` "
         f"infeasible). GO: int8, greedy"
         + (
@@ -169,9 +186,8 @@ def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -
         expert = rows["expert"]["step_time_s"]  # the expert split fits every suite graph
         ratios[kind][0].append(expert / go)
         ratios[kind][1].append(best / go)
-        shown = Path(graph).stem if graph.endswith(".npz") else graph
         lines.append(
-            f"| {shown} | {'yes' if kind == 'training' else 'no'} | "
+            f"| {shown_name(graph)} | {'yes' if kind in TRAINED else 'no'} | "
             + " | ".join(ms(rows[n]) for n in names)
             + f" | {ms(r['greedy'])} | "
             + (f"{ms(r['guided'])} | " if guided else "")
@@ -226,9 +242,27 @@ def main(argv: list[str] | None = None) -> int:
         help="judge the policy file already there also on every .npz graph in DIR (no "
         "training; report-more-families.md)",
     )
+    ap.add_argument(
+        "--train-extra",
+        type=Path,
+        metavar="DIR",
+        help="train also on every .npz graph in DIR but --hold-out's, and judge on all of them",
+    )
+    ap.add_argument(
+        "--hold-out",
+        default="",
+        metavar="NAMES",
+        help="with --train-extra: comma-separated file stems in DIR not to train on",
+    )
     a = ap.parse_args(argv)
     if not 0 <= a.variants <= 1000:
         say("--variants: 0 to 1000 per family")
+        return 2
+    if a.train_extra and (a.judge_extra or a.rejudge):
+        say("--train-extra trains a new policy: not with --judge-extra or --rejudge")
+        return 2
+    if a.hold_out and not a.train_extra:
+        say("--hold-out needs --train-extra")
         return 2
     from actorq.graphopt.cluster import get_cluster
     from actorq.graphopt.pretrained import (
@@ -250,17 +284,33 @@ def main(argv: list[str] | None = None) -> int:
     if (a.rejudge or a.judge_extra) and not (train_json.is_file() and policy.is_file()):
         say(f"--rejudge and --judge-extra need {train_json} and {policy}: train first")
         return 2
-    extra_graphs = sorted(a.judge_extra.glob("*.npz")) if a.judge_extra else []
-    if a.judge_extra and not extra_graphs:
-        say(f"--judge-extra {a.judge_extra}: no .npz graph there")
+    extra_dir = a.judge_extra or a.train_extra
+    extra_graphs = [  # as the settings and reports name them: relative to the repository
+        str(g.relative_to(ROOT) if g.is_relative_to(ROOT) else g)
+        for g in (p.resolve() for p in sorted(extra_dir.glob("*.npz")))
+    ] if extra_dir else []  # fmt: skip
+    if extra_dir and not extra_graphs:
+        say(f"{'--judge-extra' if a.judge_extra else '--train-extra'} {extra_dir}: no .npz "
+            "graph there")  # fmt: skip
         return 2
+    held = {n.strip() for n in a.hold_out.split(",") if n.strip()}
+    unknown = sorted(held - {Path(g).stem for g in extra_graphs})
+    if unknown:
+        say(f"--hold-out: no {', '.join(unknown)}.npz in {a.train_extra}")
+        return 2
+    extra_train = [g for g in extra_graphs if Path(g).stem not in held] if a.train_extra else []
+    planned = training_graphs(a, extra_train)
     if train_json.is_file():
         trained = json.loads(train_json.read_text())
         say(f"trained before: {trained['decisions']:,} decisions ({train_json})")
+        if a.train_extra and trained["graphs"] != planned:
+            say(f"{train_json} was trained on other graphs: use another --results")
+            return 2
     else:
         more = f" and {a.variants} variants of each family" if a.variants else ""
+        more += f" and {len(extra_train)} graphs of {a.train_extra}" if extra_train else ""
         say(f"training on the six families' smallest graphs{more}, {a.steps:,} decisions ...")
-        trained = train_policy(a, extra, root / "runs" / "train")
+        trained = train_policy(a, extra, root / "runs" / "train", planned)
         write_json_atomic(train_json, trained)
     if a.rejudge or a.judge_extra:  # the report names the command that trained the file, then
         command = load_policy_file(policy)[1].command + "`, judged again by `" + command
@@ -278,10 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     cells: list[tuple[str, str, dict[str, Any]]] = []
     smallest = [by_size(f)[0] for f in FAMILIES]  # variants are trained on, not judged
     graphs = [(g, "training") for g in smallest] + [(by_size(f)[1], "unseen") for f in FAMILIES]
-    graphs += [(str(g.relative_to(ROOT) if g.is_relative_to(ROOT) else g), "other")
-               for g in (p.resolve() for p in extra_graphs)]  # fmt: skip
+    graphs += [(g, "other-trained" if g in extra_train else "other") for g in extra_graphs]
     for g, kind in graphs:
-        p = root / (f"judge-extra-{Path(g).stem}.json" if kind == "other" else f"judge-{g}.json")
+        p = root / (f"judge-extra-{Path(g).stem}.json" if g.endswith(".npz") else f"judge-{g}.json")
         if p.is_file() and not a.rejudge:
             cells.append((g, kind, json.loads(p.read_text())))
             continue
