@@ -1,12 +1,13 @@
 """Put GO placement policy files judged by ``go_pretrained.py`` side by side, in groups of graphs.
 
 Each arm is one ``go_pretrained.py`` results folder for one cluster (its ``judge-*.json`` cells,
-made with the same ``--seed`` and ``--budget`` so the baselines agree, which is checked). The
-groups: the six suite graphs the shipped recipe trains on, the six next-larger suite graphs
-(trained on by no arm), and the other architectures' graphs (``--judge-extra`` / ``--train-extra``
-cells), split by ``--hold-out`` into the ones no arm trained on and the rest. Per group and arm,
-the geometric mean of GO's best placement against the expert split and against the best
-baseline per graph, as ``go_pretrained.py``'s report computes them. Run::
+made with the same ``--seed`` and ``--budget`` so the baselines agree, which is checked; and its
+``train.json``). The groups: the suite's six smallest graphs (the shipped recipe's training
+graphs), the six next-larger ones, and the other architectures' graphs (``--judge-extra`` /
+``--train-extra`` cells) split by ``--hold-out``'s names; each group's numbers are marked with
+how many of its graphs the arm trained on. Per group and arm, the geometric mean of GO's best
+placement against the expert split and against the best baseline per graph, as
+``go_pretrained.py``'s report computes them. Run::
 
     .venv/bin/python benchmarks/go_pretrained_compare.py \\
         --arms shipped=FOLDER_A imports=FOLDER_B --hold-out gpt2,bert --out FILE.md
@@ -55,12 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     arms: dict[str, dict[str, dict[str, Any]]] = {}
+    seen: dict[str, set[str]] = {}  # arm -> the graphs it trained on (suite names, file stems)
     for a in args.arms:
         name, sep, folder = a.partition("=")
         if not sep or not name or not Path(folder).is_dir():
             print(f"--arms {a!r}: want NAME=FOLDER with an existing folder", file=sys.stderr)
             return 2
         arms[name] = read_arm(Path(folder))
+        train_json = Path(folder) / "train.json"
+        if not train_json.is_file():
+            print(f"--arms {a!r}: no train.json in {folder}", file=sys.stderr)
+            return 2
+        seen[name] = {Path(g).stem for g in json.loads(train_json.read_text())["graphs"]}
     first = next(iter(arms.values()))
     common = [g for g in first if all(g in cells for cells in arms.values())]
     trained = [by_size(f)[0] for f in FAMILIES]
@@ -72,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not judged in every arm: {', '.join(missing)}", file=sys.stderr)
         return 2
     groups = {
-        "suite, trained on": trained,
-        "suite, unseen": unseen,
-        "other architectures, trained on by some arm": [g for g in extras if g not in held],
-        "other architectures, held out": held,
+        "suite, smallest": trained,
+        "suite, next-larger": unseen,
+        "other architectures, not in --hold-out": [g for g in extras if g not in held],
+        "other architectures, in --hold-out": held,
     }
     names = [
         n
@@ -129,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---:|" + "---:|---:|" * len(arms),
     ]
     summary: dict[str, dict[str, dict[str, float]]] = {}
+
+    def trained_mark(arm: str, graphs: list[str]) -> str:
+        k = sum(g in seen[arm] for g in graphs)
+        return "" if k == 0 else " (all)" if k == len(graphs) else f" ({k} of {len(graphs)})"
+
     for group, graphs in groups.items():
         if not graphs:
             continue
@@ -143,12 +155,14 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {group} | {len(rs)} | "
             + " | ".join(
-                f"{s['vs_expert']:+.1%} | {s['vs_best']:+.1%}" for s in summary[group].values()
+                f"{s['vs_expert']:+.1%} | {s['vs_best']:+.1%}{trained_mark(a, graphs)}"
+                for a, s in summary[group].items()
             )
             + " |"
         )
     lines += [
         "",
+        "Per group, how many of its graphs each arm trained on: (all), (k of n); none unmarked. "
         "Step times in ms (simulated); GO: the fastest of its greedy, guided and sampled "
         "placements; geomeans positive where GO is faster.",
     ]
