@@ -328,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     cells: list[tuple[str, str, dict[str, Any]]] = []
     smallest = [by_size(f)[0] for f in FAMILIES]  # variants are trained on, not judged
     graphs = [(g, "training") for g in smallest] + [(by_size(f)[1], "unseen") for f in FAMILIES]
-    graphs += [(g, "other-trained" if g in extra_train else "other") for g in extra_graphs]
+    seen = set(trained["graphs"])  # --judge-extra on a file trained with --train-extra too
+    graphs += [(g, "other-trained" if g in seen else "other") for g in extra_graphs]
     for g, kind in graphs:
         p = root / (f"judge-extra-{Path(g).stem}.json" if g.endswith(".npz") else f"judge-{g}.json")
         if p.is_file() and not a.rejudge:
