@@ -31,12 +31,8 @@ def read_arm(folder: Path) -> dict[str, dict[str, Any]]:
     """Graph name (a suite name or an extra graph's file stem) -> its judge cell."""
     cells = {}
     for p in sorted(folder.glob("judge-*.json")):
-        name = (
-            p.stem.removeprefix("judge-extra-")
-            if p.stem.startswith("judge-extra-")
-            else (p.stem.removeprefix("judge-"))
-        )
-        cells[name] = json.loads(p.read_text())
+        # judge-<suite name>.json, judge-extra-<file stem>.json (no suite name starts "extra-")
+        cells[p.stem.removeprefix("judge-").removeprefix("extra-")] = json.loads(p.read_text())
     return cells
 
 
@@ -51,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         "--hold-out",
         default="",
         metavar="NAMES",
-        help="comma-separated extra graphs (file stems) that no arm trained on",
+        help="comma-separated extra graphs (file stems): grouped apart from the other extras",
     )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
