@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from go_pretrained import FAMILIES, PLACEMENT_BASELINES, by_size, geomean
+from go_pretrained import FAMILIES, best_baseline, by_size, geomean, shared_baselines
 
 
 def read_arm(folder: Path) -> dict[str, dict[str, Any]]:
@@ -80,11 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "other architectures, not in --hold-out": [g for g in extras if g not in held],
         "other architectures, in --hold-out": held,
     }
-    names = [
-        n
-        for n in PLACEMENT_BASELINES
-        if all(n in baseline_times(c[g]) for c in arms.values() for g in common)
-    ]
+    names = shared_baselines([c[g] for c in arms.values() for g in common])
     rows: list[dict[str, Any]] = []
     for group, graphs in groups.items():
         for g in graphs:
@@ -97,13 +93,12 @@ def main(argv: list[str] | None = None) -> int:
                         file=sys.stderr,
                     )
                     return 2
-            feas = {n: base[n] for n in names[1:] if base[n] is not None}
-            best_name = min(feas, key=lambda n: feas[n] or 0.0)
+            best_name, best = best_baseline(first[g], names)
             row = {
                 "graph": g,
                 "group": group,
                 "expert": base["expert"],
-                "best_baseline": feas[best_name],
+                "best_baseline": best,
                 "best_baseline_name": best_name,
             }
             row.update({arm: cells[g]["best"]["score_s"] for arm, cells in arms.items()})
