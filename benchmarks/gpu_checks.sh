@@ -8,11 +8,14 @@
 #      nvidia-smi every 0.5 s beside it (the only energy counter measured there: CPU energy has
 #      no counter on that machine);
 #   3. benchmarks/publish_async.py --device cuda: what publishing costs a GPU learner, in line
-#      and in the background (OUT/publish_async.md).
+#      and in the background (OUT/publish_async.md);
+#   4. benchmarks/go_learner_device.py: one GO learner update on the machine's CPU and on the
+#      GPU, graphs of 1k, 10k and 80k ops (OUT/go_learner/go_learner_device.md).
 #
 #   bash benchmarks/gpu_checks.sh OUT [BENCH_SECONDS]
 #
 # PYTEST_K=EXPR runs only the CUDA tests that match (pytest -k), e.g. on a second try.
+# STEPS="tests publish bench go" (the default: all four) runs only the steps named.
 # Pure-Python packages the image lacks (gymnasium, tyro and their needs) are installed from
 # wheels in .whl/ if present (pip download them for cp312 beforehand). Results: OUT/pytest.txt,
 # OUT/bench.tgz (the results directory; `actorq report` it elsewhere), OUT/power.csv,
@@ -20,6 +23,7 @@
 set -u
 out=${1:?usage: gpu_checks.sh OUT [BENCH_SECONDS]}
 bench_s=${2:-300}
+steps=" ${STEPS:-tests publish bench go} "
 mkdir -p "$out"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -32,18 +36,31 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   nproc; python3 -c "import torch, onnxruntime; print(torch.__version__, onnxruntime.__version__)"
 } >"$out/machine.txt" 2>&1
 
-# 1. the CUDA tests (four workers: the two learning tests run side by side)
-timeout 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_cuda.py ${PYTEST_K:+-k "$PYTEST_K"} \
-  >"$out/pytest.txt" 2>&1
-echo "pytest exit $?" >>"$out/pytest.txt"
-tail -3 "$out/pytest.txt"
+# 1. the CUDA tests (four workers of four threads: the learning tests run side by side)
+if [[ $steps == *" tests "* ]]; then
+  OMP_NUM_THREADS=4 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_cuda.py \
+    ${PYTEST_K:+-k "$PYTEST_K"} >"$out/pytest.txt" 2>&1
+  echo "pytest exit $?" >>"$out/pytest.txt"
+  tail -30 "$out/pytest.txt"
+fi
 
-# 3 first (a minute): the publish cost of a GPU learner, in line and in the background
-timeout 120 python3 benchmarks/publish_async.py --device cuda --updates 300 --publish-every 50 \
-  --out "$out" >"$out/publish_async.txt" 2>&1
-tail -8 "$out/publish_async.txt"
+# 4 next (two minutes): GO's learner on the CPU and on the GPU
+if [[ $steps == *" go "* ]]; then
+  timeout 300 python3 benchmarks/go_learner_device.py --devices cpu cuda --updates 3 \
+    --out "$out/go_learner" >"$out/go_learner.txt" 2>&1
+  echo "go_learner_device exit $?" >>"$out/go_learner.txt"
+  tail -16 "$out/go_learner.txt"
+fi
+
+# 3 (a minute): the publish cost of a GPU learner, in line and in the background
+if [[ $steps == *" publish "* ]]; then
+  timeout 120 python3 benchmarks/publish_async.py --device cuda --updates 300 --publish-every 50 \
+    --out "$out" >"$out/publish_async.txt" 2>&1
+  tail -8 "$out/publish_async.txt"
+fi
 
 # 2. the QuaRL DQN cells, with the GPU's power beside them
+[[ $steps == *" bench "* ]] || { ls -la "$out"; exit 0; }
 nvidia-smi --query-gpu=timestamp,power.draw,utilization.gpu --format=csv,nounits -lms 500 \
   >"$out/power.csv" 2>/dev/null &
 smi=$!

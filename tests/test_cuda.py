@@ -1,7 +1,9 @@
 """The learner on a CUDA device (``--device cuda``): each agent learns with its learner there,
 snapshots published from a CUDA learner are byte-identical to a CPU learner's with the same
 weights, a CUDA update computes what a CPU update computes, and a run trained on a GPU is read
-back (evaluated, exported) on a machine without one.
+back (evaluated, exported) on a machine without one. GO's graph policy the same way: its ONNX
+snapshots, its PPO update, learning a placement, and a GPU-trained run placing a graph on a
+machine without a GPU.
 
 Skipped where torch sees no CUDA device (CI has none); ``benchmarks/gpu_checks.sh`` runs them on
 a GPU machine.
@@ -10,6 +12,7 @@ a GPU machine.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ import torch
 from actorq import train
 from actorq.agents import builder_for
 from actorq.experiment import learner_snapshot
+from actorq.graphopt.actor import HEADS
+from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.snapshot import PolicySnapshot
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -147,3 +152,94 @@ def test_a_gpu_trained_run_is_read_back_on_a_machine_without_one(
     assert main(["eval", r.run_dir, "--episodes", "2"]) == 0
     assert main(["export", r.run_dir, "--out", str(tmp_path / "p.onnx")]) == 0
     assert (tmp_path / "p.onnx").stat().st_size > 0
+
+
+# -- GO (actorq.graphopt): a graph network whose snapshots are exported ONNX models ---------
+
+GO_GRAPH = "synthetic-120-s0"
+
+
+def _go_pair(tiny: Callable[..., Any], **kw: Any) -> tuple[Any, Any, Any, Any]:
+    """A CPU GO learner and a CUDA one holding the same weights and optimizer state, with
+    their policy IOs (which make the snapshots)."""
+    cfg = tiny("go", env=f"graphopt:placement/{GO_GRAPH}", seed=5, **kw)
+    gcfg = dataclasses.replace(cfg, device="cuda")
+    builder = builder_for(cfg)
+    spec = builder.env_spec(cfg)
+    cpu, gpu = builder.make_learner(cfg, spec), builder.make_learner(gcfg, spec)
+    gpu.load_state(*cpu.state())
+    return cpu, gpu, builder.policy_io(cfg, spec, cpu), builder.policy_io(gcfg, spec, gpu)
+
+
+def _go_outputs(learner: Any) -> dict[str, np.ndarray]:
+    with torch.no_grad():
+        return {k: v.cpu().numpy() for k, v in learner.model(**learner._inputs[0]).items()}
+
+
+def _go_batch(learner: Any, k: int, seed: int) -> dict[str, Any]:
+    """``k`` decisions sampled from ``learner``'s policy on its graph, with random rewards."""
+    rng = np.random.default_rng(seed)
+    task, out = learner.tasks[0], _go_outputs(learner)
+    actions = np.zeros((k, task.num_ops, len(HEADS)), np.int8)
+    logp = np.zeros((k, task.num_ops, len(HEADS)), np.float32)
+    for j in range(k):
+        actions[j], logp[j] = task.decide(out, rng)
+    reward = -np.sqrt(rng.uniform(0.5, 1.5, k)).astype(np.float32)  # GO's -sqrt(S / S_ref)
+    return {"graph": np.zeros(k, np.int32), "actions": actions, "log_prob": logp,
+            "reward": reward}  # fmt: skip
+
+
+def test_go_snapshots_from_a_cuda_learner_equal_cpu_ones(tiny: Callable[..., Any]) -> None:
+    """The ONNX model a CUDA learner publishes is the CPU learner's, byte for byte, at both of
+    GO's precisions (the weights are read back to the host before export)."""
+    _, gpu, io_cpu, io_gpu = _go_pair(tiny)
+    assert next(gpu.model.parameters()).is_cuda
+    for precision in ("fp32", "int8"):
+        a = ModelSnapshot.from_bytes(io_cpu.snapshot(3, precision))
+        b = ModelSnapshot.from_bytes(io_gpu.snapshot(3, precision))
+        assert a.model == b.model and a.meta == b.meta and a.precision == precision
+
+
+def test_go_cuda_updates_compute_what_cpu_updates_compute(tiny: Callable[..., Any]) -> None:
+    """PPO with self-imitation on the same batches: the same losses, and after five updates
+    the same policy (logits to float tolerance, the same greedy device for every op)."""
+    cpu, gpu, _, _ = _go_pair(tiny, sil_coef=1.0)
+    for i in range(5):
+        batch = _go_batch(cpu, 16, i)
+        la, lb = cpu.update(batch), gpu.update(batch)
+        for key in ("losses/policy_loss", "losses/entropy", "losses/sil_loss"):
+            assert la[key] == pytest.approx(lb[key], rel=1e-3, abs=1e-4), (i, key)
+    oa, ob = _go_outputs(cpu), _go_outputs(gpu)
+    for head in oa:
+        diff = float(np.abs(oa[head] - ob[head]).max())
+        assert np.allclose(oa[head], ob[head], rtol=1e-3, atol=1e-3), (head, diff)
+    assert (oa["placement"].argmax(1) == ob["placement"].argmax(1)).all()
+
+
+def test_go_learns_a_placement_with_its_learner_on_cuda(tiny: Callable[..., Any]) -> None:
+    """tests/agents/go's learning test with the learner on the GPU (actors on the CPU): faster
+    than the human-expert split on a 300-op graph in 3,000 decisions, int8 acting like fp32."""
+    cfg = tiny("go", env="graphopt:placement/synthetic-300-s0", device="cuda",
+               total_steps=3_000, eval_every=3_000, sil_coef=1.0)  # fmt: skip
+    r = train(cfg)
+    assert r.eval_return > 0.15, r
+    assert r.action_agreement > 0.95 and r.logprob_gap is not None and r.logprob_gap < 0.05
+
+
+def test_a_gpu_trained_go_run_places_and_fine_tunes_without_a_gpu(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from actorq.cli import main
+
+    kw = {"env": f"graphopt:placement/{GO_GRAPH}", "total_steps": 64, "eval_every": 10_000}
+    run = train(tiny("go", device="cuda", sil_coef=1.0, explore=0.5, **kw)).run_dir
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "placement.json"
+    argv = ["graphopt", "place", "--graph", GO_GRAPH, "--policy", run, "--samples", "2",
+            "--no-baselines", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert len(json.loads(out.read_text())["placement"]) == 120
+    assert main(["eval", run]) == 0
+    assert main(["export", run, "--out", str(tmp_path / "go.onnx")]) == 0
+    r = train(tiny("go", sub="ft", init_from=run, **kw))  # fine-tuned on the CPU
+    assert r.env_steps >= 64

@@ -401,6 +401,12 @@ def entropy(
 # ---- ONNX -----------------------------------------------------------------------------------
 
 
+def _host(t: torch.Tensor) -> np.ndarray:
+    """A weight's values as numpy, wherever it lives: a learner on ``--device cuda`` exports
+    its snapshots from the GPU."""
+    return t.detach().cpu().numpy()
+
+
 class _OnnxBuilder:
     """Accumulates nodes and initializers; names every intermediate ``t<k>``."""
 
@@ -438,8 +444,8 @@ class _OnnxBuilder:
     def linear(self, x: str, lin: nn.Linear, *, quantize: bool, nonnegative: bool = False) -> str:
         """``x @ W^T + b``; int8 (actorq's per-row activation, per-column weight scheme,
         :func:`actorq.quant.runtimes._int8_linear`) when exporting int8 and ``quantize``."""
-        w = lin.weight.detach().numpy().T.astype(np.float32)
-        b = lin.bias.detach().numpy().astype(np.float32)
+        w = _host(lin.weight).T.astype(np.float32)
+        b = _host(lin.bias).astype(np.float32)
         return self.dense(x, w, b, quantize=quantize, nonnegative=nonnegative)
 
     def dense(
@@ -463,8 +469,8 @@ class _OnnxBuilder:
         return self.op(
             "LayerNormalization",
             x,
-            self.const(ln.weight.detach().numpy()),
-            self.const(ln.bias.detach().numpy()),
+            self.const(_host(ln.weight)),
+            self.const(_host(ln.bias)),
             axis=-1,
             epsilon=float(ln.eps),
         )
@@ -515,13 +521,13 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
     # input embedding: type embedding ++ the other features
     typ = op("Cast", op("Slice", "x", const([0]), const([1]), const([1])), to=TensorProto.INT64)
     typ = op("Squeeze", typ, const([1]))
-    emb = op("Gather", const(model.type_emb.weight.detach().numpy()), typ, axis=0)
+    emb = op("Gather", const(_host(model.type_emb.weight)), typ, axis=0)
     width = input_width(c)
     rest = op("Slice", "x", const([1]), const([width]), const([1]))
     parts = [emb, rest]
     if c.pos_freqs:  # (n, 2, 1) * (k,) -> (n, 2k): position's octaves, then depth's
         cols = op("Unsqueeze", op("Gather", "x", const(_POS_COLS), axis=1), const([2]))
-        pos = op("Mul", cols, const(model.freqs.numpy()))
+        pos = op("Mul", cols, const(_host(model.freqs)))
         pos = op("Reshape", pos, const([0, 2 * c.pos_freqs]))
         parts += [op("Sin", pos), op("Cos", pos)]
     h = b.linear(op("Concat", *parts, axis=1), model.inp, quantize=False)
@@ -529,8 +535,8 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
 
     for layer in model.sage:
         assert isinstance(layer, SAGELayer)
-        e_in = op("Mul", "edge_attr", const(layer.edge_in.detach().numpy()))
-        e_out = op("Mul", "edge_attr", const(layer.edge_out.detach().numpy()))
+        e_in = op("Mul", "edge_attr", const(_host(layer.edge_in)))
+        e_out = op("Mul", "edge_attr", const(_host(layer.edge_out)))
         msg_in = op("Add", op("Gather", h, "src", axis=0), e_in)
         msg_out = op("Add", op("Gather", h, "dst", axis=0), e_out)
         agg_in = op("Mul", op("ScatterND", zeros_nd, dst_i, msg_in, reduction="add"), inv_in)
@@ -567,8 +573,8 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
 
             # one (d, 3d) product for q, k and v: int8 quantizes the shared input once (per-row
             # scales and per-column weight scales are the same as for three separate layers)
-            qkv_w = [lin.weight.detach().numpy().T for lin in (block.q, block.k, block.v)]
-            qkv_b = [lin.bias.detach().numpy() for lin in (block.q, block.k, block.v)]
+            qkv_w = [_host(lin.weight).T for lin in (block.q, block.k, block.v)]
+            qkv_b = [_host(lin.bias) for lin in (block.q, block.k, block.v)]
             qkv = b.dense(t, np.concatenate(qkv_w, axis=1), np.concatenate(qkv_b), quantize=True)
             q2, k2, v2 = (b.name() for _ in range(3))
             b.nodes.append(helper.make_node("Split", [qkv, const([d, d, d])], [q2, k2, v2], axis=1))
@@ -587,7 +593,7 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
         h = op("Gather", t, "rank", axis=0)
 
     g = op("ReduceMean", h, axes=[0], keepdims=1)
-    task_emb = model.task_emb.detach().numpy()
+    task_emb = _host(model.task_emb)
     outputs = {}
     for i, task in enumerate(TASKS):
         cond = op("Concat", g, const(task_emb[i : i + 1]), axis=1)
@@ -603,7 +609,7 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
         if task == "placement" and c.start_input:
             nf = len(NODE_FEATURES)
             one_hot = op("Slice", "x", const([nf]), const([nf + c.num_devices]), const([1]))
-            gain = const(model.start_gain.detach().numpy().astype(np.float32))
+            gain = const(_host(model.start_gain).astype(np.float32))
             outputs[task] = op("Add", outputs[task], op("Mul", one_hot, gain))
         b.op("Identity", outputs[task], out=task)
     levels = const(np.linspace(0.0, 1.0, c.priority_levels, dtype=np.float32))
