@@ -118,6 +118,14 @@ def chosen_log_probs(lps: list[torch.Tensor], actions: torch.Tensor) -> torch.Te
     return torch.stack([lp.gather(1, actions[:, c : c + 1])[:, 0] for c, lp in enumerate(lps)], 1)
 
 
+def batched_log_probs(lps: list[torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
+    """:func:`chosen_log_probs` for ``k`` decisions at once: ``(k, n, len(HEADS))`` for
+    ``actions`` ``(k, n, len(HEADS))``."""
+    n = actions.shape[1]
+    rows = torch.arange(n, device=actions.device)
+    return torch.stack([lp[rows, actions[:, :, c]] for c, lp in enumerate(lps)], 2)
+
+
 #: Updates between two reports of infeasible decisions on the same graph.
 INFEASIBLE_EVERY = 100
 
@@ -181,7 +189,7 @@ class GOLearner(Learner):
         adv_np = np.zeros(len(rewards))
         if sampled.size:
             adv_np[sampled] = self.advantages(graphs[sampled], rewards[sampled])
-        adv = torch.as_tensor(adv_np, dtype=torch.float32)
+        adv = torch.as_tensor(adv_np, dtype=torch.float32, device=self.device)
         actions = torch.from_numpy(np.asarray(batch["actions"], np.int64)).to(self.device)
         old_lp = torch.from_numpy(np.asarray(batch["log_prob"], np.float32)).to(self.device)
         by_graph = {int(g): np.flatnonzero(graphs == g) for g in np.unique(graphs)}
@@ -193,7 +201,11 @@ class GOLearner(Learner):
             pg_total = torch.zeros((), device=self.device)
             ent_total = torch.zeros((), device=self.device)
             sil_total = torch.zeros((), device=self.device)
-            kl_sum = clip_sum = count = 0.0
+            # the diagnostics stay on the learner's device until the epoch ends: a float() per
+            # decision would wait for a GPU learner's queue once per decision
+            kl_sum = torch.zeros((), device=self.device)
+            clip_sum = torch.zeros((), device=self.device)
+            count = 0
             for g, idx in by_graph.items():
                 out = self.model(**self._inputs[g])
                 mask = self._masks[g]  # (n, 3): the ops each head decides
@@ -205,21 +217,24 @@ class GOLearner(Learner):
                 if sil_w.get(g, 0.0) > 0.0 and best is not None:
                     nll = -(chosen_log_probs(lps, best) * mask).sum()
                     sil_total = sil_total + sil_w[g] * nll / decided
-                for j in idx[~explore[idx]]:
-                    new = chosen_log_probs(lps, actions[j, :n])
-                    log_ratio = (new - old_lp[j, :n]) * mask
-                    ratio = log_ratio.exp()
-                    a = adv[j]
-                    surr = torch.minimum(
-                        ratio * a, ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef) * a
-                    )
-                    pg_total = pg_total - (surr * mask).sum() / decided
-                    ent_total = ent_total + ent / decided
-                    with torch.no_grad():
-                        kl_sum += float((((ratio - 1) - log_ratio) * mask).sum() / decided)
-                        far = ((ratio - 1).abs() > cfg.clip_coef).float() * mask
-                        clip_sum += float(far.sum() / decided)
-                    count += 1
+                own = torch.from_numpy(idx[~explore[idx]]).to(self.device)
+                if not own.numel():
+                    continue
+                # the graph's policy samples at once: (k, n, heads) log-probs of their actions
+                new = batched_log_probs(lps, actions[own, :n])
+                log_ratio = (new - old_lp[own, :n]) * mask
+                ratio = log_ratio.exp()
+                a = adv[own][:, None, None]
+                surr = torch.minimum(
+                    ratio * a, ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef) * a
+                )
+                pg_total = pg_total - (surr * mask).sum() / decided
+                ent_total = ent_total + own.numel() * ent / decided
+                with torch.no_grad():
+                    kl_sum += (((ratio - 1) - log_ratio) * mask).sum() / decided
+                    far = ((ratio - 1).abs() > cfg.clip_coef).float() * mask
+                    clip_sum += far.sum() / decided
+                count += own.numel()
             count = max(count, 1)  # a batch of run-move decisions only: self-imitation alone
             pg_loss, entropy = pg_total / count, ent_total / count
             sil_loss = sil_total / len(by_graph)
@@ -230,8 +245,8 @@ class GOLearner(Learner):
             self.opt.step()
             stats["pg"].append(float(pg_loss.detach()))
             stats["ent"].append(float(entropy.detach()))
-            stats["kl"].append(kl_sum / count)
-            stats["clip"].append(clip_sum / count)
+            stats["kl"].append(float(kl_sum) / count)
+            stats["clip"].append(float(clip_sum) / count)
             stats["gn"].append(float(gn))
             stats["sil"].append(float(sil_loss.detach()))
         self.updates += 1
