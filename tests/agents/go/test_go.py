@@ -75,6 +75,24 @@ def test_first_epoch_ratio_is_one_for_fp32_actors() -> None:
     assert 0 < m8["losses/approx_kl"] < 1e-3
 
 
+def test_batched_log_probs_are_each_decisions_own() -> None:
+    """The update scores a graph's decisions at once: decision j's row is exactly what
+    scoring it alone gives."""
+    import torch
+
+    from actorq.agents.go.learning import batched_log_probs, chosen_log_probs
+
+    g = torch.Generator().manual_seed(0)
+    lps = [torch.log_softmax(torch.randn(7, c, generator=g), -1) for c in (4, 8, 2)]
+    actions = torch.stack(
+        [torch.randint(0, c, (5, 7), generator=g) for c in (4, 8, 2)], dim=2
+    )  # (k=5 decisions, n=7 ops, heads)
+    got = batched_log_probs(lps, actions)
+    assert got.shape == (5, 7, len(HEADS))
+    for j in range(5):
+        assert torch.equal(got[j], chosen_log_probs(lps, actions[j]))
+
+
 def test_infeasible_decisions_are_counted_and_the_simulators_reason_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
