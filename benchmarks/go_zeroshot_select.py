@@ -1,0 +1,266 @@
+"""Zero-shot as a choice: the pre-trained policy picks one of the classical placements.
+
+GO's zero-shot decision on a family it was not trained on is 1.8-2.3x fine-tuned's step time
+and, decoded through HEFT, 1.1-1.7x (docs/graphopt-transfer.md), while the fastest classical
+placement is within 1.05x of fine-tuned: what pre-training transfers is the imitation of the
+training graphs' fastest classical placements ("What zero-shot transfers"). This probe asks
+whether it transfers *which* classical placement suits a graph: on each held-out graph the
+policy scores every classical candidate by its mean per-op log-probability (the int8 ONNX
+policy's device head, as zero-shot is judged; candidates relabelled by first use as the
+imitation targets were) and the highest-scoring candidate is the decision. No simulator call
+on the held-out graph chooses: the candidates come from algorithms that read the cost model
+(one device, the expert split, METIS+cp, m-ETF, and HEFT with each cut cost
+:data:`~actorq.graphopt.baselines.CUT_WEIGHTS` and none, each unjudged), and the policy picks.
+(The table's "fastest candidate" is the oracle that simulates them all.)
+
+The question is whether the choice beats a fixed rule: each candidate's geomean over the
+held-out graphs is reported beside the policy's, so a policy that always picks, say, HEFT with
+cut cost 1 has learned nothing a fixed rule would not give.
+
+Reads a placement folder of ``benchmarks/go_transfer.py`` (its ``runs/pretrain-F-sN``);
+fine-tuned step times from ``--finetuned FOLDER``'s ``F-finetune-sN.json`` cells. Writes
+``zeroshot-select-sN.json`` and ``.md`` into the folder and prints the table.
+
+    .venv/bin/python benchmarks/go_zeroshot_select.py FOLDER --finetuned HEADLINE_FOLDER --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from go_transfer import FAMILIES, placement_folder, smallest
+from peers import machine_info, say, write_json_atomic
+
+#: Candidates from :func:`actorq.graphopt.baselines.run_baselines` (the rest are HEFT's).
+RUNNER = ("single", "expert", "metis+cp", "m-etf")
+
+
+def candidates(task: Any, seed: int) -> dict[str, np.ndarray]:
+    """Each classical candidate's placement of ``task``'s graph, by name."""
+    from actorq.graphopt.baselines import CUT_WEIGHTS, heft, run_baselines
+
+    sim = task.env.sim
+    out = {
+        b.name: np.asarray(b.decision.placement, np.int64)
+        for b in run_baselines(sim, RUNNER, seed=seed)
+    }
+    for w in (0.0, *CUT_WEIGHTS):
+        out["heft" if w == 0 else f"heft-cut{w:g}"] = np.asarray(
+            heft(sim, cut=w).placement, np.int64
+        )
+    return out
+
+
+def relabelled(task: Any, placement: np.ndarray) -> np.ndarray:
+    """``placement`` with devices renamed by first use in topological order where the cluster
+    is unchanged by it (the imitation targets' labels, :mod:`actorq.graphopt.targets`)."""
+    from actorq.graphopt.targets import first_use_labels, symmetric_under
+
+    g, c = task.env.graph, task.env.cluster
+    new = first_use_labels(placement, g.topo_order, c.num_devices)
+    return new[placement] if symmetric_under(c, new) else placement
+
+
+def candidate_times(graph: str, cluster: str, reference: str, seed: int) -> dict[str, float]:
+    """Every candidate's step time (ms, penalised) on ``graph``, judged as the task judges."""
+    from actorq.graphopt.actor import GraphTask
+    from actorq.graphopt.inputs import HEADS
+
+    task = GraphTask(graph, "placement", cluster, reference)
+    out = {}
+    for k, p in candidates(task, seed).items():
+        a = np.zeros((task.num_ops, len(HEADS)), np.int64)
+        a[:, 0] = p
+        out[k] = 1e3 * float(task.judge(a)[2]["score"])
+    return out
+
+
+def trained_rule(times: dict[str, dict[str, float]], held_out: str) -> str:
+    """The candidate a classical user would fix from the training graphs: the one whose step
+    time over the fastest candidate's has the smallest geomean on every graph but
+    ``held_out``."""
+    train = [g for g in times if g != held_out]
+    names = list(times[held_out])
+
+    def cost(n: str) -> float:
+        return float(np.mean([np.log(times[g][n] / min(times[g].values())) for g in train]))
+
+    return min(names, key=cost)
+
+
+def family_row(root: Path, fam: str, cluster: str, reference: str, seed: int) -> dict[str, Any]:
+    from actorq.graphopt.actor import GraphTask, log_softmax
+    from actorq.graphopt.cluster import get_cluster
+    from actorq.graphopt.inputs import HEADS, InputSpec, OnnxGOPolicy
+    from actorq.graphopt.policy import onnx_bytes
+    from actorq.graphopt.pretrained import load_policy
+
+    nd = get_cluster(cluster).num_devices
+    model, info = load_policy(str(root / "runs" / f"pretrain-{fam}-s{seed}"), nd)
+    runtime = OnnxGOPolicy(onnx_bytes(model, "int8"))
+    graph = smallest(fam)
+    task = GraphTask(
+        graph, "placement", cluster, reference, InputSpec.of_policy(model.config, info.start)
+    )
+    out = runtime(task.inputs)
+    lp = log_softmax(out["placement"])
+    ops = np.arange(task.num_ops)
+
+    def ms(placement: np.ndarray) -> float:
+        a = np.zeros((task.num_ops, len(HEADS)), np.int64)
+        a[:, 0] = placement
+        return 1e3 * float(task.judge(a)[2]["score"])
+
+    cands = {k: relabelled(task, p) for k, p in candidates(task, seed).items()}
+    score = {k: float(lp[ops, p].mean()) for k, p in cands.items()}
+    # the same less each device's share of the policy's probability over the graph's ops: a
+    # policy that puts most ops on its first device scores any placement by how much of it
+    # lands there (one device wins); this asks how much more likely than its base rate
+    log_share = np.log(np.exp(lp).mean(0))
+    lift = {k: float((lp[ops, p] - log_share[p]).mean()) for k, p in cands.items()}
+    times = {k: ms(p) for k, p in cands.items()}
+    chosen = max(score, key=lambda k: score[k])
+    chosen_lift = max(lift, key=lambda k: lift[k])
+    by_score = sorted(score, key=lambda k: -score[k])
+    fastest = min(times, key=lambda k: times[k])
+    return {
+        "family": fam,
+        "held_out": graph,
+        "chosen": chosen,
+        "chosen_ms": times[chosen],
+        "fastest": fastest,
+        "fastest_ms": times[fastest],
+        "fastest_rank": by_score.index(fastest) + 1,
+        "chosen_lift": chosen_lift,
+        "chosen_lift_ms": times[chosen_lift],
+        "argmax_ms": ms(task.decide(out, None)[0][:, 0]),
+        "guided_ms": ms(task.guided(out, 1.0)[:, 0]),
+        "score": score,
+        "lift": lift,
+        "times": times,
+    }
+
+
+def report(rows: list[dict[str, Any]], tuned: dict[str, float], meta: dict[str, Any]) -> str:
+    names = list(rows[0]["times"])
+    lines = [
+        f"# Zero-shot as a choice among classical placements ({meta['cluster']}, seed "
+        f"{meta['seed']})",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "Held-out graphs, step time ms; chosen: the candidate the pre-trained policy gives the "
+        "highest mean per-op log-probability (no simulator call chooses); by lift: the highest "
+        "mean per-op log-probability less the log of the device's mean probability over the "
+        "graph's ops (its base rate); fastest: the oracle "
+        "over the same candidates (rank: its place in the policy's order, 1 = chosen); argmax "
+        "and guided (HEFT guided by the policy, beta 1): the policy's own decisions; rule from "
+        "the training graphs: the candidate whose step time over the fastest candidate's has "
+        "the smallest geomean on the five other families' smallest graphs (a classical user's "
+        "fixed choice, no policy and no simulator call on the held-out graph).",
+        "",
+        "| held-out graph | chosen | chosen ms | chosen by lift | its ms | fastest | fastest ms "
+        "| rank | argmax ms | guided ms | rule from the training graphs | its ms | fine-tuned ms |",
+        "|---|---|---:|---|---:|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        ft = tuned.get(r["held_out"])
+        lines.append(
+            f"| {r['held_out']} | {r['chosen']} | {r['chosen_ms']:.1f} | {r['chosen_lift']} | "
+            f"{r['chosen_lift_ms']:.1f} | {r['fastest']} | "
+            f"{r['fastest_ms']:.1f} | {r['fastest_rank']} of {len(names)} | {r['argmax_ms']:.1f}"
+            f" | {r['guided_ms']:.1f} | {r['rule']} | {r['rule_ms']:.1f} | "
+            f"{'-' if ft is None else f'{ft:.1f}'} |"
+        )
+    rated = [r for r in rows if r["held_out"] in tuned]
+    if rated:
+
+        def gm(key: Any) -> float:
+            return float(np.exp(np.mean([np.log(key(r) / tuned[r["held_out"]]) for r in rated])))
+
+        cols = {
+            "the policy's choice": gm(lambda r: r["chosen_ms"]),
+            "the policy's choice by lift": gm(lambda r: r["chosen_lift_ms"]),
+            "fastest candidate (oracle)": gm(lambda r: r["fastest_ms"]),
+            "the policy's argmax": gm(lambda r: r["argmax_ms"]),
+            "guided through HEFT": gm(lambda r: r["guided_ms"]),
+            "the rule fixed on the training graphs": gm(lambda r: r["rule_ms"]),
+        }
+        fixed = {n: gm(lambda r, n=n: r["times"][n]) for n in names}
+        best_fixed = min(fixed, key=lambda n: fixed[n])
+        lines += [
+            "",
+            f"Geomean step time / fine-tuned over {len(rated)} graphs:",
+            "",
+            "| decision | geomean / fine-tuned |",
+            "|---|---:|",
+            *(f"| {k} | {v:.3f}x |" for k, v in cols.items()),
+            *(f"| always {n}{' (the best fixed rule in hindsight)' if n == best_fixed else ''} | "
+              f"{fixed[n]:.3f}x |" for n in names),
+        ]  # fmt: skip
+    lines += ["", f"Machine: {meta['machine'].get('cpu_model', '?')}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folder", type=Path, help="a go_transfer placement results folder")
+    p.add_argument("--finetuned", type=Path, help="folder with the F-finetune-sN.json cells")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--finetuned-seed", type=int, help="seed of the --finetuned folder's cells "
+                   "(default: --seed)")  # fmt: skip
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    a = p.parse_args(argv)
+    found = placement_folder(a.folder)
+    if found is None:
+        return 2
+    settings, cluster = found
+    reference = settings.get("reference") or "expert"
+    have = []
+    for fam in a.families:
+        if (a.folder / "runs" / f"pretrain-{fam}-s{a.seed}" / "checkpoint").is_dir():
+            have.append(fam)
+        else:
+            say(f"{fam}: no pre-trained run in {a.folder}/runs, skipped")
+    if not have:
+        say("nothing to score")
+        return 2
+    say("judging every candidate on the six families' smallest graphs")
+    times = {
+        smallest(f): candidate_times(smallest(f), cluster, reference, a.seed) for f in FAMILIES
+    }
+    rows = []
+    for fam in have:
+        say(f"{fam}: scoring the candidates")
+        row = family_row(a.folder, fam, cluster, reference, a.seed)
+        assert row["times"] == times[row["held_out"]]  # the same candidates, judged the same
+        rule = trained_rule(times, row["held_out"])
+        rows.append({**row, "rule": rule, "rule_ms": row["times"][rule]})
+    ref_seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
+    tuned = {}
+    for r in rows:
+        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{ref_seed}.json"
+        if cell.is_file():
+            tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
+    meta = {"cluster": cluster, "seed": a.seed, "finetuned_seed": ref_seed,
+            "machine": machine_info(),
+            "command": "python benchmarks/go_zeroshot_select.py " + shlex.join(
+                [str(x) for x in (argv if argv is not None else sys.argv[1:])])}  # fmt: skip
+    text = report(rows, tuned, meta)
+    write_json_atomic(a.folder / f"zeroshot-select-s{a.seed}.json",
+                      {**meta, "rows": rows, "finetuned": tuned, "candidates": times})  # fmt: skip
+    (a.folder / f"zeroshot-select-s{a.seed}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
