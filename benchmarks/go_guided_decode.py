@@ -48,6 +48,29 @@ BETAS = (0.0, 0.25, 1.0, 4.0, 16.0)
 SCHEDULER_NAMES = {"heft": "HEFT", "m-etf": "m-ETF"}
 
 
+def add_folder_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of a probe that reads a go_transfer placement folder's pre-trained runs
+    and compares with fine-tuned cells."""
+    p.add_argument("folder", type=Path, help="a go_transfer placement results folder")
+    p.add_argument("--finetuned", type=Path, help="folder with the F-finetune-sN.json cells")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--finetuned-seed", type=int, help="seed of the --finetuned folder's cells "
+                   "(default: --seed)")  # fmt: skip
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+
+
+def finetuned_ms(a: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[int, dict[str, float]]:
+    """The fine-tuned cells' seed and their int8 step time (ms) per held-out graph of ``rows``
+    (``family``, ``held_out``), where the ``--finetuned`` folder (else the folder) has one."""
+    seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
+    tuned = {}
+    for r in rows:
+        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{seed}.json"
+        if cell.is_file():
+            tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
+    return seed, tuned
+
+
 def graph_row(
     task: Any, runtime: Any, betas: tuple[float, ...], scheduler: str = "heft", cut: float = 0.0
 ) -> dict[str, float]:
@@ -164,13 +187,8 @@ def report(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folder", type=Path, help="a go_transfer placement results folder")
-    p.add_argument("--finetuned", type=Path, help="folder with the F-finetune-sN.json cells")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--finetuned-seed", type=int, help="seed of the --finetuned folder's cells "
-                   "(default: --seed)")  # fmt: skip
+    add_folder_args(p)
     p.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
-    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument(
         "--scheduler",
         default="heft",
@@ -212,12 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if not res:
         say("nothing to decode")
         return 2
-    ref_seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
-    tuned = {}
-    for r in res:
-        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{ref_seed}.json"
-        if cell.is_file():
-            tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
+    ref_seed, tuned = finetuned_ms(a, res)
     classical = {}  # the larger graphs' best classical step time, where cells have it
     for r in res:
         for g in r["larger"]:

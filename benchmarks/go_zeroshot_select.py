@@ -27,7 +27,6 @@ fine-tuned step times from ``--finetuned FOLDER``'s ``F-finetune-sN.json`` cells
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from go_guided_decode import add_folder_args, finetuned_ms
 from go_transfer import FAMILIES, placement_folder, smallest
 from peers import machine_info, say, write_json_atomic
 
@@ -212,12 +212,7 @@ def report(rows: list[dict[str, Any]], tuned: dict[str, float], meta: dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folder", type=Path, help="a go_transfer placement results folder")
-    p.add_argument("--finetuned", type=Path, help="folder with the F-finetune-sN.json cells")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--finetuned-seed", type=int, help="seed of the --finetuned folder's cells "
-                   "(default: --seed)")  # fmt: skip
-    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    add_folder_args(p)
     a = p.parse_args(argv)
     found = placement_folder(a.folder)
     if found is None:
@@ -244,12 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         assert row["times"] == times[row["held_out"]]  # the same candidates, judged the same
         rule = trained_rule(times, row["held_out"])
         rows.append({**row, "rule": rule, "rule_ms": row["times"][rule]})
-    ref_seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
-    tuned = {}
-    for r in rows:
-        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{ref_seed}.json"
-        if cell.is_file():
-            tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
+    ref_seed, tuned = finetuned_ms(a, rows)
     meta = {"cluster": cluster, "seed": a.seed, "finetuned_seed": ref_seed,
             "machine": machine_info(),
             "command": "python benchmarks/go_zeroshot_select.py " + shlex.join(
