@@ -16,6 +16,8 @@
 #
 # PYTEST_K=EXPR runs only the CUDA tests that match (pytest -k), e.g. on a second try.
 # STEPS="tests publish bench go" (the default: all four) runs only the steps named.
+# Not here (four more minutes): benchmarks/go_train_device.sh, GO's training end to end with its
+# learner on the GPU and on the CPU beside 15 actors.
 # Pure-Python packages the image lacks (gymnasium, tyro and their needs) are installed from
 # wheels in .whl/ if present (pip download them for cp312 beforehand). Results: OUT/pytest.txt,
 # OUT/bench.tgz (the results directory; `actorq report` it elsewhere), OUT/power.csv,
