@@ -180,17 +180,50 @@ def models() -> dict[str, tuple[str, Callable[[], Any]]]:
     }  # fmt: skip
 
 
+def relatives() -> dict[str, tuple[str, Callable[[], Any]]]:
+    """Close relatives of the architectures the shipped policies place worst (Mamba, Swin),
+    kept apart from :func:`models` (``--set relatives``, their own folder) so that the 24
+    graphs every committed ``--pretrain-extra`` run used stay as they are."""
+    import transformers as tf
+
+    drop = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    return {
+        "mamba2": ("Mamba-2 (state space duality, chunked scan), 2 layers, d 512, 32 x 24 "
+                   "tokens", lambda: causal_lm(tf.Mamba2ForCausalLM(tf.Mamba2Config(
+                       num_hidden_layers=2, hidden_size=512, num_heads=16, head_dim=64,
+                       vocab_size=V, use_cache=False)), batch=32, length=24)),
+        "falcon-mamba": ("Falcon-Mamba (Mamba with RMS-normalised B, C, dt), 2 layers, d 512, "
+                         "32 x 24 tokens", lambda: causal_lm(tf.FalconMambaForCausalLM(
+                             tf.FalconMambaConfig(num_hidden_layers=2, hidden_size=512,
+                                                  vocab_size=V, use_cache=False)),
+                             batch=32, length=24)),
+        "swinv2": ("Swin V2 (cosine attention, log-spaced position bias), depths 2-2-2-2, 32 "
+                   "images", lambda: image_classifier(tf.Swinv2ForImageClassification(
+                       tf.Swinv2Config(depths=[2, 2, 2, 2], num_labels=10, drop_path_rate=0.0,
+                                       **drop)))),
+        "focalnet": ("FocalNet (focal modulation in place of attention), depths 2-2-2-2, 32 "
+                     "images", lambda: image_classifier(tf.FocalNetForImageClassification(
+                         tf.FocalNetConfig(depths=[2, 2, 2, 2], num_labels=10,
+                                           drop_path_rate=0.0, hidden_dropout_prob=0.0)))),
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", default=None, metavar="NAME", help="these models only")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--set", choices=("main", "relatives"), default="main",
+                    help="main: the 24 architectures (benchmarks/results/go_more_families); "
+                    "relatives: Mamba's and Swin's (.../go_more_families/relatives)")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=None, help="default: the --set's folder")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = OUT if args.set == "main" else OUT / "relatives"
     try:
         import transformers
     except ImportError:
         print("needs the hf extra: pip install -e '.[hf]'", file=sys.stderr)
         return 2
-    table = models()
+    table = models() if args.set == "main" else relatives()
     names = args.only or list(table)
     unknown = [n for n in names if n not in table]
     if unknown:

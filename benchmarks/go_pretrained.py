@@ -19,11 +19,11 @@ This script makes that file and says how good it is:
 
 ``--rejudge`` skips 1 and 2 and judges the policy file already there again (every judge cell
 redone): after a change to the runtime or the baselines, the same file measured anew.
-``--judge-extra DIR`` skips 1 and 2 too and judges the policy file also on every ``.npz`` graph
-in DIR (other architectures, e.g. ``benchmarks/go_more_families.py``'s Hugging Face imports),
-reusing the suite's judge cells; its report is ``report-more-families.md``.
-``--train-extra DIR`` trains on DIR's ``.npz`` graphs too, except those named by ``--hold-out``
-(file stems), and judges on all of DIR's graphs, each marked trained on or held out.
+``--judge-extra DIR ...`` skips 1 and 2 too and judges the policy file also on every ``.npz``
+graph in the folders (other architectures, e.g. ``benchmarks/go_more_families.py``'s Hugging
+Face imports), reusing the suite's judge cells; its report is ``report-more-families.md``.
+``--train-extra DIR ...`` trains on the folders' ``.npz`` graphs too, except those named by
+``--hold-out`` (file stems), and judges on all of them, each marked trained on or held out.
 
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
@@ -248,21 +248,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--judge-extra",
         type=Path,
+        nargs="+",
         metavar="DIR",
-        help="judge the policy file already there also on every .npz graph in DIR (no "
-        "training; report-more-families.md)",
+        help="judge the policy file already there also on every .npz graph in these folders "
+        "(no training; report-more-families.md)",
     )
     ap.add_argument(
         "--train-extra",
         type=Path,
+        nargs="+",
         metavar="DIR",
-        help="train also on every .npz graph in DIR but --hold-out's, and judge on all of them",
+        help="train also on every .npz graph in these folders but --hold-out's, and judge on "
+        "all of them",
     )
     ap.add_argument(
         "--hold-out",
         default="",
         metavar="NAMES",
-        help="with --train-extra: comma-separated file stems in DIR not to train on",
+        help="with --train-extra: comma-separated file stems in its folders not to train on",
     )
     a = ap.parse_args(argv)
     if not 0 <= a.variants <= 1000:
@@ -294,19 +297,24 @@ def main(argv: list[str] | None = None) -> int:
     if (a.rejudge or a.judge_extra) and not (train_json.is_file() and policy.is_file()):
         say(f"--rejudge and --judge-extra need {train_json} and {policy}: train first")
         return 2
-    extra_dir = a.judge_extra or a.train_extra
-    extra_graphs = [  # as the settings and reports name them: relative to the repository
-        str(g.relative_to(ROOT) if g.is_relative_to(ROOT) else g)
-        for g in (p.resolve() for p in sorted(extra_dir.glob("*.npz")))
-    ] if extra_dir else []  # fmt: skip
-    if extra_dir and not extra_graphs:
-        say(f"{'--judge-extra' if a.judge_extra else '--train-extra'} {extra_dir}: no .npz "
-            "graph there")  # fmt: skip
+    extra_dirs: list[Path] = a.judge_extra or a.train_extra or []
+    flag = "--judge-extra" if a.judge_extra else "--train-extra"
+    extra_graphs = []  # as the settings and reports name them: relative to the repository
+    for d in extra_dirs:
+        found = [p.resolve() for p in sorted(d.glob("*.npz"))]
+        if not found:
+            say(f"{flag} {d}: no .npz graph there")
+            return 2
+        extra_graphs += [str(g.relative_to(ROOT) if g.is_relative_to(ROOT) else g) for g in found]
+    stems = [Path(g).stem for g in extra_graphs]
+    twice = sorted({n for n in stems if stems.count(n) > 1})
+    if twice:  # judge cells and --hold-out name graphs by file stem
+        say(f"{flag}: {twice[0]}.npz is in more than one of its folders")
         return 2
     held = {n.strip() for n in a.hold_out.split(",") if n.strip()}
     unknown = sorted(held - {Path(g).stem for g in extra_graphs})
     if unknown:
-        say(f"--hold-out: no {', '.join(unknown)}.npz in {a.train_extra}")
+        say(f"--hold-out: no {', '.join(unknown)}.npz in {' '.join(map(str, extra_dirs))}")
         return 2
     extra_train = [g for g in extra_graphs if Path(g).stem not in held] if a.train_extra else []
     planned = training_graphs(a, extra_train)
@@ -318,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         more = f" and {a.variants} variants of each family" if a.variants else ""
-        more += f" and {len(extra_train)} graphs of {a.train_extra}" if extra_train else ""
+        where = " ".join(map(str, extra_dirs))
+        more += f" and {len(extra_train)} graphs of {where}" if extra_train else ""
         say(f"training on the six families' smallest graphs{more}, {a.steps:,} decisions ...")
         trained = train_policy(a, extra, root / "runs" / "train", planned)
         write_json_atomic(train_json, trained)
