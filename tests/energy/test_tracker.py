@@ -32,7 +32,7 @@ def test_measures_busy_work_end_to_end(tmp_path, monkeypatch) -> None:
     assert mid.ok and final.ok
     assert 0 < mid.kwh <= final.kwh
     assert 0 < mid.kg_co2 <= final.kg_co2
-    # a 2-core VM without RAPL: power modelled from TDP and load (PROBES.md)
+    # a 2-core VM without RAPL: power modelled from TDP and load
     if not Path("/sys/class/powercap/intel-rapl").exists():
         assert final.estimated
     assert final.as_metrics() == {"energy/kwh": final.kwh, "energy/kg_co2": final.kg_co2}

@@ -96,7 +96,7 @@ def test_bad_arguments_are_refused() -> None:
 
 def test_measured_on_this_machine_quantized_beats_fp32_at_3x2048() -> None:
     """The real timer: at the paper's 3×2048 width int8 and int4 run ~3-5× faster than fp32
-    at batch 1 (PROBES.md, docs/results.md), so even on a busy machine both beat fp32 and the
+    at batch 1 (docs/results.md), so even on a busy machine both beat fp32 and the
     choice is one of them."""
     spec = PolicySpec(24, (2048, 2048, 2048), 6)
     obs = np.random.default_rng(0).standard_normal((256, 24)).astype(np.float32)

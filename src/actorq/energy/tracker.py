@@ -28,7 +28,7 @@ Contract for the experiment loop (``actorq.experiment.train``)::
   runs should have the machine to themselves).
 * ``estimated`` is True when CPU power is not read from a hardware counter (RAPL, Power Gadget,
   powermetrics, Windows EMI) but modelled from the CPU's TDP and load, as codecarbon does on
-  machines without ``/sys/class/powercap`` (PROBES.md). RAM power is always a model.
+  machines without ``/sys/class/powercap``. RAM power is always a model.
 * Nothing is written to the run directory unless ``output_dir`` is given (then codecarbon's own
   ``emissions.csv`` goes there); codecarbon's logging is set to errors only.
 

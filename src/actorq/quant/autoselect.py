@@ -3,7 +3,7 @@
 Which precision pays depends on the hardware and the policy: QuaRL (Lam et al., TMLR 2022)
 reports int8 actors several times faster than fp32 at the paper's 3×2048 policies, while at
 width 256 framework overhead dominates and quantization only adds noise
-(/work/shared/PROBES.md, docs/results.md). So rather than fix a precision, an experiment can
+(docs/results.md). So rather than fix a precision, an experiment can
 measure: :func:`select_precision` builds the actors' runtime at each candidate precision, times
 it at the actors' batch size on this machine, checks how often it picks fp32's action, and
 returns the fastest candidate that agrees often enough. int4 is block-wise 4-bit

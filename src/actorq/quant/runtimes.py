@@ -38,7 +38,7 @@ RUNTIMES: tuple[str, ...] = ("ort", "numpy", "torch")
 ONNX_OPSET = 17
 MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators (MatMulNBits)
 # MatMulNBits' accuracy_level 4 = int8 compute: ~3x faster than level 0 (fp32 compute on
-# dequantized weights) at 3×2048 (/work/shared/PROBES.md), at the cost of int8 activations.
+# dequantized weights) at 3×2048, at the cost of int8 activations.
 INT4_ACCURACY_LEVEL = 4
 ONNX_IR_VERSION = 9  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 reads at most 13
 #: Largest uint8 level of a quantized activation: 127, not 255, so that two uint8 × int8 products
