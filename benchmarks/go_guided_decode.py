@@ -59,6 +59,26 @@ def add_folder_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
 
 
+def open_folder(a: argparse.Namespace) -> tuple[str, str, list[str]] | None:
+    """``add_folder_args``' folder: its cluster, its reference and the ``--families`` it has a
+    seed-``--seed`` pre-trained run of (the others said and skipped); None, said, if it is not
+    a placement folder or has none of them."""
+    found = placement_folder(a.folder)
+    if found is None:
+        return None
+    settings, cluster = found
+    have = []
+    for fam in a.families:
+        if (a.folder / "runs" / f"pretrain-{fam}-s{a.seed}" / "checkpoint").is_dir():
+            have.append(fam)
+        else:
+            say(f"{fam}: no pre-trained run in {a.folder}/runs, skipped")
+    if not have:
+        say("no pre-trained run of those families")
+        return None
+    return cluster, settings.get("reference") or "expert", have
+
+
 def finetuned_ms(a: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[int, dict[str, float]]:
     """The fine-tuned cells' seed and their int8 step time (ms) per held-out graph of ``rows``
     (``family``, ``held_out``), where the ``--finetuned`` folder (else the folder) has one."""
@@ -213,17 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (np.isfinite(a.cut) and a.cut >= 0) or (a.cut and a.scheduler != "heft"):
         say(f"--cut must be finite, >= 0 and with --scheduler heft, got {a.cut}")
         return 2
-    found = placement_folder(a.folder)
-    if found is None:
+    opened = open_folder(a)
+    if opened is None:
         return 2
-    settings, cluster = found
-    reference = settings.get("reference") or "expert"
+    cluster, reference, families = opened
     betas = tuple(a.betas)
     res = []
-    for fam in a.families:
-        if not (a.folder / "runs" / f"pretrain-{fam}-s{a.seed}" / "checkpoint").is_dir():
-            say(f"{fam}: no pre-trained run in {a.folder}/runs, skipped")
-            continue
+    for fam in families:
         say(f"{fam}: decoding")
         res.append(family_rows(a.folder, fam, cluster, reference, a.seed, betas, a.train,
                                a.larger, a.scheduler, a.cut))  # fmt: skip

@@ -35,51 +35,38 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from go_guided_decode import add_folder_args, finetuned_ms
-from go_transfer import FAMILIES, placement_folder, smallest
+from go_guided_decode import add_folder_args, finetuned_ms, open_folder
+from go_transfer import FAMILIES, smallest
 from peers import machine_info, say, write_json_atomic
 
 #: Candidates from :func:`actorq.graphopt.baselines.run_baselines` (the rest are HEFT's).
 RUNNER = ("single", "expert", "metis+cp", "m-etf")
 
 
-def candidates(task: Any, seed: int) -> dict[str, np.ndarray]:
-    """Each classical candidate's placement of ``task``'s graph, by name."""
+def candidates(
+    graph: str, cluster: str, reference: str, seed: int
+) -> dict[str, tuple[np.ndarray, float]]:
+    """Each classical candidate of ``graph`` by name: its placement, relabelled by first use in
+    topological order where the cluster is unchanged by it (the imitation targets' labels,
+    :mod:`actorq.graphopt.targets`), and its step time (ms, penalised) as the task judges."""
+    from actorq.graphopt.actor import GraphTask
     from actorq.graphopt.baselines import CUT_WEIGHTS, heft, run_baselines
-
-    sim = task.env.sim
-    out = {
-        b.name: np.asarray(b.decision.placement, np.int64)
-        for b in run_baselines(sim, RUNNER, seed=seed)
-    }
-    for w in (0.0, *CUT_WEIGHTS):
-        out["heft" if w == 0 else f"heft-cut{w:g}"] = np.asarray(
-            heft(sim, cut=w).placement, np.int64
-        )
-    return out
-
-
-def relabelled(task: Any, placement: np.ndarray) -> np.ndarray:
-    """``placement`` with devices renamed by first use in topological order where the cluster
-    is unchanged by it (the imitation targets' labels, :mod:`actorq.graphopt.targets`)."""
+    from actorq.graphopt.inputs import HEADS
     from actorq.graphopt.targets import first_use_labels, symmetric_under
 
-    g, c = task.env.graph, task.env.cluster
-    new = first_use_labels(placement, g.topo_order, c.num_devices)
-    return new[placement] if symmetric_under(c, new) else placement
-
-
-def candidate_times(graph: str, cluster: str, reference: str, seed: int) -> dict[str, float]:
-    """Every candidate's step time (ms, penalised) on ``graph``, judged as the task judges."""
-    from actorq.graphopt.actor import GraphTask
-    from actorq.graphopt.inputs import HEADS
-
     task = GraphTask(graph, "placement", cluster, reference)
+    sim, g, c = task.env.sim, task.env.graph, task.env.cluster
+    found = {b.name: b.decision.placement for b in run_baselines(sim, RUNNER, seed=seed)}
+    for w in (0.0, *CUT_WEIGHTS):
+        found["heft" if w == 0 else f"heft-cut{w:g}"] = heft(sim, cut=w).placement
     out = {}
-    for k, p in candidates(task, seed).items():
+    for k, p in found.items():
+        p = np.asarray(p, np.int64)
+        new = first_use_labels(p, g.topo_order, c.num_devices)
+        p = new[p] if symmetric_under(c, new) else p  # the same step time either way
         a = np.zeros((task.num_ops, len(HEADS)), np.int64)
         a[:, 0] = p
-        out[k] = 1e3 * float(task.judge(a)[2]["score"])
+        out[k] = (p, 1e3 * float(task.judge(a)[2]["score"]))
     return out
 
 
@@ -96,7 +83,11 @@ def trained_rule(times: dict[str, dict[str, float]], held_out: str) -> str:
     return min(names, key=cost)
 
 
-def family_row(root: Path, fam: str, cluster: str, reference: str, seed: int) -> dict[str, Any]:
+def family_row(
+    root: Path, fam: str, cluster: str, reference: str, seed: int,
+    cands: dict[str, tuple[np.ndarray, float]],
+) -> dict[str, Any]:  # fmt: skip
+    """The pre-trained policy's choice among the held-out graph's candidates ``cands``."""
     from actorq.graphopt.actor import GraphTask, log_softmax
     from actorq.graphopt.cluster import get_cluster
     from actorq.graphopt.inputs import HEADS, InputSpec, OnnxGOPolicy
@@ -119,14 +110,13 @@ def family_row(root: Path, fam: str, cluster: str, reference: str, seed: int) ->
         a[:, 0] = placement
         return 1e3 * float(task.judge(a)[2]["score"])
 
-    cands = {k: relabelled(task, p) for k, p in candidates(task, seed).items()}
-    score = {k: float(lp[ops, p].mean()) for k, p in cands.items()}
+    score = {k: float(lp[ops, p].mean()) for k, (p, _) in cands.items()}
     # the same less each device's share of the policy's probability over the graph's ops: a
     # policy that puts most ops on its first device scores any placement by how much of it
     # lands there (one device wins); this asks how much more likely than its base rate
     log_share = np.log(np.exp(lp).mean(0))
-    lift = {k: float((lp[ops, p] - log_share[p]).mean()) for k, p in cands.items()}
-    times = {k: ms(p) for k, p in cands.items()}
+    lift = {k: float((lp[ops, p] - log_share[p]).mean()) for k, (p, _) in cands.items()}
+    times = {k: t for k, (_, t) in cands.items()}
     chosen = max(score, key=lambda k: score[k])
     chosen_lift = max(lift, key=lambda k: lift[k])
     by_score = sorted(score, key=lambda k: -score[k])
@@ -214,29 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_folder_args(p)
     a = p.parse_args(argv)
-    found = placement_folder(a.folder)
-    if found is None:
+    opened = open_folder(a)
+    if opened is None:
         return 2
-    settings, cluster = found
-    reference = settings.get("reference") or "expert"
-    have = []
-    for fam in a.families:
-        if (a.folder / "runs" / f"pretrain-{fam}-s{a.seed}" / "checkpoint").is_dir():
-            have.append(fam)
-        else:
-            say(f"{fam}: no pre-trained run in {a.folder}/runs, skipped")
-    if not have:
-        say("nothing to score")
-        return 2
+    cluster, reference, families = opened
     say("judging every candidate on the six families' smallest graphs")
-    times = {
-        smallest(f): candidate_times(smallest(f), cluster, reference, a.seed) for f in FAMILIES
-    }
+    cands = {smallest(f): candidates(smallest(f), cluster, reference, a.seed) for f in FAMILIES}
+    times = {g: {k: t for k, (_, t) in c.items()} for g, c in cands.items()}
     rows = []
-    for fam in have:
+    for fam in families:
         say(f"{fam}: scoring the candidates")
-        row = family_row(a.folder, fam, cluster, reference, a.seed)
-        assert row["times"] == times[row["held_out"]]  # the same candidates, judged the same
+        row = family_row(a.folder, fam, cluster, reference, a.seed, cands[smallest(fam)])
         rule = trained_rule(times, row["held_out"])
         rows.append({**row, "rule": rule, "rule_ms": row["times"][rule]})
     ref_seed, tuned = finetuned_ms(a, rows)

@@ -193,6 +193,10 @@ class GOLearner(Learner):
         actions = torch.from_numpy(np.asarray(batch["actions"], np.int64)).to(self.device)
         old_lp = torch.from_numpy(np.asarray(batch["log_prob"], np.float32)).to(self.device)
         by_graph = {int(g): np.flatnonzero(graphs == g) for g in np.unique(graphs)}
+        # each graph's policy samples (run-move decisions carry no ratio), indexed on the device
+        own_by_graph = {
+            g: torch.from_numpy(idx[~explore[idx]]).to(self.device) for g, idx in by_graph.items()
+        }
         scale = rewards[sampled] if sampled.size > 1 else rewards
         sil_w = self.track_best(by_graph, rewards, actions, explore, float(scale.std()))
         stats: dict[str, list[float]] = {"pg": [], "ent": [], "kl": [], "clip": [], "gn": []}
@@ -206,7 +210,7 @@ class GOLearner(Learner):
             kl_sum = torch.zeros((), device=self.device)
             clip_sum = torch.zeros((), device=self.device)
             count = 0
-            for g, idx in by_graph.items():
+            for g, own in own_by_graph.items():
                 out = self.model(**self._inputs[g])
                 mask = self._masks[g]  # (n, 3): the ops each head decides
                 n = mask.shape[0]
@@ -217,7 +221,6 @@ class GOLearner(Learner):
                 if sil_w.get(g, 0.0) > 0.0 and best is not None:
                     nll = -(chosen_log_probs(lps, best) * mask).sum()
                     sil_total = sil_total + sil_w[g] * nll / decided
-                own = torch.from_numpy(idx[~explore[idx]]).to(self.device)
                 if not own.numel():
                     continue
                 # the graph's policy samples at once: (k, n, heads) log-probs of their actions
