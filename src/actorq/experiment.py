@@ -521,11 +521,17 @@ class IntervalLogger:
         self.ep_returns: list[float] = []
         self.ep_lengths: list[int] = []
         self.last = {"steps": c.env_steps, "updates": c.updates, "t": time.perf_counter(),
-                     "busy": 0.0, "wait": 0.0, "lwait": 0.0}  # fmt: skip
+                     "busy": 0.0, "wait": 0.0, "infer": 0.0, "env": 0.0}  # fmt: skip
+        self.update_s = 0.0  # the learner's time inside update() this interval
+        # the learner's time in loop turns that found no batch this interval: polling is
+        # waiting, the backend's sleep and the look at every actor's channel alike (counting
+        # only the sleep, an idle learner beside 15 actors read as 30% busy)
+        self.wait_s = 0.0
 
-    def add_update(self, metrics: dict[str, float]) -> None:
+    def add_update(self, metrics: dict[str, float], seconds: float = 0.0) -> None:
         for k, v in metrics.items():
             self.window.setdefault(k, []).append(v)
+        self.update_s += seconds
 
     def add_episodes(self, episodes: list[tuple[float, int]]) -> None:
         for ret, length in episodes:
@@ -540,7 +546,6 @@ class IntervalLogger:
         now: float,
         c: Counters,
         st: BackendStats,
-        learner_wait_s: float,
         publisher: Publisher,
         replay_size: int,
         energy: dict[str, float],
@@ -549,13 +554,13 @@ class IntervalLogger:
         dt = now - last["t"]
         busy = st.actor_busy_s - last["busy"]
         wait = st.actor_wait_s - last["wait"]
-        lw = learner_wait_s - last["lwait"]
         m: dict[str, float] = {k: float(np.mean(v)) for k, v in self.window.items()}
         m.update(
             {
                 "perf/actor_sps": (c.env_steps - last["steps"]) / dt,
                 "perf/learner_ups": (c.updates - last["updates"]) / dt,
-                "perf/learner_wait_frac": lw / dt,
+                "perf/learner_wait_frac": self.wait_s / dt,
+                "perf/learner_update_frac": self.update_s / dt,
                 "perf/actor_wait_frac": wait / (busy + wait) if busy + wait > 0 else 0.0,
                 "comm/snapshot_bytes": float(len(publisher.latest)),
                 "comm/publishes": float(c.publishes),
@@ -573,6 +578,9 @@ class IntervalLogger:
                 **st.extra,
             }
         )
+        if busy > 0:  # where the actors' busy time went (the rest: sampling, adder, writes)
+            m["perf/actor_infer_frac"] = (st.actor_infer_s - last["infer"]) / busy
+            m["perf/actor_env_frac"] = (st.actor_env_s - last["env"]) / busy
         if self.ep_returns:
             m["charts/episodic_return"] = float(np.mean(self.ep_returns[-1000:]))
             m["charts/episodic_length"] = float(np.mean(self.ep_lengths[-1000:]))
@@ -582,7 +590,8 @@ class IntervalLogger:
         self.logger.log(c.env_steps, m)
         self.window.clear()
         last.update(steps=c.env_steps, updates=c.updates, t=now, busy=st.actor_busy_s,
-                    wait=st.actor_wait_s, lwait=learner_wait_s)  # fmt: skip
+                    wait=st.actor_wait_s, infer=st.actor_infer_s, env=st.actor_env_s)  # fmt: skip
+        self.update_s = self.wait_s = 0.0
         ev = "-" if c.last_eval is None else f"{c.last_eval:.1f}"
         ep_ret = m.get("charts/episodic_return")
         self.progress.update(
@@ -666,13 +675,15 @@ def train(
         while not past_budget:  # past it: not one env step or update, only the summary
             if stop.requested:
                 raise KeyboardInterrupt
+            t_poll = time.perf_counter()
             batch = backend.next_batch()
             interval.add_episodes(backend.drain_episodes())
             if batch is not None:
+                t_update = time.perf_counter()
                 metrics = learner.update(batch)
                 c.updates += 1
                 check_losses(metrics, c.updates)
-                interval.add_update(metrics)
+                interval.add_update(metrics, time.perf_counter() - t_update)
                 if c.updates % cfg.publish_every == 0:
                     publisher.publish(c)
                 if c.updates % cfg.checkpoint_every == 0:
@@ -681,6 +692,8 @@ def train(
                     checkpointer.save()
             c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
+            if batch is None:  # the poll found no batch: the learner waited for data
+                interval.wait_s += now - t_poll
             if evaluator.due(c.env_steps):
                 publisher.publish_for_evaluation(c)
                 if evaluator.run(publisher.latest, c, now - start_wall) and cfg.stop_at_target:
@@ -805,7 +818,6 @@ def log_interval(
         now,
         c,
         st,
-        backend.learner_wait_s,
         publisher,
         backend.replay.size,
         energy.snapshot().as_metrics() if energy is not None else {},

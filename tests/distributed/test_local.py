@@ -87,6 +87,22 @@ def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> Non
     rows = (tmp_path / "metrics.csv").read_text().splitlines()
     assert any(",faults/actor_restarts,1" in row for row in rows)
     assert not _procs_mentioning(str(tmp_path))
+    # where the time went, per interval, the restart included: the restarted actor's counters
+    # continue (a share below 0 would be an actor counting from zero again)
+    logged: dict[tuple[str, str], float] = {}
+    for row in rows[1:]:
+        _, t, name, value = row.split(",")
+        logged[(t, name)] = float(value)
+    infer = {t: v for (t, n), v in logged.items() if n == "perf/actor_infer_frac"}
+    env = {t: v for (t, n), v in logged.items() if n == "perf/actor_env_frac"}
+    assert infer and env.keys() == infer.keys()
+    assert max(infer.values()) > 0.0 and max(env.values()) > 0.0
+    assert all(infer[t] >= 0.0 and env[t] >= 0.0 and infer[t] + env[t] <= 1.0 for t in infer)
+    # the learner's wall time: waiting for data, inside updates, the rest (publishing, logging)
+    update = {t: v for (t, n), v in logged.items() if n == "perf/learner_update_frac"}
+    waits = {t: v for (t, n), v in logged.items() if n == "perf/learner_wait_frac"}
+    assert update and waits.keys() == update.keys() and max(update.values()) > 0.0
+    assert all(waits[t] >= 0.0 and update[t] >= 0.0 and waits[t] + update[t] <= 1.0 for t in waits)
 
 
 def test_ctrl_c_stops_everything_and_checkpoints(tmp_path: Path) -> None:

@@ -234,6 +234,11 @@ def test_go_graph_actors_on_ray(ray_local: Any, tmp_path: Path) -> None:
     lines = (tmp_path / "metrics.csv").read_text().splitlines()
     dropped = [float(x.split(",")[-1]) for x in lines if ",replay/dropped_stale," in x]
     assert not dropped or max(dropped) == 0.0  # synchronous: nothing collected stale
+    # the actors' busy time split as on the local backend: counters sent with their items
+    infer = [float(x.split(",")[-1]) for x in lines if ",perf/actor_infer_frac," in x]
+    sim = [float(x.split(",")[-1]) for x in lines if ",perf/actor_env_frac," in x]
+    assert infer and sim and max(infer) > 0.0 and max(sim) > 0.0
+    assert all(a >= 0.0 and b >= 0.0 and a + b <= 1.0 for a, b in zip(infer, sim, strict=True))
 
 
 def test_more_actor_cpus_than_the_node_has_is_one_line(ray_local: Any, tmp_path: Path) -> None:

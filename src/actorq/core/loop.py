@@ -78,7 +78,7 @@ class ActorSetup:
 #: Actor classes by :attr:`ActorSetup.kind`, as ``"module:Class"`` (imported when used, so an
 #: actor process loads only its own). Each has ``from_config(cfg, source)`` and the attributes
 #: backends read: ``k`` (items per step), ``runtime`` (None before the first snapshot),
-#: ``version``, ``rejected``, ``env_steps``, ``inference_s``, ``at_boundary``, and
+#: ``version``, ``rejected``, ``env_steps``, ``inference_s``, ``env_s``, ``at_boundary``, and
 #: ``update()``, ``step()``, ``close()`` as :class:`VectorActor` has them.
 ACTOR_KINDS: dict[str, str] = {
     "vector": "actorq.core.loop:VectorActor",

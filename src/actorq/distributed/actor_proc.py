@@ -45,6 +45,7 @@ def run(cfg: dict) -> None:
     # the flush of episodes ending (up to n each).
     room = k * int(cfg["adder"].get("n", 1))
     busy, wait = int(h[shm.A_BUSY_NS]), int(h[shm.A_WAIT_NS])  # continue across restarts
+    infer0, env0 = int(h[shm.A_INFER_NS]), int(h[shm.A_ENV_NS])  # a restarted actor counts anew
     while not words[shm.STOP]:
         now = time.monotonic_ns()
         h[shm.A_HEARTBEAT] = now
@@ -82,7 +83,8 @@ def run(cfg: dict) -> None:
         busy += time.monotonic_ns() - now
         h[shm.A_ENV_STEPS] += k
         h[shm.A_BUSY_NS] = busy
-        h[shm.A_INFER_NS] = int(actor.inference_s * 1e9)
+        h[shm.A_INFER_NS] = infer0 + int(actor.inference_s * 1e9)
+        h[shm.A_ENV_NS] = env0 + int(actor.env_s * 1e9)
         h[shm.A_REJECTED] = actor.rejected
     actor.close()
 

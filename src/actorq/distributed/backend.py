@@ -38,6 +38,10 @@ class BackendStats:
     rejected_snapshots: int
     versions: list[int]
     extra: dict[str, float] = dataclasses.field(default_factory=dict)  # backend-specific metrics
+    # parts of actor_busy_s: inside the policy runtime, inside the environment (the rest is
+    # sampling, the adder and writing items)
+    actor_infer_s: float = 0.0
+    actor_env_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -76,8 +80,6 @@ class Backend(Protocol):
     #: True when actors only move when the learner steps them (``step`` inside next_batch)
     synchronous: bool
     replay: ReplayView
-    #: seconds the learner waited for data
-    learner_wait_s: float
 
     def publish(self, version: int, data: bytes) -> None:
         """Broadcast a snapshot (and, for on-policy agents, release the consumed data)."""

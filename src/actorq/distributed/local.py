@@ -67,7 +67,6 @@ class SyncBackend:
         self._offset = ctx.env_steps_offset
         self._episodes: list[tuple[float, int]] = []
         self._busy = 0.0
-        self.learner_wait_s = 0.0
 
     def publish(self, version: int, data: bytes) -> None:
         self.cache.publish(version, data)
@@ -105,7 +104,15 @@ class SyncBackend:
     def stats(self) -> BackendStats:
         a = self.actor
         return BackendStats(
-            self.env_steps(), self._busy, 0.0, 0, a.rejected, [a.version], self.table.stats()
+            self.env_steps(),
+            self._busy,
+            0.0,
+            0,
+            a.rejected,
+            [a.version],
+            self.table.stats(),
+            actor_infer_s=a.inference_s,
+            actor_env_s=a.env_s,
         )
 
     def close(self) -> None:
@@ -132,7 +139,6 @@ class LocalBackend:
         self.replay = self.table = make_table(ctx.table_config, ctx.specs)
         self.rng = ctx.rng
         self._version = 0
-        self.learner_wait_s = 0.0
         shm.reclaim_stale()  # segments of earlier runs whose learner was killed
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._names = {"control": f"{tag}-control", "cache": f"{tag}-cache"}
@@ -213,9 +219,7 @@ class LocalBackend:
         if batch is not None:
             self.control.words[shm.SAMPLES] = self.table.samples
             return batch
-        t = time.perf_counter()
         time.sleep(0.0002)
-        self.learner_wait_s += time.perf_counter() - t
         return None
 
     def drain_episodes(self) -> list[tuple[float, int]]:
@@ -256,6 +260,8 @@ class LocalBackend:
             rejected_snapshots=int(sum(h[shm.A_REJECTED] for h in hs)),
             versions=[int(h[shm.A_VERSION]) for h in hs],
             extra=self.table.stats(),
+            actor_infer_s=sum(int(h[shm.A_INFER_NS]) for h in hs) / 1e9,
+            actor_env_s=sum(int(h[shm.A_ENV_NS]) for h in hs) / 1e9,
         )
 
     def close(self, timeout: float = 5.0) -> None:

@@ -249,7 +249,15 @@ class ReplayShard:
 
     @staticmethod
     def _empty_counters() -> dict[str, Any]:
-        return {"env_steps": 0, "busy_s": 0.0, "wait_s": 0.0, "episodes": [], "actors": {}}
+        return {
+            "env_steps": 0,
+            "busy_s": 0.0,
+            "wait_s": 0.0,
+            "infer_s": 0.0,
+            "env_s": 0.0,
+            "episodes": [],
+            "actors": {},
+        }
 
     def _c(self) -> asyncio.Condition:
         if self._cond is None:  # created inside the actor's event loop
@@ -281,6 +289,8 @@ class ReplayShard:
         p["env_steps"] += int(meta.get("env_steps", 0))
         p["busy_s"] += float(meta.get("busy_s", 0.0))
         p["wait_s"] += float(meta.get("wait_s", 0.0))
+        p["infer_s"] += float(meta.get("infer_s", 0.0))
+        p["env_s"] += float(meta.get("env_s", 0.0))
         p["episodes"].extend(meta.get("episodes", []))
         if "actor" in meta:
             p["actors"][str(meta["actor"])] = meta.get("status", {})
@@ -465,17 +475,21 @@ class RayActorWorker:
         episodes: list[list[float]] = []
         steps = 0
         busy = wait = 0.0
+        sent_infer = sent_env = 0.0  # the actor's inference_s and env_s at the last send
         inflight: Any = None
         lost_inserts = 0
         k = actor.k
 
         def send() -> None:
             nonlocal pending, pending_n, episodes, steps, busy, wait, inflight
+            nonlocal sent_infer, sent_env
             meta = {
                 "actor": cfg["actor"],
                 "env_steps": steps,
                 "busy_s": busy,
                 "wait_s": wait,
+                "infer_s": actor.inference_s - sent_infer,
+                "env_s": actor.env_s - sent_env,
                 "episodes": episodes,
                 "status": {
                     "version": actor.version,
@@ -489,6 +503,7 @@ class RayActorWorker:
             batch = wire.concat(pending) if pending else {}
             inflight = self.shard.insert.remote(wire.encode_batch(batch, meta))
             pending, pending_n, episodes, steps, busy, wait = [], 0, [], 0, 0.0, 0.0
+            sent_infer, sent_env = actor.inference_s, actor.env_s
 
         while not self._stop.is_set():
             t0 = time.perf_counter()

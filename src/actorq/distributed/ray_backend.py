@@ -413,7 +413,6 @@ class Prefetcher(_ShardPump):
     def __init__(self, backend: RayBackend, batch_size: int, depth: int) -> None:
         self.batch_size = batch_size
         self.q: queue.Queue[Batch] = queue.Queue(maxsize=max(1, depth))
-        self.wait_s = 0.0
         super().__init__(backend)
 
     def _request(self, shard: Any) -> Any:
@@ -428,11 +427,9 @@ class Prefetcher(_ShardPump):
                 continue
 
     def get(self, timeout: float) -> Batch | None:
-        t = time.perf_counter()
         try:
             return self.q.get(timeout=timeout)
         except queue.Empty:
-            self.wait_s += time.perf_counter() - t
             return None
 
 
@@ -514,6 +511,7 @@ class RayBackend:
         self._lock = threading.Lock()
         self._episodes: list[tuple[float, int]] = []
         self._busy = self._wait = 0.0
+        self._infer = self._env = 0.0  # parts of _busy: policy runtime, environment
         self._status: dict[str, dict[str, Any]] = {}
         self.actor_restarts = 0
         self.shard_restarts = 0
@@ -528,7 +526,6 @@ class RayBackend:
         self.rng = ctx.rng
         self.prefetcher: Prefetcher | None = None
         self.feeder: QueueFeeder | None = None
-        self._wait_s = 0.0
         self.replay: ShardedReplay | _QueueView
         if self.on_policy:
             queue = make_table(ctx.table_config, ctx.specs)
@@ -621,9 +618,7 @@ class RayBackend:
             with self.feeder.lock:
                 batch = self.feeder.queue.next_batch(self.rng, self._version)
             if batch is None:
-                t = time.perf_counter()
                 time.sleep(timeout)
-                self._wait_s += time.perf_counter() - t
             return batch
         assert self.prefetcher is not None
         batch = self.prefetcher.get(timeout)
@@ -648,10 +643,6 @@ class RayBackend:
             return None
         m = min(self._ring_n, self.RECENT)
         return {k: v[:m] for k, v in self._ring.items()}
-
-    @property
-    def learner_wait_s(self) -> float:
-        return self.prefetcher.wait_s if self.prefetcher is not None else self._wait_s
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         with self._lock:
@@ -685,6 +676,8 @@ class RayBackend:
                 self._steps += int(d["env_steps"])
                 self._busy += float(d["busy_s"])
                 self._wait += float(d["wait_s"])
+                self._infer += float(d.get("infer_s", 0.0))
+                self._env += float(d.get("env_s", 0.0))
                 self._episodes.extend((float(r), int(n)) for r, n in d["episodes"])
                 self._status.update(d["actors"])
 
@@ -766,6 +759,8 @@ class RayBackend:
                 rejected_snapshots=rejected,
                 versions=versions,
                 extra=extra,
+                actor_infer_s=self._infer,
+                actor_env_s=self._env,
             )
         if self.feeder is not None:
             st.extra.update(self.feeder.queue.stats())

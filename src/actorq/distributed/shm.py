@@ -105,9 +105,10 @@ ACTOR_WORDS = 16
     A_BUSY_NS,  # time stepping (inference + env + adder)
     A_PID,
     A_REJECTED,  # snapshots refused (checksum/NaN)
-    A_INFER_NS,
+    A_INFER_NS,  # time inside the policy runtime (part of busy)
     A_RELEASED,  # items of this actor the learner consumed and published past (on-policy)
-) = range(13)
+    A_ENV_NS,  # time inside the environment or simulator (part of busy)
+) = range(14)
 
 
 class ControlBlock:
