@@ -69,6 +69,7 @@ def measure(graph: str, device: str, a: argparse.Namespace) -> dict[str, Any]:
     cfg = GOConfig(
         env=f"graphopt:placement/{graph}", actors=0, device=device, batch_graphs=a.decisions,
         envs_per_actor=a.decisions, sil_coef=1.0, progress=False, energy=False,
+        precision="int8",  # the publishes the committed results timed
     )  # fmt: skip
     cfg.validate()
     t0 = time.perf_counter()

@@ -73,7 +73,9 @@ def train_policy(
     from actorq.cli_args import parse
     from actorq.experiment import train
 
-    base = parse(GOConfig, extra, "go_pretrained.py -- (actorq train go settings)")
+    # int8 actors unless the extra arguments say otherwise: the shipped files were made so
+    pinned = ["--precision", "int8", *extra]
+    base = parse(GOConfig, pinned, "go_pretrained.py -- (actorq train go settings)")
     cfg = dataclasses.replace(
         base,
         env=f"graphopt:placement/{graphs[0]}",

@@ -223,6 +223,7 @@ def go_config(
         kw.setdefault("cost_input", True)
     if args.priority_levels != 8:
         kw.setdefault("priority_levels", args.priority_levels)
+    kw.setdefault("precision", "int8")  # the actors the committed results were made with
     return GOConfig(
         env=f"graphopt:{args.task}/{graphs[0]}",
         graphs=tuple(graphs[1:]),

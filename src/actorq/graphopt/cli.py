@@ -71,7 +71,8 @@ class PlaceArgs:
     """Placements sampled from the policy besides its greedy one; the fastest is kept (0: greedy
     only). Each costs one simulator call."""
     precision: str = "int8"
-    """The policy's precision, as actorq's actors run it (int8 or fp32)."""
+    """The policy's precision (int8, as the shipped policies are judged, or fp32; one inference
+    per graph, so speed does not decide it)."""
     guide: float = 1.0
     """Also decode the policy's device choices through HEFT's list scheduler: each op to the
     device minimising its finish time + guide x its mean time x how much less likely the

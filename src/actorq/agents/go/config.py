@@ -59,9 +59,13 @@ class GOConfig(ExperimentConfig):
     reference: str = "expert"
     """The decision rewards are relative to (the human-expert split by default); the task's
     other decisions come from it."""
-    precision: str = "int8"
-    """Precision of the policy actors run: int8 (GraphSAGE, attention and head hidden layers in
-    int8) or fp32; the learner always trains in fp32."""
+    precision: str = "fp32"
+    """Precision of the policy actors run: fp32, or int8 (GraphSAGE, attention and head hidden
+    layers in int8); the learner always trains in fp32. fp32 by default, unlike actorq's MLP
+    agents: GO's network is 64 wide, so most of an inference is memory-bound elementwise work
+    that int8's activation quantization adds to; alone on a core int8 is no faster, and with
+    15 actor processes on 16 cores fp32 actors trained an 80k-op graph 1.6x faster
+    (docs/graphopt.md, "The learner on a GPU")."""
     actors: int = 1
     """Actor processes (0: one in the learner's process, deterministic for a seed)."""
     envs_per_actor: int = 8
