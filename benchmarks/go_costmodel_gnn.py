@@ -40,15 +40,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from go_transfer import FAMILIES, smallest
-from go_zeroshot_costmodel import (
-    EXTRA,
-    analytic,
-    features,
-    finetuned_ms,
-    gm,
-    pool_graphs,
-)
-from go_zeroshot_select import candidates
+from go_zeroshot_costmodel import EXTRA, analytic, estimates, finetuned_ms, gm, pool_graphs
+from go_zeroshot_select import placement_ms, task_candidates
 from peers import machine_info, say, write_json_atomic
 
 RESULTS = Path("benchmarks/results/go_zeroshot_costmodel")
@@ -63,22 +56,17 @@ class Sample:
 
         from actorq.graphopt.actor import GraphTask
         from actorq.graphopt.baselines import anchor_groups, run_move
-        from actorq.graphopt.inputs import HEADS, edge_features, node_features
+        from actorq.graphopt.inputs import node_features
 
         self.name, self.family = name, family
         task = GraphTask(name, "placement", cluster, reference)
         sim, g, c = task.env.sim, task.env.graph, task.env.cluster
         self.nd, n = c.num_devices, g.num_ops
-        cands = candidates(name, cluster, reference, seed)
+        cands = task_candidates(task, seed)
         self.names = list(cands)
         rng = np.random.default_rng([seed, zlib.crc32(Path(name).stem.encode())])
         _, gi, _ = anchor_groups(sim)
         k = int(gi.max()) + 1
-
-        def ms(p: np.ndarray) -> float:
-            a = np.zeros((n, len(HEADS)), np.int64)
-            a[:, 0] = p
-            return 1e3 * float(task.judge(a)[2]["score"])
 
         places, times = [], []
         for p, t in cands.values():
@@ -90,19 +78,21 @@ class Sample:
                 for _ in range(int(rng.choice([1, 2, 4, 8]))):
                     p = run_move(p, gi, k, self.nd, rng)
                 places.append(p)
-                times.append(ms(p))
+                times.append(placement_ms(task, p))
         self.places = np.stack(places)  # (P, n), the ten candidates first
         self.log_ms = np.log(np.asarray(times))
-        ana = {f"p{i}": {"ms": float(np.exp(t)), **analytic(task, p)}
-               for i, (p, t) in enumerate(zip(self.places, self.log_ms, strict=True))}  # fmt: skip
-        keys = list(ana)
-        feats = features(ana, keys)
-        self.ana = torch.tensor(feats[:, : feats.shape[1] - len(keys)], dtype=torch.float32)
+        ana = {f"p{i}": analytic(task, p) for i, p in enumerate(self.places)}
+        self.ana = torch.tensor(estimates(ana, list(ana)), dtype=torch.float32)
         op_t = sim.op_times()  # (n, D)
-        self.x = torch.tensor(node_features(g)[:, 1:], dtype=torch.float32)  # type column out
-        self.typ = torch.tensor(node_features(g)[:, 0], dtype=torch.long)
-        self.e = torch.tensor(edge_features(g), dtype=torch.float32)
+        nf = node_features(g)
+        self.x = torch.tensor(nf[:, 1:], dtype=torch.float32)  # the type column is embedded
+        self.typ = torch.tensor(nf[:, 0], dtype=torch.long)
         self.src, self.dst = torch.tensor(g.src), torch.tensor(g.dst)
+        self.edges = torch.arange(len(g.src))
+        # in- and out-degree (at least 1), the SAGE layers' means: static per graph
+        ones = torch.ones(len(g.src))
+        self.deg_in = torch.zeros(n).index_add_(0, self.dst, ones).clamp(min=1)[:, None]
+        self.deg_out = torch.zeros(n).index_add_(0, self.src, ones).clamp(min=1)[:, None]
         total = op_t.min(1).sum()
         self.op_share = torch.tensor(np.log1p(n * op_t / total) / np.log1p(n), dtype=torch.float32)
         bw = np.where(np.isfinite(c.bandwidth), c.bandwidth, 1e30)
@@ -128,10 +118,8 @@ def build_model(nd: int, hidden: int, layers: int) -> Any:
         def forward(self, h: torch.Tensor, s: Sample, cut: torch.Tensor) -> torch.Tensor:
             # h (B, n, d); cut (B, m): the transfer share of each edge, 0 when not cut
             b, n, _ = h.shape
-            deg_in = torch.zeros(n).index_add_(0, s.dst, torch.ones(len(s.dst))).clamp(min=1)
-            deg_out = torch.zeros(n).index_add_(0, s.src, torch.ones(len(s.src))).clamp(min=1)
-            agg_in = torch.zeros_like(h).index_add_(1, s.dst, h[:, s.src]) / deg_in[:, None]
-            agg_out = torch.zeros_like(h).index_add_(1, s.src, h[:, s.dst]) / deg_out[:, None]
+            agg_in = torch.zeros_like(h).index_add_(1, s.dst, h[:, s.src]) / s.deg_in
+            agg_out = torch.zeros_like(h).index_add_(1, s.src, h[:, s.dst]) / s.deg_out
             cut_in = torch.zeros(b, n).index_add_(1, s.dst, cut)[..., None]
             cut_out = torch.zeros(b, n).index_add_(1, s.src, cut)[..., None]
             z = self.lin(torch.cat([h, agg_in, agg_out, cut_in, cut_out], dim=2))
@@ -156,7 +144,7 @@ def build_model(nd: int, hidden: int, layers: int) -> Any:
             static = torch.cat([self.type_emb(s.typ), s.x], dim=1).expand(b, -1, -1)
             h = torch.relu(self.inp(torch.cat([static, onehot, t], dim=2)))
             a, z = p[:, s.src], p[:, s.dst]
-            cut = s.xfer[torch.arange(len(s.src)), a, z] * (a != z)  # (B, m)
+            cut = s.xfer[s.edges, a, z] * (a != z)  # (B, m)
             for layer in self.sage:
                 h = layer(h, s, cut)
             v = self.per_dev(h)  # (B, n, d): each op's share of its device's summary

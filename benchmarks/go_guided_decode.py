@@ -79,16 +79,22 @@ def open_folder(a: argparse.Namespace) -> tuple[str, str, list[str]] | None:
     return cluster, settings.get("reference") or "expert", have
 
 
-def finetuned_ms(a: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[int, dict[str, float]]:
-    """The fine-tuned cells' seed and their int8 step time (ms) per held-out graph of ``rows``
-    (``family``, ``held_out``), where the ``--finetuned`` folder (else the folder) has one."""
-    seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
+def finetuned_cells(folder: Path, seed: int, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Fine-tuned GO's int8 step time (ms) per held-out graph of ``rows`` (``family``,
+    ``held_out``), where ``folder`` has the family's ``F-finetune-sN.json`` cell."""
     tuned = {}
     for r in rows:
-        cell = (a.finetuned or a.folder) / f"{r['family']}-finetune-s{seed}.json"
+        cell = folder / f"{r['family']}-finetune-s{seed}.json"
         if cell.is_file():
             tuned[r["held_out"]] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
-    return seed, tuned
+    return tuned
+
+
+def finetuned_ms(a: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[int, dict[str, float]]:
+    """The fine-tuned cells' seed and :func:`finetuned_cells` of the ``--finetuned`` folder (else
+    the folder)."""
+    seed = a.seed if a.finetuned_seed is None else a.finetuned_seed
+    return seed, finetuned_cells(a.finetuned or a.folder, seed, rows)
 
 
 def graph_row(

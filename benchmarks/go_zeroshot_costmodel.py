@@ -43,8 +43,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from go_guided_decode import finetuned_cells
 from go_transfer import FAMILIES, num_ops, smallest
-from go_zeroshot_select import candidates
+from go_zeroshot_select import task_candidates
 from peers import machine_info, say, write_json_atomic
 
 RESULTS = Path("benchmarks/results/go_zeroshot_costmodel")
@@ -127,7 +128,7 @@ def build_pool(
         if name in pool["graphs"]:
             continue
         task = GraphTask(name, "placement", cluster, reference)
-        cands = candidates(name, cluster, reference, seed)
+        cands = task_candidates(task, seed)
         rows = {k: {"ms": ms, **analytic(task, p)} for k, (p, ms) in cands.items()}
         pool["graphs"][name] = {"family": fam, "ops": task.num_ops, "candidates": rows}
         write_json_atomic(path, pool)
@@ -135,10 +136,10 @@ def build_pool(
     return pool
 
 
-def features(cands: dict[str, dict[str, float]], names: list[str]) -> np.ndarray:
-    """One row per candidate (in ``names``' order): the log of each analytic estimate over the
+def estimates(cands: dict[str, dict[str, float]], names: list[str]) -> np.ndarray:
+    """One row per placement (in ``names``' order): the log of each analytic estimate over the
     graph's smallest, transfer time and busiest link over the graph's work, infeasible
-    parameters, share of devices used, and the candidate's algorithm (one-hot)."""
+    parameters, share of devices used."""
     lo = {k: min(c[k] for c in cands.values()) for k in RELATIVE}
     rows = []
     for n in names:
@@ -147,9 +148,13 @@ def features(cands: dict[str, dict[str, float]], names: list[str]) -> np.ndarray
             [np.log(c[k] / lo[k]) for k in RELATIVE]
             + [c["comm"] / c["work"], c["max_link"] / c["work"], float(c["param_frac"] > 1.0)]
             + [c["used"] / c["devices"]]
-            + [1.0 if m == n else 0.0 for m in names]
         )
     return np.asarray(rows, np.float64)
+
+
+def features(cands: dict[str, dict[str, float]], names: list[str]) -> np.ndarray:
+    """:func:`estimates` and the candidate's algorithm (one-hot)."""
+    return np.concatenate([estimates(cands, names), np.eye(len(names))], axis=1)
 
 
 def target(cands: dict[str, dict[str, float]], names: list[str]) -> np.ndarray:
@@ -217,14 +222,10 @@ def leave_family_out(pool: dict, lam: float) -> list[dict[str, Any]]:
 
 def finetuned_ms(folder: Path | None, seed: int) -> dict[str, float]:
     """Fine-tuned GO's int8 step time (ms) on each family's smallest graph, where ``folder`` has
-    its ``F-finetune-sN.json`` cell."""
-    out = {}
-    for fam in FAMILIES if folder is not None else ():
-        assert folder is not None
-        cell = folder / f"{fam}-finetune-s{seed}.json"
-        if cell.is_file():
-            out[smallest(fam)] = 1e3 * float(json.loads(cell.read_text())["time_int8"])
-    return out
+    its cell (:func:`go_guided_decode.finetuned_cells`)."""
+    if folder is None:
+        return {}
+    return finetuned_cells(folder, seed, [{"family": f, "held_out": smallest(f)} for f in FAMILIES])
 
 
 def gm(xs: list[float]) -> float:

@@ -43,18 +43,34 @@ from peers import machine_info, say, write_json_atomic
 RUNNER = ("single", "expert", "metis+cp", "m-etf")
 
 
+def placement_ms(task: Any, placement: np.ndarray) -> float:
+    """``placement``'s step time on ``task``'s graph (ms, penalised when it does not fit), as
+    the placement task judges it (its other decisions the reference's)."""
+    from actorq.graphopt.inputs import HEADS
+
+    a = np.zeros((task.num_ops, len(HEADS)), np.int64)
+    a[:, 0] = placement
+    return 1e3 * float(task.judge(a)[2]["score"])
+
+
 def candidates(
     graph: str, cluster: str, reference: str, seed: int
 ) -> dict[str, tuple[np.ndarray, float]]:
-    """Each classical candidate of ``graph`` by name: its placement, relabelled by first use in
-    topological order where the cluster is unchanged by it (the imitation targets' labels,
-    :mod:`actorq.graphopt.targets`), and its step time (ms, penalised) as the task judges."""
+    """Each classical candidate of ``graph`` by name: :func:`task_candidates` of its placement
+    task."""
     from actorq.graphopt.actor import GraphTask
+
+    return task_candidates(GraphTask(graph, "placement", cluster, reference), seed)
+
+
+def task_candidates(task: Any, seed: int) -> dict[str, tuple[np.ndarray, float]]:
+    """Each classical candidate of ``task``'s graph by name: its placement, relabelled by first
+    use in topological order where the cluster is unchanged by it (the imitation targets'
+    labels, :mod:`actorq.graphopt.targets`), and its step time (ms, penalised) as the task
+    judges."""
     from actorq.graphopt.baselines import CUT_WEIGHTS, heft, run_baselines
-    from actorq.graphopt.inputs import HEADS
     from actorq.graphopt.targets import first_use_labels, symmetric_under
 
-    task = GraphTask(graph, "placement", cluster, reference)
     sim, g, c = task.env.sim, task.env.graph, task.env.cluster
     found = {b.name: b.decision.placement for b in run_baselines(sim, RUNNER, seed=seed)}
     for w in (0.0, *CUT_WEIGHTS):
@@ -64,9 +80,7 @@ def candidates(
         p = np.asarray(p, np.int64)
         new = first_use_labels(p, g.topo_order, c.num_devices)
         p = new[p] if symmetric_under(c, new) else p  # the same step time either way
-        a = np.zeros((task.num_ops, len(HEADS)), np.int64)
-        a[:, 0] = p
-        out[k] = (p, 1e3 * float(task.judge(a)[2]["score"]))
+        out[k] = (p, placement_ms(task, p))
     return out
 
 
@@ -90,7 +104,7 @@ def family_row(
     """The pre-trained policy's choice among the held-out graph's candidates ``cands``."""
     from actorq.graphopt.actor import GraphTask, log_softmax
     from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.inputs import HEADS, InputSpec, OnnxGOPolicy
+    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
     from actorq.graphopt.policy import onnx_bytes
     from actorq.graphopt.pretrained import load_policy
 
@@ -104,11 +118,6 @@ def family_row(
     out = runtime(task.inputs)
     lp = log_softmax(out["placement"])
     ops = np.arange(task.num_ops)
-
-    def ms(placement: np.ndarray) -> float:
-        a = np.zeros((task.num_ops, len(HEADS)), np.int64)
-        a[:, 0] = placement
-        return 1e3 * float(task.judge(a)[2]["score"])
 
     score = {k: float(lp[ops, p].mean()) for k, (p, _) in cands.items()}
     # the same less each device's share of the policy's probability over the graph's ops: a
@@ -131,8 +140,8 @@ def family_row(
         "fastest_rank": by_score.index(fastest) + 1,
         "chosen_lift": chosen_lift,
         "chosen_lift_ms": times[chosen_lift],
-        "argmax_ms": ms(task.decide(out, None)[0][:, 0]),
-        "guided_ms": ms(task.guided(out, 1.0)[:, 0]),
+        "argmax_ms": placement_ms(task, task.decide(out, None)[0][:, 0]),
+        "guided_ms": placement_ms(task, task.guided(out, 1.0)[:, 0]),
         "score": score,
         "lift": lift,
         "times": times,
