@@ -64,11 +64,28 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def portable(data: Any) -> Any:
+    """``data`` with every absolute path inside the repository made relative to its root:
+    committed results must not carry the machine's checkout path (cells get absolute paths
+    because they run in other working directories)."""
+    if isinstance(data, dict):
+        return {k: portable(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [portable(v) for v in data]
+    if isinstance(data, str) and data.startswith(f"{REPO}{os.sep}"):
+        return data[len(str(REPO)) + 1 :]
+    return data
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename: never half a file."""
+    """Write ``data`` to ``path`` through a temporary file and a rename: never half a file;
+    paths inside the repository written relative to its root (:func:`portable`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
+    tmp.write_text(json.dumps(portable(data), indent=1))
     os.replace(tmp, path)
 
 
