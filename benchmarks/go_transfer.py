@@ -558,8 +558,7 @@ def ratios(
     """One family's (expert / fine-tuned, best baseline / fine-tuned, the same at fine-tuning's
     simulator calls (None for cells from before ``anneal_ft``), zero-shot / fine-tuned, and the
     best of the baselines the issue names / fine-tuned: the classical ones, random search and
-    annealing at fine-tuning's calls (random at from-scratch's, the only budget it is run at,
-    which can only favour it); hill climbing and ``heft-search``, added here, left out)."""
+    annealing at fine-tuning's calls; hill climbing and ``heft-search``, added here, left out)."""
     b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
     # cells from before the joint task's fused baseline simply lack it
     fused = tuple(n for n in FUSED if n in b)
@@ -574,7 +573,7 @@ def ratios(
         equal = eq / ft["time_int8"]
     named = None
     if "anneal_ft" in b:
-        named = min(b["random"]["time"], b["anneal_ft"]["time"],
+        named = min(b["random_ft"]["time"], b["anneal_ft"]["time"],
                     *(b[n]["time"] for n in (*classical, *fused))) / ft["time_int8"]  # fmt: skip
     t = ft["time_int8"]
     return b["expert"]["time"] / t, best / t, equal, zs["time_int8"] / t, named
@@ -796,10 +795,9 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
     found: list[float] = []  # fine-tuning's best decision per family (its search result)
     # the table's numeric columns: every baseline's (HEFT with a cut cost, and the fusing
     # baselines of the joint task, included), the searches', then GO's
-    # searches: (heading, cell key); random search at from-scratch's budget only, the others
-    # at fine-tuning's too ("-" where an older cell lacks one)
-    searches = [(n + at, n + key) for n in SEARCH for at, key in (("", ""), (" @ft", "_ft"))
-                if n != "random" or not key]  # fmt: skip
+    # searches: (heading, cell key), at from-scratch's budget and at fine-tuning's ("-" where
+    # an older cell lacks one)
+    searches = [(n + at, n + key) for n in SEARCH for at, key in (("", ""), (" @ft", "_ft"))]
     numeric = [PRETTY.get(n, n) for n in baseline_names(args.task)]
     numeric += [head for head, _ in searches] + ["GO zero-shot"]
     numeric += ["GO fine-tuned", "GO fine-tuned, best found", "GO scratch"]
