@@ -80,7 +80,10 @@ ran them, and the pre-trained policy's zero-shot decision, whether it fits and i
 Every step time is the simulator's, penalised when the placement does not fit
 (:func:`actorq.graphopt.baselines.penalized`), so infeasible decisions rank last. Per family
 the fine-tune curve is compared with the from-scratch one: the decisions fine-tuning needed to
-reach the from-scratch policy's final step time (GO's "converges faster" claim).
+reach the from-scratch policy's final step time (GO's "converges faster" claim). With
+``--imitate`` the from-scratch run starts by imitating the held-out graph's best classical
+decision; ``--stages scratch-plain`` (only when named) adds GO's own from-scratch baseline, a
+fresh network without that warm start, and the report compares fine-tuning with it too.
 
 Cells (one JSON per (cluster, task, family, stage, seed) under ``<results>/``, written
 atomically when done) make the run resumable; a cell whose JSON exists is skipped; ``--stages``
