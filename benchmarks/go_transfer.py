@@ -560,7 +560,7 @@ def ratios(
 ) -> tuple[float, float, float | None, float, float | None]:
     """One family's (expert / fine-tuned, best baseline / fine-tuned, the same at fine-tuning's
     simulator calls (None for cells from before ``anneal_ft``), zero-shot / fine-tuned, and the
-    best of the baselines the issue names / fine-tuned: the classical ones, random search and
+    best of the protocol's baselines / fine-tuned: the classical ones, random search and
     annealing at fine-tuning's calls; hill climbing and ``heft-search``, added here, left out)."""
     b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
     # cells from before the joint task's fused baseline simply lack it
@@ -994,7 +994,7 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
                 else ""
             )
             + (
-                " Against the baselines the issue names (the classical ones, random search, "
+                " Against the protocol's baselines (the classical ones, random search, "
                 "annealing at fine-tuning's calls; hill climbing and heft-search left out): "
                 f"{100 * (geomean(ft_named) - 1):+.1f}%."
                 if len(ft_named) == len(ft_gain)
