@@ -225,9 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         model = train_fold(train, a, n_ana)
         model.eval()
         for s in (s for s in samples if s.family == fam):
+            k = len(s.names)  # the classical candidates, the first rows of its placements
             with torch.no_grad():
-                score = model(s, np.arange(10)).numpy()
-            ms = np.exp(s.log_ms[:10])
+                score = model(s, np.arange(k)).numpy()
+            ms = np.exp(s.log_ms[:k])
             pick, best = int(np.argmin(score)), int(np.argmin(ms))
             rows.append({"family": fam, "graph": s.name, "smallest": s.name == smallest(fam),
                          "gnn_choice": s.names[pick], "gnn_ms": float(ms[pick]),

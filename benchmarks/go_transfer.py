@@ -1398,7 +1398,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_json_atomic(settings, budget)
     for fam in args.families:  # family-major: each family's stages run back to back
-        for stage in (st for st in STAGES if st in args.stages):
+        for stage in (st for st in (*STAGES, PLAIN) if st in args.stages):
             path = root / f"{fam}-{stage}-s{args.seed}.json"
             if path.is_file():
                 say(f"{fam}/{stage}: done before, skipped")
@@ -1411,14 +1411,6 @@ def main(argv: list[str] | None = None) -> int:
             cell = run_cell(stage, fam, args, root)
             write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
             say(f"{fam}/{stage}: {cell['seconds']:.0f} s")
-        path = root / f"{fam}-{PLAIN}-s{args.seed}.json"
-        if PLAIN in args.stages and path.is_file():
-            say(f"{fam}/{PLAIN}: done before, skipped")
-        elif PLAIN in args.stages:
-            say(f"{fam}/{PLAIN}: running")
-            cell = run_cell(PLAIN, fam, args, root)
-            write_json_atomic(path, {**cell, "command": command, "machine": machine_info()})
-            say(f"{fam}/{PLAIN}: {cell['seconds']:.0f} s")
         for stage in (st for st in LARGER if st in args.stages):
             pre = root / f"{fam}-pretrain-s{args.seed}.json"
             if not pre.is_file() and not args.pretrained_in:
