@@ -243,3 +243,108 @@ def test_a_gpu_trained_go_run_places_and_fine_tunes_without_a_gpu(
     assert main(["export", run, "--out", str(tmp_path / "go.onnx")]) == 0
     r = train(tiny("go", sub="ft", init_from=run, **kw))  # fine-tuned on the CPU
     assert r.env_steps >= 64
+
+
+# -- the fast learner: whole updates as CUDA graphs, batches gathered on the device ----------
+@pytest.mark.parametrize("agent", ["dqn", "d4pg", "ppo", "ppo-pendulum"])
+def test_graph_updates_equal_eager_updates_on_cuda(agent: str, tiny: Callable[..., Any]) -> None:
+    """Updates replayed from one captured CUDA graph land where eager CUDA updates do (12 for
+    DQN and D4PG; 3 of PPO's, each many minibatch steps: Adam on random data amplifies a
+    rounding difference to the size of its step within a few updates, eager against eager
+    too); the warm-up steps of the capture leave no trace (the first update starts from the
+    learner's own state)."""
+    env = {"dqn": "gym:CartPole-v1", "d4pg": "gym:Pendulum-v1", "ppo": "gym:CartPole-v1",
+           "ppo-pendulum": "gym:Pendulum-v1"}[agent]  # fmt: skip
+    agent = agent.split("-")[0]  # the Pendulum case: a Gaussian policy and its log-std
+    learners = {}
+    for mode in ("eager", "graph"):
+        cfg = tiny(agent, env=env, device="cuda", learner_mode=mode, seed=3, sub=mode)
+        builder = builder_for(cfg)
+        learners[mode] = builder.make_learner(cfg, builder.env_spec(cfg))
+    spec = builder.env_spec(cfg)
+    for i in range(3 if agent == "ppo" else 12):
+        if agent == "ppo":
+            from tests.agents.test_step import rollout
+
+            b = rollout(8, 64, i)
+            if not spec.discrete:
+                r = np.random.default_rng(i)
+                b["obs"], b["next_obs"] = b["obs"][..., :3].copy(), b["next_obs"][..., :3].copy()
+                b["action"] = r.uniform(-1, 1, (8, 64, 1)).astype(np.float32)
+                b["log_prob"] = np.full((8, 64), -1.0, np.float32)
+        else:
+            act = spec.num_actions if spec.discrete else spec.action.shape[0]
+            b = _batch(64, spec.obs_dim, act, spec.discrete, i)
+        for learner in learners.values():
+            learner.learn(b)
+    me, mg = learners["eager"].read_metrics(), learners["graph"].read_metrics()
+    for k in me:  # |ratio - 1| near 0 amplifies float noise: a looser absolute bound
+        tol = 1e-3 if k == "quant/first_ratio_abs_dev" else 1e-4
+        assert mg[k] == pytest.approx(me[k], rel=1e-3, abs=tol), k
+    ea, ga = learners["eager"].runner._module_state(), learners["graph"].runner._module_state()
+    for pa, pb in zip(ea, ga, strict=True):
+        torch.testing.assert_close(pa, pb, rtol=1e-3, atol=1e-5)
+
+
+def test_a_cuda_learner_never_syncs_between_metric_reads(tiny: Callable[..., Any]) -> None:
+    """Batches sampled from the device replay, 50 graph updates: CUDA's sync debug mode
+    raises on any synchronizing call (a pageable copy, an .item(), a bool of a tensor)."""
+    from actorq.core.types import transition_specs
+    from actorq.replay.device import DeviceReplayBuffer
+
+    cfg = tiny("dqn", device="cuda", learner_mode="graph", target_update_period=7)
+    builder = builder_for(cfg)
+    spec = builder.env_spec(cfg)
+    learner = builder.make_learner(cfg, spec)
+    ring = DeviceReplayBuffer(1000, transition_specs(spec), "cuda")
+    ring.add(_batch(1000, spec.obs_dim, 2, True, 0))
+    rng = np.random.default_rng(0)
+    learner.learn(ring.sample(128, rng))  # the capture (allowed to sync)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(50):
+            learner.learn(ring.sample(128, rng))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    m = learner.read_metrics()
+    assert np.isfinite(m["losses/td_loss"])
+
+
+def test_the_device_replay_returns_the_host_rings_batches(tiny: Callable[..., Any]) -> None:
+    from actorq.core.types import transition_specs
+    from actorq.replay.device import DeviceReplayBuffer
+    from actorq.replay.ring import ReplayBuffer
+
+    spec = builder_for(tiny("dqn")).env_spec(tiny("dqn"))
+    specs = transition_specs(spec)
+    host, dev = ReplayBuffer(300, specs), DeviceReplayBuffer(300, specs, "cuda")
+    for i in range(5):  # wraps around
+        b = _batch(97, spec.obs_dim, 2, True, i)
+        host.add(b)
+        dev.add(b)
+    r1, r2 = np.random.default_rng(1), np.random.default_rng(1)
+    for _ in range(3):
+        a, b = host.sample(64, r1), dev.sample(64, r2)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k].cpu().numpy(), err_msg=k)
+
+
+def test_a_captured_update_reads_its_learning_rate_at_each_replay(
+    tiny: Callable[..., Any],
+) -> None:
+    """PPO anneals its learning rate: set to 0 between replays, the next update moves
+    nothing (a learning rate frozen into the graph would)."""
+    from actorq.agents.step import set_lr
+    from tests.agents.test_step import rollout
+
+    cfg = tiny("ppo", env="gym:CartPole-v1", device="cuda", learner_mode="graph",
+               anneal_lr=False)  # fmt: skip
+    builder = builder_for(cfg)
+    learner = builder.make_learner(cfg, builder.env_spec(cfg))
+    learner.learn(rollout(8, 64, 0))
+    before = [t.clone() for t in learner.runner._module_state()]
+    set_lr(learner.opt, 0.0)
+    learner.learn(rollout(8, 64, 1))
+    for x, y in zip(before, learner.runner._module_state(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)

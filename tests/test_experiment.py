@@ -244,19 +244,18 @@ def test_a_diverging_resume_keeps_the_last_good_checkpoint(
     first = train(tiny("dqn", total_steps=2_000, min_replay_size=500, stop_at_target=False))
     ckpt = Path(first.run_dir) / "checkpoint"
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
-    update = DQNLearner.update
+    learn = DQNLearner.learn
 
-    def poisoned(self: DQNLearner, batch: Any) -> dict[str, float]:
-        out = update(self, batch)
+    def poisoned(self: DQNLearner, batch: Any) -> None:
+        learn(self, batch)
         if self.updates > 3:
             with torch.no_grad():
                 for p in self.q.parameters():
                     p.fill_(float("nan"))
-            out["losses/td_loss"] = float("nan")
-        return out
 
-    monkeypatch.setattr(DQNLearner, "update", poisoned)
-    with pytest.raises(DivergedError, match=r"diverged at update .* last finite checkpoint"):
+    monkeypatch.setattr(DQNLearner, "learn", poisoned)
+    # caught by the next publish (non-finite weights) or metric read, whichever comes first
+    with pytest.raises(DivergedError, match=r"(diverged by update|NaN).* last finite checkpoint"):
         train(DQNConfig(resume=first.run_dir, total_steps=4_000, progress=False, energy=False))
     assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
 
@@ -266,10 +265,10 @@ def test_a_crash_mid_run_writes_no_checkpoint(
 ) -> None:
     from actorq.agents.ppo.learning import PPOLearner
 
-    def boom(self: PPOLearner, batch: Any) -> dict[str, float]:
+    def boom(self: PPOLearner, batch: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(PPOLearner, "update", boom)
+    monkeypatch.setattr(PPOLearner, "learn", boom)
     cfg = tiny("ppo", total_steps=2_000)
     with pytest.raises(RuntimeError, match="a bug"):
         train(cfg)
@@ -304,14 +303,14 @@ def test_a_learner_diverging_before_its_first_checkpoint_says_none_was_written(
     from actorq.agents.ppo.learning import PPOLearner
     from actorq.errors import DivergedError
 
-    update = PPOLearner.update
+    read = PPOLearner.read_metrics
 
-    def poisoned(self: PPOLearner, batch: Any) -> dict[str, float]:
-        out = update(self, batch)
+    def poisoned(self: PPOLearner) -> dict[str, float]:
+        out = read(self)
         out["losses/policy_loss"] = float("nan")
         return out
 
-    monkeypatch.setattr(PPOLearner, "update", poisoned)
+    monkeypatch.setattr(PPOLearner, "read_metrics", poisoned)
     cfg = tiny("ppo", total_steps=2_000)
     with pytest.raises(DivergedError, match="steps before its first checkpoint, so none was"):
         train(cfg)

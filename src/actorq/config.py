@@ -245,6 +245,11 @@ class ExperimentConfig:
     grid keeps the figure offline and reproducible; fp32/int8 CO2 ratios do not depend on it)."""
     device: str = "cpu"
     """Learner device (cpu or cuda); actors always run on the CPU."""
+    learner_mode: Literal["auto", "eager", "compile", "graph"] = "auto"
+    """How each update runs: eager, compile (torch.compile), graph (the whole update captured
+    once as a CUDA graph and replayed: one launch per update; CUDA only), or auto (graph on
+    CUDA, eager on the CPU, where benchmarks/learner_limit.py finds compiling does not pay).
+    Every mode computes the same update."""
     seed: int = 0
     """Seed for networks, exploration, environments and replay sampling."""
     run_dir: str | None = None
@@ -291,6 +296,8 @@ class ExperimentConfig:
                 f"got {self.energy_country!r}"
             )
         self._check_device()
+        if self.learner_mode == "graph" and not self.device.startswith("cuda"):
+            raise ConfigError("--learner-mode graph needs --device cuda (a CUDA graph)")
 
     def _check_device(self) -> None:
         problem = device_problem(self.device)
@@ -358,6 +365,11 @@ class OffPolicyConfig(ExperimentConfig):
     """Replay capacity (transitions)."""
     save_replay: bool = True
     """Include the replay buffer in checkpoints (npz), for a faithful resume."""
+    replay_on_device: Literal["auto", "yes", "no"] = "auto"
+    """Keep a copy of the replay on the learner's device and gather each batch there (the
+    sampled indices are the host ring's, so batches are identical); the host ring stays the
+    one that is checkpointed. auto: yes on a CUDA learner when the replay takes at most a
+    quarter of the device's memory. Local backend (--backend ray samples in its shards)."""
     prefetch: int = 4
     """backend=ray: learner batches fetched ahead by a background thread (bounded queue)."""
     publish_async: bool = True

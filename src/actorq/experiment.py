@@ -304,7 +304,8 @@ def check_losses(metrics: dict[str, float], updates: int) -> None:
     report success."""
     for k, v in metrics.items():
         if k.endswith("_loss") and not math.isfinite(v):
-            raise DivergedError(f"the learner diverged at update {updates}: {k} = {v}")
+            # metrics are read once per log interval (no sync per update): "by", not "at"
+            raise DivergedError(f"the learner diverged by update {updates}: {k} = {v}")
 
 
 class Publisher:
@@ -533,6 +534,11 @@ class IntervalLogger:
             self.window.setdefault(k, []).append(v)
         self.update_s += seconds
 
+    def add_metrics(self, metrics: dict[str, float], updates: int) -> None:
+        """The learner's means since its last read (stops a diverged run: a non-finite loss)."""
+        check_losses(metrics, updates)
+        self.add_update(metrics)
+
     def add_episodes(self, episodes: list[tuple[float, int]]) -> None:
         for ret, length in episodes:
             self.ep_returns.append(ret)
@@ -680,13 +686,14 @@ def train(
             interval.add_episodes(backend.drain_episodes())
             if batch is not None:
                 t_update = time.perf_counter()
-                metrics = learner.update(batch)
+                # metrics stay with the learner (on its device) until read: no sync per update
+                learner.learn(batch)
                 c.updates += 1
-                check_losses(metrics, c.updates)
-                interval.add_update(metrics, time.perf_counter() - t_update)
+                interval.update_s += time.perf_counter() - t_update
                 if c.updates % cfg.publish_every == 0:
-                    publisher.publish(c)
+                    publisher.publish(c)  # refuses non-finite weights
                 if c.updates % cfg.checkpoint_every == 0:
+                    interval.add_metrics(learner.read_metrics(), c.updates)
                     c.env_steps = backend.env_steps()
                     c.wall_time_s = time.perf_counter() - start_wall  # time to target on resume
                     checkpointer.save()
@@ -702,10 +709,13 @@ def train(
             if c.env_steps >= cfg.total_steps:
                 break
             if interval.due(now, cfg.log_every):
+                interval.add_metrics(learner.read_metrics(), c.updates)
                 info = log_interval(now, c, backend, interval, publisher, energy, progress)
                 if callback is not None and callback(info) is False:
                     stop_reason = "callback"
                     break
+        if not past_budget:  # the last interval's metrics, before the final checkpoint
+            interval.add_metrics(learner.read_metrics(), c.updates)
         publisher.settle()  # its error, if any, is the run's
     except KeyboardInterrupt:
         interrupted, stop_reason = True, "interrupted"

@@ -26,7 +26,17 @@ def pack(
                     steps[str(pid)] = float(val)
                 else:
                     tensors[f"{name}.{pid}.{key}"] = val
-        meta["optimizers"][name] = {"steps": steps, "groups": sd["param_groups"]}
+        # as an eager CPU optimizer would hold them, so a checkpoint loads anywhere: a captured
+        # update's tensor learning rate as a number, and not "capturable" (CUDA only)
+        groups = [
+            {
+                **g,
+                "lr": float(g["lr"]),
+                **({"capturable": False} if "capturable" in g else {}),
+            }
+            for g in sd["param_groups"]
+        ]
+        meta["optimizers"][name] = {"steps": steps, "groups": groups}
     return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, meta
 
 

@@ -54,7 +54,21 @@ class Learner(abc.ABC):
     """Owns the fp32 networks and the update rule."""
 
     @abc.abstractmethod
-    def update(self, batch: Batch) -> dict[str, float]: ...
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One update; its metrics as numbers (a device learner syncs for them)."""
+
+    def learn(self, batch: Batch) -> None:
+        """One update whose metrics stay with the learner until :meth:`read_metrics`: what the
+        training loop calls, so a device learner never waits on the device between log
+        intervals. By default :meth:`update`, its numbers kept."""
+        pending: list[dict[str, float]] = self.__dict__.setdefault("_pending_metrics", [])
+        pending.append(self.update(batch))
+
+    def read_metrics(self) -> dict[str, float]:
+        """Means of the metrics of the updates since the last read, and reset."""
+        pending: list[dict[str, float]] = self.__dict__.pop("_pending_metrics", [])
+        keys = {k for m in pending for k in m}
+        return {k: float(np.mean([m[k] for m in pending if k in m])) for k in keys}
 
     def warm_start(self) -> dict[str, float]:
         """Called once by ``train()`` for a fresh run only (not on ``--resume``, not by

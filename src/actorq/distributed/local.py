@@ -19,7 +19,7 @@ from actorq.core.loop import ActorSetup, make_actor
 from actorq.core.types import Batch
 from actorq.distributed import shm
 from actorq.distributed.backend import BackendContext, BackendStats
-from actorq.replay.tables import make_table
+from actorq.replay.tables import TrajectoryQueue, UniformTable, make_table
 
 __all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 
@@ -31,6 +31,17 @@ def channel_items(setup: ActorSetup) -> int:
         return int(setup.gate["chunk_items"]) * (int(setup.gate["max_lag"]) + 1)
     n = int(setup.adder.get("n", 1))
     return max(8192, 64 * setup.envs_per_actor * n)
+
+
+def _make_table(ctx: BackendContext) -> UniformTable | TrajectoryQueue:
+    """The learner's replay, its ring mirrored on the learner's device when the config asks
+    (``replay_on_device``): batches then arrive there with no host copy."""
+    device = None
+    if ctx.table_config["kind"] == "uniform":
+        from actorq.replay.device import replay_device  # torch: learner side only
+
+        device = replay_device(ctx.cfg, int(ctx.table_config["capacity"]), ctx.specs)
+    return make_table(ctx.table_config, ctx.specs, device)
 
 
 class _LocalCache(ParameterSink, ParameterSource):
@@ -61,7 +72,7 @@ class SyncBackend:
     def __init__(self, ctx: BackendContext) -> None:
         self.cache = _LocalCache()
         self.actor = make_actor(ctx.setup.actor_config(0, in_process=True), self.cache)
-        self.replay = self.table = make_table(ctx.table_config, ctx.specs)
+        self.replay = self.table = _make_table(ctx)
         self.rng = ctx.rng
         self._version = 0
         self._offset = ctx.env_steps_offset
@@ -136,7 +147,7 @@ class LocalBackend:
         self.specs = ctx.specs
         num_actors = self.n
         self.run_dir = ctx.run_dir
-        self.replay = self.table = make_table(ctx.table_config, ctx.specs)
+        self.replay = self.table = _make_table(ctx)
         self.rng = ctx.rng
         self._version = 0
         shm.reclaim_stale()  # segments of earlier runs whose learner was killed

@@ -410,23 +410,35 @@ class Prefetcher(_ShardPump):
 
     name = "actorq-prefetch"
 
-    def __init__(self, backend: RayBackend, batch_size: int, depth: int) -> None:
+    def __init__(
+        self, backend: RayBackend, batch_size: int, depth: int, device: str | None = None
+    ) -> None:
         self.batch_size = batch_size
-        self.q: queue.Queue[Batch] = queue.Queue(maxsize=max(1, depth))
+        # (host batch, the same on the learner's CUDA device or None): the copy to the device
+        # is started here, from pinned memory, so it overlaps the learner's current update
+        self.q: queue.Queue[tuple[Batch, Batch | None]] = queue.Queue(maxsize=max(1, depth))
+        self.device = device if device and device.startswith("cuda") else None
         super().__init__(backend)
 
     def _request(self, shard: Any) -> Any:
         return shard.sample.remote(self.batch_size)
 
     def _deliver(self, batch: Batch) -> None:
+        on_device: Batch | None = None
+        if self.device is not None:
+            import torch
+
+            from actorq.replay.device import to_device
+
+            on_device = to_device(batch, torch.device(self.device))  # type: ignore[assignment]
         while not self._stop.is_set():
             try:
-                self.q.put(batch, timeout=0.2)
+                self.q.put((batch, on_device), timeout=0.2)
                 return
             except queue.Full:
                 continue
 
-    def get(self, timeout: float) -> Batch | None:
+    def get(self, timeout: float) -> tuple[Batch, Batch | None] | None:
         try:
             return self.q.get(timeout=timeout)
         except queue.Empty:
@@ -534,7 +546,9 @@ class RayBackend:
             self.replay = _QueueView(self.feeder)
         else:
             depth = int(getattr(cfg, "prefetch", 4))
-            self.prefetcher = Prefetcher(self, int(ctx.table_config["batch_size"]), depth)
+            self.prefetcher = Prefetcher(
+                self, int(ctx.table_config["batch_size"]), depth, str(cfg.device)
+            )
             self.replay = ShardedReplay(self)
 
     def _build(self, ctx: BackendContext, poll_s: float) -> None:
@@ -621,10 +635,12 @@ class RayBackend:
                 time.sleep(timeout)
             return batch
         assert self.prefetcher is not None
-        batch = self.prefetcher.get(timeout)
-        if batch is not None:
-            self._remember(batch)
-        return batch
+        got = self.prefetcher.get(timeout)
+        if got is None:
+            return None
+        batch, on_device = got
+        self._remember(batch)
+        return batch if on_device is None else on_device
 
     def _remember(self, batch: Batch) -> None:
         n = len(batch["reward"])

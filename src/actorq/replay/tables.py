@@ -127,8 +127,14 @@ class UniformTable:
         specs: dict[str, ArraySpec],
         limiter: SampleToInsertRatio,
         batch_size: int,
+        device: str | None = None,
     ) -> None:
-        self.ring = ReplayBuffer(capacity, specs)
+        if device is None:
+            self.ring = ReplayBuffer(capacity, specs)
+        else:  # torch only here: actor processes import this module for the gates
+            from actorq.replay.device import DeviceReplayBuffer
+
+            self.ring = DeviceReplayBuffer(capacity, specs, device)
         self.specs = self.ring.specs
         self.limiter, self.batch_size = limiter, batch_size
         self.inserts = self.samples = 0
@@ -156,12 +162,13 @@ class UniformTable:
         return {}
 
     def sample(self, n: int, rng: np.random.Generator) -> Batch:
-        return self.ring.sample(n, rng)
+        """``n`` items as numpy arrays, outside the rule (whatever ring holds them)."""
+        return ReplayBuffer.sample(self.ring, n, rng)
 
     def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if not self.ring.size:
             return np.zeros((0, *self.specs["obs"].shape), np.float32)
-        return np.asarray(self.ring.sample(min(n, self.ring.size), rng)["obs"])
+        return np.asarray(self.sample(min(n, self.ring.size), rng)["obs"])
 
     def stats(self) -> dict[str, float]:
         return {}
@@ -287,14 +294,18 @@ class TrajectoryQueue:
         return None
 
 
-def make_table(cfg: dict[str, Any], specs: dict[str, ArraySpec]) -> UniformTable | TrajectoryQueue:
-    """A table from its plain-data config (the builder's ``table_config``)."""
+def make_table(
+    cfg: dict[str, Any], specs: dict[str, ArraySpec], device: str | None = None
+) -> UniformTable | TrajectoryQueue:
+    """A table from its plain-data config (the builder's ``table_config``); ``device``: mirror
+    a uniform table's ring there (:mod:`actorq.replay.device`; batches come as its tensors)."""
     if cfg["kind"] == "uniform":
         return UniformTable(
             int(cfg["capacity"]),
             specs,
             SampleToInsertRatio(**cfg["limiter"]),
             int(cfg["batch_size"]),
+            device,
         )
     if cfg["kind"] == "queue":
         return TrajectoryQueue(specs, int(cfg["batch_items"]), int(cfg["max_lag"]))

@@ -54,6 +54,7 @@ class D4PGBuilder(OffPolicyBuilder):
             cfg.max_grad_norm,
             cfg.device,
             cfg.seed,
+            cfg.learner_mode,
         )
 
 

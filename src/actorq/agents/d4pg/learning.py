@@ -21,11 +21,12 @@ from actorq.agents.d4pg.categorical import categorical_projection
 from actorq.agents.d4pg.networks import DistributionalCritic, Policy
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
+from actorq.agents.step import TorchLearner, copy_params_
 from actorq.core.interfaces import MLPLearner
 from actorq.core.types import Batch
 
 
-class D4PGLearner(MLPLearner):
+class D4PGLearner(TorchLearner, MLPLearner):
     def __init__(
         self,
         obs_dim: int,
@@ -41,6 +42,7 @@ class D4PGLearner(MLPLearner):
         max_grad_norm: float = 40.0,
         device: str = "cpu",
         seed: int = 0,
+        learner_mode: str = "auto",
     ) -> None:
         torch.manual_seed(seed)
         self.device = torch.device(device)
@@ -55,12 +57,14 @@ class D4PGLearner(MLPLearner):
         self.target_update_period = target_update_period
         self.max_grad_norm = max_grad_norm
         self.updates = 0
+        modules = [self.policy, self.critic]
+        self.init_runner(learner_mode, modules, [self.policy_opt, self.critic_opt])
 
-    def _t(self, x: np.ndarray) -> torch.Tensor:
+    def _t(self, x: np.ndarray | torch.Tensor) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
 
     @torch.no_grad()
-    def target_distribution(self, batch: Batch) -> torch.Tensor:
+    def target_distribution(self, batch: Batch | dict[str, torch.Tensor]) -> torch.Tensor:
         """The projected n-step target: r + d·Z'(s', π'(s')) on the critic's atoms."""
         next_obs = self._t(batch["next_obs"])
         probs = F.softmax(self.target_critic(next_obs, self.target_policy(next_obs)), dim=-1)
@@ -68,9 +72,10 @@ class D4PGLearner(MLPLearner):
             self.atoms, probs, self._t(batch["reward"]), self._t(batch["discount"])
         )
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        obs, action = self._t(batch["obs"]), self._t(batch["action"])
-        target = self.target_distribution(batch)
+    def step(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One update on a batch already on the device; returns metric tensors (no sync)."""
+        obs, action = b["obs"], b["action"]
+        target = self.target_distribution(b)
 
         logits = self.critic(obs, action)
         critic_loss = -(target * F.log_softmax(logits, dim=-1)).sum(-1).mean()
@@ -86,16 +91,17 @@ class D4PGLearner(MLPLearner):
         policy_loss.backward()
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
         self.policy_opt.step()
+        return {
+            "losses/critic_loss": critic_loss.detach(),
+            "losses/policy_loss": policy_loss.detach(),
+            "losses/q_values": q.detach().mean(),
+        }
 
+    def after_step(self) -> None:
         self.updates += 1
         if self.updates % self.target_update_period == 0:
-            self.target_policy.load_state_dict(self.policy.state_dict())
-            self.target_critic.load_state_dict(self.critic.state_dict())
-        return {
-            "losses/critic_loss": float(critic_loss.detach()),
-            "losses/policy_loss": float(policy_loss.detach()),
-            "losses/q_values": float(q.detach().mean()),
-        }
+            copy_params_(self.target_policy, self.policy)
+            copy_params_(self.target_critic, self.critic)
 
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return self.policy.export_layers()
@@ -118,3 +124,4 @@ class D4PGLearner(MLPLearner):
     def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
         unpack(tensors, meta, *self._parts(), self.device)
         self.updates = int(meta["updates"])
+        self.state_loaded()

@@ -20,11 +20,12 @@ from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.networks import MLP
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
+from actorq.agents.step import TorchLearner, copy_params_
 from actorq.core.interfaces import MLPLearner
-from actorq.core.types import Batch, EnvSpec
+from actorq.core.types import EnvSpec
 
 
-class DQNLearner(MLPLearner):
+class DQNLearner(TorchLearner, MLPLearner):
     def __init__(self, cfg: DQNConfig, spec: EnvSpec) -> None:
         self.cfg = cfg
         self.device = torch.device(cfg.device)
@@ -35,40 +36,36 @@ class DQNLearner(MLPLearner):
         self.target.requires_grad_(False)
         self.opt = adam(self.q.parameters(), cfg.learning_rate, cfg.adam_eps)
         self.updates = 0
+        self.init_runner(cfg.learner_mode, [self.q], [self.opt])
 
-    def _t(self, x: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(x, device=self.device)
-
-    def update(self, batch: Batch) -> dict[str, float]:
+    def step(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One update on a batch already on the device; returns metric tensors (no sync)."""
         cfg = self.cfg
-        obs, next_obs = self._t(batch["obs"]), self._t(batch["next_obs"])
-        action = self._t(batch["action"]).long()
-        reward, discount = self._t(batch["reward"]), self._t(batch["discount"])
-
-        q = self.q(obs).gather(1, action[:, None]).squeeze(1)
+        q = self.q(b["obs"]).gather(1, b["action"].long()[:, None]).squeeze(1)
         with torch.no_grad():
-            q_next_target = self.target(next_obs)
+            q_next_target = self.target(b["next_obs"])
             if cfg.double_q:
-                a_next = self.q(next_obs).argmax(1, keepdim=True)
+                a_next = self.q(b["next_obs"]).argmax(1, keepdim=True)
                 v_next = q_next_target.gather(1, a_next).squeeze(1)
             else:
                 v_next = q_next_target.max(1).values
-            y = reward + discount * v_next
+            y = b["reward"] + b["discount"] * v_next
         loss = F.huber_loss(q, y, delta=cfg.huber_delta)
 
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
         self.opt.step()
-
-        self.updates += 1
-        if self.updates % cfg.target_update_period == 0:
-            self.target.load_state_dict(self.q.state_dict())
         return {
-            "losses/td_loss": float(loss.detach()),
-            "losses/q_values": float(q.detach().mean()),
-            "losses/grad_norm": float(grad_norm),
+            "losses/td_loss": loss.detach(),
+            "losses/q_values": q.detach().mean(),
+            "losses/grad_norm": grad_norm.detach(),
         }
+
+    def after_step(self) -> None:
+        self.updates += 1
+        if self.updates % self.cfg.target_update_period == 0:
+            copy_params_(self.target, self.q)
 
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return self.q.export_layers()
@@ -87,3 +84,4 @@ class DQNLearner(MLPLearner):
             }
         unpack(tensors, meta, {"q": self.q, "target": self.target}, {"opt": self.opt}, self.device)
         self.updates = int(meta["updates"])
+        self.state_loaded()

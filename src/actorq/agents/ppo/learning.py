@@ -34,6 +34,7 @@ from actorq.agents.optim import adam
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.networks import make_networks
 from actorq.agents.state import pack, unpack
+from actorq.agents.step import HOST_READS, TorchLearner, set_lr
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.core.types import Batch, EnvSpec
 
@@ -94,7 +95,7 @@ class RunningMeanStd:
         self.count = float(d["count"])
 
 
-class PPOLearner(Learner):
+class PPOLearner(TorchLearner, Learner):
     def __init__(self, cfg: PPOConfig, spec: EnvSpec) -> None:
         self.cfg = cfg
         self.device = torch.device(cfg.device)
@@ -119,6 +120,9 @@ class PPOLearner(Learner):
         self.ret_rms = RunningMeanStd(())
         self.consumed = 0  # env steps trained on (for learning-rate annealing)
         self.updates = 0
+        self._first_ratio: list[torch.Tensor] = []
+        self._lr = cfg.learning_rate  # the host's copy (a captured update's is a tensor)
+        self.init_runner(cfg.learner_mode, [self.policy, self.value, self.log_std], [self.opt])
 
     # -- helpers ------------------------------------------------------------------------------
     def _t(self, x: np.ndarray) -> torch.Tensor:
@@ -160,9 +164,13 @@ class PPOLearner(Learner):
 
     def _dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         out = self.policy(obs)
+        # no argument validation: it reads a bool from the device per call (a sync, and
+        # illegal inside a CUDA graph); the inputs are the learner's own tensors
         if self.discrete:
-            return torch.distributions.Categorical(logits=out)
-        return torch.distributions.Normal(out, self.log_std.exp().expand_as(out))
+            return torch.distributions.Categorical(logits=out, validate_args=False)
+        return torch.distributions.Normal(
+            out, self.log_std.exp().expand_as(out), validate_args=False
+        )
 
     def _log_prob_entropy(
         self, obs: torch.Tensor, action: torch.Tensor
@@ -173,7 +181,9 @@ class PPOLearner(Learner):
         return d.log_prob(action).sum(-1), d.entropy().sum(-1)
 
     # -- the update ---------------------------------------------------------------------------
-    def update(self, batch: Batch) -> dict[str, float]:
+    def learn(self, batch: Batch) -> None:
+        """One PPO update on a rollout: GAE on the host, then the minibatch epochs on the
+        device, their metrics kept there until :meth:`read_metrics`."""
         cfg = self.cfg
         n, t = batch["reward"].shape
         obs = self._norm_obs(batch["obs"])
@@ -201,59 +211,34 @@ class PPOLearner(Learner):
 
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - self.consumed / cfg.total_steps)
-            self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
+            self._lr = frac * cfg.learning_rate
+            set_lr(self.opt, self._lr)
         self.consumed += n * t
 
         size = n * t
         mb = min(cfg.minibatch_size, size)
-        clipfracs: list[float] = []
-        first_ratio_dev = float("nan")
-        stats: dict[str, float] = {}
-        for epoch in range(cfg.update_epochs):
+        first_ratio_dev: torch.Tensor | None = None
+        for _ in range(cfg.update_epochs):
             perm = torch.randperm(size, device=self.device)
             for start in range(0, size - mb + 1, mb):
                 idx = perm[start : start + mb]
-                new_logp, entropy = self._log_prob_entropy(b_obs[idx], b_act[idx])
-                logratio = new_logp - b_logp[idx]
-                ratio = logratio.exp()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs.append(float(((ratio - 1.0).abs() > cfg.clip_coef).float().mean()))
-                    if epoch == 0 and start == 0:
-                        # before any step: how far the learner's fp32 policy is from what
-                        # the actors ran (quantization, and lag when max_policy_lag > 1)
-                        first_ratio_dev = float((ratio - 1.0).abs().mean())
-                mb_adv = b_adv[idx]
-                if cfg.norm_adv and len(idx) > 1:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(
-                    -mb_adv * ratio,
-                    -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
-                ).mean()
-                new_v = self.value(b_obs[idx]).reshape(-1)
-                if cfg.clip_vloss:
-                    v_clipped = b_val[idx] + torch.clamp(
-                        new_v - b_val[idx], -cfg.clip_coef, cfg.clip_coef
-                    )
-                    v_loss = (
-                        0.5
-                        * torch.max((new_v - b_ret[idx]) ** 2, (v_clipped - b_ret[idx]) ** 2).mean()
-                    )
-                else:
-                    v_loss = 0.5 * ((new_v - b_ret[idx]) ** 2).mean()
-                ent = entropy.mean()
-                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-                self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                self.opt.step()
-                stats = {
-                    "losses/policy_loss": float(pg_loss.detach()),
-                    "losses/value_loss": float(v_loss.detach()),
-                    "losses/entropy": float(ent.detach()),
-                    "losses/approx_kl": float(approx_kl),
-                }
-            if cfg.target_kl is not None and stats.get("losses/approx_kl", 0.0) > cfg.target_kl:
+                m = self.runner(
+                    {
+                        "obs": b_obs[idx],
+                        "action": b_act[idx],
+                        "log_prob": b_logp[idx],
+                        "adv": b_adv[idx],
+                        "ret": b_ret[idx],
+                        "value": b_val[idx],
+                    }
+                )
+                if first_ratio_dev is None:
+                    # before any step: how far the learner's fp32 policy is from what
+                    # the actors ran (quantization, and lag when max_policy_lag > 1)
+                    first_ratio_dev = m["quant/first_ratio_abs_dev"].clone()
+                self.metrics.add(m)
+            # an early stop reads the last KL (one sync per epoch, only when asked for)
+            if cfg.target_kl is not None and float(m["losses/approx_kl"]) > cfg.target_kl:
                 break
 
         if self.normalize_obs:  # after the update: the next snapshot carries the new stats
@@ -262,14 +247,65 @@ class PPOLearner(Learner):
         var_y = float(np.var(ret))
         explained = float("nan") if var_y == 0 else 1.0 - float(np.var(ret - value)) / var_y
         version_lag = float(np.mean(batch["version"].max() - batch["version"]))
+        self.metrics.add_host(
+            {
+                "losses/explained_variance": explained,
+                "losses/learning_rate": self._lr,
+                "charts/version_spread": version_lag,
+            }
+        )
+        if first_ratio_dev is not None:
+            self._first_ratio.append(first_ratio_dev)
+
+    def step(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One minibatch gradient step on tensors already on the device; returns metric
+        tensors (no sync)."""
+        cfg = self.cfg
+        new_logp, entropy = self._log_prob_entropy(b["obs"], b["action"])
+        logratio = new_logp - b["log_prob"]
+        ratio = logratio.exp()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - logratio).mean()
+            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+            ratio_dev = (ratio - 1.0).abs().mean()
+        mb_adv = b["adv"]
+        if cfg.norm_adv and len(mb_adv) > 1:
+            mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -mb_adv * ratio,
+            -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
+        ).mean()
+        new_v = self.value(b["obs"]).reshape(-1)
+        ret, old_v = b["ret"], b["value"]
+        if cfg.clip_vloss:
+            v_clipped = old_v + torch.clamp(new_v - old_v, -cfg.clip_coef, cfg.clip_coef)
+            v_loss = 0.5 * torch.max((new_v - ret) ** 2, (v_clipped - ret) ** 2).mean()
+        else:
+            v_loss = 0.5 * ((new_v - ret) ** 2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+        self.opt.step()
         return {
-            **stats,
-            "losses/clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
-            "losses/explained_variance": explained,
-            "losses/learning_rate": float(self.opt.param_groups[0]["lr"]),
-            "quant/first_ratio_abs_dev": first_ratio_dev,
-            "charts/version_spread": version_lag,
+            "losses/policy_loss": pg_loss.detach(),
+            "losses/value_loss": v_loss.detach(),
+            "losses/entropy": ent.detach(),
+            "losses/approx_kl": approx_kl,
+            "losses/clipfrac": clipfrac,
+            "quant/first_ratio_abs_dev": ratio_dev,
         }
+
+    def read_metrics(self) -> dict[str, float]:
+        out = self.metrics.read()
+        if self._first_ratio:  # the per-rollout first minibatch's, not every minibatch's
+            HOST_READS[0] += 1
+            out["quant/first_ratio_abs_dev"] = float(torch.stack(self._first_ratio).mean())
+            self._first_ratio.clear()
+        else:
+            out.pop("quant/first_ratio_abs_dev", None)
+        return out
 
     # -- what actors get ----------------------------------------------------------------------
     def is_finite(self) -> bool:
@@ -309,6 +345,7 @@ class PPOLearner(Learner):
         self.consumed = int(meta["consumed"])
         self.obs_rms.load(meta["obs_rms"])
         self.ret_rms.load(meta["ret_rms"])
+        self.state_loaded()
 
 
 class MLPPPOLearner(PPOLearner, MLPLearner):

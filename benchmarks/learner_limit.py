@@ -1,0 +1,382 @@
+"""The learner's physical limit on a device, beside the same learner inside ``train()``.
+
+    .venv/bin/python benchmarks/learner_limit.py                     # this machine's CPU
+    python3 benchmarks/learner_limit.py --device cuda --actors 15    # on a GPU machine
+
+*Limit*: the update alone (forward, backward, clip, Adam, the target copy when due, metrics
+kept on the device) on a batch already on the device, in a tight loop, in each mode that
+runs there (``eager``, ``compile``: torch.compile, ``graph``: the whole update as one CUDA
+graph); the fastest is the limit. DQN (CartPole's 4 → 2), D4PG (cartpole-balance's 5 → 1:
+its critic and policy, both target nets) and PPO (CartPole; its row is one minibatch step of
+the update's epochs, so ``batch`` is the minibatch) at widths 64×64, 256×256 and 3×2048
+(every hidden layer of every network of the agent), batches 32/128/256.
+
+*System*: the learner inside ``train()`` with ``--actors`` actor processes (local backend,
+int8 snapshots, the same widths and batch; DQN and PPO on CartPole-v1, D4PG on Pendulum-v1)
+for ``--system-seconds`` after a warm-up; updates/s, its share of the limit, and the
+fraction of the learner's time spent waiting for data (``perf/learner_wait_frac``). The
+fast path is the default (``--learner-mode auto``, the replay on a CUDA learner's device);
+``--system-modes`` adds the old path (eager, host replay) for a before/after in one run.
+
+Writes ``OUT/<device>.json`` (rows ``{"agent", "hidden", "batch", "device",
+"limit_updates_s", "system_updates_s", "learner_wait_frac", ...}``, device as ``cpu-<model>``
+or the GPU's name) and ``OUT/<device>.md``. Resumable: rows already in the JSON are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq.agents.d4pg.learning import D4PGLearner
+from actorq.agents.dqn.config import DQNConfig
+from actorq.agents.dqn.learning import DQNLearner
+from actorq.agents.ppo.config import PPOConfig
+from actorq.agents.ppo.learning import PPOLearner
+from actorq.agents.step import TorchLearner, resolve_mode
+from actorq.bench.machine import cpu_model, git_commit
+from actorq.core.types import ArraySpec, EnvSpec
+
+WIDTHS = {"64x64": (64, 64), "256x256": (256, 256), "3x2048": (2048, 2048, 2048)}
+CARTPOLE = EnvSpec(
+    "gym:CartPole-v1", ArraySpec((4,), np.dtype(np.float32)), ArraySpec((), np.dtype(np.int64)), 2
+)
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu-" + re.sub(r"\s+", " ", cpu_model()).strip()
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+# -- the limit ----------------------------------------------------------------------------------
+def make_case(
+    agent: str, hidden: tuple[int, ...], batch: int, device: str, mode: str
+) -> tuple[TorchLearner, Callable[[], None]]:
+    """A learner in ``mode`` and one update of it on device-resident data."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g).to(device)
+
+    learner: TorchLearner
+    if agent == "dqn":
+        cfg = DQNConfig(hidden=hidden, device=device, learner_mode=mode)
+        learner = DQNLearner(cfg, CARTPOLE)
+        b = {
+            "obs": rand(batch, 4),
+            "next_obs": rand(batch, 4),
+            "action": torch.randint(0, 2, (batch,), generator=g).to(device),
+            "reward": torch.ones(batch, device=device),
+            "discount": torch.full((batch,), 0.97, device=device),
+        }
+        return learner, lambda: learner.learn(b)
+    if agent == "d4pg":
+        learner = D4PGLearner(5, 1, hidden, hidden, device=device, learner_mode=mode)
+        b = {
+            "obs": rand(batch, 5),
+            "next_obs": rand(batch, 5),
+            "action": rand(batch, 1).clamp(-1, 1),
+            "reward": torch.ones(batch, device=device),
+            "discount": torch.full((batch,), 0.97, device=device),
+        }
+        return learner, lambda: learner.learn(b)
+    if agent == "ppo":
+        pcfg = PPOConfig(
+            policy_hidden_sizes=hidden, value_hidden_sizes=hidden, device=device, learner_mode=mode
+        )
+        ppo = PPOLearner(pcfg, CARTPOLE)
+        mb = {
+            "obs": rand(batch, 4),
+            "action": torch.randint(0, 2, (batch,), generator=g).to(device),
+            "log_prob": torch.full((batch,), -math.log(2.0), device=device),
+            "adv": rand(batch),
+            "ret": rand(batch),
+            "value": rand(batch),
+        }
+        return ppo, lambda: ppo.metrics.add(ppo.runner(mb))
+    raise ValueError(agent)
+
+
+def time_updates(fn: Callable[[], None], device: str, seconds: float) -> float:
+    """Updates per second of ``fn`` in a tight loop, synchronised at the ends only."""
+    for _ in range(5):  # compiles, captures, warms the allocator
+        fn()
+    sync(device)
+    n, elapsed = 8, 0.0
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync(device)
+        elapsed = time.perf_counter() - t
+        if elapsed >= seconds:
+            return n / elapsed
+        n = max(n * 2, int(n * 1.2 * seconds / max(elapsed, 1e-6)))
+
+
+def measure_limit(
+    agent: str, hidden: tuple[int, ...], batch: int, device: str, modes: list[str], seconds: float
+) -> dict[str, Any]:
+    rates: dict[str, float | str] = {}
+    for mode in modes:
+        try:
+            resolve_mode(mode, torch.device(device))
+        except ValueError:
+            continue
+        t0 = time.perf_counter()
+        try:
+            learner, fn = make_case(agent, hidden, batch, device, mode)
+            rate = time_updates(fn, device, seconds)
+            learner.read_metrics()
+            rates[mode] = round(rate, 1)
+        except Exception as e:  # a mode that does not run here is a finding, not a crash
+            rates[mode] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        print(
+            f"  {agent} {hidden} b{batch} {mode}: {rates[mode]} ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    ok = {m: r for m, r in rates.items() if isinstance(r, float)}
+    best = max(ok, key=lambda m: ok[m]) if ok else None
+    return {
+        "limit_updates_s": ok[best] if best else None,
+        "limit_mode": best,
+        "modes_updates_s": rates,
+    }
+
+
+# -- the system ---------------------------------------------------------------------------------
+def measure_system(
+    agent: str,
+    hidden: tuple[int, ...],
+    batch: int,
+    device: str,
+    actors: int,
+    seconds: float,
+    warmup: float,
+    path: str,
+    run_root: Path,
+) -> dict[str, Any]:
+    """The learner inside train(): means over the log intervals after ``warmup`` seconds."""
+    from actorq.agents.d4pg.config import D4PGConfig
+    from actorq.experiment import train
+
+    common: dict[str, Any] = dict(
+        device=device, actors=actors, precision="int8", total_steps=10**12, eval_every=10**12,
+        stop_at_target=False, energy=False, progress=False, log_every=1.0, checkpoint_every=10**9,
+        learner_threads=1 if device == "cpu" else 4,
+        run_dir=str(run_root / f"{agent}-{'x'.join(map(str, hidden))}-b{batch}-{path}"),
+    )  # fmt: skip
+    if path == "fast":
+        common["learner_mode"] = "auto"
+    else:
+        common["learner_mode"] = "eager"
+    cfg: Any
+    if agent == "dqn":
+        cfg = DQNConfig(env="gym:CartPole-v1", hidden=hidden, batch_size=batch, **common)
+    elif agent == "d4pg":
+        cfg = D4PGConfig(
+            env="gym:Pendulum-v1", policy_hidden_sizes=hidden, critic_hidden_sizes=hidden,
+            batch_size=batch, **common,
+        )  # fmt: skip
+    else:
+        cfg = PPOConfig(
+            env="gym:CartPole-v1", policy_hidden_sizes=hidden, value_hidden_sizes=hidden,
+            minibatch_size=batch, **common,
+        )  # fmt: skip
+    if agent != "ppo":
+        cfg.replay_on_device = "auto" if path == "fast" else "no"
+    cfg.validate()
+    rows: list[dict[str, float]] = []
+    t0 = time.perf_counter()
+
+    def callback(info: dict[str, Any]) -> bool:
+        if time.perf_counter() - t0 > warmup:
+            rows.append(info)
+        return time.perf_counter() - t0 < warmup + seconds
+
+    train(cfg, callback=callback)
+
+    def mean(key: str) -> float | None:
+        vals = [r[key] for r in rows if key in r and math.isfinite(r[key])]
+        return round(float(np.mean(vals)), 4) if vals else None
+
+    ups = mean("perf/learner_ups")
+    extra: dict[str, Any] = {}
+    if agent == "ppo" and ups is not None:
+        # the limit's unit is one minibatch step: a PPO update is epochs x minibatches of them
+        items = cfg.steps_per_update()
+        steps = cfg.update_epochs * (items // min(cfg.minibatch_size, items))
+        extra = {"system_ppo_updates_s": ups, "minibatch_steps_per_update": steps}
+        ups = round(ups * steps, 1)
+    return {
+        **extra,
+        "system_updates_s": ups,
+        "learner_wait_frac": mean("perf/learner_wait_frac"),
+        "actor_wait_frac": mean("perf/actor_wait_frac"),
+        "actor_sps": mean("perf/actor_sps"),
+        "system_intervals": len(rows),
+    }
+
+
+# -- report -------------------------------------------------------------------------------------
+def table(rows: list[dict[str, Any]]) -> str:
+    out = [
+        "| agent | hidden | batch | limit updates/s (mode) | eager | compile | graph "
+        "| system path | system updates/s | % of limit | learner wait | actor wait |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def f(x: Any) -> str:
+        if x is None:
+            return "—"
+        if isinstance(x, str):
+            return "failed"
+        return f"{x:,.0f}"
+
+    for r in rows:
+        m = r.get("modes_updates_s", {})
+        pct = (
+            f"{100 * r['system_updates_s'] / r['limit_updates_s']:.0f}%"
+            if r.get("system_updates_s") and r.get("limit_updates_s")
+            else "—"
+        )
+        lw, aw = r.get("learner_wait_frac"), r.get("actor_wait_frac")
+        out.append(
+            f"| {r['agent']} | {r['hidden']} | {r['batch']} | {f(r.get('limit_updates_s'))} "
+            f"({r.get('limit_mode') or '—'}) | {f(m.get('eager'))} | {f(m.get('compile'))} | "
+            f"{f(m.get('graph'))} | {r.get('system_path') or '—'} | "
+            f"{f(r.get('system_updates_s'))} | {pct} | "
+            f"{'—' if lw is None else f'{lw:.2f}'} | {'—' if aw is None else f'{aw:.2f}'} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--agents", nargs="+", default=["dqn", "d4pg", "ppo"])
+    ap.add_argument("--hidden", nargs="+", default=list(WIDTHS), choices=list(WIDTHS))
+    ap.add_argument("--batches", nargs="+", type=int, default=[32, 128, 256])
+    ap.add_argument("--modes", nargs="+", default=["eager", "graph"])
+    ap.add_argument(
+        "--compile-rows", nargs="*", default=["dqn:3x2048:128", "dqn:256x256:128"],
+        help="agent:hidden:batch rows that also try torch.compile (each compile takes tens of "
+        "seconds; 'all' for every row)",
+    )  # fmt: skip
+    ap.add_argument("--seconds", type=float, default=1.0, help="timing per mode and row")
+    ap.add_argument(
+        "--system", nargs="*", default=["dqn:3x2048:128", "dqn:256x256:128", "d4pg:256x256:128",
+                                        "ppo:64x64:256"],
+        help="agent:hidden:batch[:path+path] rows measured inside train() too (paths: fast, "
+        "eager-host; default --system-paths)",
+    )  # fmt: skip
+    ap.add_argument("--system-paths", nargs="+", default=["fast"], choices=["fast", "eager-host"])
+    ap.add_argument("--system-seconds", type=float, default=20.0)
+    ap.add_argument("--system-warmup", type=float, default=8.0)
+    ap.add_argument("--actors", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/learner_limit"))
+    ap.add_argument("--runs", type=Path, default=Path("runs/learner_limit"))
+    a = ap.parse_args()
+    torch.set_num_threads(1 if a.device == "cpu" else 4)
+    dev = device_name(a.device)
+    a.out.mkdir(parents=True, exist_ok=True)
+    path = a.out / f"{slug(dev)}.json"
+    doc: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    rows: list[dict[str, Any]] = doc.get("rows", [])
+
+    def find(agent: str, hidden: str, batch: int, system_path: str | None) -> dict[str, Any]:
+        for r in rows:
+            if (r["agent"], r["hidden"], r["batch"], r.get("system_path")) == (
+                agent, hidden, batch, system_path,
+            ):  # fmt: skip
+                return r
+        r = {"agent": agent, "hidden": hidden, "batch": batch, "device": dev}
+        if system_path:
+            r["system_path"] = system_path
+        rows.append(r)
+        return r
+
+    def save() -> None:
+        doc.update(
+            device=dev, commit=git_commit(), torch=torch.__version__, python=sys.version.split()[0],
+            command="python benchmarks/learner_limit.py " + " ".join(sys.argv[1:]),
+            rows=rows,
+        )  # fmt: skip
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(path)
+        md = f"# The learner's limit on {dev}\n\n`{doc['command']}` (commit {doc['commit']}, "
+        md += f"torch {doc['torch']})\n\n{table(rows)}\n"
+        path.with_suffix(".md").write_text(md)
+
+    print(f"device: {dev}", flush=True)
+    for agent in a.agents:
+        for hname in a.hidden:
+            for batch in a.batches:
+                key = f"{agent}:{hname}:{batch}"
+                r = find(agent, hname, batch, None)
+                if r.get("limit_updates_s") is not None:
+                    continue
+                modes = list(a.modes)
+                if ("all" in a.compile_rows or key in a.compile_rows) and "compile" not in modes:
+                    modes.append("compile")
+                r.update(measure_limit(agent, WIDTHS[hname], batch, a.device, modes, a.seconds))
+                save()
+    for key in a.system:
+        agent, hname, batch_s, *paths = key.split(":")
+        limit = find(agent, hname, int(batch_s), None).get("limit_updates_s")
+        for sp in paths[0].split("+") if paths else a.system_paths:
+            r = find(agent, hname, int(batch_s), sp)
+            if r.get("system_updates_s") is not None:
+                continue
+            print(f"  system {key} {sp} ({a.actors} actors)", flush=True)
+            r["limit_updates_s"] = limit
+            try:
+                r.update(
+                    measure_system(
+                        agent,
+                        WIDTHS[hname],
+                        int(batch_s),
+                        a.device,
+                        a.actors,
+                        a.system_seconds,
+                        a.system_warmup,
+                        sp,
+                        a.runs,
+                    )
+                )
+            except Exception as e:  # recorded; the other rows still run
+                r["system_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                print(f"    failed: {r['system_error']}", flush=True)
+                continue
+            r["actors"] = a.actors
+            ups, wait = r["system_updates_s"], r["learner_wait_frac"]
+            print(f"    {ups} updates/s, learner wait {wait}", flush=True)
+            save()
+    save()
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
