@@ -9,8 +9,10 @@
 #      no sync between metric reads, the device replay's batches == the host ring's, learning,
 #      snapshots byte-identical to a CPU learner's, a GPU-trained run read back without a GPU;
 #   3. quarl:  QuaRL's DQN rows with the fast learner and 15 CPU actors
-#      (benchmarks/specs/quarl_dqn_gpu.toml, resumable cells), the GPU's power sampled by
-#      nvidia-smi every 0.5 s (OUT/power.csv; CPU energy has no counter on that machine).
+#      (benchmarks/specs/quarl_dqn_gpu.toml) into benchmarks/results/quarl_dqn_gpu_<gpu>_fast,
+#      resumable by cell across windows: unpack OUT/bench.tgz at the repository's root and
+#      append OUT/power.csv to that directory's power.csv (nvidia-smi's samples every 0.5 s;
+#      CPU energy has no counter on that machine), then `actorq report` and gpu_energy.py it.
 #
 #   bash benchmarks/gpu_checks.sh OUT [QUARL_SECONDS]
 #
@@ -74,15 +76,18 @@ fi
 # 3. the QuaRL DQN cells with the fast learner (resumable: a later window goes on)
 if [[ $steps == *" quarl "* ]]; then
   mark quarl-start
-  results=runs/bench-quarl_dqn_gpu
+  # into the committed results of this kind of GPU, so a later window goes on where this one
+  # stopped (finished cells are skipped; a partial one starts over)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($2)}')
+  results=benchmarks/results/quarl_dqn_gpu_${gpu}_fast
   timeout -s INT "$quarl_s" python3 -m actorq.cli bench benchmarks/specs/quarl_dqn_gpu.toml \
     --results "$results" --override device=cuda --override actors=15 --no-progress \
     >"$out/quarl.txt" 2>&1
   echo "bench exit $?" >>"$out/quarl.txt"
   mark quarl-end
   grep -v "^│\|^┃\|^┏\|^┗\|^┡\|^└\|^├" "$out/quarl.txt" | tail -15
-  tar czf "$out/bench.tgz" --exclude='*.safetensors' --exclude='replay*' "$results" "$out/quarl.txt"
-  rm -f "$out/quarl.txt"
+  cat "$out/quarl.txt" >>"$results/bench_log.txt" && rm -f "$out/quarl.txt"
+  tar czf "$out/bench.tgz" --exclude=checkpoint --exclude=tb --exclude=actors "$results"
 fi
 kill "$smi" 2>/dev/null
 ls -la "$out"

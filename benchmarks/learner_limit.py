@@ -15,8 +15,9 @@ the update's epochs, so ``batch`` is the minibatch) at widths 64×64, 256×256 a
 int8 snapshots, the same widths and batch; DQN and PPO on CartPole-v1, D4PG on Pendulum-v1)
 for ``--system-seconds`` after a warm-up; updates/s, its share of the limit, and the
 fraction of the learner's time spent waiting for data (``perf/learner_wait_frac``). The
-fast path is the default (``--learner-mode auto``, the replay on a CUDA learner's device);
-``--system-modes`` adds the old path (eager, host replay) for a before/after in one run.
+fast path is the default (``--learner-mode auto``, the replay on a CUDA learner's device, 8
+updates per loop turn); the ``eager-host`` path is the loop as it was (eager updates, one per
+turn, batches from the host ring; metrics are deferred in both), for a before/after in one run.
 
 Writes ``OUT/<device>.json`` (rows ``{"agent", "hidden", "batch", "device",
 "limit_updates_s", "system_updates_s", "learner_wait_frac", ...}``, device as ``cpu-<model>``
@@ -30,6 +31,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -165,6 +167,61 @@ def measure_limit(
     }
 
 
+def linear_flops(module: torch.nn.Module) -> int:
+    """Multiply-adds ×2 of one sample's forward pass through every Linear layer."""
+    return sum(
+        2 * m.in_features * m.out_features
+        for m in module.modules()
+        if isinstance(m, torch.nn.Linear)
+    )
+
+
+def gflop_per_update(agent: str, hidden: tuple[int, ...], batch: int) -> float:
+    """The matrix work of one update (a backward pass counted as two forwards), the yardstick
+    for how close a limit is to the device's arithmetic rate. DQN: the online net forward and
+    backward on s, forward on s' (double Q's argmax), the target forward on s'. D4PG: the
+    target policy and critic on s', the critic forward and backward, then the policy and the
+    critic forward and backward again (the policy's gradient flows through the critic). PPO:
+    policy and value forward and backward on the minibatch."""
+    if agent == "dqn":
+        q = linear_flops(DQNLearner(DQNConfig(hidden=hidden), CARTPOLE).q)
+        per_sample = 5 * q
+    elif agent == "d4pg":
+        lrn = D4PGLearner(5, 1, hidden, hidden)
+        p, c = linear_flops(lrn.policy), linear_flops(lrn.critic)
+        per_sample = 4 * p + 7 * c
+    else:
+        cfg = PPOConfig(policy_hidden_sizes=hidden, value_hidden_sizes=hidden)
+        ppo = PPOLearner(cfg, CARTPOLE)
+        per_sample = 3 * (linear_flops(ppo.policy) + linear_flops(ppo.value))
+    return per_sample * batch / 1e9
+
+
+def annotate(rows: list[dict[str, Any]]) -> None:
+    """Each row's GFLOP per update and the TFLOP/s its limit reaches; a system row takes the
+    limit of its (agent, widths, batch)."""
+    cache: dict[tuple[str, str, int], float] = {}
+    plain = {(r["agent"], r["hidden"], r["batch"]): r for r in rows if not r.get("system_path")}
+    for r in rows:
+        base = plain.get((r["agent"], r["hidden"], r["batch"]), {})
+        if r.get("system_path"):
+            r["limit_updates_s"] = base.get("limit_updates_s")
+            # the mode the learner ran in: auto resolves by device; the old path is eager
+            dev = "cuda" if "cpu-" not in r["device"] else "cpu"
+            mode = (
+                "eager" if r["system_path"] != "fast" else resolve_mode("auto", torch.device(dev))
+            )
+            r["system_mode"] = mode
+            rate = base.get("modes_updates_s", {}).get(mode)
+            r["system_mode_limit_updates_s"] = rate if isinstance(rate, float) else None
+        key = (r["agent"], r["hidden"], r["batch"])
+        if key not in cache:
+            cache[key] = gflop_per_update(r["agent"], WIDTHS[r["hidden"]], r["batch"])
+        r["gflop_per_update"] = round(cache[key], 4)
+        if r.get("limit_updates_s"):
+            r["limit_tflop_s"] = round(cache[key] * r["limit_updates_s"] / 1e3, 3)
+
+
 # -- the system ---------------------------------------------------------------------------------
 def measure_system(
     agent: str,
@@ -187,10 +244,12 @@ def measure_system(
         learner_threads=1 if device == "cpu" else 4,
         run_dir=str(run_root / f"{agent}-{'x'.join(map(str, hidden))}-b{batch}-{path}"),
     )  # fmt: skip
+    shutil.rmtree(common["run_dir"], ignore_errors=True)  # a rerun of the row starts afresh
     if path == "fast":
         common["learner_mode"] = "auto"
-    else:
+    else:  # the loop as it was: eager updates, one per turn, batches from the host ring
         common["learner_mode"] = "eager"
+        common["updates_per_turn"] = 1
     cfg: Any
     if agent == "dqn":
         cfg = DQNConfig(env="gym:CartPole-v1", hidden=hidden, batch_size=batch, **common)
@@ -243,8 +302,9 @@ def measure_system(
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
         "| agent | hidden | batch | limit updates/s (mode) | eager | compile | graph "
-        "| system path | system updates/s | % of limit | learner wait | actor wait |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| GFLOP / update | limit TFLOP/s | system path | system updates/s | % of limit "
+        "| learner wait | actor wait |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def f(x: Any) -> str:
@@ -252,7 +312,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             return "—"
         if isinstance(x, str):
             return "failed"
-        return f"{x:,.0f}"
+        return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
 
     for r in rows:
         m = r.get("modes_updates_s", {})
@@ -261,15 +321,29 @@ def table(rows: list[dict[str, Any]]) -> str:
             if r.get("system_updates_s") and r.get("limit_updates_s")
             else "—"
         )
+        own = r.get("system_mode_limit_updates_s")
+        if own and r.get("system_updates_s"):  # of the rate of the mode the system ran
+            pct += f" ({100 * r['system_updates_s'] / own:.0f}% of {r['system_mode']})"
         lw, aw = r.get("learner_wait_frac"), r.get("actor_wait_frac")
         out.append(
             f"| {r['agent']} | {r['hidden']} | {r['batch']} | {f(r.get('limit_updates_s'))} "
             f"({r.get('limit_mode') or '—'}) | {f(m.get('eager'))} | {f(m.get('compile'))} | "
-            f"{f(m.get('graph'))} | {r.get('system_path') or '—'} | "
+            f"{f(m.get('graph'))} | {r.get('gflop_per_update', 0):.3g} | "
+            f"{r.get('limit_tflop_s', 0):.3g} | {r.get('system_path') or '—'} | "
             f"{f(r.get('system_updates_s'))} | {pct} | "
             f"{'—' if lw is None else f'{lw:.2f}'} | {'—' if aw is None else f'{aw:.2f}'} |"
         )
     return "\n".join(out)
+
+
+def write_doc(path: Path, doc: dict[str, Any]) -> None:
+    """The JSON (atomically) and its markdown table beside it."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+    md = f"# The learner's limit on {doc['device']}\n\n`{doc['command']}` (commit "
+    md += f"{doc['commit']}, torch {doc['torch']})\n\n{table(doc['rows'])}\n"
+    path.with_suffix(".md").write_text(md)
 
 
 def main() -> None:
@@ -297,7 +371,13 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/learner_limit"))
     ap.add_argument("--runs", type=Path, default=Path("runs/learner_limit"))
+    ap.add_argument("--render", type=Path, help="only rewrite this JSON's FLOP columns and table")
     a = ap.parse_args()
+    if a.render:
+        doc = json.loads(a.render.read_text())
+        annotate(doc["rows"])
+        write_doc(a.render, doc)
+        return
     torch.set_num_threads(1 if a.device == "cpu" else 4)
     dev = device_name(a.device)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -318,17 +398,13 @@ def main() -> None:
         return r
 
     def save() -> None:
+        annotate(rows)
         doc.update(
             device=dev, commit=git_commit(), torch=torch.__version__, python=sys.version.split()[0],
             command="python benchmarks/learner_limit.py " + " ".join(sys.argv[1:]),
             rows=rows,
         )  # fmt: skip
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        tmp.replace(path)
-        md = f"# The learner's limit on {dev}\n\n`{doc['command']}` (commit {doc['commit']}, "
-        md += f"torch {doc['torch']})\n\n{table(rows)}\n"
-        path.with_suffix(".md").write_text(md)
+        write_doc(path, doc)
 
     print(f"device: {dev}", flush=True)
     for agent in a.agents:

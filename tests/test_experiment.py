@@ -315,3 +315,21 @@ def test_a_learner_diverging_before_its_first_checkpoint_says_none_was_written(
     with pytest.raises(DivergedError, match="steps before its first checkpoint, so none was"):
         train(cfg)
     assert not (Path(cfg.run_dir) / "checkpoint").exists()
+
+
+def test_updates_in_a_row_change_nothing_a_synchronous_run_computes(
+    tiny: Callable[..., Any],
+) -> None:
+    """--actors 0: K updates per loop turn (while the replay rule allows them) take the batches
+    the next turns would have taken, so the learner ends bit for bit where K=1 leaves it."""
+    from safetensors.numpy import load_file
+
+    kw: dict[str, Any] = dict(total_steps=1_500, min_replay_size=100, eval_every=10**9,
+                              stop_at_target=False, samples_per_insert=8.0)  # fmt: skip
+    one = train(tiny("dqn", sub="k1", updates_per_turn=1, **kw))
+    eight = train(tiny("dqn", sub="k8", updates_per_turn=8, **kw))
+    assert one.updates == eight.updates > 0
+    ta = load_file(str(Path(one.run_dir) / "checkpoint" / "learner.safetensors"))
+    tb = load_file(str(Path(eight.run_dir) / "checkpoint" / "learner.safetensors"))
+    for k in ta:
+        np.testing.assert_array_equal(ta[k], tb[k], err_msg=k)

@@ -167,6 +167,7 @@ class ExperimentConfig:
         "eval_episodes": Bound(1, 100_000),
         "checkpoint_every": Bound(1, 10**12),
         "replay_shards": Bound(1, 4096),
+        "updates_per_turn": Bound(1, 10**6),
         "cache_relays": Bound(0, 4096),
         "actor_cpus": Bound(0, 1024, lo_open=True),
         "actor_threads": Bound(1, 1024),
@@ -218,6 +219,10 @@ class ExperimentConfig:
     ray_address: str | None = None
     """backend=ray: the cluster to join ("auto", "ray://host:10001", "host:6379"); default:
     start Ray on this machine."""
+    updates_per_turn: int = 8
+    """Learner updates in a row while the replay rule allows them, before the loop looks at
+    the actors again (draining their channels, counters, evaluation and log checks): that
+    per-turn work is paid once per K updates. 1: one update per turn."""
     replay_shards: int = 2
     """backend=ray: replay shards (Ray actors, each with its own share of the rate limiter);
     actors insert into a shard on their node, the learner samples from all. At most one per

@@ -172,7 +172,8 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
             f"from them: {', '.join(conflicts)} (drop them, or start a new run)"
         )
     for f in RESUME_OVERRIDES:
-        setattr(saved, f, getattr(cfg, f))
+        if hasattr(cfg, f):
+            setattr(saved, f, getattr(cfg, f))
     saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
     loaded = ckpt.load(resume_dir / "checkpoint")
@@ -181,9 +182,12 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
     return saved, loaded
 
 
-#: What a resume may change: run length and display. Anything else is the saved run's (but
-#: where the learner computes: :func:`resume_device`).
-RESUME_OVERRIDES = ("total_steps", "progress", "log_every", "stop_at_target")
+#: What a resume may change: run length, display, and how updates run (not what they compute).
+#: Anything else is the saved run's (but where the learner computes: :func:`resume_device`).
+RESUME_OVERRIDES = (
+    "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
+    "replay_on_device",
+)  # fmt: skip
 _RESUME_FREE = (
     *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
 )  # fmt: skip
@@ -684,11 +688,13 @@ def train(
             t_poll = time.perf_counter()
             batch = backend.next_batch()
             interval.add_episodes(backend.drain_episodes())
-            if batch is not None:
+            turn = 0
+            while batch is not None:  # up to updates_per_turn while the replay rule allows
                 t_update = time.perf_counter()
                 # metrics stay with the learner (on its device) until read: no sync per update
                 learner.learn(batch)
                 c.updates += 1
+                turn += 1
                 interval.update_s += time.perf_counter() - t_update
                 if c.updates % cfg.publish_every == 0:
                     publisher.publish(c)  # refuses non-finite weights
@@ -697,9 +703,10 @@ def train(
                     c.env_steps = backend.env_steps()
                     c.wall_time_s = time.perf_counter() - start_wall  # time to target on resume
                     checkpointer.save()
+                batch = backend.ready_batch() if turn < cfg.updates_per_turn else None
             c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
             now = time.perf_counter()
-            if batch is None:  # the poll found no batch: the learner waited for data
+            if turn == 0:  # the poll found no batch: the learner waited for data
                 interval.wait_s += now - t_poll
             if evaluator.due(c.env_steps):
                 publisher.publish_for_evaluation(c)

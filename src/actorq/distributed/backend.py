@@ -87,6 +87,10 @@ class Backend(Protocol):
     def next_batch(self) -> Batch | None:
         """The learner's next batch, or None when the replay rule says wait."""
 
+    def ready_batch(self) -> Batch | None:
+        """A batch the replay rule allows now, without collecting new data or waiting (the
+        learner's further updates in one loop turn), or None."""
+
     def drain_episodes(self) -> list[tuple[float, int]]:
         """(return, length) of episodes finished since the last call."""
 

@@ -90,6 +90,9 @@ class SyncBackend:
             self._step_actor()
         return batch
 
+    def ready_batch(self) -> Batch | None:
+        return self.table.next_batch(self.rng, self._version)
+
     def _step_actor(self) -> None:
         t = time.perf_counter()
         self.actor.update()
@@ -232,6 +235,12 @@ class LocalBackend:
             return batch
         time.sleep(0.0002)
         return None
+
+    def ready_batch(self) -> Batch | None:
+        batch = self.table.next_batch(self.rng, self._version)
+        if batch is not None:
+            self.control.words[shm.SAMPLES] = self.table.samples
+        return batch
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         out: list[tuple[float, int]] = []

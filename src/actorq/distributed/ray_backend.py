@@ -642,6 +642,9 @@ class RayBackend:
         self._remember(batch)
         return batch if on_device is None else on_device
 
+    def ready_batch(self) -> Batch | None:
+        return self.next_batch(timeout=0.0)
+
     def _remember(self, batch: Batch) -> None:
         n = len(batch["reward"])
         if self._ring is None:
