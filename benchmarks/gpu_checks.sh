@@ -14,16 +14,20 @@
 #      append OUT/power.csv to that directory's power.csv (nvidia-smi's samples every 0.5 s;
 #      CPU energy has no counter on that machine), then `actorq report` and gpu_energy.py it.
 #
-#   bash benchmarks/gpu_checks.sh OUT [QUARL_SECONDS]
+#   4. d4pg:   QuaRL's D4PG rows (benchmarks/specs/quarl_d4pg_gpu.toml, dmc:cartpole-balance)
+#      the same way (D4PG_SECONDS, default QUARL_SECONDS).
 #
-# STEPS="limit tests quarl" (the default) runs only the steps named; PYTEST_K=EXPR only the
-# CUDA tests that match. Each step has its own time limit, so a 10-minute call always returns
-# what it measured. Pure-Python packages the image lacks (gymnasium, tyro and their needs) are
-# installed from wheels in .whl/ (`pip download -d .whl --only-binary :all: --python-version
-# 3.12 --no-deps gymnasium tyro farama-notifications cloudpickle docstring-parser typeguard
-# shtab typing-extensions` beforehand; carry .whl). Results: OUT/learner_limit.json and .md,
-# OUT/pytest.txt, OUT/bench.tgz (the QuaRL results directory: `actorq report` it elsewhere),
-# OUT/power.csv, OUT/machine.txt, OUT/limit.txt (its log), OUT/steps.txt (each step's start
+#   bash benchmarks/gpu_wheels.sh                    # here, first: .whl/ for `carry`
+#   bash benchmarks/gpu_checks.sh OUT [QUARL_SECONDS]   # there, with carry [".whl"]
+#
+# STEPS="limit tests quarl" (the default; add d4pg) runs only the steps named; PYTEST_K=EXPR
+# only the CUDA tests that match. Each step has its own time limit, so a 10-minute call always
+# returns what it measured. The limit step resumes the committed table of the same GPU kind
+# (benchmarks/results/learner_limit/<GPU>.json): copy OUT/learner_limit.json back over it.
+# What the image lacks comes from .whl/ (benchmarks/gpu_wheels.sh): wheels installed into
+# /tmp/site, and .whl/site (dm-control, cut to the suite) on PYTHONPATH. Results:
+# OUT/learner_limit.json and .md, OUT/limit.txt (its log), OUT/pytest.txt, OUT/bench.tgz (the
+# QuaRL results directories), OUT/power.csv, OUT/machine.txt, OUT/steps.txt (each step's start
 # and end): eight files, what a call brings back at most.
 set -u
 out=${1:?usage: gpu_checks.sh OUT [QUARL_SECONDS]}
@@ -35,6 +39,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi
+[[ -d .whl/site ]] && export PYTHONPATH="$PWD/.whl/site${PYTHONPATH:+:$PYTHONPATH}"  # dm-control, cut
 export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv
@@ -50,6 +55,10 @@ trap 'kill $smi 2>/dev/null' EXIT
 # 1. the learner's limit on this GPU, and the learner inside train() beside 15 actors
 if [[ $steps == *" limit "* ]]; then
   mark limit-start
+  # resumes the committed table of this GPU kind: rows already measured are kept
+  mkdir -p "$out/ll"
+  name=$(python3 -c "import re, torch; print(re.sub(r'[^A-Za-z0-9._-]+', '_', torch.cuda.get_device_name()).strip('_'))")
+  cp "benchmarks/results/learner_limit/$name.json" "$out/ll/" 2>/dev/null
   timeout 270 python3 benchmarks/learner_limit.py --device cuda --seconds 0.6 \
     --compile-rows dqn:3x2048:128 --system-seconds 12 --system-warmup 6 --actors 15 \
     --system dqn:3x2048:128:fast+eager-host dqn:256x256:128:fast d4pg:256x256:128:fast \
@@ -73,21 +82,32 @@ if [[ $steps == *" tests "* ]]; then
   tail -25 "$out/pytest.txt"
 fi
 
+quarl() {  # spec seconds: QuaRL cells into the committed results of this GPU kind
+  local spec=$1 secs=$2 gpu results
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($2)}')
+  results=benchmarks/results/$(basename "$spec" .toml)_${gpu}_fast
+  mkdir -p "$results"
+  timeout -s INT "$secs" python3 -m actorq.cli bench "$spec" --results "$results" \
+    --override device=cuda --override actors=15 --no-progress >"$out/quarl.txt" 2>&1
+  echo "bench exit $?" >>"$out/quarl.txt"
+  grep -v "^│\|^┃\|^┏\|^┗\|^┡\|^└\|^├" "$out/quarl.txt" | tail -15
+  cat "$out/quarl.txt" >>"$results/bench_log.txt" && rm -f "$out/quarl.txt"
+  tar rf "$out/bench.tar" --exclude=checkpoint --exclude=tb --exclude=actors "$results"
+}
+
 # 3. the QuaRL DQN cells with the fast learner (resumable: a later window goes on)
 if [[ $steps == *" quarl "* ]]; then
   mark quarl-start
-  # into the committed results of this kind of GPU, so a later window goes on where this one
-  # stopped (finished cells are skipped; a partial one starts over)
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($2)}')
-  results=benchmarks/results/quarl_dqn_gpu_${gpu}_fast
-  timeout -s INT "$quarl_s" python3 -m actorq.cli bench benchmarks/specs/quarl_dqn_gpu.toml \
-    --results "$results" --override device=cuda --override actors=15 --no-progress \
-    >"$out/quarl.txt" 2>&1
-  echo "bench exit $?" >>"$out/quarl.txt"
+  quarl benchmarks/specs/quarl_dqn_gpu.toml "$quarl_s"
   mark quarl-end
-  grep -v "^│\|^┃\|^┏\|^┗\|^┡\|^└\|^├" "$out/quarl.txt" | tail -15
-  cat "$out/quarl.txt" >>"$results/bench_log.txt" && rm -f "$out/quarl.txt"
-  tar czf "$out/bench.tgz" --exclude=checkpoint --exclude=tb --exclude=actors "$results"
 fi
+
+# 4. QuaRL's D4PG rows (needs MuJoCo and dm-control: benchmarks/gpu_wheels.sh, carry .whl)
+if [[ $steps == *" d4pg "* ]]; then
+  mark d4pg-start
+  quarl benchmarks/specs/quarl_d4pg_gpu.toml "${D4PG_SECONDS:-$quarl_s}"
+  mark d4pg-end
+fi
+[[ -f "$out/bench.tar" ]] && gzip -f "$out/bench.tar" && mv "$out/bench.tar.gz" "$out/bench.tgz"
 kill "$smi" 2>/dev/null
 ls -la "$out"

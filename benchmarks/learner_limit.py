@@ -16,8 +16,9 @@ int8 snapshots, the same widths and batch; DQN and PPO on CartPole-v1, D4PG on P
 for ``--system-seconds`` after a warm-up; updates/s, its share of the limit, and the
 fraction of the learner's time spent waiting for data (``perf/learner_wait_frac``). The
 fast path is the default (``--learner-mode auto``, the replay on a CUDA learner's device, 8
-updates per loop turn); the ``eager-host`` path is the loop as it was (eager updates, one per
-turn, batches from the host ring; metrics are deferred in both), for a before/after in one run.
+updates per loop turn; ``fast-k1``: one per turn); the ``eager-host`` path is the loop as it
+was (eager updates, one per turn, batches from the host ring; metrics are deferred in all
+three), for a before/after in one run.
 
 Writes ``OUT/<device>.json`` (rows ``{"agent", "hidden", "batch", "device",
 "limit_updates_s", "system_updates_s", "learner_wait_frac", ...}``, device as ``cpu-<model>``
@@ -208,9 +209,8 @@ def annotate(rows: list[dict[str, Any]]) -> None:
             r["limit_updates_s"] = base.get("limit_updates_s")
             # the mode the learner ran in: auto resolves by device; the old path is eager
             dev = "cuda" if "cpu-" not in r["device"] else "cpu"
-            mode = (
-                "eager" if r["system_path"] != "fast" else resolve_mode("auto", torch.device(dev))
-            )
+            fast = r["system_path"].startswith("fast")
+            mode = resolve_mode("auto", torch.device(dev)) if fast else "eager"
             r["system_mode"] = mode
             rate = base.get("modes_updates_s", {}).get(mode)
             r["system_mode_limit_updates_s"] = rate if isinstance(rate, float) else None
@@ -245,8 +245,10 @@ def measure_system(
         run_dir=str(run_root / f"{agent}-{'x'.join(map(str, hidden))}-b{batch}-{path}"),
     )  # fmt: skip
     shutil.rmtree(common["run_dir"], ignore_errors=True)  # a rerun of the row starts afresh
-    if path == "fast":
+    if path.startswith("fast"):
         common["learner_mode"] = "auto"
+        if path == "fast-k1":  # one update per loop turn (as on the first GPU lease)
+            common["updates_per_turn"] = 1
     else:  # the loop as it was: eager updates, one per turn, batches from the host ring
         common["learner_mode"] = "eager"
         common["updates_per_turn"] = 1
@@ -264,7 +266,7 @@ def measure_system(
             minibatch_size=batch, **common,
         )  # fmt: skip
     if agent != "ppo":
-        cfg.replay_on_device = "auto" if path == "fast" else "no"
+        cfg.replay_on_device = "auto" if path.startswith("fast") else "no"
     cfg.validate()
     rows: list[dict[str, float]] = []
     t0 = time.perf_counter()
@@ -363,9 +365,11 @@ def main() -> None:
         "--system", nargs="*", default=["dqn:3x2048:128", "dqn:256x256:128", "d4pg:256x256:128",
                                         "ppo:64x64:256"],
         help="agent:hidden:batch[:path+path] rows measured inside train() too (paths: fast, "
-        "eager-host; default --system-paths)",
+        "fast-k1, eager-host; default --system-paths)",
     )  # fmt: skip
-    ap.add_argument("--system-paths", nargs="+", default=["fast"], choices=["fast", "eager-host"])
+    ap.add_argument(
+        "--system-paths", nargs="+", default=["fast"], choices=["fast", "fast-k1", "eager-host"]
+    )
     ap.add_argument("--system-seconds", type=float, default=20.0)
     ap.add_argument("--system-warmup", type=float, default=8.0)
     ap.add_argument("--actors", type=int, default=max(1, (os.cpu_count() or 2) - 1))
