@@ -6,7 +6,8 @@
     actorq export RUN_DIR --out policy.onnx [--precision int8]
 
 Errors caused by input (unknown env or precision, bad sizes, a missing or corrupt checkpoint)
-print one line and exit with status 2; Ctrl-C exits with 130 after writing a checkpoint.
+print one line and exit with status 2; Ctrl-C or SIGTERM exits with 130 after writing a
+checkpoint.
 """
 
 from __future__ import annotations
@@ -164,7 +165,14 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     from actorq.experiment import train
 
     result = train(cfg)
-    return 130 if result.interrupted else 0
+    if result.interrupted:
+        print(
+            f"actorq: interrupted; checkpoint saved. Resume with: actorq train {algo} "
+            f"--resume {result.run_dir}",
+            file=sys.stderr,
+        )
+        return 130
+    return 0
 
 
 USAGE = """usage: actorq {train,eval,export,graphopt,chip,bench,report} ...

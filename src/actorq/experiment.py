@@ -646,7 +646,7 @@ def train(
         energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
     # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
     # stops through the loop's clean path (checkpoint, summary).
-    stop = _StopOnCtrlC()
+    stop = _StopOnSignal()
     ctx = BackendContext(
         cfg=cfg,
         setup=setup,
@@ -797,7 +797,7 @@ def _prepare_learner(
 
 
 def _close_failed_run(
-    stop: _StopOnCtrlC, energy: EnergyTracker | None, backend: Backend, progress: _Progress
+    stop: _StopOnSignal, energy: EnergyTracker | None, backend: Backend, progress: _Progress
 ) -> None:
     """Stop what a failed run started, writing nothing (no checkpoint, no summary)."""
     stop.restore()
@@ -842,7 +842,7 @@ def log_interval(
     return {**m, **c.to_json(), "backend": backend, "actor_pids": backend.pids()}
 
 
-def start_backend(ctx: BackendContext, loaded: Loaded | None, stop: _StopOnCtrlC) -> Backend:
+def start_backend(ctx: BackendContext, loaded: Loaded | None, stop: _StopOnSignal) -> Backend:
     """Start the backend and, resuming, restore the checkpoint's replay into it; on failure
     nothing is left running (and Ctrl-C gets its default handler back)."""
     try:
@@ -931,9 +931,11 @@ def final_report(
     )
 
 
-class _StopOnCtrlC:
-    """Ctrl-C asks the learner loop to stop at its next iteration; a second Ctrl-C interrupts
-    at once.
+class _StopOnSignal:
+    """Ctrl-C (SIGINT) and SIGTERM (what ``kill``, ``docker stop``, Slurm and Kubernetes send
+    before they kill) ask the learner loop to stop at its next iteration, through the clean
+    path: final checkpoint, summary, actors stopped, shared memory removed. A second one
+    interrupts at once.
 
     A flag rather than Python's default KeyboardInterrupt: that exception is raised wherever
     the main thread happens to be, and when that is a finalizer (``__del__`` of an env or a
@@ -941,11 +943,13 @@ class _StopOnCtrlC:
     an unlucky Ctrl-C would be lost and the run would go on. Only installed in the main thread.
     """
 
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
     def __init__(self) -> None:
         self.requested = False
-        self._prev: Any = None
+        self._prev: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            self._prev = signal.signal(signal.SIGINT, self._handle)
+            self._prev = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
@@ -953,9 +957,9 @@ class _StopOnCtrlC:
         self.requested = True
 
     def restore(self) -> None:
-        if self._prev is not None:
-            signal.signal(signal.SIGINT, self._prev)
-            self._prev = None
+        for s, prev in self._prev.items():
+            signal.signal(s, prev)
+        self._prev = {}
 
 
 class _Progress:

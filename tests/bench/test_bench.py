@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -294,4 +295,39 @@ def test_a_timed_out_cell_gets_sigint_even_when_the_runner_ignores_it(
     finally:
         signal.signal(signal.SIGINT, old)
     assert out.failed == [spec.cells[0].name]
+    assert marker.read_text() == "checkpointed"
+
+
+def test_sigterm_to_the_runner_stops_its_cell_as_ctrl_c_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM to `actorq bench` (kill, a scheduler's stop) reaches the cell in flight as the
+    SIGINT that makes a run checkpoint and stop, instead of leaving it training as an orphan
+    in its own session; the runner's SIGTERM disposition is put back."""
+    import threading
+
+    marker = tmp_path / "got-sigint"
+    hang = (
+        "import time\n"
+        "try:\n    time.sleep(600)\n"
+        f"except KeyboardInterrupt:\n    open({str(marker)!r}, 'w').write('checkpointed')\n"
+    )
+    spec = _hanging_cell(tmp_path, monkeypatch, hang)
+    spec.timeout_s = 30.0
+
+    def mine(signum: int, frame: object) -> None:  # this process's own (never dies here)
+        pass
+
+    old = signal.signal(signal.SIGTERM, mine)
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    t = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_matrix(spec, tmp_path / "r", progress=False)
+        assert signal.getsignal(signal.SIGTERM) is mine  # put back
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, old)
+    assert time.perf_counter() - t < 25  # stopped at once, not at the cell's time limit
     assert marker.read_text() == "checkpointed"

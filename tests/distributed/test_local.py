@@ -1,5 +1,6 @@
 """The local backend: shared-memory cache, actor restarts, clean shutdown on Ctrl-C."""
 
+import json
 import os
 import signal
 import subprocess
@@ -130,6 +131,36 @@ def test_ctrl_c_stops_everything_and_checkpoints(tmp_path: Path) -> None:
     time.sleep(0.5)
     assert not _procs_mentioning(str(run)), "orphan actor processes"
     assert (run / "checkpoint" / "manifest.json").is_file()
+    assert not list(Path("/dev/shm").glob(f"actorq-{p.pid}-*"))
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM (kill, docker stop, Slurm, Kubernetes), sent to the learner alone: a final
+    checkpoint and summary, the actors stopped, shared memory removed, a resume hint."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "actorq.cli", "train", "dqn", "--actors", "2",
+           "--envs-per-actor", "4", "--total-steps", "10000000", "--no-progress",
+           "--no-stop-at-target", "--run-dir", str(run)]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        actors = str(run / "actors")
+        while time.monotonic() < deadline and len(_procs_mentioning(actors)) < 2:
+            time.sleep(0.2)
+        assert len(_procs_mentioning(actors)) == 2, "actors did not start"
+        time.sleep(2.0)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = out.decode()
+    assert p.returncode == 130, text[-2000:]
+    assert f"--resume {run}" in text
+    time.sleep(0.5)
+    assert not _procs_mentioning(str(run)), "orphan actor processes"
+    assert (run / "checkpoint" / "manifest.json").is_file()
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
     assert not list(Path("/dev/shm").glob(f"actorq-{p.pid}-*"))
 
 

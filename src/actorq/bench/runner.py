@@ -202,6 +202,7 @@ def run_matrix(
     if todo:  # a session that runs nothing leaves no trace
         _record_session(results, spec, plan.sessions)
     bar = _Bar(progress, len(spec.cells), len(out.skipped))
+    term = _TermAsInterrupt()  # SIGTERM stops the running cell as Ctrl-C does, not orphaned
     bar.print(
         f"bench {spec.name}: {len(spec.cells)} cells, {len(out.skipped)} finished, "
         f"{len(todo)} to run -> {results}"
@@ -240,8 +241,31 @@ def run_matrix(
                 bar.print(f"  [red]failed[/] {cell.name}: {why} (see {cell_dir / 'log.txt'})")
             bar.advance(len(out.failed))
     finally:
+        term.restore()
         bar.stop()
     return out
+
+
+class _TermAsInterrupt:
+    """SIGTERM raised as KeyboardInterrupt in the main thread while a matrix runs: the cell in
+    flight is then stopped through the Ctrl-C path (SIGINT to its process group: it checkpoints
+    and stops its actors) instead of left training as an orphan in its own session."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._prev: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._prev = signal.signal(signal.SIGTERM, self._handle)
+
+    @staticmethod
+    def _handle(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        if self._prev is not None:
+            signal.signal(signal.SIGTERM, self._prev)
+            self._prev = None
 
 
 class _Bar:
