@@ -287,6 +287,18 @@ def test_resume_refuses_options_it_would_ignore(tiny: Callable[..., Any]) -> Non
         train(PPOConfig(resume=first.run_dir, learning_rate=0.1, progress=False))
     with pytest.raises(ConfigError, match="is a ppo run"):
         train(DQNConfig(resume=first.run_dir, progress=False))
+    # --run-dir elsewhere would be ignored while the run advanced in place (issue 49, item 4)
+    before = {p.name: p.read_bytes() for p in (Path(first.run_dir) / "checkpoint").iterdir()}
+    other = Path(first.run_dir).parent / "elsewhere"
+    with pytest.raises(ConfigError, match="continues in that directory"):
+        train(PPOConfig(resume=first.run_dir, run_dir=str(other), progress=False))
+    assert not other.exists()
+    after = {p.name: p.read_bytes() for p in (Path(first.run_dir) / "checkpoint").iterdir()}
+    assert after == before
+    # the same directory, spelled the same or not, is fine
+    r = train(PPOConfig(resume=first.run_dir, run_dir=first.run_dir + "/", total_steps=700,
+                        progress=False, energy=False))  # fmt: skip
+    assert r.run_dir == first.run_dir
 
 
 def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:

@@ -161,6 +161,11 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
         validate_env_id(out.env)
         return out, None
     resume_dir = Path(cfg.resume)
+    if cfg.run_dir is not None and Path(cfg.run_dir).resolve() != resume_dir.resolve():
+        raise ConfigError(
+            f"--resume {resume_dir} continues in that directory; --run-dir {cfg.run_dir} "
+            "names another (drop --run-dir, or copy the run directory first)"
+        )
     saved = load_run_config(resume_dir, device="cpu")  # where it computes is decided below
     saved.device = resume_device(cfg, resume_dir)
     if saved.agent != cfg.agent:
