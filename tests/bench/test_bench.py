@@ -331,3 +331,13 @@ def test_sigterm_to_the_runner_stops_its_cell_as_ctrl_c_does(
         signal.signal(signal.SIGTERM, old)
     assert time.perf_counter() - t < 25  # stopped at once, not at the cell's time limit
     assert marker.read_text() == "checkpointed"
+
+
+def test_a_spec_that_turns_energy_off_is_obeyed() -> None:
+    """Every cell tracks energy on the spec's grid, unless the spec says energy = false (the
+    matrix turned it back on: issue 49, item 10)."""
+    from actorq.bench.spec import run_config
+
+    assert run_config("dqn", {}, "FRA").energy is True
+    off = run_config("dqn", {"energy": False}, "FRA")
+    assert off.energy is False and off.energy_country == "FRA" and off.progress is False

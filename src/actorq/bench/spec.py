@@ -98,11 +98,12 @@ class Cell:
 
 def run_config(agent: str, config: dict[str, Any], country: str) -> ExperimentConfig:
     """A cell's config as its process (:mod:`actorq.bench.cell`) runs it: the spec's fields,
-    plus what the matrix sets for every cell (energy tracked on the spec's grid, no progress
-    bar). One function for both, so that the spec is validated as the cells will run."""
+    plus what the matrix sets for every cell (energy tracked on the spec's grid unless the
+    spec says ``energy = false``, no progress bar). One function for both, so that the spec is
+    validated as the cells will run."""
     cfg = config_class(agent).from_json(config)
     cfg.progress = False
-    cfg.energy, cfg.energy_country = True, country
+    cfg.energy, cfg.energy_country = bool(config.get("energy", True)), country
     return cfg
 
 
