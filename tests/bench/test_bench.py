@@ -275,6 +275,15 @@ def test_a_cell_past_its_time_limit_is_stopped_with_its_children(
     )
 
 
+def _cell_recording_sigint(marker: Path) -> str:
+    """A "cell" that sleeps until SIGINT, which it records in ``marker`` (a run checkpointing)."""
+    return (
+        "import time\n"
+        "try:\n    time.sleep(600)\n"
+        f"except KeyboardInterrupt:\n    open({str(marker)!r}, 'w').write('checkpointed')\n"
+    )
+
+
 def test_a_timed_out_cell_gets_sigint_even_when_the_runner_ignores_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -282,11 +291,7 @@ def test_a_timed_out_cell_gets_sigint_even_when_the_runner_ignores_it(
     children inherit that: a timed-out cell then never saw the SIGINT that makes a run
     checkpoint and stop, and was killed 30 s later. The cell must see it."""
     marker = tmp_path / "got-sigint"
-    hang = (
-        "import time\n"
-        "try:\n    time.sleep(600)\n"
-        f"except KeyboardInterrupt:\n    open({str(marker)!r}, 'w').write('checkpointed')\n"
-    )
+    hang = _cell_recording_sigint(marker)
     spec = _hanging_cell(tmp_path, monkeypatch, hang)
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job
     try:
@@ -307,11 +312,7 @@ def test_sigterm_to_the_runner_stops_its_cell_as_ctrl_c_does(
     import threading
 
     marker = tmp_path / "got-sigint"
-    hang = (
-        "import time\n"
-        "try:\n    time.sleep(600)\n"
-        f"except KeyboardInterrupt:\n    open({str(marker)!r}, 'w').write('checkpointed')\n"
-    )
+    hang = _cell_recording_sigint(marker)
     spec = _hanging_cell(tmp_path, monkeypatch, hang)
     spec.timeout_s = 30.0
 

@@ -17,6 +17,7 @@ caps a GPU learner at the host's pace.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterable
 from typing import Literal
 
@@ -198,7 +199,7 @@ class StepRunner:
         self._graph = graph
 
 
-class TorchLearner:
+class TorchLearner(abc.ABC):
     """The update machinery shared by the torch learners (DQN, D4PG, PPO's minibatch step):
     ``learn`` runs :meth:`step` through a :class:`StepRunner` and keeps its metrics on the
     device; ``read_metrics`` reads them (one sync); ``update`` is both, for callers that want
@@ -217,10 +218,11 @@ class TorchLearner:
         self.runner = StepRunner(self.step, resolve_mode(mode, self.device), modules, optimizers)
         self.metrics = DeviceMetrics()
 
+    @abc.abstractmethod
     def step(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+        """One update on a batch already on the device; metric tensors out (no sync)."""
 
-    def after_step(self) -> None:
+    def after_step(self) -> None:  # noqa: B027 (a hook: nothing by default)
         """Host bookkeeping after each step (the update counter, target networks)."""
 
     def learn(self, batch: Batch) -> None:
