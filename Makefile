@@ -21,6 +21,7 @@ run: $(STAMP)
 # Both cores (pytest-xdist; at most 4 workers): the suite is one core's work otherwise. The Ray
 # tests share one worker (xdist_group "ray"), one Ray cluster at a time.
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -m "not slow" -n auto --maxprocesses=4 --dist loadgroup
 
 # A real Ray cluster as users start one (ray start, token auth, two raylets): ~1-3 minutes.
@@ -28,6 +29,7 @@ test-cluster: $(STAMP)
 	$(BIN)/python -m pytest -q -m cluster tests/distributed/test_ray_start.py
 
 lint: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 

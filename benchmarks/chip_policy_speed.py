@@ -2,10 +2,10 @@
 
 What it measures
 ----------------
-For every netlist shipped in ``actorq.chip`` (Ariane133: 133 hard macros on a 21 × 24 grid, and
-the small circuit-training test netlists), :class:`actorq.chip.policy.ChipPolicy` with the
-default :class:`~actorq.chip.policy.ChipPolicyConfig` (random weights, seed 0: speed does not
-depend on training):
+For every netlist shipped in ``actorq.chip`` (Ariane133: 133 hard macros on a 21 × 24 grid, and the
+small circuit-training test netlists), :class:`actorq.agents.ppo.chip_networks.ChipPolicy` with the
+default :class:`~actorq.agents.ppo.chip_networks.ChipPolicyConfig` (random weights, seed 0: speed
+does not depend on training):
 
 * **build**: ``ChipPolicy(env)``, which computes the static macro graph (``macro_graph``);
 * **params**, and the size of the ONNX model from ``chip_policy_onnx`` at fp32, int8 (int8
@@ -18,8 +18,8 @@ depend on training):
   ``--warmup`` calls, cycling over the observations of one random legal episode prefix;
 * int8 vs fp32: the largest |logit difference| over legal cells and how often the argmax
   agrees (random weights at their 0.01-gain initialisation: near-uniform logits, so the argmax
-  agreement is a harsh measure here; tests/chip/test_policy.py checks the distributions of a
-  confident policy).
+  agreement is a harsh measure here; tests/agents/ppo/test_chip_networks.py checks the distributions
+  of a confident policy).
 
 Command::
 
@@ -54,9 +54,9 @@ from rich.console import Console
 from rich.table import Table
 
 from _machine import machine_info
+from actorq.agents.ppo.chip_networks import ChipPolicy, chip_policy_onnx
 from actorq.chip.env import ChipPlacementEnv, random_legal_observations
 from actorq.chip.netlist import netlist_names
-from actorq.chip.policy import ChipPolicy, chip_policy_onnx
 from actorq.envs import make_env
 
 BIG = "ariane133"

@@ -2,11 +2,11 @@
 
 What it measures
 ----------------
-One cell per (netlist, precision, seed): ``train(PPOConfig(env="chip:<netlist>",
-network="chip", precision=...))`` — the circuit-training-style policy of
-:mod:`actorq.chip.policy` (Mirhoseini et al., Nature 594, 2021) trained with PPO (Schulman et
-al., 2017), the actors sampling from the exported int8 (or fp32) ONNX policy — for a budget of
-environment steps (one step = one macro placed), with synchronous PPO and one in-process actor
+One cell per (netlist, precision, seed): ``train(PPOConfig(env="chip:<netlist>", network="chip",
+precision=...))`` — the circuit-training-style policy of :mod:`actorq.agents.ppo.chip_networks`
+(Mirhoseini et al., Nature 594, 2021) trained with PPO (Schulman et al., 2017), the actors sampling
+from the exported int8 (or fp32) ONNX policy — for a budget of environment steps (one step = one
+macro placed), with synchronous PPO and one in-process actor
 (``actors=0``: deterministic for a seed). Recorded per cell:
 
 * the final policy's **greedy proxy cost** (its argmax placement, soft macros by FD; the env

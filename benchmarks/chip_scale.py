@@ -3,15 +3,15 @@
 What it measures
 ----------------
 One cell per (netlist, actors N, cache, precision, max_policy_lag): ``train(PPOConfig(
-env="chip:<netlist>", network="chip", backend="ray", actors=N, cache=..., precision=...))`` —
-PPO (Schulman et al., 2017) training the circuit-training-style placement policy of
-:mod:`actorq.chip.policy` (Mirhoseini et al., Nature 594, 2021), its N Ray actors sampling from
-the exported int8 or fp32 ONNX policy, snapshots reaching them through a node cache
+env="chip:<netlist>", network="chip", backend="ray", actors=N, cache=..., precision=...))`` — PPO
+(Schulman et al., 2017) training the circuit-training-style placement policy of
+:mod:`actorq.agents.ppo.chip_networks` (Mirhoseini et al., Nature 594, 2021), its N Ray actors
+sampling from the exported int8 or fp32 ONNX policy, snapshots reaching them through a node cache
 (``cache="node"``: one cache per node, actors read its shared memory) or each pulling from the
 learner's parameter server (``cache="none"``) — Menger's (Google, 2020) two settings. The run is
-stopped by a callback once a measured window is over; measured over that window only (from the
-first log interval at which every actor has delivered a chunk and the learner has updated: Ray's
-start-up, the workers' imports and the first chunk are not in it):
+stopped by a callback once a measured window is over; measured over that window only (from the first
+log interval at which every actor has delivered a chunk and the learner has updated: Ray's start-up,
+the workers' imports and the first chunk are not in it):
 
 * **env steps/s** (macros placed) and **episodes/s** (whole placements) the actors delivered;
 * **learner updates/s** (between the window's first and last update), the share of the window

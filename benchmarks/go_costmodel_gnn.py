@@ -54,9 +54,9 @@ class Sample:
                  seed: int, moves: int) -> None:  # fmt: skip
         import torch
 
-        from actorq.graphopt.actor import GraphTask
+        from actorq.agents.go.actor import GraphTask
+        from actorq.agents.go.inputs import node_features
         from actorq.graphopt.baselines import anchor_groups, run_move
-        from actorq.graphopt.inputs import node_features
 
         self.name, self.family = name, family
         task = GraphTask(name, "placement", cluster, reference)
@@ -107,7 +107,7 @@ def build_model(nd: int, hidden: int, layers: int) -> Any:
     import torch
     from torch import nn
 
-    from actorq.graphopt.inputs import NODE_FEATURES, OP_VOCAB
+    from actorq.agents.go.inputs import NODE_FEATURES, OP_VOCAB
 
     class SAGE(nn.Module):
         def __init__(self, d: int) -> None:

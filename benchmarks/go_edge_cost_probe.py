@@ -16,7 +16,7 @@ graphs of ``log(step time / heft-cut's step time)``, each candidate decoded by H
 by the simulator with HEFT's ranks as priorities (as ``heft-search``). Two feature sets:
 
 * ``raw``: the edge's bytes, its mean transfer time over the graph's mean op time, and both
-  endpoints' node features (:func:`actorq.graphopt.inputs.node_features`, the op type left out);
+  endpoints' node features (:func:`actorq.agents.go.inputs.node_features`, the op type left out);
 * ``go``: ``raw`` and both endpoints' embeddings from a GO network pre-trained without the
   held-out family (``--encoder-from``: a ``go_transfer.py --task joint`` folder with
   ``runs/pretrain-<family>-s<seed>``), so the rule can read each op's graph context.
@@ -61,9 +61,9 @@ class EdgeGraph:
     """One graph's HEFT inputs, per-in-edge features, and a judge of per-edge weights."""
 
     def __init__(self, graph: str, cluster: str) -> None:
+        from actorq.agents.go.inputs import node_features
         from actorq.graphopt import Simulator, get_cluster
         from actorq.graphopt.baselines import CUT_WEIGHTS, CutSearch
-        from actorq.graphopt.inputs import node_features
         from actorq.graphopt.suite import get_graph
 
         sim = Simulator(get_graph(graph), get_cluster(cluster))

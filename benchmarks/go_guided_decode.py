@@ -116,11 +116,11 @@ def family_rows(
     root: Path, fam: str, cluster: str, reference: str, seed: int, betas: tuple[float, ...],
     train: bool, larger_max_ops: int, scheduler: str, cut: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
-    from actorq.graphopt.actor import GraphTask
+    from actorq.agents.go.actor import GraphTask
+    from actorq.agents.go.inputs import InputSpec, OnnxGOPolicy
+    from actorq.agents.go.networks import onnx_bytes
+    from actorq.cli.graphopt import load_go_policy as load_policy
     from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
-    from actorq.graphopt.policy import onnx_bytes
-    from actorq.graphopt.pretrained import load_policy
 
     nd = get_cluster(cluster).num_devices
     model, info = load_policy(str(root / "runs" / f"pretrain-{fam}-s{seed}"), nd)

@@ -39,10 +39,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from actorq.agents.go.actor import HEADS
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.bench.machine import machine_info
-from actorq.graphopt.actor import HEADS
 
 
 def _batch(learner: Any, k: int, rng: np.random.Generator) -> dict[str, Any]:

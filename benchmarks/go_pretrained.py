@@ -1,7 +1,7 @@
 """Train, package and judge the GO placement policy that ships with actorq.
 
 ``actorq graphopt place`` runs, without ``--policy``, the policy file
-``src/actorq/graphopt/pretrained/go-placement-<N>dev.safetensors`` for a cluster of N devices.
+``src/actorq/agents/go/pretrained/go-placement-<N>dev.safetensors`` for a cluster of N devices.
 This script makes that file and says how good it is:
 
 1. ``train``: ``actorq train go`` (placement, int8 actors, the sync backend: deterministic for a
@@ -10,7 +10,7 @@ This script makes that file and says how good it is:
    ...); resumable (the run directory keeps its checkpoint; run the command again).
    Arguments after ``--`` go to ``actorq train go`` unchanged (e.g. ``-- --learning-rate 3e-4``).
 2. ``package``: the run's final weights and how they were trained go to the policy file
-   (:func:`actorq.graphopt.pretrained.save_policy`), which must stay ≤ 10 MB.
+   (:func:`actorq.agents.go.pretrained.save_policy`), which must stay ≤ 10 MB.
 3. ``judge``: through ``actorq graphopt place``'s own code, on the six training graphs and on
    the second-smallest graph of each family (not trained on): the greedy int8 placement, the
    fastest of ``--samples`` sampled ones, and the classical baselines (random search and
@@ -70,7 +70,7 @@ def train_policy(
     args: argparse.Namespace, extra: list[str], run_dir: Path, graphs: list[str]
 ) -> dict[str, Any]:
     from actorq.agents.go.config import GOConfig
-    from actorq.cli_args import parse
+    from actorq.cli.args import parse
     from actorq.experiment import train
 
     # int8 actors unless the extra arguments say otherwise: the shipped files were made so
@@ -101,8 +101,8 @@ def train_policy(
 
 
 def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
+    from actorq.cli.graphopt import PlaceArgs, baseline_rows, place
     from actorq.graphopt.baselines import PLACEMENT
-    from actorq.graphopt.cli import PlaceArgs, baseline_rows, place
 
     a = PlaceArgs(graph=graph, cluster=args.cluster, policy=str(policy), samples=args.samples,
                   seed=args.seed, budget=args.budget)  # fmt: skip
@@ -279,13 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.hold_out and not a.train_extra:
         say("--hold-out needs --train-extra")
         return 2
-    from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.pretrained import (
+    from actorq.agents.go.pretrained import (
         load_policy_file,
         load_policy_run,
         save_policy,
         shipped_path,
     )
+    from actorq.graphopt.cluster import get_cluster
+    from actorq.run import load_run_config
 
     n = get_cluster(a.cluster).num_devices
     root = a.results / a.cluster
@@ -337,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         command = load_policy_file(policy)[1].command + "`, judged again by `" + command
     else:
         policy.parent.mkdir(parents=True, exist_ok=True)
-        model, run_info = load_policy_run(root / "runs" / "train")
+        run = root / "runs" / "train"
+        model, run_info = load_policy_run(run, load_run_config(run, device="cpu"))
         save_policy(model, policy, task="placement", cluster=a.cluster,
                     trained_on=trained["graphs"], command=command,
                     reference=run_info.reference, start=run_info.start)  # fmt: skip

@@ -1,13 +1,13 @@
 """What GO's priority head loses by deciding priorities in a few levels (joint task).
 
 GO's policy decides each op's scheduling priority as one of ``PRIORITY_LEVELS`` (8) levels, ties
-broken by topological order (:func:`actorq.graphopt.inputs.priorities`); the imitation warm start
+broken by topological order (:func:`actorq.agents.go.inputs.priorities`); the imitation warm start
 turns a baseline's priorities into those levels by equal-count buckets of their order
-(:func:`actorq.graphopt.targets.priority_levels`). The fusing search baselines keep HEFT's
+(:func:`actorq.agents.go.targets.priority_levels`). The fusing search baselines keep HEFT's
 upward ranks exact. This script measures the cost of the buckets on the suite's six smallest
 graphs (the transfer protocol's held-out graphs), joint task: for each number of levels and for
 exact ranks, the step time of HEFT's placement with greedy fusion, of the fastest of the
-imitation candidates (:data:`actorq.graphopt.targets.BEST_OF`, each with greedy fusion), and of
+imitation candidates (:data:`actorq.agents.go.targets.BEST_OF`, each with greedy fusion), and of
 hill climbing (annealing's run moves at zero temperature, whole-graph greedy fusion after each
 move, ``--budget`` simulator calls) from that fastest start.
 
@@ -37,6 +37,8 @@ LEVELS = (8, 16, 32, 64, 256)
 
 
 def graph_cell(graph: str, cluster: str, budget: int, seed: int) -> dict[str, Any]:
+    from actorq.agents.go.inputs import priorities
+    from actorq.agents.go.targets import BEST_OF, priority_levels
     from actorq.graphopt.baselines import (
         anchor_groups,
         greedy_fusion,
@@ -46,8 +48,6 @@ def graph_cell(graph: str, cluster: str, budget: int, seed: int) -> dict[str, An
         upward_rank,
     )
     from actorq.graphopt.envs import GraphOptEnv
-    from actorq.graphopt.inputs import priorities
-    from actorq.graphopt.targets import BEST_OF, priority_levels
 
     env = GraphOptEnv(graph, "joint", cluster, mode="oneshot")
     sim, g = env.sim, env.graph

@@ -2,8 +2,8 @@
 per graph, its step time and the devices it uses, and which one a margin picks.
 
 ``--imitate best`` imitates, per training graph, the fastest of the deterministic baselines in
-:data:`actorq.graphopt.targets.BEST_OF`; with ``--imitate-margin M`` the candidate on the
-fewest devices among those within ``1 + M`` of the fastest (:func:`actorq.graphopt.targets.
+:data:`actorq.agents.go.targets.BEST_OF`; with ``--imitate-margin M`` the candidate on the
+fewest devices among those within ``1 + M`` of the fastest (:func:`actorq.agents.go.targets.
 target`). Whether a family's graphs are split or kept on one device decides what a policy
 pre-trained on them does with an unseen graph (docs/graphopt-transfer.md, "Simpler targets").
 Default graphs: resnet's held-out cell of the transfer protocol with three seeded variants per
@@ -33,8 +33,8 @@ from peers import graph_cells, graph_setup_problem, machine_info, say
 
 def graph_cell(graph: str, cluster: str, reference: str, seed: int) -> dict[str, Any]:
     """Each candidate's penalised step time, feasibility and device count on ``graph``."""
-    from actorq.graphopt.actor import GraphTask
-    from actorq.graphopt.targets import BEST_OF, target
+    from actorq.agents.go.actor import GraphTask
+    from actorq.agents.go.targets import BEST_OF, target
 
     task = GraphTask(graph, "placement", cluster, reference)
     cands = {}
@@ -46,8 +46,8 @@ def graph_cell(graph: str, cluster: str, reference: str, seed: int) -> dict[str,
 
 
 def choice(cell: dict[str, Any], margin: float) -> str:
-    """The candidate :func:`actorq.graphopt.targets.target` imitates with ``margin``."""
-    from actorq.graphopt.targets import choose
+    """The candidate :func:`actorq.agents.go.targets.target` imitates with ``margin``."""
+    from actorq.agents.go.targets import choose
 
     c = cell["candidates"]  # in BEST_OF's order
     names = list(c)

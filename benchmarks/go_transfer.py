@@ -113,8 +113,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from actorq.agents.go.targets import BEST_OF, CHOICES
 from actorq.graphopt.baselines import REFERENCES, SEARCH
-from actorq.graphopt.targets import BEST_OF, CHOICES
 from peers import machine_info, read_metrics_csv, say, write_json_atomic
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
@@ -246,12 +246,12 @@ def go_config(
 def run_learner_on(run_dir: Path, env: str) -> tuple[Any, Any, Any]:
     """A GO run's final weights in a learner for one graph (``env``, graphopt:<task>/<graph>):
     the learner (its ``model`` and ``tasks[0]``, the graph's
-    :class:`~actorq.graphopt.actor.GraphTask`), the run's config for that graph and its env
+    :class:`~actorq.agents.go.actor.GraphTask`), the run's config for that graph and its env
     spec."""
     import dataclasses
 
     from actorq.agents.go.builder import BUILDER
-    from actorq.experiment import load_run_config
+    from actorq.run import load_run_config
 
     saved: Any = load_run_config(run_dir)
     cfg = dataclasses.replace(saved, env=env, graphs=(), init_from=str(run_dir))
@@ -261,7 +261,7 @@ def run_learner_on(run_dir: Path, env: str) -> tuple[Any, Any, Any]:
 
 def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
     """A GO run's final policy on one graph (``env``, graphopt:<task>/<graph>): the
-    :class:`~actorq.graphopt.actor.GraphTask` it decides on and the policy's snapshot maker."""
+    :class:`~actorq.agents.go.actor.GraphTask` it decides on and the policy's snapshot maker."""
     from actorq.agents.go.builder import BUILDER
 
     learner, cfg, spec = run_learner_on(run_dir, env)
@@ -271,8 +271,8 @@ def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
 def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str, Any]:
     """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times and
     the number of devices each decision uses."""
-    from actorq.graphopt.actor import decode_snapshot
-    from actorq.graphopt.inputs import OnnxGOPolicy
+    from actorq.agents.go.actor import decode_snapshot
+    from actorq.agents.go.inputs import OnnxGOPolicy
 
     task, io = run_policy_on(run_dir, f"graphopt:{args.task}/{graph}")
     out: dict[str, Any] = {"reference_time": task.env.reference_time}

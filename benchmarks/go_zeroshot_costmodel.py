@@ -121,7 +121,7 @@ def build_pool(
     """Each pool graph's candidates (step time, ms, under ``reference``'s schedule: the
     placement task keeps the reference decision's priorities) and their analytic estimates,
     computed once and kept in ``path`` (a rerun resumes)."""
-    from actorq.graphopt.actor import GraphTask
+    from actorq.agents.go.actor import GraphTask
 
     pool: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"graphs": {}}
     for name, fam in graphs.items():

@@ -73,12 +73,12 @@ def judged(task: Any, actions: np.ndarray) -> dict[str, Any]:
 def family_row(
     root: Path, fam: str, cluster: str, reference: str, start: str, seed: int
 ) -> dict[str, Any]:
-    from actorq.graphopt.actor import GraphTask
+    from actorq.agents.go.actor import GraphTask
+    from actorq.agents.go.inputs import InputSpec, OnnxGOPolicy
+    from actorq.agents.go.networks import onnx_bytes
+    from actorq.agents.go.targets import target
+    from actorq.cli.graphopt import load_go_policy as load_policy
     from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
-    from actorq.graphopt.policy import onnx_bytes
-    from actorq.graphopt.pretrained import load_policy
-    from actorq.graphopt.targets import target
 
     graph = smallest(fam)
     nd = get_cluster(cluster).num_devices

@@ -44,15 +44,15 @@ SWAPS: tuple[tuple[str, tuple[int, ...]], ...] = (
 
 
 def family_rows(run_dir: Path, graph: str) -> list[dict[str, Any]]:
-    from actorq.experiment import load_run_config
-    from actorq.graphopt.actor import decode_snapshot
-    from actorq.graphopt.inputs import OnnxGOPolicy
+    from actorq.agents.go.actor import decode_snapshot
+    from actorq.agents.go.inputs import OnnxGOPolicy
+    from actorq.run import load_run_config
 
     if load_run_config(run_dir).task() != "joint":
         raise SystemExit(f"{run_dir}: not a joint-task policy")
     task, io = run_policy_on(run_dir, f"graphopt:joint/{graph}")
     if task.start is None:  # GO's formulation: the decision --start best would have given it
-        from actorq.graphopt.targets import target
+        from actorq.agents.go.targets import target
 
         ref = target(task, "best")
     else:
@@ -95,7 +95,7 @@ def confident_edits(
     the policy is sure of (its argmax device differs from the start's and has probability above
     each threshold; fusion re-decided around moved ops, as run moves do): do the edits the
     policy makes with confidence transfer, where its edits as a whole do not?"""
-    from actorq.graphopt.inputs import log_softmax
+    from actorq.agents.go.inputs import log_softmax
 
     p = np.exp(log_softmax(out["placement"]))
     choice, sure = p.argmax(axis=1), p.max(axis=1)

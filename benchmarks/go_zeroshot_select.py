@@ -46,7 +46,7 @@ RUNNER = ("single", "expert", "metis+cp", "m-etf")
 def placement_ms(task: Any, placement: np.ndarray) -> float:
     """``placement``'s step time on ``task``'s graph (ms, penalised when it does not fit), as
     the placement task judges it (its other decisions the reference's)."""
-    from actorq.graphopt.inputs import HEADS
+    from actorq.agents.go.inputs import HEADS
 
     a = np.zeros((task.num_ops, len(HEADS)), np.int64)
     a[:, 0] = placement
@@ -58,7 +58,7 @@ def candidates(
 ) -> dict[str, tuple[np.ndarray, float]]:
     """Each classical candidate of ``graph`` by name: :func:`task_candidates` of its placement
     task."""
-    from actorq.graphopt.actor import GraphTask
+    from actorq.agents.go.actor import GraphTask
 
     return task_candidates(GraphTask(graph, "placement", cluster, reference), seed)
 
@@ -66,10 +66,10 @@ def candidates(
 def task_candidates(task: Any, seed: int) -> dict[str, tuple[np.ndarray, float]]:
     """Each classical candidate of ``task``'s graph by name: its placement, relabelled by first
     use in topological order where the cluster is unchanged by it (the imitation targets'
-    labels, :mod:`actorq.graphopt.targets`), and its step time (ms, penalised) as the task
+    labels, :mod:`actorq.agents.go.targets`), and its step time (ms, penalised) as the task
     judges."""
+    from actorq.agents.go.targets import first_use_labels, symmetric_under
     from actorq.graphopt.baselines import CUT_WEIGHTS, heft, run_baselines
-    from actorq.graphopt.targets import first_use_labels, symmetric_under
 
     sim, g, c = task.env.sim, task.env.graph, task.env.cluster
     found = {b.name: b.decision.placement for b in run_baselines(sim, RUNNER, seed=seed)}
@@ -102,11 +102,11 @@ def family_row(
     cands: dict[str, tuple[np.ndarray, float]],
 ) -> dict[str, Any]:  # fmt: skip
     """The pre-trained policy's choice among the held-out graph's candidates ``cands``."""
-    from actorq.graphopt.actor import GraphTask, log_softmax
+    from actorq.agents.go.actor import GraphTask, log_softmax
+    from actorq.agents.go.inputs import InputSpec, OnnxGOPolicy
+    from actorq.agents.go.networks import onnx_bytes
+    from actorq.cli.graphopt import load_go_policy as load_policy
     from actorq.graphopt.cluster import get_cluster
-    from actorq.graphopt.inputs import InputSpec, OnnxGOPolicy
-    from actorq.graphopt.policy import onnx_bytes
-    from actorq.graphopt.pretrained import load_policy
 
     nd = get_cluster(cluster).num_devices
     model, info = load_policy(str(root / "runs" / f"pretrain-{fam}-s{seed}"), nd)

@@ -41,8 +41,8 @@ from typing import Any
 
 from _machine import machine_info
 from _report import md_head
+from actorq.cli.graphopt import baseline_rows
 from actorq.graphopt.baselines import NAMES, SEARCH
-from actorq.graphopt.cli import baseline_rows
 from actorq.graphopt.suite import SUITE
 
 CLUSTERS = ("2xgpu-pcie", "4xgpu-pcie", "8xgpu-pcie")

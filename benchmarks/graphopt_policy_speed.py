@@ -2,8 +2,8 @@
 
 What it measures
 ----------------
-The default :class:`actorq.graphopt.policy.GOPolicy` (random weights, seed 0: speed does not
-depend on training), exported with :func:`~actorq.graphopt.policy.export_onnx` at fp32 and int8,
+The default :class:`actorq.agents.go.networks.GOPolicy` (random weights, seed 0: speed does not
+depend on training), exported with :func:`~actorq.agents.go.networks.export_onnx` at fp32 and int8,
 run by onnxruntime's CPU provider with ``intra_op_num_threads=1`` (one actor per core) on:
 
 * seeded synthetic layered DAGs of 1k, 10k and 80k ops (:mod:`actorq.graphopt.synthetic`), and
@@ -12,7 +12,7 @@ run by onnxruntime's CPU provider with ``intra_op_num_threads=1`` (one actor per
   caches them the first time: about a minute for ``rnnlm-xl``).
 
 Each (graph, precision) runs in a fresh subprocess that imports only numpy and onnxruntime and
-loads the policy's inputs (:func:`~actorq.graphopt.policy.encode_graph`, saved by this process),
+loads the policy's inputs (:func:`~actorq.agents.go.networks.encode_graph`, saved by this process),
 so that its peak RSS (``VmHWM``, the kernel's high-water mark of the process's resident memory;
 tracemalloc cannot see onnxruntime's allocations, and ``getrusage``'s ``ru_maxrss`` survives
 ``exec``, so a worker would inherit this torch-importing process's peak) is the inference's.
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(Path(__file__).parent))
     from _machine import machine_info
-    from actorq.graphopt.policy import GOPolicy, GOPolicyConfig, encode_graph, export_onnx
+    from actorq.agents.go.networks import GOPolicy, GOPolicyConfig, encode_graph, export_onnx
     from actorq.graphopt.suite import get_graph
     from actorq.graphopt.synthetic import layered_dag
 

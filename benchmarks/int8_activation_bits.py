@@ -2,7 +2,7 @@
 
 What it measures
 ----------------
-actorq's int8 layer (``actorq.quant.runtimes._int8_linear``) quantizes activations to uint8
+actorq's int8 layer (``actorq.quant.onnx.int8_linear``) quantizes activations to uint8
 per row and multiplies them with int8 weights in onnxruntime's ``MatMulInteger``. On x86
 CPUs without VNNI, onnxruntime's kernel adds pairs of uint8 × int8 products in int16
 (``vpmaddubsw``), which saturates once activations use levels above 128. actorq now uses 7-bit
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.quant import runtimes
+from actorq.quant import onnx as quant_onnx
 from actorq.quant.runtimes import make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 
@@ -110,11 +110,11 @@ def measure(depth: int, width: int, activation: str, rng: np.random.Generator) -
     row: dict[str, Any] = {"layers": f"{depth}x{width}", "activation": activation}
     rts = {}
     for bits, qmax in ((8, 255), (7, 127)):
-        runtimes.ACT_QMAX = qmax  # the graph is built now: the old levels, then the new ones
+        quant_onnx.ACT_QMAX = qmax  # the graph is built now: the old levels, then the new ones
         try:
             rts[bits] = rt = make_runtime(snap)
         finally:
-            runtimes.ACT_QMAX = 127
+            quant_onnx.ACT_QMAX = 127
         out = rt(x)
         half = (qmax + 1) // 2
         ref = emulate(snap, x, float(qmax), float(half - 1))

@@ -49,7 +49,7 @@ from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.agents.step import TorchLearner, resolve_mode
 from actorq.bench.machine import cpu_model, git_commit
-from actorq.core.types import ArraySpec, EnvSpec
+from actorq.types import ArraySpec, EnvSpec
 
 WIDTHS = {"64x64": (64, 64), "256x256": (256, 256), "3x2048": (2048, 2048, 2048)}
 CARTPOLE = EnvSpec(

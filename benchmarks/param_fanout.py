@@ -78,9 +78,9 @@ from rich.table import Table
 from _machine import machine_info
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
-from actorq.core.types import ArraySpec, EnvSpec
 from actorq.distributed.ray_backend import ParameterTier, cpu_nodes, init_ray, node_affinity
 from actorq.quant.snapshot import PolicySpec, make_snapshot
+from actorq.types import ArraySpec, EnvSpec
 
 
 def _pin(cpu: int | None) -> None:

@@ -45,12 +45,12 @@ from rich.console import Console
 from rich.table import Table
 
 from _machine import machine_info
-from actorq.cli import _load_snapshot  # the loading `actorq eval` does, kept in one place
 from actorq.core.evaluation import evaluate
 from actorq.quant.ptq import fake_quantize
 from actorq.quant.quantizer import MAX_BITS, MIN_BITS, check_bits
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
-from actorq.quant.snapshot import PolicySpec, make_snapshot
+from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+from actorq.run import load_run_policy  # the loading `actorq eval` does, kept in one place
 
 SEED_BASE = 20_000  # actorq eval's first environment seed
 SEED_STRIDE = 1_000
@@ -65,7 +65,8 @@ def load_run(
     run_dir: Path,
 ) -> tuple[Any, PolicySpec, list[tuple[np.ndarray, np.ndarray]], np.ndarray | None]:
     """``(config, spec, fp32 layers, replay observations shuffled (seed 0) or None)``."""
-    cfg, snap = _load_snapshot(str(run_dir), "fp32")
+    cfg, _, data = load_run_policy(str(run_dir), "fp32")
+    snap = PolicySnapshot.from_bytes(data)
     replay = run_dir / "checkpoint" / "replay.npz"
     states = None
     if replay.is_file():

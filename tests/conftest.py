@@ -29,3 +29,9 @@ def tiny(tmp_path: Path, quiet: dict[str, Any]) -> Callable[..., Any]:
         return config_class(agent)(**base)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _graph_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # suite graphs built by tests go to a throwaway cache, never the user's
+    monkeypatch.setenv("ACTORQ_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))

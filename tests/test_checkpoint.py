@@ -22,8 +22,8 @@ from actorq import checkpoint as ckpt
 from actorq.agents import builder_for
 from actorq.envs import env_spec
 from actorq.errors import ActorQError, CheckpointError
-from actorq.experiment import Counters, load_replay, load_run_config, restore
-from actorq.replay.tables import make_table
+from actorq.experiment import Counters, load_replay, restore
+from actorq.run import load_run_config
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
         learner = builder.make_learner(cfg, spec)
         restore((tensors, state, replay), learner, Counters())
         if replay is not None:
-            table = make_table(builder.table_config(cfg, spec), builder.data_specs(cfg, spec))
+            table = builder.table_config(cfg, spec).build(builder.data_specs(cfg, spec))
             load_replay(table, replay)
     except ActorQError as e:
         assert str(e) and "\n" not in str(e)

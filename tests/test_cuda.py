@@ -23,8 +23,8 @@ import torch
 
 from actorq import train
 from actorq.agents import builder_for
+from actorq.agents.go.actor import HEADS
 from actorq.experiment import learner_snapshot
-from actorq.graphopt.actor import HEADS
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.snapshot import PolicySnapshot
 
@@ -138,7 +138,8 @@ def test_ppo_learns_cartpole_with_its_learner_on_cuda(tiny: Callable[..., Any]) 
 def test_a_gpu_trained_run_is_read_back_on_a_machine_without_one(
     tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from actorq.cli import load_run_policy, main
+    from actorq.cli import main
+    from actorq.run import load_run_policy
 
     r = train(
         tiny("d4pg", env="gym:Pendulum-v1", device="cuda", total_steps=3_000, eval_every=1_500,
@@ -289,8 +290,8 @@ def test_graph_updates_equal_eager_updates_on_cuda(agent: str, tiny: Callable[..
 def test_a_cuda_learner_never_syncs_between_metric_reads(tiny: Callable[..., Any]) -> None:
     """Batches sampled from the device replay, 50 graph updates: CUDA's sync debug mode
     raises on any synchronizing call (a pageable copy, an .item(), a bool of a tensor)."""
-    from actorq.core.types import transition_specs
     from actorq.replay.device import DeviceReplayBuffer
+    from actorq.types import transition_specs
 
     cfg = tiny("dqn", device="cuda", learner_mode="graph", target_update_period=7)
     builder = builder_for(cfg)
@@ -312,9 +313,9 @@ def test_a_cuda_learner_never_syncs_between_metric_reads(tiny: Callable[..., Any
 
 
 def test_the_device_replay_returns_the_host_rings_batches(tiny: Callable[..., Any]) -> None:
-    from actorq.core.types import transition_specs
     from actorq.replay.device import DeviceReplayBuffer
     from actorq.replay.ring import ReplayBuffer
+    from actorq.types import transition_specs
 
     spec = builder_for(tiny("dqn")).env_spec(tiny("dqn"))
     specs = transition_specs(spec)

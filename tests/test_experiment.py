@@ -57,7 +57,7 @@ def test_counters_round_trip_and_read_old_checkpoints() -> None:
 
 def test_one_registry_names_every_agent() -> None:
     import actorq
-    from actorq.cli import USAGE
+    from actorq.cli.main import USAGE
 
     for name in AGENTS:
         cls = config_class(name)

@@ -16,13 +16,16 @@ if TYPE_CHECKING:
     from actorq.agents.dqn.config import DQNConfig
     from actorq.agents.ppo.config import PPOConfig
     from actorq.experiment import TrainResult, train
+    from actorq.run.policy import TrainedPolicy, load
 
 __all__ = [
     "D4PGConfig",
     "DQNConfig",
     "PPOConfig",
     "TrainResult",
+    "TrainedPolicy",
     "__version__",
+    "load",
     "make_env",
     "train",
 ]
@@ -40,6 +43,10 @@ def __getattr__(name: str) -> Any:
         agent = config_class_names().get(name)
         if agent is not None:
             return config_class(agent)
+    if name in ("load", "TrainedPolicy"):
+        from actorq.run import policy
+
+        return getattr(policy, name)
     if name == "make_env":
         from actorq.envs import make_env
 

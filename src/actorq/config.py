@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 import tyro
 
 from actorq.errors import ConfigError
-from actorq.quant.quantizer import PRECISIONS
+from actorq.quant.formats import FORMATS, PRECISIONS
 
 MAX_WIDTH = 1 << 16  # a 65536-wide layer is already 16 GiB of fp32 weights per pair
 MAX_LAYERS = 64
@@ -311,7 +311,8 @@ class ExperimentConfig:
 
     def uses_gptq(self) -> bool:
         """Whether publishes calibrate int8/int4 rounding with GPTQ (see ``calibration``)."""
-        if self.precision not in ("int8", "int4") or self.calibration == "none":
+        fmt = FORMATS.get(self.precision)  # None for "auto": it decides after calibrating
+        if fmt is None or not fmt.calibrated or self.calibration == "none":
             return False
         # quantized layers are the hidden-to-hidden ones: their input widths are hidden[:-1]
         return self.calibration == "gptq" or max(self.policy_hidden()[:-1], default=0) <= 512

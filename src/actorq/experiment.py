@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from actorq import checkpoint as ckpt
-from actorq.agents import AGENTS, builder_for, config_class
+from actorq.agents import builder_for
 from actorq.agents.builder import Builder
 from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and tests use them
     MLPPolicyIO,
@@ -42,12 +42,13 @@ from actorq.agents.policy_io import (  # noqa: F401 - re-exported: the CLI and t
 )
 from actorq.config import ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner, MLPLearner
-from actorq.core.types import EnvSpec
 from actorq.distributed.backend import Backend, BackendContext, BackendStats, make_backend
 from actorq.energy import EnergyTracker
 from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, DivergedError, first_line
 from actorq.logging import MetricLogger
+from actorq.run import load_run_config
+from actorq.types import EnvSpec
 
 EVAL_SEED = 10_000  # periodic evaluations
 FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
@@ -119,32 +120,6 @@ def registered_threshold(env_id: str) -> float | None:
         return None
     spec = gym.registry.get(name)
     return None if spec is None else spec.reward_threshold
-
-
-def load_run_config(run_dir: Path, device: str | None = None) -> ExperimentConfig:
-    """A run directory's config.json, validated. ``device``: where the caller builds the learner
-    instead of the run's (readers of a run's policy pass ``"cpu"``: a run trained on a GPU is
-    evaluated, exported and placed with on a machine without one)."""
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
-    try:
-        d = json.loads(path.read_bytes().decode("utf-8"))
-        if not isinstance(d, dict):
-            raise TypeError("not a JSON object")
-        agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
-        if not isinstance(agent, str) or agent not in AGENTS:
-            raise CheckpointError(f"{path}: unknown agent {agent!r}")
-        cfg = config_class(agent).from_json(d)
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, AttributeError, ValueError) as e:
-        raise CheckpointError(f"corrupt config.json in {run_dir}: {first_line(e)}") from None
-    if device is not None:
-        cfg.device = device
-    try:
-        cfg.validate()
-    except ConfigError as e:
-        raise CheckpointError(f"{path}: {e}") from None
-    return cfg
 
 
 # -- resolve the config and the run directory ------------------------------------------------

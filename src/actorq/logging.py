@@ -1,4 +1,4 @@
-"""Metrics to TensorBoard and CSV under fixed names (DESIGN.md: Observability)."""
+"""Metrics to TensorBoard and CSV under fixed names (the same in every run and backend)."""
 
 from __future__ import annotations
 

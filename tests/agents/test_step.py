@@ -17,7 +17,7 @@ from actorq.agents.dqn.learning import DQNLearner
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.agents.step import HOST_READS, TorchLearner, resolve_mode, set_lr
-from actorq.core.types import ArraySpec, EnvSpec
+from actorq.types import ArraySpec, EnvSpec
 
 CARTPOLE = EnvSpec(
     "gym:CartPole-v1", ArraySpec((4,), np.dtype(np.float32)), ArraySpec((), np.dtype(np.int64)), 2

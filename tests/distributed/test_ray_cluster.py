@@ -124,7 +124,7 @@ def test_a_relay_level_stacks_in_front_of_node_caches(cluster: Any) -> None:
 
 def test_auto_precision_is_measured_on_every_actor_node(cluster: Any) -> None:
     from actorq.distributed.precision import node_choices, vote
-    from actorq.quant.quantizer import PRECISIONS
+    from actorq.quant.formats import PRECISIONS
     from actorq.quant.snapshot import PolicySpec
 
     spec = PolicySpec(4, (128, 128), 2)

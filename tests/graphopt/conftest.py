@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from actorq.graphopt.cluster import Cluster, cluster_from_dict
 
 
@@ -24,9 +22,3 @@ def unit_cluster(
         {"devices": [dev] * devices, "link": {"bandwidth": bandwidth, "latency": latency}},
         name=f"unit{devices}",
     )
-
-
-@pytest.fixture(autouse=True)
-def _graph_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    # suite graphs built by tests go to a throwaway cache, never the user's
-    monkeypatch.setenv("ACTORQ_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))

@@ -170,7 +170,7 @@ def test_corrupt_int4_snapshots_are_refused() -> None:
         {"s1": snap.tensors["s1"].T.copy()},  # scales transposed
         {"s1": snap.tensors["s1"].astype(np.float16)},  # scales not fp32
     ):
-        with pytest.raises(SnapshotError, match="int4 weight or scale malformed"):
+        with pytest.raises(SnapshotError, match="not a well-formed int4"):
             PolicySnapshot.from_bytes(rebuilt(**changes))
-    with pytest.raises(SnapshotError, match="int4 weight or scale malformed"):
+    with pytest.raises(SnapshotError, match="not a well-formed int8"):
         PolicySnapshot.from_bytes(rebuilt("int8"))  # packed nibbles in an int8 snapshot

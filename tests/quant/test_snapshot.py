@@ -82,7 +82,7 @@ def test_wrong_shapes_are_refused() -> None:
     tensors = dict(snap.tensors)
     tensors["w1"] = tensors["w1"][:, :5].copy()
     bad = PolicySnapshot(1, "fp32", SPEC, tensors)
-    with pytest.raises(SnapshotError, match="wrong shape"):
+    with pytest.raises(SnapshotError, match="not a well-formed fp32"):
         PolicySnapshot.from_bytes(bad.to_bytes())
 
 

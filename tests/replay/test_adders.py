@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from actorq.core.types import ArraySpec
 from actorq.replay.adders import NStepAdder
+from actorq.types import ArraySpec
 
 OBS, ACT = ArraySpec((1,), "float32"), ArraySpec((), "int64")
 G = 0.5

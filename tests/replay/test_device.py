@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from actorq import train
-from actorq.core.types import ArraySpec
 from actorq.replay.device import DeviceReplayBuffer, replay_device
 from actorq.replay.ring import ReplayBuffer
+from actorq.types import ArraySpec
 
 SPECS = {
     "obs": ArraySpec((3,), np.dtype(np.float32)),

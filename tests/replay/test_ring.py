@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from actorq.core.types import ArraySpec
 from actorq.replay.ring import ReplayBuffer
+from actorq.types import ArraySpec
 
 SPECS = {"obs": ArraySpec((2,), "float32"), "reward": ArraySpec((), "float32")}
 

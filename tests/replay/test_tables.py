@@ -7,18 +7,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actorq.core.types import ArraySpec, EnvSpec, trajectory_specs
 from actorq.replay.adders import TrajectoryAdder
 from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.specs import gate_from_json, table_from_json
 from actorq.replay.tables import (
     GateCounters,
     QueueGate,
     RatioGate,
     TrajectoryQueue,
     UniformTable,
-    make_gate,
-    make_table,
 )
+from actorq.types import ArraySpec, EnvSpec, trajectory_specs
 
 SPEC = EnvSpec("x", ArraySpec((2,), "float32"), ArraySpec((), "int64"), num_actions=3)
 
@@ -108,15 +107,15 @@ def test_queue_takes_oldest_first_and_releases_per_actor() -> None:
 
 
 def test_gates() -> None:
-    gate = make_gate({"kind": "queue", "chunk_items": 4, "max_lag": 2})
+    gate = gate_from_json({"kind": "queue", "chunk_items": 4, "max_lag": 2}).build()
     assert isinstance(gate, QueueGate)
     ok = GateCounters(num=4, own_written=4, own_released=0, version=3, min_version=3)
     assert gate.allows(ok)
     assert not gate.allows(GateCounters(num=4, own_written=8, version=3, min_version=3))
     assert not gate.allows(GateCounters(num=4, own_written=4, version=2, min_version=3))
     lim = SampleToInsertRatio(2.0, 10, 5.0)
-    ratio = make_gate({"kind": "uniform", "limiter": {"samples_per_insert": 2.0,
-                       "min_size_to_sample": 10, "error_buffer": 5.0}})  # fmt: skip
+    ratio = gate_from_json({"kind": "uniform", "limiter": {"samples_per_insert": 2.0,
+                           "min_size_to_sample": 10, "error_buffer": 5.0}}).build()  # fmt: skip
     assert ratio == RatioGate(lim)
     assert ratio.allows(GateCounters(num=4, total_inserts=0, samples=0))
     assert not ratio.allows(GateCounters(num=4, total_inserts=40, samples=0))
@@ -130,7 +129,7 @@ def test_uniform_table_follows_its_limiter() -> None:
         "limiter": {"samples_per_insert": 1.0, "min_size_to_sample": 8, "error_buffer": 8.0},
         "batch_size": 4,
     }
-    table = make_table(cfg, specs)
+    table = table_from_json(cfg).build(specs)
     assert isinstance(table, UniformTable) and table.persistent
     rng = np.random.default_rng(0)
     assert table.next_batch(rng) is None

@@ -6,8 +6,9 @@ light."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import TYPE_CHECKING
+
+from actorq.registry import load
 
 if TYPE_CHECKING:
     from actorq.agents.builder import Builder
@@ -46,13 +47,8 @@ AGENTS: dict[str, AgentEntry] = {
 }
 
 
-def _load(path: str) -> object:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 def config_class(agent: str) -> type[ExperimentConfig]:
-    cls: type[ExperimentConfig] = _load(AGENTS[agent].config)  # type: ignore[assignment]
+    cls: type[ExperimentConfig] = load(AGENTS[agent].config)
     return cls
 
 
@@ -63,5 +59,5 @@ def config_class_names() -> dict[str, str]:
 
 def builder_for(cfg: ExperimentConfig) -> Builder:
     """The agent's builder (:class:`~actorq.agents.builder.Builder`)."""
-    builder: Builder = _load(AGENTS[cfg.agent].builder)  # type: ignore[assignment]
+    builder: Builder = load(AGENTS[cfg.agent].builder)
     return builder

@@ -6,10 +6,10 @@ A builder says, for an agent's config and an environment:
   with the behaviour's log-probabilities and the snapshot version);
 * ``actor_setup`` — what actors run: the behaviour (ε-greedy, Gaussian noise, or sampling
   with its log-prob), the adder (n-step or trajectory chunks) and the gate (the actor side of
-  the replay kind), as plain data an actor process or a Ray actor rebuilds;
+  the replay kind), typed specs an actor process or a Ray actor rebuilds from JSON;
 * ``table_config`` — the replay kind (a uniform ring behind a samples-per-insert limiter, or
-  a FIFO queue with a staleness bound in policy versions), as plain data every backend builds
-  with :func:`actorq.replay.tables.make_table`;
+  a FIFO queue with a staleness bound in policy versions), a typed spec
+  (:mod:`actorq.replay.specs`) every backend builds the table from;
 * ``policy_spec`` and ``make_learner`` — the network actors run (what gets quantized) and the
   update rule;
 * ``env_spec`` and ``policy_io`` — what the agent reads of the environment, and how the loop
@@ -29,8 +29,9 @@ from actorq.agents.policy_io import MLPPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.core.loop import ActorSetup
-from actorq.core.types import ArraySpec, EnvSpec
 from actorq.quant.snapshot import PolicySpec
+from actorq.replay.specs import AdderSpec, GateSpec, TableSpec
+from actorq.types import ArraySpec, EnvSpec
 
 
 class Builder(Protocol):
@@ -47,7 +48,7 @@ class Builder(Protocol):
 
     def data_specs(self, cfg: Any, spec: EnvSpec) -> dict[str, ArraySpec]: ...
 
-    def table_config(self, cfg: Any, spec: EnvSpec) -> dict[str, Any]: ...
+    def table_config(self, cfg: Any, spec: EnvSpec) -> TableSpec: ...
 
     def actor_setup(self, cfg: Any, spec: EnvSpec) -> ActorSetup: ...
 
@@ -80,8 +81,8 @@ def base_actor_setup(
     spec: EnvSpec,
     behaviour: str,
     noise: list[list[float]],
-    adder: dict[str, Any],
-    gate: dict[str, Any],
+    adder: AdderSpec,
+    gate: GateSpec,
 ) -> ActorSetup:
     """The fields of an :class:`ActorSetup` every agent fills the same way."""
     return ActorSetup(

@@ -5,7 +5,6 @@ rule and exploration."""
 from __future__ import annotations
 
 import abc
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -13,8 +12,9 @@ import numpy as np
 from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.config import OffPolicyConfig
 from actorq.core.loop import ActorSetup
-from actorq.core.types import ArraySpec, EnvSpec, transition_specs
 from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.specs import NStepSpec, RatioGateSpec, UniformSpec
+from actorq.types import ArraySpec, EnvSpec, transition_specs
 
 
 def make_rate_limiter(cfg: OffPolicyConfig) -> SampleToInsertRatio:
@@ -36,13 +36,8 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
     def data_specs(self, cfg: OffPolicyConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
         return transition_specs(spec)
 
-    def table_config(self, cfg: OffPolicyConfig, spec: EnvSpec) -> dict[str, Any]:
-        return {
-            "kind": "uniform",
-            "capacity": cfg.replay_size,
-            "limiter": dataclasses.asdict(make_rate_limiter(cfg)),
-            "batch_size": cfg.batch_size,
-        }
+    def table_config(self, cfg: OffPolicyConfig, spec: EnvSpec) -> UniformSpec:
+        return UniformSpec(cfg.replay_size, cfg.batch_size, make_rate_limiter(cfg))
 
     def actor_setup(self, cfg: OffPolicyConfig, spec: EnvSpec) -> ActorSetup:
         # Exploratory to near-greedy across instances, interleaved so every actor gets the
@@ -56,6 +51,6 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
             spec,
             self.behaviour,
             per_actor,
-            {"kind": "nstep", "n": cfg.n_step, "gamma": cfg.gamma},
-            {"kind": "uniform", "limiter": table["limiter"]},
+            NStepSpec(cfg.n_step, cfg.gamma),
+            RatioGateSpec(table.limiter),
         )

@@ -23,8 +23,8 @@ from typing import Literal
 
 import torch
 
-from actorq.core.types import Batch
 from actorq.replay.device import to_device
+from actorq.types import Batch
 
 Mode = Literal["eager", "compile", "graph"]
 MODES: tuple[str, ...] = ("auto", "eager", "compile", "graph")

@@ -59,9 +59,10 @@ from actorq.energy import (
     SUMMARY_KWH,
 )
 from actorq.errors import ActorQError, shown
+from actorq.quant.formats import PRECISIONS
 
 EVAL = "charts/eval_return"
-PRECISION_ORDER = ("fp32", "fp16", "int8", "int4")
+PRECISION_ORDER = PRECISIONS
 _ENERGY_METRIC = {SUMMARY_KWH: METRIC_KWH, SUMMARY_KG_CO2: METRIC_KG_CO2}
 #: --reps range: below 100 resamples the 2.5% and 97.5% percentiles of the bootstrap rest on two
 #: or three draws; 100000 (twice rliable's default) already takes ~15 s per table row here

@@ -8,5 +8,5 @@ Modules: :mod:`~actorq.chip.netlist` (netlists), :mod:`~actorq.chip.plc` (``.plc
 :mod:`~actorq.chip.cost` (the proxy cost, incremental), :mod:`~actorq.chip.force`
 (force-directed soft-macro placement), :mod:`~actorq.chip.anneal` (random legal placement,
 legalization, simulated annealing), :mod:`~actorq.chip.env` (the Gymnasium environment,
-``make_env("chip:ariane133")``), :mod:`~actorq.chip.cli` (``actorq chip``). See docs/chip.md.
+``make_env("chip:ariane133")``), :mod:`~actorq.cli.chip` (``actorq chip``). See docs/chip.md.
 """

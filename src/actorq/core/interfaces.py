@@ -1,7 +1,7 @@
 """The seams between components (after Acme's ``Actor``/``VariableSource``/``Learner``).
 
-Each box of the data path (DESIGN.md) is one implementation of one of these; backends wire them
-together. Kept free of torch so actor processes can import them.
+Each box of the data path (docs/architecture.md) is one implementation of one of these; backends
+wire them together. Kept free of torch so actor processes can import them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.core.types import Batch
+from actorq.types import Batch
 
 
 class ParameterSource(abc.ABC):

@@ -16,12 +16,14 @@ import numpy as np
 
 from actorq.core.exploration import Behaviour, make_behaviour, to_env_action
 from actorq.core.interfaces import Actor, ParameterSource
-from actorq.core.types import Batch, EnvSpec
 from actorq.envs import make_vector_env
 from actorq.errors import SnapshotError
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime, decode_snapshot, make_runtime
-from actorq.replay.adders import NStepAdder, TrajectoryAdder, make_adder
+from actorq.registry import load
+from actorq.replay.adders import NStepAdder, TrajectoryAdder
+from actorq.replay.specs import AdderSpec, GateSpec, adder_from_json
+from actorq.types import Batch, EnvSpec
 
 
 def actor_seed(base: int, slot: int, incarnation: int = 0) -> int:
@@ -40,10 +42,10 @@ class ActorSetup:
     #: :func:`~actorq.core.exploration.make_behaviour` kind, and its per-actor, per-env noise
     behaviour: str
     noise: list[list[float]]
-    #: :func:`~actorq.replay.adders.make_adder` config
-    adder: dict[str, Any]
-    #: :func:`~actorq.replay.tables.make_gate` config (the actor side of the replay kind)
-    gate: dict[str, Any]
+    #: what the actor's steps become (n-step transitions, trajectory chunks, or none)
+    adder: AdderSpec
+    #: the actor side of the replay kind's rule
+    gate: GateSpec
     seed: int
     runtime: str = "ort"
     threads: int = 1
@@ -65,8 +67,8 @@ class ActorSetup:
             "envs_per_actor": self.envs_per_actor,
             "behaviour": self.behaviour,
             "noise": self.noise[i],
-            "adder": self.adder,
-            "gate": self.gate,
+            "adder": self.adder.to_json(),
+            "gate": self.gate.to_json(),
             "seed": actor_seed(self.seed, 0 if in_process else i + 1, incarnation),
             "runtime": self.runtime,
             "threads": self.threads,
@@ -82,20 +84,17 @@ class ActorSetup:
 #: ``update()``, ``step()``, ``close()`` as :class:`VectorActor` has them.
 ACTOR_KINDS: dict[str, str] = {
     "vector": "actorq.core.loop:VectorActor",
-    "graph": "actorq.graphopt.actor:GraphActor",
+    "graph": "actorq.agents.go.actor:GraphActor",
 }
 
 
 def make_actor(cfg: dict[str, Any], source: ParameterSource) -> Any:
     """The one place an actor is built (every backend calls it), from
     :meth:`ActorSetup.actor_config`'s data."""
-    import importlib
-
     kind = str(cfg.get("kind", "vector"))
     if kind not in ACTOR_KINDS:
         raise ValueError(f"unknown actor kind {kind!r}; expected one of {sorted(ACTOR_KINDS)}")
-    module, _, name = ACTOR_KINDS[kind].partition(":")
-    return getattr(importlib.import_module(module), name).from_config(cfg, source)
+    return load(ACTOR_KINDS[kind]).from_config(cfg, source)
 
 
 def fetch_newer(source: ParameterSource, version: int) -> tuple[int, bytes] | None:
@@ -172,7 +171,7 @@ class VectorActor(Actor):
             seed,
             source,
             make_behaviour(cfg["behaviour"], spec.num_actions, cfg["noise"], seed),
-            make_adder(cfg["adder"], k, spec, index),
+            adder_from_json(cfg["adder"]).build(k, spec, index),
             runtime=cfg.get("runtime", "ort"),
             threads=int(cfg.get("threads", 1)),
             env_kwargs=cfg.get("env_kwargs", {}),

@@ -15,9 +15,10 @@ import sys
 import time
 
 from actorq.core.loop import make_actor
-from actorq.core.types import ArraySpec
 from actorq.distributed import shm
-from actorq.replay.tables import GateCounters, make_gate
+from actorq.replay.specs import adder_from_json, gate_from_json
+from actorq.replay.tables import GateCounters
+from actorq.types import ArraySpec
 
 
 def _die_with_parent() -> None:
@@ -37,13 +38,13 @@ def run(cfg: dict) -> None:
     specs = {name: ArraySpec.from_json(v) for name, v in cfg["specs"].items()}
     channel = shm.TransitionChannel(cfg["channel"], specs, int(cfg["channel_capacity"]), h)
     actor = make_actor(cfg, shm.SharedSnapshotCache(cfg["cache"]))
-    gate = make_gate(cfg["gate"])
+    gate = gate_from_json(cfg["gate"]).build()
     parent = int(cfg["parent_pid"])
     h[shm.A_PID] = os.getpid()
     words = control.words
     # The most one vector step can emit: a chunk of K trajectories, or K n-step windows plus
     # the flush of episodes ending (up to n each).
-    room = k * int(cfg["adder"].get("n", 1))
+    room = k * adder_from_json(cfg["adder"]).items_per_env_step
     busy, wait = int(h[shm.A_BUSY_NS]), int(h[shm.A_WAIT_NS])  # continue across restarts
     infer0, env0 = int(h[shm.A_INFER_NS]), int(h[shm.A_ENV_NS])  # a restarted actor counts anew
     while not words[shm.STOP]:

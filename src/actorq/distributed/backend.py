@@ -1,7 +1,7 @@
 """The Backend seam: what the learner loop drives, whatever runs the actors.
 
-A backend starts the actors, moves their data into the agent's replay kind (built from the
-builder's table config: :func:`actorq.replay.tables.make_table`), hands the learner its next
+A backend starts the actors, moves their data into the agent's replay kind (built by the
+builder's table spec, :mod:`actorq.replay.specs`), hands the learner its next
 batch, broadcasts snapshots and reports what happened. Three implement it:
 
 * ``sync``: one actor in the learner's process, stepped only when the learner has no batch
@@ -16,14 +16,15 @@ new one is a new entry, not a branch in the learner loop.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from actorq.core.loop import ActorSetup
-from actorq.core.types import ArraySpec, Batch
+from actorq.registry import load
+from actorq.replay.specs import TableSpec
+from actorq.types import ArraySpec, Batch
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -52,8 +53,8 @@ class BackendContext:
     setup: ActorSetup
     #: fields of one replay item (the builder's data specs)
     specs: dict[str, ArraySpec]
-    #: the builder's replay kind as plain data (:func:`actorq.replay.tables.make_table`)
-    table_config: dict[str, Any]
+    #: the builder's replay kind (:mod:`actorq.replay.specs`), which builds the table
+    table_config: TableSpec
     snapshot_capacity: int
     run_dir: Path
     #: the learner's sampling stream (checkpointed by the learner loop)
@@ -120,7 +121,5 @@ def backend_name(cfg: ExperimentConfig) -> str:
 
 
 def make_backend(ctx: BackendContext) -> Backend:
-    module, _, attr = BACKENDS[backend_name(ctx.cfg)].partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    backend: Backend = cls(ctx)
+    backend: Backend = load(BACKENDS[backend_name(ctx.cfg)])(ctx)
     return backend

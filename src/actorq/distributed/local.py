@@ -16,10 +16,10 @@ from typing import Any
 
 from actorq.core.interfaces import ParameterSink, ParameterSource
 from actorq.core.loop import ActorSetup, make_actor
-from actorq.core.types import Batch
 from actorq.distributed import shm
 from actorq.distributed.backend import BackendContext, BackendStats
-from actorq.replay.tables import TrajectoryQueue, UniformTable, make_table
+from actorq.replay.tables import TrajectoryQueue, UniformTable
+from actorq.types import Batch
 
 __all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 
@@ -27,21 +27,19 @@ __all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 def channel_items(setup: ActorSetup) -> int:
     """Items an actor's shared-memory channel holds: room for every chunk the gate lets it
     have unconsumed (on-policy), or for many n-step emissions (off-policy)."""
-    if setup.gate["kind"] == "queue":
-        return int(setup.gate["chunk_items"]) * (int(setup.gate["max_lag"]) + 1)
-    n = int(setup.adder.get("n", 1))
-    return max(8192, 64 * setup.envs_per_actor * n)
+    return setup.gate.channel_items(setup.envs_per_actor, setup.adder)
 
 
 def _make_table(ctx: BackendContext) -> UniformTable | TrajectoryQueue:
     """The learner's replay, its ring mirrored on the learner's device when the config asks
     (``replay_on_device``): batches then arrive there with no host copy."""
     device = None
-    if ctx.table_config["kind"] == "uniform":
+    capacity = ctx.table_config.ring_capacity()
+    if capacity is not None:
         from actorq.replay.device import replay_device  # torch: learner side only
 
-        device = replay_device(ctx.cfg, int(ctx.table_config["capacity"]), ctx.specs)
-    return make_table(ctx.table_config, ctx.specs, device)
+        device = replay_device(ctx.cfg, capacity, ctx.specs)
+    return ctx.table_config.build(ctx.specs, device)
 
 
 class _LocalCache(ParameterSink, ParameterSource):

@@ -30,7 +30,7 @@ import numpy as np
 from actorq.distributed import wire
 from actorq.distributed.ray_backend import actor_nodes, cpu_nodes, import_ray, node_affinity
 from actorq.errors import ActorQError
-from actorq.quant.quantizer import PRECISIONS
+from actorq.quant.formats import PRECISIONS
 
 #: ties go to the first: most bits first
 _ORDER = {p: i for i, p in enumerate(PRECISIONS)}

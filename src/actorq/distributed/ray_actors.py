@@ -36,6 +36,7 @@ from actorq.core.interfaces import ParameterSource
 from actorq.distributed import wire
 from actorq.distributed.shm import SharedSnapshotCache, shm_dir
 from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.specs import gate_from_json
 
 
 def node_id() -> str:
@@ -201,8 +202,8 @@ def make_source(tier: dict[str, Any], poll_s: float = 0.0) -> tuple[ParameterSou
 
 # -- sharded replay ---------------------------------------------------------------------------
 class ReplayShard:
-    """One shard of the replay (Menger), holding the agent's replay kind
-    (:func:`actorq.replay.tables.make_table`, the same builder the local backend uses).
+    """One shard of the replay (Menger), holding the agent's replay kind (built by its table
+    spec, :mod:`actorq.replay.specs`, as the local backend builds it).
 
     * ``uniform``: a ring buffer with its own samples-per-insert limiter. An insert the limiter
       refuses waits here (so the inserting actor blocks, as with Reverb), a sample waits for
@@ -218,26 +219,29 @@ class ReplayShard:
     """
 
     def __init__(
-        self, index: int, specs_json: str, capacity: int, table_json: str, seed: int
+        self, index: int, specs_json: str, table_json: str, gate_json: str, seed: int
     ) -> None:
-        from actorq.core.types import ArraySpec
-        from actorq.replay.tables import UniformTable, make_table
+        from actorq.replay.specs import QueueGateSpec, gate_from_json, table_from_json
+        from actorq.replay.tables import UniformTable
+        from actorq.types import ArraySpec
 
         specs = {k: ArraySpec.from_json(v) for k, v in json.loads(specs_json).items()}
-        cfg = json.loads(table_json)
+        spec = table_from_json(json.loads(table_json))  # this shard's share (capacity, limiter)
+        gate = gate_from_json(json.loads(gate_json))
         self.index = index
-        self.kind = cfg["kind"]
-        # The agent's replay kind, from the builder's config like the local backends' (for the
-        # queue kind the learner's queue batches and checks staleness: the shard's hands over
-        # whatever it holds).
-        table = make_table({**cfg, "capacity": capacity}, specs)
+        self.on_policy = spec.on_policy
+        # The agent's replay kind, built as the local backends build it (for the queue kind the
+        # learner's queue batches and checks staleness: the shard's hands over whatever it
+        # holds, and grants chunks by the actors' gate).
+        table = spec.build(specs)
         self.table: Any = table
         self.cap = 0
         if isinstance(table, UniformTable):
             self.replay = table.ring
             self.limiter: SampleToInsertRatio = table.limiter
         else:
-            self.cap = int(cfg["chunk_items"]) * int(cfg["max_lag"])
+            assert isinstance(gate, QueueGateSpec)
+            self.cap = gate.unconsumed_items
         self.inserted: dict[int, int] = {}  # queue kind: per actor
         self.released: dict[int, int] = {}
         self.min_version = 0
@@ -272,7 +276,7 @@ class ReplayShard:
         batch, meta = wire.decode_batch(payload)
         n = len(batch["reward"]) if "reward" in batch else 0
         cond = self._c()
-        if n and self.kind == "uniform":
+        if n and not self.on_policy:
             async with cond:
                 await cond.wait_for(lambda: self.limiter.can_insert(n, self.inserts, self.samples))
                 self.replay.add(batch)
@@ -344,7 +348,7 @@ class ReplayShard:
     # -- learner's view --------------------------------------------------------------------
     async def peek(self, n: int, seed: int) -> bytes:
         """Up to ``n`` random items, outside the rate limiter (calibration, evaluation)."""
-        if self.kind != "uniform" or self.replay.size == 0:
+        if self.on_policy or self.replay.size == 0:
             return wire.encode_batch({})
         return wire.encode_batch(self.replay.sample(n, np.random.default_rng(seed)))
 
@@ -363,7 +367,7 @@ class ReplayShard:
         return json.dumps(out)
 
     async def dump(self) -> bytes:
-        if self.kind != "uniform":
+        if self.on_policy:
             return wire.encode_batch({})
         return wire.encode_batch(self.replay.all() if self.replay.size else {})
 
@@ -468,7 +472,7 @@ class RayActorWorker:
         incarnation = int(self.incarnation[:6], 16) % 1000
         actor = make_actor({**cfg, "seed": int(cfg["seed"]) + 7919 * incarnation}, source)
         self._actor, self._where = actor, where
-        on_policy = cfg["gate"]["kind"] == "queue"
+        on_policy = gate_from_json(cfg["gate"]).on_policy
         chunk = int(cfg.get("insert_chunk", 64))
         pending: list[dict[str, np.ndarray]] = []
         pending_n = 0

@@ -39,12 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from actorq.core.types import Batch
 from actorq.distributed import ray_actors, wire
 from actorq.distributed.backend import BackendContext, BackendStats
 from actorq.errors import ConfigError
 from actorq.replay.rate_limiter import SampleToInsertRatio
-from actorq.replay.tables import TrajectoryQueue, make_table
+from actorq.replay.specs import UniformSpec
+from actorq.replay.tables import TrajectoryQueue
+from actorq.types import Batch
 
 
 def import_ray() -> Any:
@@ -513,7 +514,7 @@ class RayBackend:
         self._started = init_ray(cfg.ray_address)
         self.specs = ctx.specs
         self.n = cfg.actors
-        self.on_policy = ctx.table_config["kind"] == "queue"
+        self.on_policy = ctx.table_config.on_policy
         try:
             self._build(ctx, poll_s)
         except BaseException:
@@ -540,15 +541,14 @@ class RayBackend:
         self.feeder: QueueFeeder | None = None
         self.replay: ShardedReplay | _QueueView
         if self.on_policy:
-            queue = make_table(ctx.table_config, ctx.specs)
+            queue = ctx.table_config.build(ctx.specs)
             assert isinstance(queue, TrajectoryQueue)
             self.feeder = QueueFeeder(self, queue)
             self.replay = _QueueView(self.feeder)
         else:
             depth = int(getattr(cfg, "prefetch", 4))
-            self.prefetcher = Prefetcher(
-                self, int(ctx.table_config["batch_size"]), depth, str(cfg.device)
-            )
+            assert isinstance(ctx.table_config, UniformSpec)
+            self.prefetcher = Prefetcher(self, ctx.table_config.batch_size, depth, str(cfg.device))
             self.replay = ShardedReplay(self)
 
     def _build(self, ctx: BackendContext, poll_s: float) -> None:
@@ -564,26 +564,22 @@ class RayBackend:
         self.actors: list[Any] = []
         self._runs: dict[Any, int] = {}
         k = s.envs_per_actor
-        n = int(s.adder.get("n", 1))
+        n = s.adder.items_per_env_step
         # A shard no actor inserts into would never fill: at most one shard per actor.
         num_shards = min(cfg.replay_shards, cfg.actors)
-        table = dict(ctx.table_config)
-        if self.on_policy:
-            chunk = k  # one trajectory chunk per insert
-            table.update(s.gate)  # the shard grants chunks by the actors' gate
-            cap = 1
-        else:
+        table = ctx.table_config
+        if isinstance(table, UniformSpec):
             chunk = max(64, k)
-            limiter = shard_limiter(
-                SampleToInsertRatio(**table["limiter"]),
-                num_shards,
-                int(table["batch_size"]),
-                chunk + k * n,
-            )
+            limiter = shard_limiter(table.limiter, num_shards, table.batch_size, chunk + k * n)
             self.shard_limiter = limiter
-            table["limiter"] = dataclasses.asdict(limiter)
-            cap = max(1, int(table["capacity"]) // num_shards)
+            # each shard: its share of the capacity, behind its own limiter
+            table = dataclasses.replace(
+                table, capacity=max(1, table.capacity // num_shards), limiter=limiter
+            )
+        else:
+            chunk = k  # one trajectory chunk per insert
         specs_json = json.dumps({name: spec.to_json() for name, spec in self.specs.items()})
+        gate_json = json.dumps(s.gate.to_json())
         shard_cls = ray.remote(ray_actors.ReplayShard)
         shard_node = []
         shard_names = [f"{tag}-shard{j}" for j in range(num_shards)]
@@ -593,7 +589,7 @@ class RayBackend:
             self.shards.append(
                 shard_cls.options(
                     name=name, num_cpus=0, scheduling_strategy=node_affinity(node), max_restarts=-1
-                ).remote(j, specs_json, cap, json.dumps(table), s.seed)
+                ).remote(j, specs_json, json.dumps(table.to_json()), gate_json, s.seed)
             )
         namespace = ray.get_runtime_context().namespace
         actor_cls = ray.remote(ray_actors.RayActorWorker)

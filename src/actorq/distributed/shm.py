@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actorq.core.interfaces import ParameterSink, ParameterSource
-from actorq.core.types import ArraySpec, Batch
+from actorq.types import ArraySpec, Batch
 
 
 def shm_dir() -> Path:

@@ -1,6 +1,6 @@
 """The bytes that cross a process or machine boundary between Ray actors.
 
-actorq never lets pickled data of its own cross a boundary (DESIGN.md: snapshots are data). Ray
+actorq never lets pickled data of its own cross a boundary (a snapshot is data, never code). Ray
 serializes ``bytes`` and ``str`` without pickle, so everything actorq sends through Ray is one
 of those: transition batches are a safetensors blob (flat arrays + a JSON header), snapshots are
 already safetensors, counters are JSON. Ray's own control messages (actor handles, object
@@ -16,7 +16,7 @@ import numpy as np
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from actorq.core.types import Batch
+from actorq.types import Batch
 
 _META_KEY = "actorq"
 

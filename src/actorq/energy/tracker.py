@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: metrics.csv / TensorBoard names (DESIGN.md's fixed metric names)
+#: metrics.csv / TensorBoard names (fixed names: the same in every run, every backend)
 METRIC_KWH = "energy/kwh"
 METRIC_KG_CO2 = "energy/kg_co2"
 #: summary.json keys

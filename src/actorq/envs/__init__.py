@@ -1,12 +1,14 @@
 """One factory for every environment: ``make_env("gym:CartPole-v1")``,
 ``make_env("dmc:walker-stand")``.
 
-Ids carry a prefix naming the family; the rest is the family's own id. Gymnasium 1.x API only
-(5-tuple ``step``, ``reset(seed=)``).
+Ids carry a prefix naming the family; the rest is the family's own id. A family is one entry of
+:data:`ENV_FAMILIES` (its validate and make functions, as ``"module:function"``): a new family
+is its module and one line there. Gymnasium 1.x API only (5-tuple ``step``, ``reset(seed=)``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,45 +16,62 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from actorq.core.types import EnvSpec
 from actorq.errors import EnvIdError, first_line
+from actorq.registry import load
+from actorq.types import EnvSpec
 
-#: Prefixes accepted by :func:`make_env`. Families arrive with the issues that need them.
-ACCEPTED_PREFIXES: tuple[str, ...] = ("gym:", "dmc:", "graphopt:", "chip:")
+
+@dataclasses.dataclass(frozen=True)
+class EnvFamily:
+    """One family of environments, ids ``<prefix>:<name>``: where its functions live, as
+    ``"module:function"`` (imported when an id of the family is used)."""
+
+    validate: str
+    """``validate(name)``: raise :class:`EnvIdError` (one line) unless ``name`` can be made."""
+    make: str
+    """``make(name, **kwargs) -> gymnasium.Env`` (Gymnasium 1.x API)."""
+    example: str
+    """An id of the family, for error messages."""
+    extra: str | None = None
+    """The pip extra the family needs (named when its packages are missing)."""
 
 
-def _split(env_id: str) -> tuple[str, str]:
+#: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
+ENV_FAMILIES: dict[str, EnvFamily] = {
+    "gym": EnvFamily("actorq.envs.gym_family:validate_gym_id", "gymnasium:make", "gym:CartPole-v1"),
+    "dmc": EnvFamily(
+        "actorq.envs.dmc:parse_dmc_id",
+        "actorq.envs.dmc:make_dmc_env",
+        "dmc:walker-stand",
+        "control",
+    ),
+    "graphopt": EnvFamily(
+        "actorq.graphopt.envs:validate_graphopt_id",
+        "actorq.graphopt.envs:make_graphopt_env",
+        "graphopt:placement/inception-s",
+        "graph",
+    ),
+    "chip": EnvFamily(
+        "actorq.chip.env:validate_chip_id", "actorq.chip.env:make_chip_env", "chip:ariane133"
+    ),
+}
+
+
+def _split(env_id: str) -> tuple[EnvFamily, str]:
     prefix, sep, name = env_id.partition(":")
-    if not sep or not name or f"{prefix}:" not in ACCEPTED_PREFIXES:
+    if not sep or not name or prefix not in ENV_FAMILIES:
+        prefixes = ", ".join(f"{p}:" for p in ENV_FAMILIES)
         raise EnvIdError(
-            f"unknown environment id {env_id!r}: expected one of the prefixes "
-            f"{', '.join(ACCEPTED_PREFIXES)} (e.g. 'gym:CartPole-v1')"
+            f"unknown environment id {env_id!r}: expected one of the prefixes {prefixes} "
+            "(e.g. 'gym:CartPole-v1')"
         )
-    return prefix, name
+    return ENV_FAMILIES[prefix], name
 
 
 def validate_env_id(env_id: str) -> None:
     """Raise :class:`EnvIdError` (one line) unless ``env_id`` names an environment we can make."""
-    prefix, name = _split(env_id)
-    if prefix == "dmc":
-        from actorq.envs.dmc import parse_dmc_id
-
-        parse_dmc_id(name)
-        return
-    if prefix == "graphopt":  # graphopt:<task>/<graph>, see actorq.graphopt.envs
-        from actorq.graphopt.envs import validate_graphopt_id
-
-        validate_graphopt_id(name)
-        return
-    if prefix == "chip":  # chip:<shipped netlist> or chip:<netlist file>, see actorq.chip.env
-        from actorq.chip.env import validate_chip_id
-
-        validate_chip_id(name)
-        return
-    if prefix == "gym" and name not in gym.registry:
-        close = [k for k in gym.registry if k.lower().startswith(name.split("-")[0].lower()[:4])]
-        hint = f"; did you mean {', '.join(sorted(close)[:5])}?" if close else ""
-        raise EnvIdError(f"unknown Gymnasium id {name!r} in {env_id!r}{hint}")
+    family, name = _split(env_id)
+    load(family.validate)(name)
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
@@ -60,21 +79,10 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
 
     ``kwargs`` go to the family's constructor (``gym.make``; for ``dmc:``, ``action_repeat``).
     """
-    validate_env_id(env_id)
-    prefix, name = _split(env_id)
-    if prefix == "dmc":
-        from actorq.envs.dmc import DMCEnv, parse_dmc_id
-
-        return DMCEnv(*parse_dmc_id(name), **kwargs)
-    if prefix == "graphopt":
-        from actorq.graphopt.envs import make_graphopt_env
-
-        return make_graphopt_env(name, **kwargs)
-    if prefix == "chip":
-        from actorq.chip.env import make_chip_env
-
-        return make_chip_env(name, **kwargs)
-    return gym.make(name, **kwargs)
+    family, name = _split(env_id)
+    load(family.validate)(name)
+    env: gym.Env = load(family.make)(name, **kwargs)
+    return env
 
 
 def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
@@ -117,14 +125,19 @@ def checked_make(env_id: str, **kwargs: Any) -> gym.Env:
         except EnvIdError:
             raise
         except (ImportError, gym.error.Error) as e:  # DependencyNotInstalled, retired versions
-            raise EnvIdError(f"cannot make {env_id!r} here: {first_line(e)}") from None
+            extra = ENV_FAMILIES[env_id.partition(":")[0]].extra
+            hint = (
+                f" (pip install 'actorq[{extra}]')" if isinstance(e, ImportError) and extra else ""
+            )
+            raise EnvIdError(f"cannot make {env_id!r} here: {first_line(e)}{hint}") from None
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return env
 
 
 __all__ = [
-    "ACCEPTED_PREFIXES",
+    "ENV_FAMILIES",
+    "EnvFamily",
     "checked_make",
     "env_factory",
     "env_spec",

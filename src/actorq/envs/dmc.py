@@ -103,3 +103,8 @@ class DMCEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def close(self) -> None:
         self._env.close()
+
+
+def make_dmc_env(name: str, **kwargs: Any) -> DMCEnv:
+    """``make_env("dmc:<domain>-<task>")``; ``kwargs``: ``action_repeat``."""
+    return DMCEnv(*parse_dmc_id(name), **kwargs)

@@ -65,6 +65,13 @@ class BaselineResult:
     """For ``best+fuse`` and ``anneal``: the baseline whose decision they started from."""
 
 
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in float64 (per-op log-probabilities from logits)."""
+    z = z.astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
 def penalized(sim: Simulator, r: SimResult) -> float:
     """Step time if feasible, else twice the serial time on the fastest device scaled by the
     memory excess, which ranks any infeasible decision below every feasible one that is not
@@ -300,7 +307,7 @@ def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decisi
 class CutSearch:
     """:func:`heft_search`'s hill climb over per-edge cut costs, one candidate at a time, so a
     caller that judges candidates its own way can run it (GO's actors interleave it with run
-    moves and policy samples: :class:`actorq.graphopt.actor.GraphActor`'s ``explore_cut``).
+    moves and policy samples: :class:`actorq.agents.go.actor.GraphActor`'s ``explore_cut``).
 
     :meth:`propose` returns the next candidate's HEFT placement, :meth:`tell` its score (lower
     is better); the first candidates are one cut cost for every edge, one per ``sweep`` weight
@@ -610,7 +617,7 @@ def run_move(
     groups (``gi``: each op's group index in topological order, ``k`` groups) on one of ``nd``
     devices. The run's length is geometric with mean ``k / (8 nd)`` (at least 1), so both
     single-group and coarse moves happen. GO's actors explore with it too
-    (:class:`actorq.graphopt.actor.GraphActor`).
+    (:class:`actorq.agents.go.actor.GraphActor`).
 
     ``scores`` (``(n, nd)`` per-op logits, a policy's) guide the device: it is drawn from the
     softmax of the run's mean log-probability per device (only the run's rows are normalised),
@@ -624,8 +631,6 @@ def run_move(
     if scores is None:
         cand[sel] = rng.integers(nd)
         return cand
-    from actorq.graphopt.inputs import log_softmax  # here: inputs imports envs, which imports us
-
     logit = log_softmax(scores[sel]).mean(axis=0)
     on = np.unique(placement[sel])
     if len(on) == 1 and nd > 1:

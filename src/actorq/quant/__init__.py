@@ -1,11 +1,11 @@
-"""Quantization (ActorQ, Lam et al., QuaRL, TMLR 2022): quantizer, snapshot format, runtimes,
+"""Quantization (ActorQ, Lam et al., QuaRL, TMLR 2022): precision formats (one class each,
+:data:`~actorq.quant.formats.FORMATS`), quantizer, snapshot format, the ONNX writer, runtimes,
 post-training fake quantization and precision auto-select."""
 
 from actorq.quant.autoselect import PrecisionChoice, select_precision
+from actorq.quant.formats import FORMATS, PRECISIONS, Precision, WeightFormat
 from actorq.quant.ptq import fake_quantize
 from actorq.quant.quantizer import (
-    PRECISIONS,
-    Precision,
     dequantize,
     quantize_int4,
     quantize_int8,
@@ -14,11 +14,13 @@ from actorq.quant.quantizer import (
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 
 __all__ = [
+    "FORMATS",
     "PRECISIONS",
     "PolicySnapshot",
     "PolicySpec",
     "Precision",
     "PrecisionChoice",
+    "WeightFormat",
     "dequantize",
     "fake_quantize",
     "make_snapshot",

@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from actorq.quant.quantizer import PRECISIONS, Granularity
+from actorq.quant.formats import PRECISIONS
+from actorq.quant.quantizer import Granularity
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, extra_shapes, make_snapshot
 
-DEFAULT_CANDIDATES: tuple[str, ...] = ("fp32", "fp16", "int8", "int4")
+DEFAULT_CANDIDATES: tuple[str, ...] = PRECISIONS
 
 #: ``timer(runtimes, batch) -> seconds per call of each runtime``; injectable so that tests can
 #: fix the latencies. All candidates are timed in one call, so a timer can interleave them.

@@ -1,7 +1,7 @@
 """ModelSnapshot: a versioned, checksummed ONNX model, for policies that are not plain MLPs.
 
 :class:`~actorq.quant.snapshot.PolicySnapshot` carries an MLP's layers and lets each runtime build
-its own graph. A graph policy (GO's, :mod:`actorq.graphopt.policy`) or a convolutional one has an
+its own graph. A graph policy (GO's, :mod:`actorq.agents.go.networks`) or a convolutional one has an
 architecture of its own, so the learner exports the whole network — already quantized where it
 is int8 — as an ONNX model, and the snapshot carries that model. Same container and guarantees
 as a PolicySnapshot: a safetensors blob whose one tensor is the model's bytes (uint8), with the
@@ -23,6 +23,7 @@ import numpy as np
 import safetensors.numpy
 
 from actorq.errors import SnapshotError
+from actorq.quant.formats import FORMATS
 from actorq.quant.snapshot import _checksum, read_metadata
 
 FORMAT = "actorq.model-snapshot/1"
@@ -95,7 +96,7 @@ class ModelSnapshot:
         import onnx
         from onnx import numpy_helper
 
-        if self.precision not in ("fp32", "fp16", "int8", "int4"):
+        if self.precision not in FORMATS:
             raise SnapshotError(f"unknown precision {self.precision!r}")
         try:
             proto = onnx.load_model_from_string(self.model)

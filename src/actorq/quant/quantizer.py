@@ -19,8 +19,6 @@ from typing import Literal
 
 import numpy as np
 
-Precision = Literal["fp32", "fp16", "int8", "int4"]
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8", "int4")
 Granularity = Literal["per_channel", "per_tensor"]
 
 INT8_QMAX = 127  # symmetric: [-127, 127], so negation never overflows

@@ -1,22 +1,16 @@
 """Inference runtimes for a :class:`PolicySnapshot`: onnxruntime (default), numpy, torch.
 
-Actors run onnxruntime: no torch import, fast at batch 1, and a real int8 path. An int8 layer
-quantizes its input activations to uint8 with one scale per row, multiplies them with our int8
-weights in exact int32 (``MatMulInteger``), and rescales by row scale × per-column weight scale
-in fp32. Activations use 7 of the 8 bits (:data:`ACT_QMAX`): onnxruntime's AVX2 kernels (x86
-without VNNI) add pairs of uint8 × int8 products in int16 (``vpmaddubsw``), which saturates
-for uint8 values above 128, so with all 8 bits an int8 policy computed different (wrong)
-outputs on such CPUs than on VNNI ones; with 7 it is exact int32 on every x86 CPU. On
-AVX512-VNNI a 3×2048 MLP runs several times faster than fp32 at batch 1
+Actors run onnxruntime: no torch import, fast at batch 1, and a real int8 path. A snapshot is
+written as an ONNX graph by :func:`to_onnx` with actorq's layers (:mod:`actorq.quant.onnx`):
+int8 layers with uint8 activations per row and exact int32 sums, int4 layers as
+``MatMulNBits``; fp16 snapshots are a broadcast format, their weights rounded to half precision
+and computed in fp32 (onnxruntime's CPU provider has no fast fp16 GEMM on x86). On AVX512-VNNI
+a 3×2048 MLP runs several times faster in int8 than in fp32 at batch 1
 (benchmarks/actor_throughput.py).
-An int4 layer is one ``com.microsoft::MatMulNBits`` node (4-bit weights, a scale per block of 32
-inputs) at ``accuracy_level=4``: onnxruntime quantizes the activations to int8 per row and per
-block of 32 and sums in int32 with VNNI, instead of dequantizing the weights to fp32.
-fp16 snapshots are a broadcast format: weights are rounded to half precision and computed in fp32
-(onnxruntime's CPU provider has no fast fp16 GEMM on x86).
 
-A policy that is not a plain MLP (the chip placement network, :mod:`actorq.chip.policy`) comes as
-a :class:`~actorq.quant.model_snapshot.ModelSnapshot` of kind :data:`OBS_LOGITS`: an ONNX model
+A policy that is not a plain MLP (the chip placement network,
+:mod:`actorq.agents.ppo.chip_networks`) comes as a
+:class:`~actorq.quant.model_snapshot.ModelSnapshot` of kind :data:`OBS_LOGITS`: an ONNX model
 the learner exported (already int8 where it is int8), input ``obs``, output ``logits`` of a
 categorical policy. :func:`decode_snapshot` reads either format, :func:`make_runtime` runs either
 (:class:`ModelRuntime` for the ONNX one), :func:`snapshot_head` says how to read either's output.
@@ -24,29 +18,19 @@ categorical policy. :func:`decode_snapshot` reads either format, :func:`make_run
 
 from __future__ import annotations
 
-from typing import Any, Protocol, overload
+from typing import Protocol, overload
 
 import numpy as np
 
 from actorq.errors import SnapshotError
+from actorq.quant.formats import OnnxLayer, layer_format
 from actorq.quant.heads import Head, head
 from actorq.quant.model_snapshot import FORMAT as MODEL_FORMAT
 from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.onnx import finish_model
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, read_metadata
 
 RUNTIMES: tuple[str, ...] = ("ort", "numpy", "torch")
-ONNX_OPSET = 17
-MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators (MatMulNBits)
-# MatMulNBits' accuracy_level 4 = int8 compute: ~3x faster than level 0 (fp32 compute on
-# dequantized weights) at 3×2048, at the cost of int8 activations.
-INT4_ACCURACY_LEVEL = 4
-ONNX_IR_VERSION = 9  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 reads at most 13
-#: Largest uint8 level of a quantized activation: 127, not 255, so that two uint8 × int8 products
-#: (|w| <= 127) sum to at most 2 × 127 × 127 = 32,258 and fit the int16 that onnxruntime's AVX2
-#: kernel (``vpmaddubsw``, no VNNI) adds them in; at 255 that sum saturated (found on an AMD EPYC
-#: with AVX2 only: outputs off by up to 80% of the emulated ones). Signed activations get
-#: levels -63..63 around a zero point of 64, for the same bound.
-ACT_QMAX = 127
 
 
 class PolicyRuntime(Protocol):
@@ -63,8 +47,8 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
     """Serialize the snapshot as a standalone ONNX model (input ``obs``, output ``out``).
 
     int8 layers quantize their input activations per row and run an integer matmul (see
-    :func:`_int8_linear`); int4 layers run ``MatMulNBits`` (see :func:`_int4_linear`); fp32
-    and fp16 layers run an fp32 MatMul.
+    :func:`~actorq.quant.onnx.int8_linear`); int4 layers run ``MatMulNBits`` (see
+    :func:`~actorq.quant.onnx.int4_linear`); fp32 and fp16 layers run an fp32 MatMul.
     """
     from onnx import TensorProto, helper
 
@@ -93,135 +77,27 @@ def to_onnx(snap: PolicySnapshot) -> bytes:
             x = "obs_nc"
     last = spec.num_layers - 1
     for i in range(spec.num_layers):
-        w, b = snap.tensors[f"w{i}"], snap.tensors[f"b{i}"]
+        w, s, b = (snap.tensors.get(f"{k}{i}") for k in "wsb")
+        assert w is not None and b is not None  # a validated snapshot has both
         y = "out" if (i == last and spec.output_activation == "none") else f"z{i}"
-        if w.dtype == np.int8:
-            relu_input = i > 0 and spec.activation == "relu"
-            nodes += _int8_linear(x, y, i, w, snap.tensors[f"s{i}"], b, init, relu_input)
-        elif w.dtype == np.uint8:
-            nodes += _int4_linear(x, y, i, w, snap.tensors[f"s{i}"], b, init, spec.dims[i])
-        else:
-            wf = init(f"w{i}", w.astype(np.float32))
-            nodes.append(helper.make_node("MatMul", [x, wf], [f"m{i}"]))
-            nodes.append(helper.make_node("Add", [f"m{i}", init(f"b{i}", b)], [y]))
+        fmt = layer_format(snap.precision, i, spec.num_layers)
+        relu_input = i > 0 and spec.activation == "relu"
+        nodes += fmt.onnx(OnnxLayer(x, y, i, w, s, b, init, relu_input, spec.dims[i]))
         act = spec.activation if i < last else spec.output_activation
         if act != "none":
             out = "out" if i == last else f"h{i}"
             nodes.append(helper.make_node({"relu": "Relu", "tanh": "Tanh"}[act], [y], [out]))
             y = out
         x = y
-    graph = helper.make_graph(
+    model = finish_model(
         nodes,
+        inits,
         "actorq_policy",
         [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", spec.obs_dim])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", spec.out_dim])],
-        inits,
+        f"actorq policy v{snap.version} {snap.precision}",
     )
-    opsets = [helper.make_opsetid("", ONNX_OPSET)]
-    if any(n.domain == MS_DOMAIN for n in nodes):
-        opsets.append(helper.make_opsetid(MS_DOMAIN, 1))
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="actorq")
-    model.ir_version = ONNX_IR_VERSION
-    model.doc_string = f"actorq policy v{snap.version} {snap.precision}"
     return bytes(model.SerializeToString())
-
-
-def _int8_linear(
-    x: str,
-    y: str,
-    i: int,
-    w: np.ndarray,
-    scale: np.ndarray,
-    bias: np.ndarray,
-    init: Any,
-    nonnegative: bool,
-) -> list[Any]:
-    """``y = x @ (w * scale) + bias`` with int8 weights and uint8 activations, exact int32 sums.
-
-    Activations are quantized with one scale per row (per state), not per call: with
-    onnxruntime's fused DynamicQuantizeMatMul the scale is shared by the whole batch, so one
-    state with large activations coarsens the others and an actor's action for a state would
-    depend on which states its other environments happen to be in. Per row, the batch of K
-    computes exactly what K calls of batch 1 would, at the same speed at 3×2048 (measured in
-    docs/results.md).
-    """
-    from onnx import TensorProto, helper
-
-    p = f"q{i}_"
-    if scale.shape[0] == 1:  # per-tensor weights: the same scale for every column
-        scale = np.full(w.shape[1], scale[0], dtype=np.float32)
-    half = (ACT_QMAX + 1) // 2
-    if nonnegative:  # post-ReLU: uint8 levels 0..ACT_QMAX with zero point 0
-        absmax, qmax, zero_point = [x], float(ACT_QMAX), []
-        to_uint8 = [helper.make_node("Cast", [p + "xr"], [p + "xq"], to=TensorProto.UINT8)]
-        prologue = []
-    else:  # signed inputs: symmetric levels -63..63, stored with zero point 64
-        zp = init(p + "zp", np.array([half], np.uint8))
-        absmax, qmax, zero_point = [p + "abs"], float(half - 1), [zp]
-        prologue = [helper.make_node("Abs", [x], [p + "abs"])]
-        to_uint8 = [
-            helper.make_node(
-                "Add", [p + "xr", init(p + "zpf", np.array([float(half)], np.float32))], [p + "xu"]
-            ),
-            helper.make_node("Cast", [p + "xu"], [p + "xq"], to=TensorProto.UINT8),
-        ]
-    return [
-        *prologue,
-        helper.make_node("ReduceMax", absmax, [p + "amax"], keepdims=1, axes=[1]),
-        helper.make_node(
-            "Max", [p + "amax", init(p + "tiny", np.array([1e-30], np.float32))], [p + "m"]
-        ),
-        helper.make_node(
-            "Div", [p + "m", init(p + "qmax", np.array([qmax], np.float32))], [p + "xs"]
-        ),
-        helper.make_node("Div", [x, p + "xs"], [p + "xd"]),
-        helper.make_node("Round", [p + "xd"], [p + "xr"]),
-        *to_uint8,
-        helper.make_node("MatMulInteger", [p + "xq", init(f"w{i}", w), *zero_point], [p + "acc"]),
-        helper.make_node("Cast", [p + "acc"], [p + "accf"], to=TensorProto.FLOAT),
-        # Column scales, then row scales, then bias. In the other order (row × column scales
-        # first) onnxruntime 1.31's MatMulIntegerToFloat fusion folds the bias in wrongly
-        # (tests/quant/test_runtimes.py checks this graph against a numpy emulation).
-        helper.make_node("Mul", [p + "accf", init(f"s{i}", scale[None, :])], [p + "mc"]),
-        helper.make_node("Mul", [p + "mc", p + "xs"], [p + "mm"]),
-        helper.make_node("Add", [p + "mm", init(f"b{i}", bias)], [y]),
-    ]
-
-
-def _int4_linear(
-    x: str,
-    y: str,
-    i: int,
-    packed: np.ndarray,
-    scale: np.ndarray,
-    bias: np.ndarray,
-    init: Any,
-    in_dim: int,
-) -> list[Any]:
-    """``y = x @ dequant(packed, scale) + bias`` with onnxruntime's ``MatMulNBits``.
-
-    The snapshot already holds B in the operator's layout (``(N, blocks, 16)`` uint8, low nibble
-    first, values offset by the default zero point 8) and the scales as ``(N, blocks)``, so no
-    zero-point input is needed. At ``accuracy_level=4`` onnxruntime quantizes each row of ``x``
-    per block of 32 to int8 (scale = block absmax / 127): per row, so as with the int8 layers a
-    state's output does not depend on the rest of the batch (tests/quant/test_int4.py).
-    The bias is a separate Add, as for the fp32 layers.
-    """
-    from onnx import helper
-
-    n_out = packed.shape[0]
-    matmul = helper.make_node(
-        "MatMulNBits",
-        [x, init(f"w{i}", packed), init(f"s{i}", scale.astype(np.float32, copy=False))],
-        [f"m{i}"],
-        domain=MS_DOMAIN,
-        K=in_dim,
-        N=n_out,
-        bits=4,
-        block_size=2 * packed.shape[2],
-        accuracy_level=INT4_ACCURACY_LEVEL,
-    )
-    return [matmul, helper.make_node("Add", [f"m{i}", init(f"b{i}", bias)], [y])]
 
 
 class OrtRuntime:

@@ -21,18 +21,10 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-from actorq.errors import SnapshotError
+from actorq.errors import SnapshotError, first_line
+from actorq.quant.formats import FORMATS, layer_format, weight_format
 from actorq.quant.heads import HEADS, Head, head
-from actorq.quant.quantizer import (
-    INT4_BLOCK,
-    PRECISIONS,
-    Granularity,
-    dequantize_int4,
-    int4_blocks,
-    quantize_int4,
-    quantize_int8,
-    to_fp16,
-)
+from actorq.quant.quantizer import Granularity
 
 FORMAT = "actorq.snapshot/2"  # /2: the checksum covers the header too
 #: Largest quantization scale accepted: |w| up to ~1e8 (a policy's weights are O(1); a larger
@@ -95,18 +87,30 @@ class PolicySpec:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PolicySpec:
+        if not isinstance(d, dict):
+            raise SnapshotError("policy spec is not a JSON object")
         if d.get("kind", "mlp") != "mlp":
             raise SnapshotError(f"unsupported policy kind {d.get('kind')!r}")
+        hidden = d["hidden"]
+        if not isinstance(hidden, list):
+            raise SnapshotError(f"policy spec: hidden must be a list of sizes, got {hidden!r}")
         return cls(
-            obs_dim=int(d["obs_dim"]),
-            hidden=tuple(int(h) for h in d["hidden"]),
-            out_dim=int(d["out_dim"]),
+            obs_dim=_size(d["obs_dim"]),
+            hidden=tuple(_size(h) for h in hidden),
+            out_dim=_size(d["out_dim"]),
             activation=str(d.get("activation", "relu")),
             output_activation=str(d.get("output_activation", "none")),
             head=str(d.get("head", "q")),
             obs_norm=bool(d.get("obs_norm", False)),
             obs_clip=float(d.get("obs_clip", 0.0)),
         )
+
+
+def _size(v: object) -> int:
+    # a layer size is a JSON integer: 2.5 or "64" is a malformed spec, not a width to truncate
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SnapshotError(f"policy spec: layer sizes must be integers, got {v!r}")
+    return v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,38 +174,43 @@ class PolicySnapshot:
                 tensors=tensors,
                 granularity=meta.get("granularity", "per_channel"),
             )
-        except (KeyError, ValueError, json.JSONDecodeError) as e:
-            raise SnapshotError(f"snapshot metadata invalid: {e}") from None
+        except SnapshotError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError, json.JSONDecodeError) as e:
+            raise SnapshotError(f"snapshot metadata invalid: {first_line(e)}") from None
         snap.validate()
         return snap
 
     def validate(self) -> None:
-        if self.precision not in PRECISIONS:
+        """Raise :class:`SnapshotError` unless every tensor is what the spec and the precision
+        say it is (each layer in its :func:`~actorq.quant.formats.layer_format`, the extras the
+        head and normalisation need, nothing else), finite, with scales in range."""
+        if self.precision not in FORMATS:
             raise SnapshotError(f"unknown precision {self.precision!r}")
-        dims = self.spec.dims
+        if self.version < 0:
+            raise SnapshotError(f"snapshot version must be >= 0, got {self.version}")
+        # a label (the scales' shapes are checked per layer), but one no format writes is a
+        # malformed header
+        known = {f.granularity(g) for f in FORMATS.values() for g in ("per_channel", "per_tensor")}
+        if self.granularity not in known:
+            raise SnapshotError(f"unknown granularity {self.granularity!r}")
+        dims, n = self.spec.dims, self.spec.num_layers
+        expected = set(self.spec_extras())
         for i, (a, b) in enumerate(itertools.pairwise(dims)):
-            w, bias = self.tensors.get(f"w{i}"), self.tensors.get(f"b{i}")
-            if w is not None and w.dtype == np.uint8:  # packed 4-bit: its own shape
-                s, blocks = self.tensors.get(f"s{i}"), (b, int4_blocks(a))
-                if (
-                    self.precision != "int4"
-                    or w.shape != (*blocks, INT4_BLOCK // 2)
-                    or s is None
-                    or s.dtype != np.float32
-                    or s.shape != blocks
-                    or bias is None
-                    or bias.shape != (b,)
-                ):
-                    raise SnapshotError(f"layer {i}: int4 weight or scale malformed")
-                continue
-            if w is None or bias is None or w.shape != (a, b) or bias.shape != (b,):
+            f = layer_format(self.precision, i, n)
+            w, s, bias = (self.tensors.get(f"{k}{i}") for k in "wsb")
+            if w is None or bias is None or bias.dtype != np.float32 or bias.shape != (b,):
                 raise SnapshotError(f"layer {i}: tensors missing or of the wrong shape")
-            if w.dtype == np.int8:
-                s = self.tensors.get(f"s{i}")
-                if self.precision != "int8" or s is None or s.shape not in ((b,), (1,)):
-                    raise SnapshotError(f"layer {i}: int8 weight or scale malformed")
-            elif w.dtype not in (np.float32, np.float16):
-                raise SnapshotError(f"layer {i}: unsupported weight dtype {w.dtype}")
+            if not f.check(w, s, a, b):
+                scales = "none" if s is None else f"{s.dtype}{list(s.shape)}"
+                raise SnapshotError(
+                    f"layer {i}: not a well-formed {f.name} {a}x{b} layer (weight "
+                    f"{w.dtype}{list(w.shape)}, scales {scales})"
+                )
+            expected |= {f"w{i}", f"b{i}"} | ({f"s{i}"} if s is not None else set())
+        extra = sorted(set(self.tensors) - expected)
+        if extra:
+            raise SnapshotError(f"snapshot has tensors its spec does not use: {extra[:5]}")
         for name, shape in self.spec_extras().items():
             t = self.tensors.get(name)
             if t is None or t.dtype != np.float32 or t.shape != shape:
@@ -211,7 +220,7 @@ class PolicySnapshot:
         for name, t in self.tensors.items():
             if t.dtype.kind == "f" and not np.isfinite(t).all():
                 raise SnapshotError(f"snapshot tensor {name!r} has NaN or Inf")
-        for i in range(self.spec.num_layers):
+        for i in range(n):
             s = self.tensors.get(f"s{i}")
             if s is not None and not ((s > 0) & (s <= MAX_SCALE)).all():
                 raise SnapshotError(f"layer {i}: quantization scales must be in (0, {MAX_SCALE:g}]")
@@ -226,13 +235,11 @@ class PolicySnapshot:
     def dequantized(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """(weight (in, out) float32, bias float32) per layer: what the weights represent."""
         out = []
-        for i in range(self.spec.num_layers):
-            w = self.tensors[f"w{i}"]
-            if w.dtype == np.int8:
-                w = w.astype(np.float32) * self.tensors[f"s{i}"]
-            elif w.dtype == np.uint8:
-                w = dequantize_int4(w, self.tensors[f"s{i}"], self.spec.dims[i])
-            out.append((np.asarray(w, dtype=np.float32), self.tensors[f"b{i}"]))
+        n = self.spec.num_layers
+        for i in range(n):
+            f = layer_format(self.precision, i, n)
+            w = f.decode(self.tensors[f"w{i}"], self.tensors.get(f"s{i}"), self.spec.dims[i])
+            out.append((w, self.tensors[f"b{i}"]))
         return out
 
 
@@ -315,10 +322,7 @@ def make_snapshot(
     instead of to nearest; the format and the scales are the same either way. int4 weights are
     block-wise (``granularity`` does not apply: the snapshot records ``block32``).
     """
-    from actorq.quant.calibration import gptq_int4, gptq_int8
-
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+    fmt = weight_format(precision)
     tensors: dict[str, np.ndarray] = {}
     extras = extras or {}
     for name in extra_shapes(spec):
@@ -326,37 +330,18 @@ def make_snapshot(
             raise ValueError(f"policy spec needs tensor {name!r}; pass it in extras")
         tensors[name] = np.array(extras[name], dtype=np.float32, copy=True)
     x = None
-    if calibration is not None and precision in ("int8", "int4") and len(calibration):
+    if calibration is not None and fmt.calibrated and len(calibration):
         x = normalize_obs(spec, tensors, calibration)
+    n = len(layers)
     for i, (w, b) in enumerate(layers):
-        if precision == "fp32":
-            tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
-        elif precision == "fp16":
-            tensors[f"w{i}"] = np.ascontiguousarray(to_fp16(w))
-        elif i in (0, len(layers) - 1):
-            # The input and output layers stay fp32 (as in most int8 and int4 deployments): together
-            # they are <1% of a 3×2048 policy's bytes and compute, and their quantization noise
-            # is the most harmful. Input: raw observations mix scales (CartPole: angle ±0.2 rad,
-            # velocities ±3), and with only obs_dim weights per channel one large weight sets
-            # the scale of the small ones. Output: its noise lands directly on the action
-            # values and flips near-tied greedy actions.
-            tensors[f"w{i}"] = np.ascontiguousarray(w, dtype=np.float32)
-        elif precision == "int4":
-            tensors[f"w{i}"], tensors[f"s{i}"] = (
-                gptq_int4(w, x) if x is not None else quantize_int4(w)
-            )
-        else:
-            # ``w`` may be a transposed view of the learner's weights: quantize in place, then
-            # lay out only the int8 result (4× fewer bytes to move than the fp32 input).
-            q, tensors[f"s{i}"] = (
-                gptq_int8(w, x, granularity) if x is not None else quantize_int8(w, granularity)
-            )
-            tensors[f"w{i}"] = np.ascontiguousarray(q)
+        f = layer_format(precision, i, n)
+        stored = f.encode(w, granularity, x if f.calibrated else None)
+        tensors[f"w{i}"] = stored["w"]
+        if "s" in stored:
+            tensors[f"s{i}"] = stored["s"]
         tensors[f"b{i}"] = np.ascontiguousarray(b, dtype=np.float32)
-        if x is not None and i < len(layers) - 2:  # the next layer is a quantized one
+        if x is not None and i < n - 2:  # the next layer is a quantized one
             x = _matmul(x, w) + b  # the next layer's fp32 inputs on the calibration states
             act = spec.activation
             x = np.maximum(x, 0) if act == "relu" else (np.tanh(x) if act == "tanh" else x)
-    if precision == "int4":
-        return PolicySnapshot(version, precision, spec, tensors, f"block{INT4_BLOCK}")
-    return PolicySnapshot(version, precision, spec, tensors, granularity)
+    return PolicySnapshot(version, precision, spec, tensors, fmt.granularity(granularity))

@@ -4,9 +4,9 @@
 * :class:`TrajectoryAdder` (PPO): fixed-length chunks of consecutive steps per environment, with
   the behaviour policy's log-probabilities and the snapshot version.
 
-Both are vectorized over the K environments an actor steps together, share one ``add`` call,
-and say when a snapshot may be swapped in (``at_boundary``). :func:`make_adder` builds one from
-the plain data of an actor's config.
+Both are vectorized over the K environments an actor steps together, share one ``add`` call, and say
+when a snapshot may be swapped in (``at_boundary``). :class:`~actorq.replay.specs.NStepSpec` /
+:class:`~actorq.replay.specs.TrajectorySpec` build one from the plain data of an actor's config.
 
 N-step transitions
 ------------------
@@ -24,11 +24,9 @@ step completes are picked with one boolean mask (no Python loop over environment
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from actorq.core.types import ArraySpec, Batch, EnvSpec, trajectory_specs
+from actorq.types import ArraySpec, Batch, EnvSpec, trajectory_specs
 
 
 class NStepAdder:
@@ -135,7 +133,7 @@ class NStepAdder:
 
 class TrajectoryAdder:
     """Chunks of ``length`` consecutive steps per environment, emitted every ``length`` vector
-    steps as K items (:func:`~actorq.core.types.trajectory_specs`).
+    steps as K items (:func:`~actorq.types.trajectory_specs`).
 
     Episodes may end inside a chunk (``terminated``/``truncated`` mark where; ``next_obs`` then
     holds the ended episode's last observation) and continue into the next chunk: the learner
@@ -206,21 +204,3 @@ class TrajectoryAdder:
         out["version"] = np.full(self.k, self._version, np.int64)
         out["actor"] = np.full(self.k, self.actor, np.int32)
         return out
-
-
-ADDERS = ("nstep", "trajectory")
-
-
-def make_adder(
-    cfg: dict[str, Any], num_envs: int, spec: EnvSpec, actor: int = 0
-) -> NStepAdder | TrajectoryAdder:
-    """An adder from plain data: ``{"kind": "nstep", "n": 3, "gamma": 0.99}`` or
-    ``{"kind": "trajectory", "length": 128}``."""
-    kind = cfg.get("kind")
-    if kind == "nstep":
-        return NStepAdder(
-            int(cfg["n"]), float(cfg["gamma"]), num_envs, spec.observation, spec.action
-        )
-    if kind == "trajectory":
-        return TrajectoryAdder(int(cfg["length"]), num_envs, spec, actor)
-    raise ValueError(f"unknown adder {kind!r}; expected one of {ADDERS}")

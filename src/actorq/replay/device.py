@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from actorq.core.types import ArraySpec, Batch
 from actorq.replay.ring import ReplayBuffer
+from actorq.types import ArraySpec, Batch
 
 
 def to_device(batch: Batch, device: torch.device) -> dict[str, torch.Tensor]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from actorq.core.types import ArraySpec, Batch
+from actorq.types import ArraySpec, Batch
 
 
 class ReplayBuffer:

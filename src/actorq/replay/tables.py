@@ -1,17 +1,18 @@
 """Replay kinds: what the learner's data arrives into, and the rule actors obey when inserting.
 
-An agent's builder picks one kind and describes it as plain data (a *table config*); both
-backends build it with :func:`make_table` (the local backends in the learner's process, the Ray
-backend in its replay shards), so no backend builds replay on its own:
+An agent's builder picks one kind and describes it as a typed spec
+(:mod:`actorq.replay.specs`); every backend builds it from that spec (the local backends in the
+learner's process, the Ray backend in its replay shards), so no backend builds replay on its
+own:
 
 * ``uniform`` (DQN, D4PG): a ring buffer of transitions sampled uniformly, behind a Reverb-style
   samples-per-insert rate limiter (:class:`UniformTable`, :class:`SampleToInsertRatio`).
 * ``queue`` (PPO): a consume-once FIFO of trajectory chunks with a staleness bound in policy
   versions (:class:`TrajectoryQueue`, :class:`QueueGate`).
 
-The actor side of each rule is a *gate* (:func:`make_gate`): a pure function of counters the
-backend keeps (shared memory locally, the shard's replies on Ray), so it works across processes.
-numpy only (actors import the gates).
+The actor side of each rule is a *gate* (:class:`RatioGate`, :class:`QueueGate`): a pure function of
+counters the backend keeps (shared memory locally, the shard's replies on Ray), so it works across
+processes. numpy only (actors import the gates).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from actorq.core.types import ArraySpec, Batch, batch_len
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.ring import ReplayBuffer
+from actorq.types import ArraySpec, Batch, batch_len
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,14 +74,6 @@ class QueueGate:
     def allows(self, c: GateCounters) -> bool:
         unreleased = c.own_written - c.own_released
         return unreleased < self.max_lag * self.chunk_items and c.version >= c.min_version
-
-
-def make_gate(cfg: dict[str, Any]) -> RatioGate | QueueGate:
-    if cfg["kind"] == "uniform":
-        return RatioGate(SampleToInsertRatio(**cfg["limiter"]))
-    if cfg["kind"] == "queue":
-        return QueueGate(int(cfg["chunk_items"]), int(cfg["max_lag"]))
-    raise ValueError(f"unknown replay kind {cfg['kind']!r}; expected uniform or queue")
 
 
 class Table(Protocol):
@@ -292,21 +285,3 @@ class TrajectoryQueue:
 
     def load(self, path: str | Path) -> None:
         return None
-
-
-def make_table(
-    cfg: dict[str, Any], specs: dict[str, ArraySpec], device: str | None = None
-) -> UniformTable | TrajectoryQueue:
-    """A table from its plain-data config (the builder's ``table_config``); ``device``: mirror
-    a uniform table's ring there (:mod:`actorq.replay.device`; batches come as its tensors)."""
-    if cfg["kind"] == "uniform":
-        return UniformTable(
-            int(cfg["capacity"]),
-            specs,
-            SampleToInsertRatio(**cfg["limiter"]),
-            int(cfg["batch_size"]),
-            device,
-        )
-    if cfg["kind"] == "queue":
-        return TrajectoryQueue(specs, int(cfg["batch_items"]), int(cfg["max_lag"]))
-    raise ValueError(f"unknown replay kind {cfg['kind']!r}; expected uniform or queue")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from actorq.agents.go.actor import HEADS
 from actorq.agents.go.learning import GOLearner
-from actorq.core.types import Batch
-from actorq.graphopt.actor import HEADS
+from actorq.types import Batch
 
 
 def sampled_batch(

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actorq.graphopt.actor import GraphTask
-from actorq.graphopt.inputs import (
+from actorq.agents.go.actor import GraphTask
+from actorq.agents.go.inputs import (
     COST_FEATURES,
     MEMORY_FEATURES,
     NODE_FEATURES,

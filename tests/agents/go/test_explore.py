@@ -14,13 +14,12 @@ import pytest
 import torch
 
 from actorq import train
+from actorq.agents.go.actor import GraphActor, GraphTask
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.agents.go.learning import GOLearner
-from actorq.core.types import Batch
 from actorq.distributed.local import _LocalCache
 from actorq.errors import ConfigError
-from actorq.graphopt.actor import GraphActor, GraphTask
 from actorq.graphopt.baselines import (
     CUT_WEIGHTS,
     CutSearch,
@@ -29,6 +28,7 @@ from actorq.graphopt.baselines import (
     heft,
     run_move,
 )
+from actorq.types import Batch
 
 from .conftest import sampled_batch
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from actorq import train
+from actorq.agents.go.actor import HEADS, GraphActor, GraphTask, log_softmax
 from actorq.agents.go.builder import BUILDER, GOPolicyIO
 from actorq.agents.go.config import GOConfig
 from actorq.agents.go.learning import GOLearner
 from actorq.distributed.local import _LocalCache
 from actorq.errors import ConfigError
-from actorq.graphopt.actor import HEADS, GraphActor, GraphTask, log_softmax
 
 ENV = "graphopt:placement/synthetic-120-s0"
 
@@ -290,8 +290,8 @@ def test_a_policy_without_octaves_fine_tunes_with_them_from_its_exact_outputs(
     a policy with other octaves, one line naming --pos-freqs, nothing written."""
     import torch
 
+    from actorq.agents.go.networks import encode_graph
     from actorq.errors import CheckpointError
-    from actorq.graphopt.policy import encode_graph
     from actorq.graphopt.suite import get_graph
 
     pre = train(tiny("go", sub="pre", env=ENV, total_steps=32, eval_every=10_000))

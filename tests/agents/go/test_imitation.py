@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 
 from actorq import train
-from actorq.agents.go import imitation
+from actorq.agents.go import imitation, targets
+from actorq.agents.go.actor import GraphTask
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.agents.go.learning import GOLearner
 from actorq.errors import ConfigError
-from actorq.graphopt import targets
-from actorq.graphopt.actor import GraphTask
 from actorq.graphopt.baselines import CUT_WEIGHTS
 
 ENV = "graphopt:placement/synthetic-120-s0"

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from actorq import train
+from actorq.agents.go.actor import GraphActor
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
+from actorq.agents.go.inputs import COST_FEATURES, MEMORY_FEATURES, NODE_FEATURES
 from actorq.cli import main
 from actorq.errors import CheckpointError
-from actorq.graphopt.actor import GraphActor
-from actorq.graphopt.inputs import COST_FEATURES, MEMORY_FEATURES, NODE_FEATURES
 
 ENV = "graphopt:placement/synthetic-120-s0"
 #: switch -> (its columns, its flag)

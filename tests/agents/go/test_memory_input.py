@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actorq.graphopt.actor import GraphTask
-from actorq.graphopt.inputs import NODE_FEATURES, InputSpec, memory_columns
+from actorq.agents.go.actor import GraphTask
+from actorq.agents.go.inputs import NODE_FEATURES, InputSpec, memory_columns
 
 
 def tight_cluster(tmp_path: Path) -> str:

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from actorq import train
+from actorq.agents.go.actor import GraphActor, GraphTask
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
+from actorq.agents.go.inputs import InputSpec, priorities
+from actorq.agents.go.targets import priority_levels, target
 from actorq.errors import CheckpointError, ConfigError
-from actorq.graphopt.actor import GraphActor, GraphTask
 from actorq.graphopt.baselines import greedy_fusion, penalized, upward_rank
-from actorq.graphopt.inputs import InputSpec, priorities
-from actorq.graphopt.targets import priority_levels, target
 
 ENV = "graphopt:joint/synthetic-120-s0"
 

@@ -16,7 +16,7 @@ from actorq import train
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
 from actorq.agents.go.learning import GOLearner
-from actorq.core.types import Batch
+from actorq.types import Batch
 
 from .conftest import sampled_batch
 

@@ -14,15 +14,16 @@ import pytest
 import torch
 
 from actorq import train
+from actorq.agents.go import targets
+from actorq.agents.go.actor import GraphActor, GraphTask
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
+from actorq.agents.go.inputs import NODE_FEATURES, InputSpec
+from actorq.agents.go.networks import GOPolicy, GOPolicyConfig
+from actorq.agents.go.pretrained import load_policy_file, load_policy_run, save_policy
 from actorq.cli import main
 from actorq.errors import ConfigError, GraphError
-from actorq.graphopt import targets
-from actorq.graphopt.actor import GraphActor, GraphTask
-from actorq.graphopt.inputs import NODE_FEATURES, InputSpec
-from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
-from actorq.graphopt.pretrained import load_policy_file, load_policy_run, save_policy
+from actorq.run import load_run_config
 
 ENV = "graphopt:placement/synthetic-120-s0"
 
@@ -76,7 +77,7 @@ def test_a_start_run_fine_tunes_only_from_a_start_run(
     tiny: Callable[..., GOConfig], tmp_path: Path
 ) -> None:
     run = Path(train(tiny("go", env=ENV, start="best", total_steps=32, batch_graphs=32)).run_dir)
-    model, info = load_policy_run(run)
+    model, info = load_policy_run(run, load_run_config(run, device="cpu"))
     assert info.start == "best" and model.config.start_input
     # the network's input differs: fine-tuning a start run without --start is refused
     with pytest.raises(Exception, match=r"--init-from .* start placement"):

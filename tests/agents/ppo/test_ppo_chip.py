@@ -114,7 +114,7 @@ def test_actor_runs_chip_snapshots_and_refuses_bad_ones() -> None:
             nan_policy.decoder.bias[0] = float("nan")
         other = make_env("chip:sample_clustered", use_fd=False)
         assert isinstance(other, ChipPlacementEnv)
-        from actorq.chip.policy import ChipPolicy
+        from actorq.agents.ppo.chip_networks import ChipPolicy
 
         for version, data in (
             (2, bytes(bad_bytes)),  # torn copy: checksum

@@ -10,9 +10,9 @@ from actorq.agents.common import OffPolicyBuilder
 from actorq.agents.d4pg.config import D4PGConfig
 from actorq.agents.d4pg.learning import D4PGLearner
 from actorq.core.exploration import gaussian_sigmas
-from actorq.core.types import EnvSpec
 from actorq.errors import ConfigError
 from actorq.quant.snapshot import PolicySpec
+from actorq.types import EnvSpec
 
 
 class D4PGBuilder(OffPolicyBuilder):

@@ -23,7 +23,7 @@ from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
 from actorq.agents.step import TorchLearner, copy_params_
 from actorq.core.interfaces import MLPLearner
-from actorq.core.types import Batch
+from actorq.types import Batch
 
 
 class D4PGLearner(TorchLearner, MLPLearner):

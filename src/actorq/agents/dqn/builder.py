@@ -8,9 +8,9 @@ from actorq.agents.common import OffPolicyBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
 from actorq.core.exploration import apex_epsilons
-from actorq.core.types import EnvSpec
 from actorq.errors import ConfigError
 from actorq.quant.snapshot import PolicySpec
+from actorq.types import EnvSpec
 
 
 class DQNBuilder(OffPolicyBuilder):

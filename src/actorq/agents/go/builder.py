@@ -8,23 +8,24 @@ from typing import Any
 
 import numpy as np
 
-from actorq.agents.go.config import GOConfig
-from actorq.agents.go.learning import GOLearner, policy_config, pretrained_weights
-from actorq.agents.policy_io import Comparison
-from actorq.core.interfaces import Learner
-from actorq.core.loop import ActorSetup, actor_seed
-from actorq.core.types import ArraySpec, EnvSpec
-from actorq.errors import ConfigError
-from actorq.graphopt.actor import (
+from actorq.agents.go.actor import (
     HEADS,
     SNAPSHOT_KIND,
     GraphTask,
     decode_snapshot,
     log_softmax,
 )
-from actorq.graphopt.inputs import OnnxGOPolicy
+from actorq.agents.go.config import GOConfig
+from actorq.agents.go.inputs import OnnxGOPolicy
+from actorq.agents.go.learning import GOLearner, policy_config, pretrained_weights
+from actorq.agents.policy_io import Comparison
+from actorq.core.interfaces import Learner
+from actorq.core.loop import ActorSetup, actor_seed
+from actorq.errors import ConfigError
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.snapshot import PolicySpec
+from actorq.replay.specs import NoAdderSpec, QueueGateSpec, QueueSpec
+from actorq.types import ArraySpec, EnvSpec
 
 
 class GOBuilder:
@@ -44,7 +45,7 @@ class GOBuilder:
     def env_spec(self, cfg: GOConfig) -> EnvSpec:
         tasks = self.tasks(cfg)
         if cfg.init_from is not None:  # refuse a misfit before the run directory is written
-            from actorq.graphopt.policy import GOPolicy
+            from actorq.agents.go.networks import GOPolicy
 
             pretrained_weights(cfg, GOPolicy(policy_config(cfg, tasks[0].env.cluster.num_devices)))
         max_ops = max(t.num_ops for t in tasks)
@@ -75,8 +76,8 @@ class GOBuilder:
             "actor": ArraySpec((), "int32"),
         }
 
-    def table_config(self, cfg: GOConfig, spec: EnvSpec) -> dict[str, Any]:
-        return {"kind": "queue", "batch_items": cfg.batch_graphs, "max_lag": cfg.max_policy_lag}
+    def table_config(self, cfg: GOConfig, spec: EnvSpec) -> QueueSpec:
+        return QueueSpec(cfg.batch_graphs, cfg.max_policy_lag)
 
     def actor_setup(self, cfg: GOConfig, spec: EnvSpec) -> ActorSetup:
         n_actors = max(cfg.actors, 1)
@@ -85,9 +86,9 @@ class GOBuilder:
             envs_per_actor=cfg.envs_per_actor,
             behaviour="sample",
             noise=[[] for _ in range(n_actors)],
-            adder={"kind": "none"},
+            adder=NoAdderSpec(),
             # each actor's share of one update's decisions, per policy version
-            gate={"kind": "queue", "chunk_items": cfg.chunk_items(), "max_lag": cfg.max_policy_lag},
+            gate=QueueGateSpec(cfg.chunk_items(), cfg.max_policy_lag),
             seed=cfg.seed,
             runtime="ort",
             threads=cfg.actor_threads,
@@ -114,7 +115,7 @@ class GOBuilder:
 
 
 class GOPolicyIO:
-    """Snapshots are the exported network (:func:`actorq.graphopt.policy.onnx_bytes`) in a
+    """Snapshots are the exported network (:func:`actorq.agents.go.networks.onnx_bytes`) in a
     :class:`ModelSnapshot`; an evaluation is one greedy (argmax) decision per training graph,
     its "return" the improvement over the reference decision."""
 
@@ -129,7 +130,7 @@ class GOPolicyIO:
     def snapshot(
         self, version: int, precision: str, calibration: np.ndarray | None = None
     ) -> bytes:
-        from actorq.graphopt.policy import onnx_bytes
+        from actorq.agents.go.networks import onnx_bytes
 
         model = self.learner.model
         was = model.training

@@ -1,6 +1,6 @@
 """GO experiment configuration: one dataclass, every field documented (it is the CLI's --help).
 
-Defaults: GO's network at the sizes of :class:`actorq.graphopt.policy.GOPolicyConfig` (64 wide,
+Defaults: GO's network at the sizes of :class:`actorq.agents.go.networks.GOPolicyConfig` (64 wide,
 3 GraphSAGE and 2 segment-attention layers, segments of 64 ops), PPO's clipped surrogate
 (Schulman et al. 2017) per op with ratio clip 0.2, 4 full-batch epochs per update, Adam 5e-4,
 entropy bonus 0.01 per decided op, gradient clip 1.0; 32 whole-graph decisions per update.
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig
 from actorq.errors import ConfigError, GraphError, first_line
+from actorq.quant.onnx import ONNX_PRECISIONS
 
 if TYPE_CHECKING:
-    from actorq.graphopt.inputs import InputSpec
+    from actorq.agents.go.inputs import InputSpec
 
 
 @dataclasses.dataclass
@@ -209,7 +210,7 @@ class GOConfig(ExperimentConfig):
 
     def inputs(self) -> InputSpec:
         """What the policy reads from each graph (actors, learner and policy files agree)."""
-        from actorq.graphopt.inputs import InputSpec  # the graph world loads on use
+        from actorq.agents.go.inputs import InputSpec  # the graph world loads on use
 
         return InputSpec(self.start, self.memory_input, self.cost_input, self.priority_levels)
 
@@ -220,7 +221,7 @@ class GOConfig(ExperimentConfig):
         super().validate()
         if not self.env.startswith("graphopt:"):
             raise ConfigError(f"GO trains on graphopt:<task>/<graph> ids, got --env {self.env!r}")
-        if self.precision not in ("int8", "fp32"):
+        if self.precision not in ONNX_PRECISIONS:
             raise ConfigError(f"GO's actors run int8 or fp32 policies, not {self.precision!r}")
         if self.publish_every != 1:
             raise ConfigError("GO publishes after every update (--publish-every 1)")
@@ -249,8 +250,8 @@ class GOConfig(ExperimentConfig):
             get_cluster(self.cluster)
         except GraphError as e:
             raise ConfigError(f"--cluster: {first_line(e)}") from None
+        from actorq.agents.go.targets import CHOICES, TASKS
         from actorq.graphopt.baselines import REFERENCES
-        from actorq.graphopt.targets import CHOICES, TASKS
 
         if self.imitate not in CHOICES:
             raise ConfigError(

@@ -13,7 +13,7 @@ candidate per baseline, greedy fusion on its placement (:func:`actorq.graphopt.b
 greedy_fusion`, XLA's habit); the loss sums the heads' cross-entropies, the fusion head's over
 the ops with a fusable input only.
 
-Targets: :mod:`actorq.graphopt.targets` (a baseline by name, or ``best``).
+Targets: :mod:`actorq.agents.go.targets` (a baseline by name, or ``best``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from actorq.graphopt.actor import HEADS, GraphTask
-from actorq.graphopt.targets import Target, judge, targets, with_guided
+from actorq.agents.go.actor import HEADS, GraphTask
+from actorq.agents.go.targets import Target, judge, targets, with_guided
 
 if TYPE_CHECKING:  # torch only where the learner fits
     import torch
@@ -138,7 +138,7 @@ def warm_start(
 
     ``guide`` > 0 (``GOConfig.imitate_guide``): ``model``'s own decision decoded through HEFT
     guided by its device logits (:meth:`GraphTask.guided`, this beta) replaces a graph's target
-    where it is faster (:func:`~actorq.graphopt.targets.with_guided`).
+    where it is faster (:func:`~actorq.agents.go.targets.with_guided`).
 
     Metrics (``imitate/...``): ``loss`` and ``accuracy`` (fp32 greedy, share of the decisions
     the task makes: ops, times heads) after the last step, ``time_ratio`` (geomean over graphs

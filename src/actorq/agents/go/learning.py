@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from actorq.agents.go.actor import HEADS, GraphTask
 from actorq.agents.go.config import GOConfig
+from actorq.agents.go.networks import GOPolicy, GOPolicyConfig
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
 from actorq.core.interfaces import Learner
-from actorq.core.types import Batch
-from actorq.graphopt.actor import HEADS, GraphTask
-from actorq.graphopt.policy import GOPolicy, GOPolicyConfig
+from actorq.types import Batch
 
 #: Share of ops the imitation should fit (greedy == target) before PPO starts; below it the
 #: warm start warns.

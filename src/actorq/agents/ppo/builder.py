@@ -5,8 +5,6 @@ placement network (:mod:`actorq.agents.ppo.chip`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.agents.policy_io import PolicyIO
 from actorq.agents.ppo.config import PPOConfig
@@ -14,9 +12,10 @@ from actorq.agents.ppo.learning import MLPPPOLearner, PPOLearner, resolve_auto
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.core.loop import ActorSetup
-from actorq.core.types import ArraySpec, EnvSpec, trajectory_specs
 from actorq.errors import ConfigError
 from actorq.quant.snapshot import PolicySpec
+from actorq.replay.specs import QueueGateSpec, QueueSpec, TrajectorySpec
+from actorq.types import ArraySpec, EnvSpec, trajectory_specs
 
 
 class PPOBuilder(MLPBuilder):
@@ -40,8 +39,8 @@ class PPOBuilder(MLPBuilder):
     def data_specs(self, cfg: PPOConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
         return trajectory_specs(spec, cfg.num_steps)
 
-    def table_config(self, cfg: PPOConfig, spec: EnvSpec) -> dict[str, Any]:
-        return {"kind": "queue", "batch_items": cfg.batch_items(), "max_lag": cfg.max_policy_lag}
+    def table_config(self, cfg: PPOConfig, spec: EnvSpec) -> QueueSpec:
+        return QueueSpec(cfg.batch_items(), cfg.max_policy_lag)
 
     def actor_setup(self, cfg: PPOConfig, spec: EnvSpec) -> ActorSetup:
         n_actors = max(cfg.actors, 1)
@@ -50,8 +49,8 @@ class PPOBuilder(MLPBuilder):
             spec,
             "sample",
             [[] for _ in range(n_actors)],
-            {"kind": "trajectory", "length": cfg.num_steps},
-            {"kind": "queue", "chunk_items": cfg.envs_per_actor, "max_lag": cfg.max_policy_lag},
+            TrajectorySpec(cfg.num_steps),
+            QueueGateSpec(cfg.envs_per_actor, cfg.max_policy_lag),
         )
 
     def make_learner(self, cfg: PPOConfig, spec: EnvSpec) -> PPOLearner:

@@ -4,9 +4,9 @@ policy (Mirhoseini et al., "A graph placement methodology for fast chip design",
 trains with PPO (Schulman et al., 2017).
 
 The policy is not an MLP, so it is not quantized layer by layer: each publish exports the whole
-network to ONNX at the run's precision (:func:`actorq.chip.policy.chip_policy_onnx`: GraphSAGE
-and the canvas head's hidden convolution in int8, input and output layers fp32) and wraps it in
-a :class:`~actorq.quant.model_snapshot.ModelSnapshot` of kind
+network to ONNX at the run's precision (:func:`actorq.agents.ppo.chip_networks.chip_policy_onnx`:
+GraphSAGE and the canvas head's hidden convolution in int8, input and output layers fp32) and wraps
+it in a :class:`~actorq.quant.model_snapshot.ModelSnapshot` of kind
 :data:`~actorq.quant.runtimes.OBS_LOGITS`, which every actor (:class:`actorq.core.loop.
 VectorActor`) decodes, validates and runs in onnxruntime, sampling from the masked logits and
 recording the log-probability PPO's ratio is taken against.
@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from actorq.agents.policy_io import Comparison, compare_policies
+from actorq.agents.ppo.chip_networks import ChipPolicy, chip_policy_onnx
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.chip.env import ChipPlacementEnv
-from actorq.chip.policy import ChipPolicy, chip_policy_onnx
 from actorq.envs import make_env
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import OBS_LOGITS, ModelRuntime, decode_snapshot, make_runtime

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig, Widths
 from actorq.errors import ConfigError
+from actorq.quant.onnx import ONNX_PRECISIONS
 
 
 @dataclasses.dataclass
@@ -53,12 +54,12 @@ class PPOConfig(ExperimentConfig):
     network: Literal["mlp", "chip"] = "mlp"
     """Policy and value networks. mlp: MLPs of policy_hidden_sizes / value_hidden_sizes, any
     env; snapshots are the MLP's layers, quantized. chip: for chip:<netlist> envs only, the
-    circuit-training-style macro placement networks of actorq.chip.policy at their default sizes
-    (ChipPolicy: GraphSAGE over the netlist's macros, a conv canvas encoder, one masked logit per
-    grid cell; ChipValue, its own weights); actors run the exported ONNX policy, fp32 or int8
-    (no auto), in onnxruntime; observation normalisation is off (the network reads the env's raw
-    features, already in [0, 1], and its graph and canvas parts by position); the MLP fields
-    (hidden sizes, activation, ortho_init) do not apply."""
+    circuit-training-style macro placement networks of actorq.agents.ppo.chip_networks at their
+    default sizes (ChipPolicy: GraphSAGE over the netlist's macros, a conv canvas encoder, one
+    masked logit per grid cell; ChipValue, its own weights); actors run the exported ONNX policy,
+    fp32 or int8 (no auto), in onnxruntime; observation normalisation is off (the network reads the
+    env's raw features, already in [0, 1], and its graph and canvas parts by position); the MLP
+    fields (hidden sizes, activation, ortho_init) do not apply."""
     action_repeat: int = 1
     """Control steps each action is repeated for (dmc: ids only); rewards are summed."""
     envs_per_actor: int = 4
@@ -157,7 +158,7 @@ class PPOConfig(ExperimentConfig):
             raise ConfigError(
                 f"--network chip trains chip:<netlist> environments, got --env {self.env!r}"
             )
-        if self.precision not in ("fp32", "int8"):
+        if self.precision not in ONNX_PRECISIONS:
             raise ConfigError(
                 f"--network chip: actors run the fp32 or int8 chip policy, not --precision "
                 f"{self.precision} (no auto: the policy is not an MLP)"

@@ -36,7 +36,7 @@ from actorq.agents.ppo.networks import make_networks
 from actorq.agents.state import pack, unpack
 from actorq.agents.step import HOST_READS, TorchLearner, set_lr
 from actorq.core.interfaces import Learner, MLPLearner
-from actorq.core.types import Batch, EnvSpec
+from actorq.types import Batch, EnvSpec
 
 
 def gae(

@@ -2,7 +2,7 @@
 
 * ``mlp``: a policy MLP that exports one-to-one onto a snapshot's plain MLP layers, and a
   separate value MLP that never leaves the learner;
-* ``chip``: the macro placement policy and value networks of :mod:`actorq.chip.policy`
+* ``chip``: the macro placement policy and value networks of :mod:`actorq.agents.ppo.chip_networks`
   (Mirhoseini et al., Nature 2021), built for the netlist of ``chip:<netlist>``; the policy is
   exported whole to ONNX for the actors (:mod:`actorq.agents.ppo.chip`).
 
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from actorq.core.types import EnvSpec
+from actorq.types import EnvSpec
 
 if TYPE_CHECKING:
     from actorq.agents.ppo.config import PPOConfig
@@ -83,8 +83,8 @@ def make_networks(cfg: PPOConfig, spec: EnvSpec) -> tuple[nn.Module, nn.Module]:
     Gaussian's mean (continuous ones); ``value(obs)`` gives ``(B,)`` or ``(B, 1)`` values.
     """
     if cfg.network == "chip":
+        from actorq.agents.ppo.chip_networks import ChipPolicy, ChipValue
         from actorq.chip.env import ChipPlacementEnv
-        from actorq.chip.policy import ChipPolicy, ChipValue
         from actorq.envs import make_env
 
         # one env for both: the networks read its layout and netlist graph, never step it (so

@@ -1,0 +1,5 @@
+"""``python -m actorq.cli ...``: the ``actorq`` command."""
+
+from actorq.cli.main import entrypoint
+
+entrypoint()

@@ -1,0 +1,149 @@
+"""The ``actorq`` command.
+
+    actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
+    actorq train d4pg --env dmc:cartpole-balance --precision int8
+    actorq eval RUN_DIR [--precision fp32] [--episodes 10]
+    actorq export RUN_DIR --out policy.onnx [--precision int8]
+
+Errors caused by input (unknown env or precision, bad sizes, a missing or corrupt checkpoint)
+print one line and exit with status 2; Ctrl-C or SIGTERM exits with 130 after writing a
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Literal
+
+import tyro
+
+from actorq.cli.args import parse
+from actorq.cli.train import cmd_train, fail
+from actorq.errors import ActorQError
+from actorq.output import check_output, write_output
+from actorq.quant.formats import Precision
+from actorq.run import load_run_policy
+from actorq.run.policy import policy_onnx
+
+
+@dataclasses.dataclass
+class EvalArgs:
+    """Greedy evaluation of a run's latest checkpoint."""
+
+    run_dir: tyro.conf.Positional[str]
+    """Run directory (holds config.json and checkpoint/)."""
+    precision: Precision | None = None
+    """Precision to evaluate at; default: the run's."""
+    episodes: int = 10
+    """Episodes (separately seeded environments)."""
+    seed: int = 20_000
+    """First environment seed."""
+    runtime: Literal["ort", "numpy", "torch"] = "ort"
+    """Inference runtime."""
+
+
+@dataclasses.dataclass
+class ExportArgs:
+    """Export a run's policy as a standalone ONNX model for deployment."""
+
+    run_dir: tyro.conf.Positional[str]
+    """Run directory (holds config.json and checkpoint/)."""
+    out: str = "policy.onnx"
+    """Output file (not overwritten unless --force)."""
+    precision: Precision | None = None
+    """Precision of the exported weights; default: the run's."""
+    force: bool = False
+    """Overwrite --out if it exists."""
+
+
+def cmd_eval(a: EvalArgs) -> int:
+    if not 1 <= a.episodes <= 100_000:
+        return fail(f"--episodes must be in [1, 100000], got {a.episodes}")
+    if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
+        return fail(f"--seed must be in [0, 2**32 - 1 - episodes], got {a.seed}")
+    cfg, io, data = load_run_policy(a.run_dir, a.precision, a.runtime)
+    rets = io.evaluate(data, a.episodes, a.seed)
+    prec = a.precision or cfg.precision
+    print(
+        f"{cfg.env} {prec}: mean return {rets.mean():.3g} ± {rets.std():.3g} over "
+        f"{len(rets)} {'episodes' if len(rets) == a.episodes else 'items'} ({io.eval_label}; "
+        f"min {rets.min():.3g}, max {rets.max():.3g})"
+    )
+    return 0
+
+
+def cmd_export(a: ExportArgs) -> int:
+    out = check_output(a.out, "--out", force=a.force)  # before the checkpoint is read
+    _, _, snap_bytes = load_run_policy(a.run_dir, a.precision)
+    data, prec, io_names = policy_onnx(snap_bytes)
+    write_output(out, data, "--out")
+    print(f"wrote {out} ({len(data):,} bytes, {prec}, {io_names})")
+    return 0
+
+
+USAGE = """usage: actorq {train,eval,export,graphopt,chip,bench,report} ...
+
+  actorq train dqn [--env ID] [--precision fp32|fp16|int8|int4|auto] [--actors N] ...   (see --help)
+  actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
+  actorq train ppo [--env ID] [--precision P] [--num-steps T] [--max-policy-lag K] ...
+  actorq train go [--env graphopt:TASK/GRAPH] [--graphs G ...] [--cluster C] [--init-from RUN]
+  actorq eval RUN_DIR [--precision P] [--episodes N]
+  actorq export RUN_DIR [--out policy.onnx] [--precision P]
+  actorq graphopt list | baselines --graph NAME | place --graph NAME [--policy RUN] | train
+                                                          (graph optimization, GO)
+  actorq chip place NETLIST --out out.plc [--method sa|random|policy] [--policy RUN_DIR]
+            | show FILE.plc | cost NETLIST PLC            (macro placement; policy: a PPO run)
+  actorq bench SPEC.toml [--results DIR] [--dry-run]      (benchmark matrix, resumable)
+  actorq report RESULTS_DIR                               (RESULTS_DIR/report.md + plots)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    try:
+        if cmd == "train":
+            if not rest or rest[0].startswith("-"):
+                if rest and rest[0] in ("-h", "--help"):
+                    print(USAGE)
+                    return 0
+                from actorq.agents import AGENTS
+
+                return fail(f"say which algorithm to train: actorq train {{{','.join(AGENTS)}}}")
+            return cmd_train(rest[0], rest[1:])
+        if cmd == "eval":
+            return cmd_eval(parse(EvalArgs, rest, "actorq eval"))
+        if cmd == "export":
+            return cmd_export(parse(ExportArgs, rest, "actorq export"))
+        if cmd == "graphopt":  # graph suite and placement baselines: actorq.cli.graphopt
+            from actorq.cli.graphopt import main as graphopt_main
+
+            return graphopt_main(rest)
+        if cmd == "chip":  # macro placement on circuit-training netlists: actorq.cli.chip
+            from actorq.cli.chip import main as chip_main
+
+            return chip_main(rest)
+        if cmd in ("bench", "report"):  # benchmark matrices and their reports: actorq.bench
+            from actorq.cli.bench import cmd_bench, cmd_report
+
+            return cmd_bench(rest) if cmd == "bench" else cmd_report(rest)
+        return fail(
+            f"unknown command {cmd!r}; expected train, eval, export, graphopt, chip, bench or "
+            "report"
+        )
+    except ActorQError as e:
+        return fail(str(e))
+    except KeyboardInterrupt:
+        return 130
+
+
+def entrypoint() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,96 @@
+"""Writing a user's output file (``--out``, ``--json``): checked before any work, written whole
+or not at all, and never anything but a regular file in the place the user named.
+
+* :func:`check_output` runs before the work: the path is not a directory, its directory
+  exists, an existing file is replaced only with ``--force``, and something that is not a
+  regular file (a device node such as ``/dev/null``, a FIFO, a socket) is never replaced.
+* :func:`write_output` writes to a fresh temporary file beside the target (created exclusively,
+  so it never follows a symlink someone left at a predictable name and never touches a file of
+  the user's), flushes it to disk, and renames it over the target; a failure leaves the target
+  as it was and removes the temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from actorq.errors import ActorQError, shown
+
+Content = bytes | str | Callable[[BinaryIO], None]
+
+
+def _not_regular(p: Path) -> bool:
+    """Whether ``p`` exists and is not a regular file (a symlink counts as what it points to;
+    a dangling one as absent)."""
+    try:
+        return not stat.S_ISREG(p.stat().st_mode)
+    except FileNotFoundError:
+        return False
+    except OSError:  # unreadable metadata: treat as something we must not replace
+        return True
+
+
+def check_output(
+    path: str | Path,
+    flag: str,
+    *,
+    force: bool = False,
+    suffixes: tuple[str, ...] = (),
+    error: type[ActorQError] = ActorQError,
+) -> Path:
+    """The checked output path of ``flag`` (e.g. ``"--out"``); one ``error`` line if it cannot
+    be written as asked."""
+    p = Path(path)
+    if p.is_dir():
+        raise error(f"{flag} {shown(p)} is a directory; give a file name")
+    if not p.parent.is_dir():
+        raise error(f"{flag} {shown(p)}: directory {shown(p.parent)} does not exist")
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise error(f"{flag} {shown(p)} must end in {' or '.join(suffixes)}")
+    if _not_regular(p):
+        raise error(f"{flag} {shown(p)} exists and is not a regular file; not replacing it")
+    if (p.exists() or p.is_symlink()) and not force:
+        raise error(f"{flag} {shown(p)} exists; pass --force to overwrite")
+    return p
+
+
+def write_output(
+    path: Path, content: Content, flag: str, *, error: type[ActorQError] = ActorQError
+) -> None:
+    """Write ``content`` (bytes, text, or a function writing to a binary file) to ``path``
+    whole or not at all; call :func:`check_output` first."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(content, str):
+                f.write(content.encode("utf-8"))
+            elif isinstance(content, bytes | bytearray | memoryview):
+                f.write(content)
+            else:
+                content(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if _not_regular(path):  # appeared while we worked
+            raise error(f"{flag} {shown(path)} is not a regular file; not replacing it")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output is the user's file
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(e, OSError):
+            why = e.strerror or type(e).__name__
+            raise error(f"cannot write {flag} {shown(path)}: {why}") from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,89 @@
+"""Reading a run directory: its validated config and its checkpointed policy.
+
+A run directory (``actorq train ... --run-dir DIR``) holds ``config.json``, ``checkpoint/``,
+``metrics.csv`` and ``summary.json``. Every reader of a finished or interrupted run goes through
+here: ``actorq eval``/``export``, ``actorq chip place --method policy``, ``actorq graphopt
+place --policy RUN``, ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from actorq.agents import AGENTS, builder_for, config_class
+from actorq.agents.policy_io import PolicyIO
+from actorq.checkpoint import load
+from actorq.config import ExperimentConfig
+from actorq.errors import (
+    ActorQError,
+    CheckpointError,
+    ConfigError,
+    SnapshotError,
+    first_line,
+    shown,
+)
+
+
+def load_run_config(run_dir: Path, device: str | None = None) -> ExperimentConfig:
+    """A run directory's config.json, validated. ``device``: where the caller builds the learner
+    instead of the run's (readers of a run's policy pass ``"cpu"``: a run trained on a GPU is
+    evaluated, exported and placed with on a machine without one)."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
+    try:
+        d = json.loads(path.read_bytes().decode("utf-8"))
+        if not isinstance(d, dict):
+            raise TypeError("not a JSON object")
+        agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
+        if not isinstance(agent, str) or agent not in AGENTS:
+            raise CheckpointError(f"{path}: unknown agent {agent!r}")
+        cfg = config_class(agent).from_json(d)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, AttributeError, ValueError) as e:
+        raise CheckpointError(f"corrupt config.json in {run_dir}: {first_line(e)}") from None
+    if device is not None:
+        cfg.device = device
+    try:
+        cfg.validate()
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+    return cfg
+
+
+def load_run_policy(
+    run_dir: str,
+    precision: str | None,
+    runtime: str | None = None,
+    require: Callable[[ExperimentConfig], None] | None = None,
+) -> tuple[ExperimentConfig, PolicyIO, bytes]:
+    """A run's config (evaluating with ``runtime`` if given), its policy seam, and its
+    checkpointed policy as snapshot bytes (``actorq eval``, ``actorq export``, ``actorq chip
+    place --method policy``). ``require(cfg)`` may refuse the run (raising an
+    :class:`ActorQError`) before its checkpoint is read."""
+    rd = Path(run_dir)
+    if not rd.is_dir():
+        raise ActorQError(f"run directory not found: {shown(rd)}")
+    # validated (config.json is input too); the learner only holds weights here: on the CPU
+    cfg = load_run_config(rd, device="cpu")
+    if require is not None:
+        require(cfg)
+    if runtime is not None and runtime != cfg.runtime:
+        cfg.runtime = runtime  # type: ignore[assignment]
+        cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
+    builder = builder_for(cfg)
+    tensors, state, _ = load(rd / "checkpoint")
+    spec = builder.env_spec(cfg)
+    learner = builder.make_learner(cfg, spec)
+    try:
+        learner.load_state(tensors, state["learner"])
+        version = int(state["counters"]["version"])
+    except Exception as e:  # e.g. weights of another width than config.json says
+        raise CheckpointError(
+            f"checkpoint in {rd} does not match its config.json: {first_line(e)}"
+        ) from None
+    io = builder.policy_io(cfg, spec, learner)
+    if not io.is_finite():
+        raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
+    return cfg, io, io.snapshot(version, precision or cfg.precision)

@@ -1,0 +1,84 @@
+"""Output files are written whole, only where the user said, and never over something that is
+not a regular file: a device node, a FIFO, another file through a symlink at a temporary name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from actorq.errors import ActorQError, GraphError
+from actorq.output import check_output, write_output
+
+
+def test_writes_whole_and_replaces_only_with_force(tmp_path: Path) -> None:
+    out = tmp_path / "o.json"
+    write_output(check_output(out, "--out"), "one", "--out")
+    assert out.read_text() == "one"
+    with pytest.raises(ActorQError, match="exists; pass --force"):
+        check_output(out, "--out")
+    write_output(check_output(out, "--out", force=True), b"two", "--out")
+    assert out.read_bytes() == b"two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.json"]  # no temporary left
+
+
+def test_the_file_gets_the_users_permissions(tmp_path: Path) -> None:
+    out = tmp_path / "o.bin"
+    write_output(out, b"x", "--out")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    out = tmp_path / "o.plc"
+    out.write_text("old")
+
+    def broken(f: BinaryIO) -> None:
+        f.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(GraphError, match=r"cannot write --out .*No space left on device"):
+        write_output(out, broken, "--out", error=GraphError)
+    assert out.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.plc"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_non_regular_file_is_never_replaced(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for force in (False, True):
+        with pytest.raises(ActorQError, match="not a regular file"):
+            check_output(fifo, "--out", force=force)
+    link = tmp_path / "null"
+    link.symlink_to(os.devnull)  # a link to a device node counts as the node
+    with pytest.raises(ActorQError, match="not a regular file"):
+        check_output(link, "--out", force=True)
+    assert fifo.exists() and Path(os.devnull).exists()
+
+
+def test_a_symlink_at_the_old_temporary_name_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "policy.onnx"
+    (tmp_path / "policy.onnx.tmp").symlink_to(victim)  # what export used to write through
+    mine = tmp_path / "mine.tmp"
+    mine.write_text("the user's")
+    write_output(check_output(out, "--out"), b"model", "--out")
+    assert out.read_bytes() == b"model"
+    assert victim.read_text() == "keep me" and mine.read_text() == "the user's"
+    assert (tmp_path / "policy.onnx.tmp").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [("adir", "is a directory"), ("no/such/o.plc", "does not exist"), ("o.txt", "must end in")],
+)
+def test_bad_paths_are_one_line_before_any_work(tmp_path: Path, path: str, message: str) -> None:
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ActorQError, match=message) as e:
+        check_output(tmp_path / path, "--out", suffixes=(".plc",))
+    assert "\n" not in str(e.value)
