@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from actorq.rundir import RunDir
+
 
 class MetricLogger:
     """Writes ``name, value`` at a step to ``metrics.csv`` (long format, appendable across
@@ -15,7 +17,7 @@ class MetricLogger:
 
     def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
         self.run_dir = run_dir
-        path = run_dir / "metrics.csv"
+        path = RunDir(run_dir).metrics
         new = not path.exists()
         self._f = open(path, "a", newline="")  # noqa: SIM115
         self._csv = csv.writer(self._f)
@@ -26,7 +28,7 @@ class MetricLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(run_dir / "tb"))
+                self._tb = SummaryWriter(str(RunDir(run_dir).tensorboard))
             except ImportError:  # tensorboard missing: CSV still works
                 self._tb = None
 
@@ -49,7 +51,7 @@ class MetricLogger:
 def read_metrics(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """metrics.csv as ``{name: [(step, value), ...]}``."""
     out: dict[str, list[tuple[int, float]]] = {}
-    with open(run_dir / "metrics.csv", newline="") as f:
+    with open(RunDir(run_dir).metrics, newline="") as f:
         for row in csv.DictReader(f):
             out.setdefault(row["metric"], []).append((int(row["step"]), float(row["value"])))
     return out

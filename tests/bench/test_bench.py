@@ -342,3 +342,34 @@ def test_a_spec_that_turns_energy_off_is_obeyed() -> None:
     assert run_config("dqn", {}, "FRA").energy is True
     off = run_config("dqn", {"energy": False}, "FRA")
     assert off.energy is False and off.energy_country == "FRA" and off.progress is False
+
+
+def test_a_second_runner_on_the_same_results_is_refused(tmp_path: Path) -> None:
+    """Two `actorq bench` on one results directory would run every cell twice into the same
+    cell directories: the second is refused with one line and runs nothing."""
+    import subprocess
+    import sys
+
+    from actorq.errors import ConfigError
+
+    spec = load_spec(_spec(tmp_path, GOOD))
+    results = tmp_path / "results"
+    results.mkdir()
+    hold = (
+        "import sys, time; from pathlib import Path; from actorq.rundir import lock_file; "
+        "lock_file(Path(sys.argv[1]), 'held'); print('locked', flush=True); time.sleep(120)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", hold, str(results / ".lock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+        calls: list[str] = []
+        with pytest.raises(ConfigError, match="another actorq bench is running these results"):
+            run_matrix(spec, results, lambda c, d, t: calls.append(c.name) or 0, progress=False)
+        assert calls == [] and sorted(f.name for f in results.iterdir()) == [".lock"]
+    finally:
+        p.kill()
+        p.wait()
+    out = run_matrix(spec, results, lambda c, d, t: _fake_summary(c, d) or 0, progress=False)
+    assert len(out.ran) == len(spec.cells)  # the holder gone, the matrix runs

@@ -60,6 +60,7 @@ from actorq.energy import (
 )
 from actorq.errors import ActorQError, shown
 from actorq.quant.formats import PRECISIONS
+from actorq.rundir import RunDir
 
 EVAL = "charts/eval_return"
 PRECISION_ORDER = PRECISIONS
@@ -141,11 +142,11 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
     for d in dirs:
         try:
             cell = read_cell_json(d / "cell.json")
-            cfg = read_run_config(d / "config.json")
+            cfg = read_run_config(RunDir(d).config_file)
             if cell is None and cfg is None:  # not a cell directory
                 continue
             why = read_failed_why(d)
-            rows = read_metrics(d / "metrics.csv", _reported_metric)
+            rows = read_metrics(RunDir(d).metrics, _reported_metric)
         except HalfWrittenError as e:
             if read_summary(d) is not None:  # a finished run we cannot attribute: never drop it
                 raise

@@ -27,6 +27,7 @@ from typing import Any
 
 from actorq.bench.spec import one_line
 from actorq.errors import ActorQError
+from actorq.rundir import RunDir
 
 #: summary.json keys a finished run always has (experiment.TrainResult)
 SUMMARY_REQUIRED = ("env", "precision", "env_steps", "eval_return", "wall_time_s")
@@ -214,7 +215,7 @@ def read_summary(cell_dir: Path) -> dict[str, Any] | None:
     or the summary of an interrupted run. A summary that parses but lacks a field every finished
     run writes, or has one of the wrong type, raises :class:`ResultsError`.
     """
-    path = cell_dir / "summary.json"
+    path = RunDir(cell_dir).summary_file
     try:
         d = read_json_object(path)
     except HalfWrittenError:

@@ -33,6 +33,8 @@ from typing import Any
 
 from actorq.bench.results import ResultsError, read_sessions, read_summary, write_atomic
 from actorq.bench.spec import Cell, Spec
+from actorq.errors import shown
+from actorq.rundir import lock_file, unlock_file
 
 #: runs one cell into its directory, within a time limit; returns an exit status
 CellRunner = Callable[[Cell, Path, float | None], int]
@@ -192,13 +194,33 @@ def run_matrix(
     progress: bool = True,
 ) -> MatrixOutcome:
     """Run every unfinished cell of ``spec`` into ``results/<cell name>/``, one at a time."""
-    plan = plan_matrix(spec, results)  # every file read and checked before anything is written
-    out = MatrixOutcome(skipped=[c.name for c in plan.finished])
-    todo = plan.todo
+    plan_matrix(spec, results)  # every file read and checked before anything is written
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ResultsError(f"cannot make {results}: {e.strerror or e}") from None
+    # one runner per results directory: a second one is refused rather than running every
+    # cell a second time into the same cell directories
+    lock = results / ".lock"
+    taken = lock_file(lock, f"{shown(results)}: another actorq bench is running these results")
+    try:
+        plan = plan_matrix(spec, results)  # again, under the lock: what is finished now
+        out = MatrixOutcome(skipped=[c.name for c in plan.finished])
+        return _run_plan(spec, results, plan, out, runner, progress)
+    finally:
+        if taken:
+            unlock_file(lock)
+
+
+def _run_plan(
+    spec: Spec,
+    results: Path,
+    plan: Plan,
+    out: MatrixOutcome,
+    runner: CellRunner,
+    progress: bool,
+) -> MatrixOutcome:
+    todo = plan.todo
     if todo:  # a session that runs nothing leaves no trace
         _record_session(results, spec, plan.sessions)
     bar = _Bar(progress, len(spec.cells), len(out.skipped))

@@ -19,6 +19,7 @@ from actorq.core.loop import ActorSetup, make_actor
 from actorq.distributed import shm
 from actorq.distributed.backend import BackendContext, BackendStats
 from actorq.replay.tables import TrajectoryQueue, UniformTable
+from actorq.rundir import RunDir
 from actorq.types import Batch
 
 __all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
@@ -173,7 +174,7 @@ class LocalBackend:
         self._restarts_per_actor = [0] * num_actors
         self._steps_offset = ctx.env_steps_offset
         self._closed = False
-        (self.run_dir / "actors").mkdir(parents=True, exist_ok=True)
+        RunDir(self.run_dir).actors.mkdir(parents=True, exist_ok=True)
         for i in range(num_actors):
             self._spawn(i)
 
@@ -190,9 +191,9 @@ class LocalBackend:
         }
 
     def _spawn(self, i: int) -> None:
-        path = self.run_dir / "actors" / f"actor{i}.json"
+        path = RunDir(self.run_dir).actor_config(i)
         path.write_text(json.dumps(self._config(i)))
-        log = open(self.run_dir / "actors" / f"actor{i}.log", "ab")  # noqa: SIM115
+        log = open(RunDir(self.run_dir).actor_log(i), "ab")  # noqa: SIM115
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         self.procs[i] = subprocess.Popen(
             [sys.executable, "-m", "actorq.distributed.actor_proc", str(path)],

@@ -8,13 +8,11 @@ place --policy RUN``, ``--resume``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from actorq.agents import AGENTS, builder_for, config_class
 from actorq.agents.policy_io import PolicyIO
-from actorq.checkpoint import load
 from actorq.config import ExperimentConfig
 from actorq.errors import (
     ActorQError,
@@ -24,24 +22,22 @@ from actorq.errors import (
     first_line,
     shown,
 )
+from actorq.rundir import RunDir
 
 
 def load_run_config(run_dir: Path, device: str | None = None) -> ExperimentConfig:
     """A run directory's config.json, validated. ``device``: where the caller builds the learner
     instead of the run's (readers of a run's policy pass ``"cpu"``: a run trained on a GPU is
     evaluated, exported and placed with on a machine without one)."""
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir} is not an actorq run directory (no config.json)")
+    run = RunDir(run_dir)
+    d = run.read_config_json()
+    path = run.config_file
     try:
-        d = json.loads(path.read_bytes().decode("utf-8"))
-        if not isinstance(d, dict):
-            raise TypeError("not a JSON object")
         agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
         if not isinstance(agent, str) or agent not in AGENTS:
             raise CheckpointError(f"{path}: unknown agent {agent!r}")
         cfg = config_class(agent).from_json(d)
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, AttributeError, ValueError) as e:
+    except (TypeError, AttributeError, ValueError) as e:
         raise CheckpointError(f"corrupt config.json in {run_dir}: {first_line(e)}") from None
     if device is not None:
         cfg.device = device
@@ -73,7 +69,7 @@ def load_run_policy(
         cfg.runtime = runtime  # type: ignore[assignment]
         cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
     builder = builder_for(cfg)
-    tensors, state, _ = load(rd / "checkpoint")
+    tensors, state, _ = RunDir(rd).load_checkpoint()
     spec = builder.env_spec(cfg)
     learner = builder.make_learner(cfg, spec)
     try:

@@ -62,12 +62,13 @@ def run_policy_tensors(run: Path, flag: str) -> dict[str, torch.Tensor]:
     """The policy tensors (names as in :class:`GOPolicy`) of GO run ``run``'s checkpoint, not
     yet checked against a model (:class:`~actorq.errors.CheckpointError` if it is not a GO
     run); ``flag`` names the option in errors."""
-    from actorq import checkpoint as ckpt
     from actorq.errors import CheckpointError
+    from actorq.rundir import RunDir
 
-    if not (run / "config.json").is_file():
+    rd = RunDir(run)
+    if not rd.is_run():
         raise CheckpointError(f"{flag} {run}: not an actorq run directory (no config.json)")
-    tensors, state, _ = ckpt.load(run / "checkpoint")
+    tensors, state, _ = rd.load_checkpoint()
     if not isinstance(state.get("learner"), dict) or "graphs" not in state["learner"]:
         raise CheckpointError(f"{flag} {run}: not a GO run")
     return {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}

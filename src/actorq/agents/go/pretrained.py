@@ -281,9 +281,9 @@ def run_best_placement(
     line."""
     import numpy as np
 
-    from actorq import checkpoint as ckpt
     from actorq.agents.go.config import GOConfig
     from actorq.graphopt.cluster import get_cluster
+    from actorq.rundir import RunDir
 
     where = f"--policy {shown(run)}"
     try:
@@ -292,7 +292,7 @@ def run_best_placement(
         nd = get_cluster(cfg.cluster).num_devices
         if get_cluster(cfg.cluster).name != cluster or cfg.reference != reference:
             return None
-        tensors, state, _ = ckpt.load(run / "checkpoint")
+        tensors, state, _ = RunDir(run).load_checkpoint()
     except ActorQError as e:
         raise GraphError(f"{where}: {first_line(e)}") from None
     learner = state.get("learner")

@@ -1,0 +1,294 @@
+"""The learner's loop: one short function drives every agent and every backend.
+
+``train(config)`` reads like a CleanRL script over named pieces, each testable on its own:
+resolve the config (on a copy) and lock the run directory (:mod:`~actorq.run.resume`), restore
+a checkpoint, publish snapshots and checkpoint (:mod:`~actorq.run.publisher`), run the backend
+(:mod:`actorq.distributed.backend`), evaluate and log each interval
+(:mod:`~actorq.run.monitor`), shut down and report (:mod:`~actorq.run.report`). The loop
+itself: take the backend's next batch, update, publish every ``publish_every`` updates,
+evaluate the actors' snapshot greedily every ``eval_every`` environment steps, checkpoint, log.
+Ctrl-C or SIGTERM stops the actors, writes a checkpoint and returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq import checkpoint as ckpt
+from actorq.agents import builder_for
+from actorq.agents.builder import Builder
+from actorq.agents.policy_io import PolicyIO
+from actorq.config import ExperimentConfig
+from actorq.core.interfaces import Learner, MLPLearner
+from actorq.distributed.backend import Backend, BackendContext, make_backend
+from actorq.energy import EnergyTracker
+from actorq.errors import CheckpointError, DivergedError
+from actorq.logging import MetricLogger
+from actorq.run.monitor import Evaluator, IntervalLogger, Progress, StopOnSignal, log_interval
+from actorq.run.precision import select_run_precision
+from actorq.run.publisher import Checkpointer, Publisher, check_losses
+from actorq.run.report import (
+    TrainResult,
+    final_report,
+    final_states,
+    registered_threshold,
+    write_summary,
+)
+from actorq.run.resume import (
+    Counters,
+    Loaded,
+    load_replay,
+    open_run_dir,
+    resolve_run,
+    restore,
+    write_config,
+)
+from actorq.rundir import RunDir
+from actorq.types import EnvSpec
+
+
+def train(
+    cfg: ExperimentConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
+) -> TrainResult:
+    """Train an agent (the config's type says which: DQN, D4PG, PPO) with quantized actors;
+    returns a :class:`TrainResult`. ``cfg`` itself is not changed.
+
+    ``callback(info)`` is called after each log interval with the latest metrics; return
+    ``False`` to stop training early.
+    """
+    cfg = resolve_run(cfg)
+    builder = builder_for(cfg)
+    spec = builder.env_spec(cfg)
+    builder.check_spec(spec)  # all input checked: from here on the run directory is written
+    run = RunDir(Path(cfg.run_dir or ""))
+    with run.lock():  # the one writer: a second train() into this directory is refused here
+        loaded = run.load_checkpoint() if cfg.resume else None
+        return _train(cfg, builder, spec, loaded, callback)
+
+
+def _train(
+    cfg: ExperimentConfig,
+    builder: Builder,
+    spec: EnvSpec,
+    loaded: Loaded | None,
+    callback: Callable[[dict[str, Any]], bool | None] | None,
+) -> TrainResult:
+    """:func:`train` with its input checked and the run directory locked."""
+    warn = cfg.cores_warning()  # once the input is known good, from the settings in use
+    if warn:
+        print(f"actorq: warning: {warn}", file=sys.stderr)
+    target = cfg.target_return if cfg.target_return is not None else registered_threshold(cfg.env)
+    run_dir = open_run_dir(cfg)
+
+    learner, io, c, rng, warm = _prepare_learner(cfg, builder, spec, loaded, run_dir)
+
+    setup = builder.actor_setup(cfg, spec)
+    if loaded is not None:
+        setup.seed = cfg.seed + 104_729 * (c.env_steps // 1000 + 1)  # fresh env seeds
+    asynchronous = bool(getattr(cfg, "publish_async", False)) and cfg.actors >= 1
+    publisher = Publisher(cfg, io, asynchronous)
+    fp32_bytes = len(publisher.snapshot(0, "fp32"))
+    first = publisher.snapshot(c.version)
+    energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
+    if energy is not None:
+        energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
+    # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
+    # stops through the loop's clean path (checkpoint, summary).
+    stop = StopOnSignal()
+    ctx = BackendContext(
+        cfg=cfg,
+        setup=setup,
+        specs=builder.data_specs(cfg, spec),
+        table_config=builder.table_config(cfg, spec),
+        snapshot_capacity=int(len(first) * 1.1) + 65536,
+        run_dir=run_dir,
+        rng=rng,
+        env_steps_offset=c.env_steps,
+    )
+    backend = start_backend(ctx, loaded, stop)
+    replay = backend.replay
+    publisher.replay, publisher.backend = replay, backend
+    checkpointer = Checkpointer(
+        run_dir, learner, c, rng, replay, bool(getattr(cfg, "save_replay", False))
+    )
+    logger = MetricLogger(run_dir)
+    progress = Progress(cfg.progress, cfg.total_steps, c.env_steps)
+    progress.print(f"run dir: {run_dir}")
+    past_budget = loaded is not None and c.env_steps >= cfg.total_steps
+    if past_budget:
+        progress.print(
+            f"{run_dir} is already at {c.env_steps:,} env steps of --total-steps "
+            f"{cfg.total_steps:,}: nothing to train, summarising its checkpoint (raise "
+            "--total-steps to go on)"
+        )
+    evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps)
+    interval = IntervalLogger(logger, progress, c)
+    if warm:
+        logger.log(c.env_steps, warm)
+    publisher.publish(c, first)
+
+    start_wall = time.perf_counter() - c.wall_time_s
+    interrupted, stop_reason = False, "budget"
+    try:
+        while not past_budget:  # past it: not one env step or update, only the summary
+            if stop.requested:
+                raise KeyboardInterrupt
+            t_poll = time.perf_counter()
+            batch = backend.next_batch()
+            interval.add_episodes(backend.drain_episodes())
+            turn = 0
+            while batch is not None:  # up to updates_per_turn while the replay rule allows
+                t_update = time.perf_counter()
+                # metrics stay with the learner (on its device) until read: no sync per update
+                learner.learn(batch)
+                c.updates += 1
+                turn += 1
+                interval.update_s += time.perf_counter() - t_update
+                if c.updates % cfg.publish_every == 0:
+                    publisher.publish(c)  # refuses non-finite weights
+                if c.updates % cfg.checkpoint_every == 0:
+                    interval.add_metrics(learner.read_metrics(), c.updates)
+                    c.env_steps = backend.env_steps()
+                    c.wall_time_s = time.perf_counter() - start_wall  # time to target on resume
+                    checkpointer.save()
+                batch = backend.ready_batch() if turn < cfg.updates_per_turn else None
+            c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
+            now = time.perf_counter()
+            if turn == 0:  # the poll found no batch: the learner waited for data
+                interval.wait_s += now - t_poll
+            if evaluator.due(c.env_steps):
+                publisher.publish_for_evaluation(c)
+                if evaluator.run(publisher.latest, c, now - start_wall) and cfg.stop_at_target:
+                    stop_reason = "target"
+                    break
+            if c.env_steps >= cfg.total_steps:
+                break
+            if interval.due(now, cfg.log_every):
+                interval.add_metrics(learner.read_metrics(), c.updates)
+                info = log_interval(now, c, backend, interval, publisher, energy, progress)
+                if callback is not None and callback(info) is False:
+                    stop_reason = "callback"
+                    break
+        if not past_budget:  # the last interval's metrics, before the final checkpoint
+            interval.add_metrics(learner.read_metrics(), c.updates)
+        publisher.settle()  # its error, if any, is the run's
+    except KeyboardInterrupt:
+        interrupted, stop_reason = True, "interrupted"
+    except BaseException as e:
+        # A failed run (a diverged learner, a bug) writes nothing more: the checkpoint on disk
+        # is the last good one, and a crashed resume must not replace it.
+        publisher.close()
+        _close_failed_run(stop, energy, backend, progress)
+        if isinstance(e, DivergedError):
+            if (checkpointer.dir / ckpt.MANIFEST).is_file():
+                kept = f", the last finite checkpoint is kept in {checkpointer.dir}"
+            else:  # nothing to point at: say so, and what usually fixes it
+                kept = (
+                    " before its first checkpoint, so none was written (lower the learning "
+                    "rate or --max-grad-norm)"
+                )
+            raise DivergedError(f"{e}; stopped at {c.env_steps} env steps{kept}") from None
+        raise
+    stop.restore()
+    publisher.close()
+    try:
+        st = backend.stats()
+        reading = energy.stop() if energy is not None else None  # the run, not the report
+        c.env_steps = st.env_steps
+        if not interrupted and not past_budget:  # past it, the run's own end already ran
+            _finish_learner(learner, logger, c)
+        c.wall_time_s = time.perf_counter() - start_wall
+        # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
+        states = final_states(replay, cfg.seed)
+        final = publisher.snapshot(c.version + 1)
+        checkpointer.save()
+    finally:
+        backend.close()
+        progress.stop()
+
+    result = final_report(cfg, io, final, states, c, st, publisher, target, fp32_bytes)
+    result = dataclasses.replace(
+        result,
+        interrupted=interrupted,
+        eval_time_s=evaluator.seconds,
+        **(reading.as_summary() if reading is not None else {}),
+    )
+    write_summary(result, stop_reason, logger, run_dir, c.env_steps)
+    return result
+
+
+def _prepare_learner(
+    cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loaded | None, run_dir: Path
+) -> tuple[Learner, PolicyIO, Counters, np.random.Generator, dict[str, float]]:
+    """The learner, its policy IO, the counters and the run's RNG: restored from ``loaded`` on a
+    resume, else fresh, with the learner's warm start (its metrics returned, to log at step 0).
+    ``--precision auto`` is settled here, before the first snapshot, and saved to the config."""
+    torch.set_num_threads(cfg.learner_threads)
+    random.seed(cfg.seed)
+    learner = builder.make_learner(cfg, spec)
+    if cfg.precision == "auto":
+        # configs refuse auto for graph policies (GO, PPO's chip network) before this point
+        if not isinstance(learner, MLPLearner):
+            raise TypeError(f"--precision auto needs an MLP policy, not {type(learner).__name__}")
+        pspec = builder.policy_spec(cfg, spec)
+        cfg.precision = select_run_precision(cfg, spec, learner, pspec, run_dir)
+        write_config(cfg, run_dir)
+    io = builder.policy_io(cfg, spec, learner)
+    c = Counters()
+    rng = np.random.default_rng(cfg.seed)
+    warm: dict[str, float] = {}
+    if loaded is not None:
+        rng = restore(loaded, learner, c)
+    else:
+        warm = learner.warm_start()  # a fresh run: before the first snapshot is taken
+    return learner, io, c, rng, warm
+
+
+def _close_failed_run(
+    stop: StopOnSignal, energy: EnergyTracker | None, backend: Backend, progress: Progress
+) -> None:
+    """Stop what a failed run started, writing nothing (no checkpoint, no summary)."""
+    stop.restore()
+    with contextlib.suppress(Exception):
+        if energy is not None:
+            energy.stop()
+    backend.close()
+    progress.stop()
+
+
+def _finish_learner(learner: Learner, logger: MetricLogger, c: Counters) -> None:
+    """The learner's end-of-run work (GO's final distillation), logged at the last step, before
+    the final snapshot and checkpoint so that they hold it."""
+    done = learner.finish()
+    if done:
+        check_losses(done, c.updates)
+        logger.log(c.env_steps, done)
+
+
+def start_backend(ctx: BackendContext, loaded: Loaded | None, stop: StopOnSignal) -> Backend:
+    """Start the backend and, resuming, restore the checkpoint's replay into it; on failure
+    nothing is left running (and Ctrl-C gets its default handler back)."""
+    try:
+        backend = make_backend(ctx)
+    except BaseException:
+        stop.restore()
+        raise
+    replay = backend.replay
+    if loaded is not None and loaded[2] is not None and replay.persistent:
+        try:
+            load_replay(replay, loaded[2])
+        except CheckpointError:
+            backend.close()
+            stop.restore()
+            raise
+    return backend

@@ -1,0 +1,186 @@
+"""Publishing snapshots (:class:`Publisher`: quantize, checksum, send; in the background when it
+may) and checkpointing (:class:`Checkpointer`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq import checkpoint as ckpt
+from actorq.agents.policy_io import (
+    MLPPolicyIO,
+    PolicyIO,
+)
+from actorq.config import ExperimentConfig
+from actorq.core.interfaces import Learner
+from actorq.distributed.backend import Backend
+from actorq.errors import DivergedError
+from actorq.run.resume import Counters
+from actorq.rundir import RunDir
+
+
+def check_losses(metrics: dict[str, float], updates: int) -> None:
+    """Stop at the first non-finite loss: a diverged learner must not publish, checkpoint or
+    report success."""
+    for k, v in metrics.items():
+        if k.endswith("_loss") and not math.isfinite(v):
+            # metrics are read once per log interval (no sync per update): "by", not "at"
+            raise DivergedError(f"the learner diverged by update {updates}: {k} = {v}")
+
+
+class Publisher:
+    """Quantizes the learner's policy and broadcasts it through the backend.
+
+    int8/int4 weights are rounded with GPTQ on replay states when the config asks for it
+    (fresh states per publish, from a generator keyed by (seed, version): reproducible,
+    resume-safe, and independent of the learner's sampling stream).
+
+    ``asynchronous`` (off-policy agents with actor processes, ``publish_async``): a periodic
+    publish copies the weights on the learner's thread and quantizes, encodes and sends them
+    on one background thread (Menger: distributing parameters must not throttle the learner).
+    While one is in flight the next is skipped (counted), never waited for. The first
+    publish, a publish before an evaluation (:meth:`publish` with ``in_line``) and the final
+    snapshot are in line, after the one in flight has landed. An error on the background
+    thread (non-finite weights) is raised on the learner's at the next publish or :meth:`settle`.
+    """
+
+    def __init__(self, cfg: ExperimentConfig, io: PolicyIO, asynchronous: bool = False) -> None:
+        self.cfg, self.io = cfg, io
+        self.gptq = cfg.uses_gptq()
+        self.replay: Any = None  # the backend's replay view, once there is a backend
+        self.backend: Backend | None = None
+        self.times: list[float] = []  # per publish: quantize + encode + send
+        self.blocked: list[float] = []  # per publish: what the learner's thread paid
+        self.skipped = 0
+        self.latest = b""
+        self._mlp = io if isinstance(io, MLPPolicyIO) else None  # the IO that can freeze
+        self._pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="actorq-publish")
+            if asynchronous and self._mlp is not None
+            else None
+        )
+        self._inflight: Future[None] | None = None
+
+    @property
+    def asynchronous(self) -> bool:
+        return self._pool is not None
+
+    def _calibration(self, version: int) -> np.ndarray | None:
+        if self.gptq and self.replay is not None and self.replay.size:
+            calib_rng = np.random.default_rng((self.cfg.seed, version))
+            return self.replay.sample_states(self.cfg.calibration_states, calib_rng)
+        return None
+
+    def snapshot(self, version: int, precision: str | None = None) -> bytes:
+        """The learner's policy as snapshot bytes (the config's precision by default)."""
+        calib = self._calibration(version)
+        if not self.io.is_finite():
+            raise DivergedError("the learner's policy weights are NaN or infinite")
+        return self.io.snapshot(version, precision or self.cfg.precision, calib)
+
+    def publish(self, c: Counters, first: bytes | None = None, in_line: bool = False) -> None:
+        """Publish the next version (or ``first``, the initial one, as version ``c.version``);
+        on the background thread if the publisher is asynchronous and neither is asked for."""
+        assert self.backend is not None
+        if self._pool is not None and first is None and not in_line:
+            if self._inflight is not None and not self._inflight.done():
+                self.skipped += 1
+                return
+            self.settle()  # the last one's error, if any, surfaces here
+            t = time.perf_counter()
+            c.version += 1
+            c.publishes += 1
+            assert self._mlp is not None
+            make = self._mlp.freeze(c.version, self.cfg.precision, self._calibration(c.version))
+            c.updates_at_publish = c.updates
+            self._inflight = self._pool.submit(self._send, c.version, make, t)
+            self.blocked.append(time.perf_counter() - t)
+            return
+        self.settle()
+        t = time.perf_counter()
+        if first is None:
+            c.version += 1
+            c.publishes += 1
+        data = first if first is not None else self.snapshot(c.version)
+        self.backend.publish(c.version, data)
+        if first is None:
+            self.times.append(time.perf_counter() - t)
+            self.blocked.append(self.times[-1])
+        self.latest = data
+        c.updates_at_publish = c.updates
+
+    def publish_for_evaluation(self, c: Counters) -> None:
+        """Make ``latest`` exactly the weights the actors now get: the snapshot in flight lands
+        first, then the current weights are published in line if updates came since."""
+        self.settle()
+        if c.updates != c.updates_at_publish:
+            self.publish(c, in_line=True)
+
+    def _send(self, version: int, make: Callable[[], bytes], t0: float) -> None:
+        assert self.backend is not None
+        data = make()
+        self.backend.publish(version, data)
+        self.latest = data
+        self.times.append(time.perf_counter() - t0)
+
+    def settle(self) -> None:
+        """Wait for the publish in flight, if any; raise its error."""
+        f, self._inflight = self._inflight, None
+        if f is not None:
+            f.result()
+
+    def close(self) -> None:
+        """Let the publish in flight finish (its error dropped: the run is ending) and stop
+        the background thread."""
+        if self._pool is not None:
+            with contextlib.suppress(Exception):
+                self.settle()
+            self._pool.shutdown(wait=True)
+
+    @property
+    def blocked_ms(self) -> float:
+        return 1e3 * float(np.mean(self.blocked)) if self.blocked else 0.0
+
+    @property
+    def mean_ms(self) -> float:
+        return 1e3 * float(np.mean(self.times)) if self.times else 0.0
+
+
+class Checkpointer:
+    """Writes the learner, counters, RNG streams and (if the replay kind keeps it) the replay."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        learner: Learner,
+        counters: Counters,
+        rng: np.random.Generator,
+        replay: Any,
+        save_replay: bool,
+    ) -> None:
+        self.dir = RunDir(run_dir).checkpoint
+        self.learner, self.c, self.rng, self.replay = learner, counters, rng, replay
+        self.save_replay = save_replay and bool(getattr(replay, "persistent", False))
+
+    def save(self) -> None:
+        tensors, meta = self.learner.state()
+        for name, t in tensors.items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise DivergedError(f"learner tensor {name!r} is NaN or infinite")
+        tensors["rng.torch"] = torch.get_rng_state()
+        state = {
+            "learner": meta,
+            "counters": self.c.to_json(),
+            "rng": {"numpy": ckpt.rng_state(self.rng), "python": list(random.getstate()[1])},
+        }
+        ckpt.save(self.dir, tensors, state, self.replay.save if self.save_replay else None)

@@ -1,0 +1,199 @@
+"""Resolving a run's config (on a copy; a resume merges the saved one), its run directory, and
+restoring a checkpoint: counters, RNG streams, replay.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from actorq import checkpoint as ckpt
+from actorq.config import ExperimentConfig, device_problem, is_device_name
+from actorq.core.interfaces import Learner
+from actorq.envs import validate_env_id
+from actorq.errors import CheckpointError, ConfigError, first_line
+from actorq.run import load_run_config
+from actorq.rundir import RunDir
+
+
+def _default_run_dir(cfg: ExperimentConfig) -> Path:
+    env = cfg.env.replace(":", "-").replace("/", "-")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{cfg.agent}-{env}-{cfg.precision}-s{cfg.seed}-{stamp}"
+
+
+Loaded = tuple[dict[str, Any], dict[str, Any], Path | None]
+
+
+def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | None]:
+    """The config this run uses — a copy: ``train(cfg)`` never changes the caller's object —
+    and, for ``resume``, the checkpoint it continues from (the saved experiment, with this
+    invocation's run-length and display options)."""
+    out = resolve_run(cfg)
+    return out, (RunDir(Path(out.resume)).load_checkpoint() if out.resume else None)
+
+
+def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
+    """:func:`resolve_config` without reading the checkpoint, and with the run directory
+    decided (``run_dir`` set): everything checked before anything is written or locked."""
+    if not cfg.resume:
+        out = copy.deepcopy(cfg)
+        out.validate()
+        validate_env_id(out.env)
+        run_dir = Path(out.run_dir) if out.run_dir else _default_run_dir(out)
+        if run_dir.exists() and not run_dir.is_dir():
+            raise ConfigError(f"--run-dir {run_dir} is a file, not a directory")
+        out.run_dir = str(run_dir)
+        return out
+    resume_dir = Path(cfg.resume)
+    if cfg.run_dir is not None and Path(cfg.run_dir).resolve() != resume_dir.resolve():
+        raise ConfigError(
+            f"--resume {resume_dir} continues in that directory; --run-dir {cfg.run_dir} "
+            "names another (drop --run-dir, or copy the run directory first)"
+        )
+    saved = load_run_config(resume_dir, device="cpu")  # where it computes is decided below
+    saved.device = resume_device(cfg, resume_dir)
+    if saved.agent != cfg.agent:
+        raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
+    conflicts = resume_conflicts(cfg, saved)
+    if conflicts:
+        raise ConfigError(
+            f"--resume continues {resume_dir} with its saved settings; these options differ "
+            f"from them: {', '.join(conflicts)} (drop them, or start a new run)"
+        )
+    for f in RESUME_OVERRIDES:
+        if hasattr(cfg, f):
+            setattr(saved, f, getattr(cfg, f))
+    saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
+    saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
+    if not RunDir(resume_dir).has_checkpoint():
+        raise CheckpointError(f"{resume_dir} has no checkpoint to resume from")
+    saved.validate()
+    validate_env_id(saved.env)
+    return saved
+
+
+#: What a resume may change: run length, display, and how updates run (not what they compute).
+#: Anything else is the saved run's (but where the learner computes: :func:`resume_device`).
+RESUME_OVERRIDES = (
+    "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
+    "replay_on_device",
+)  # fmt: skip
+_RESUME_FREE = (
+    *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
+)  # fmt: skip
+
+
+def resume_device(cfg: ExperimentConfig, resume_dir: Path) -> str:
+    """Where a resumed run's learner computes: ``--device`` when given; else the device the run
+    trained on, if this machine has it; else the CPU, with a warning (a run trained on a GPU
+    goes on on a machine without one). Checkpoints hold CPU tensors, so weights and optimizer
+    state load onto either; updates on another device differ in the last bits."""
+    if cfg.device != type(cfg)().device:
+        return cfg.device  # validated with the rest of the config
+    path = RunDir(resume_dir).config_file
+    ran_on = RunDir(resume_dir).read_config_json().get("device", "cpu")
+    if not is_device_name(ran_on):
+        raise CheckpointError(f"{path}: device must be cpu, cuda or cuda:N, got {ran_on!r}")
+    problem = device_problem(ran_on)
+    if problem is None:
+        return ran_on
+    print(
+        f"actorq: warning: {resume_dir} trained its learner on {ran_on}, which this machine "
+        f"lacks ({problem.partition(': ')[2]}): resuming on the CPU (--device to choose)",
+        file=sys.stderr,
+    )
+    return "cpu"
+
+
+def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
+    """Options set on a resume (differing from the defaults) that differ from the saved run:
+    they would be silently ignored, so they are refused (``--flag value (saved: x)``)."""
+    defaults = type(cfg)()
+    out = []
+    for f in dataclasses.fields(cfg):
+        if f.name in _RESUME_FREE:
+            continue
+        mine, default, was = (getattr(x, f.name) for x in (cfg, defaults, saved))
+        if mine != default and mine != was:
+            out.append(f"--{f.name.replace('_', '-')} {mine} (saved: {was})")
+    return out
+
+
+def open_run_dir(cfg: ExperimentConfig) -> Path:
+    """Create (or, resuming, reuse) the run directory; write config.json for a new run. Called
+    with the run's lock held (:func:`train`), so no other run can be starting in it."""
+    run = RunDir(Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg))
+    if run.path.exists() and not run.path.is_dir():
+        raise ConfigError(f"--run-dir {run} is a file, not a directory")
+    if not cfg.resume and run.has_checkpoint():
+        raise ConfigError(f"{run} already holds a run; use --resume {run} or a new --run-dir")
+    run.path.mkdir(parents=True, exist_ok=True)
+    cfg.run_dir = str(run)
+    if not cfg.resume:
+        write_config(cfg, run.path)
+    return run.path
+
+
+def write_config(cfg: ExperimentConfig, run_dir: Path) -> None:
+    RunDir(run_dir).write_config_json(cfg.to_json())
+
+
+@dataclasses.dataclass
+class Counters:
+    """The run's progress; checkpointed as JSON (``state.json["counters"]``)."""
+
+    env_steps: int = 0
+    updates: int = 0
+    publishes: int = 0
+    version: int = 0
+    episodes: int = 0
+    wall_time_s: float = 0.0
+    time_to_target_s: float | None = None
+    steps_to_target: int | None = None
+    last_eval: float | None = None
+    #: ``updates`` when the latest snapshot was published (an evaluation publishes only if the
+    #: weights changed since, so on-policy data is not made stale by evaluations)
+    updates_at_publish: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Counters:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.Generator:
+    """Load the learner's state, the counters and the RNG streams; returns the learner's
+    sampling generator."""
+    tensors, state, _ = loaded
+    try:
+        learner.load_state(tensors, state["learner"])
+        restored = Counters.from_json(state["counters"])
+        rng = ckpt.restore_rng(state["rng"]["numpy"])
+        torch.set_rng_state(tensors["rng.torch"])
+        random.setstate((3, tuple(state["rng"]["python"]), None))
+    except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
+        raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
+    for f in dataclasses.fields(Counters):
+        setattr(counters, f.name, getattr(restored, f.name))
+    return rng
+
+
+def load_replay(replay: Any, path: Path) -> None:
+    """Restore a checkpoint's replay; one CheckpointError line if it is unreadable or does not
+    fit this run's replay (shapes, dtypes, non-finite values)."""
+    try:
+        replay.load(path)
+    except Exception as e:
+        raise CheckpointError(f"cannot read {path}: {first_line(e)}") from None

@@ -1,0 +1,172 @@
+"""The run directory as a format with a type: what ``actorq train`` writes, where, and the lock
+that makes its writer the only one.
+
+::
+
+    RUN/config.json      the run's config (its agent's ExperimentConfig, as JSON)
+    RUN/checkpoint/      the last checkpoint (actorq.checkpoint; checkpoint.old mid-swap)
+    RUN/metrics.csv      every logged metric by env step; RUN/tb/ the same for TensorBoard
+    RUN/summary.json     the final report (written when the run ends)
+    RUN/actors/          each local actor process's config and log
+    RUN/.lock            held (flock) by the one process writing the run
+
+Every reader and writer of a run goes through :class:`RunDir` rather than spelling paths:
+the training loop, ``actorq eval``/``export``, ``actorq.load``, GO's ``--init-from``, bench and
+its reports. Reading a run's *config as an agent's config* needs the agent registry, so it
+lives a layer up (:func:`actorq.run.load_run_config`); this module knows files only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from actorq import checkpoint as ckpt
+from actorq.errors import CheckpointError, ConfigError, first_line, shown
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+    """A run directory at ``path`` (it need not exist yet)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    # -- the layout ---------------------------------------------------------------------------
+    @property
+    def config_file(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.csv"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tb"
+
+    @property
+    def summary_file(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def actors(self) -> Path:
+        return self.path / "actors"
+
+    def actor_config(self, i: int) -> Path:
+        return self.actors / f"actor{i}.json"
+
+    def actor_log(self, i: int) -> Path:
+        return self.actors / f"actor{i}.log"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # -- what it holds ------------------------------------------------------------------------
+    def is_run(self) -> bool:
+        """Whether a run was started here (its config is written first)."""
+        return self.config_file.is_file()
+
+    def has_checkpoint(self) -> bool:
+        """A checkpoint, or the previous one a save cut between its two renames left
+        (``checkpoint.old``, which :meth:`load_checkpoint` falls back to)."""
+        old = self.checkpoint.with_name(self.checkpoint.name + ".old")
+        return self.checkpoint.exists() or old.exists()
+
+    def read_config_json(self) -> dict[str, Any]:
+        """``config.json`` as a JSON object; one :class:`CheckpointError` line otherwise."""
+        if not self.is_run():
+            raise CheckpointError(
+                f"{shown(self.path)} is not an actorq run directory (no config.json)"
+            )
+        try:
+            d = json.loads(self.config_file.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(
+                f"corrupt config.json in {shown(self.path)}: {first_line(e)}"
+            ) from None
+        if not isinstance(d, dict):
+            raise CheckpointError(f"corrupt config.json in {shown(self.path)}: not a JSON object")
+        return d
+
+    def write_config_json(self, d: dict[str, Any]) -> None:
+        self.config_file.write_text(json.dumps(d, indent=1))
+
+    def load_checkpoint(self) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
+        """``(tensors, state, replay file or None)`` of the last checkpoint, verified
+        (:func:`actorq.checkpoint.load`)."""
+        return ckpt.load(self.checkpoint)
+
+    def write_summary(self, d: dict[str, Any]) -> None:
+        self.summary_file.write_text(json.dumps(d, indent=1))
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """``summary.json`` (None while the run has not ended or if it is unreadable)."""
+        try:
+            d = json.loads(self.summary_file.read_bytes())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return d if isinstance(d, dict) else None
+
+    # -- one writer ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, what: str = "run") -> Iterator[None]:
+        """Hold the run's lock while writing it: a second ``actorq train`` (a new run into the
+        same directory, or a second ``--resume`` of it) is refused with one line instead of
+        interleaving its checkpoints and metrics with this one's. The lock is an advisory
+        ``flock`` on ``RUN/.lock``: the kernel drops it when the holder exits, however it
+        exits, so a killed run never leaves a stale lock behind."""
+        path = self.path / ".lock"
+        taken = lock_file(
+            path, f"{shown(self.path)}: another actorq process is writing this {what}"
+        )
+        try:
+            yield
+        finally:
+            if taken:
+                unlock_file(path)
+
+
+_HELD: dict[str, int] = {}  # path -> fd: locks this process holds (one per directory)
+
+
+def lock_file(path: Path, message: str) -> bool:
+    """Take an exclusive ``flock`` on ``path``; False if this process already holds it (a nested
+    writer), True if taken now; :class:`ConfigError` with ``message`` and the holder's pid if
+    another process holds it. Released by :func:`unlock_file`, or by the kernel when the
+    process exits."""
+    import fcntl
+
+    key = str(path.resolve())
+    if key in _HELD:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise ConfigError(f"{message} (pid {holder}); wait for it to finish or stop it") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[key] = fd
+    return True
+
+
+def unlock_file(path: Path) -> None:
+    """Release a lock :func:`lock_file` took in this process (no-op if it holds none)."""
+    fd = _HELD.pop(str(path.resolve()), None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the flock

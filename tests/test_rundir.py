@@ -1,0 +1,99 @@
+"""The run directory has one writer: a second run into it, or a second resume of it, is refused
+with one line and writes nothing; the lock dies with its holder, however it dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actorq.errors import ConfigError
+from actorq.experiment import train
+from actorq.rundir import RunDir, lock_file, unlock_file
+
+HOLD = """
+import sys, time
+from actorq.rundir import lock_file
+from pathlib import Path
+lock_file(Path(sys.argv[1]), "held")
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def holder() -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
+    """Start a process that holds the lock file given, as another actorq would."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(lock: Path) -> subprocess.Popen[str]:
+        p = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True
+        )
+        procs.append(p)
+        assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_the_layout_is_one_type(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "r")
+    assert run.config_file.name == "config.json" and run.checkpoint.name == "checkpoint"
+    assert run.actor_log(3) == tmp_path / "r" / "actors" / "actor3.log"
+    assert not run.is_run() and run.read_summary() is None
+
+
+def test_a_second_run_into_a_locked_directory_is_refused_and_writes_nothing(
+    tiny: Callable[..., Any], tmp_path: Path, holder: Callable[[Path], Any]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    p = holder(run / ".lock")
+    with pytest.raises(
+        ConfigError, match=rf"another actorq process is writing this run \(pid {p.pid}\)"
+    ):
+        train(tiny("dqn", total_steps=300, min_replay_size=100))
+    assert sorted(f.name for f in run.iterdir()) == [".lock"]  # no config, metrics, checkpoint
+    p.kill()
+    p.wait()  # a killed holder's lock is gone with it: the run starts
+    r = train(tiny("dqn", total_steps=300, min_replay_size=100))
+    assert RunDir(Path(r.run_dir)).has_checkpoint()
+
+
+def test_a_second_resume_of_a_running_run_is_refused(
+    tiny: Callable[..., Any], holder: Callable[[Path], Any]
+) -> None:
+    r = train(tiny("dqn", total_steps=300, min_replay_size=100))
+    run = RunDir(Path(r.run_dir))
+    before = run.metrics.read_bytes()
+    p = holder(run.path / ".lock")
+    with pytest.raises(ConfigError, match="another actorq process is writing this run"):
+        train(tiny("dqn", resume=str(run), total_steps=600))
+    assert run.metrics.read_bytes() == before  # nothing appended
+    os.kill(p.pid, signal.SIGTERM)
+    p.wait()
+    assert train(tiny("dqn", resume=str(run), total_steps=600)).env_steps >= 600
+
+
+def test_a_lock_is_taken_once_per_process_and_released(tmp_path: Path) -> None:
+    lock = tmp_path / ".lock"
+    assert lock_file(lock, "x") is True and lock_file(lock, "x") is False  # nested: no-op
+    unlock_file(lock)
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", f"from actorq.rundir import lock_file; from pathlib import Path; "
+         f"print(lock_file(Path({str(lock)!r}), 'x'))"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.stdout.strip() == "True" and time.monotonic() - t0 < 60
