@@ -201,3 +201,23 @@ def test_random_flags_are_one_line_or_a_validated_config(
         seen[0].validate()
     else:
         assert code == 2 and len(lines) == 1 and lines[0].startswith("actorq: error:"), lines
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["eval"], "missing RUN_DIR"),
+        (["chip", "show"], "missing PLC, --netlist, --out"),
+        (["chip", "cost"], "missing NETLIST, PLC"),
+        (["chip", "cost", "sample_clustered"], "missing PLC"),  # the given one is NETLIST
+        (["graphopt", "place"], "missing --graph"),
+        (["train", "dqn", "--steps", "5"], "did you mean --total-steps"),
+        (["train", "dqn", "--lerning-rate", "3"], "did you mean --learning-rate?"),
+    ],
+)
+def test_missing_and_mistyped_arguments_are_named(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert line in err and "\n" not in err and err.startswith("actorq: error: ")

@@ -35,16 +35,62 @@ def parse(cls: type[T], args: Sequence[str], prog: str) -> T:
         if e.code in (0, None):  # --help
             sys.stderr.write(err.getvalue())
             raise
-        raise ActorQError(f"{_message(err.getvalue())} (see {prog} --help)") from None
+        msg = _message(err.getvalue(), positional_fields(cls))
+        raise ActorQError(f"{msg} (see {prog} --help)") from None
     sys.stdout.write(out.getvalue())
     sys.stderr.write(err.getvalue())
     return result
 
 
-def _message(text: str) -> str:
-    """The first line of content inside tyro's box (its title is the second-best)."""
+def _message(text: str, positionals: Sequence[str] = ()) -> str:
+    """tyro's box as one line: its message, the missing arguments by name, and the flags it
+    suggests for an unknown one. ``positionals``: the command's positional arguments in order
+    (tyro shows a missing one by its type only)."""
     lines = [m.group(1).strip() for m in map(_BOX.match, text.splitlines()) if m]
     content = [ln for ln in lines if ln and set(ln) - set("─-+|│ ")]
-    for ln in content[1:]:  # content[0] is the box's title ("Value error", ...)
-        return ln
-    return content[0] if content else "invalid command-line arguments"
+    if not content:
+        return "invalid command-line arguments"
+    main = content[1] if len(content) > 1 else content[0]  # content[0]: the box's title
+    raw = [re.sub(r"^[│|]", "", ln) for ln in text.splitlines()]  # a box border, if drawn
+    at = next((i for i, ln in enumerate(raw) if main in ln), len(raw))
+    indent = len(raw[at]) - len(raw[at].lstrip()) if at < len(raw) else 0
+    # under the message, one entry per argument, four spaces deeper: "--flag TYPE" or "TYPE"
+    entries: list[str] = []
+    suggested: list[str] = []
+    after_hint = False
+    for ln in raw[at + 1 :]:
+        if "For full helptext" in ln:
+            break
+        if "Perhaps you meant:" in ln:
+            after_hint = True
+            continue
+        m = re.match(rf"^ {{{indent + 4}}}(\S+)", ln)
+        if m:
+            (suggested if after_hint else entries).append(m.group(1))
+    if main.startswith("Missing from"):
+        # positionals fill left to right: the missing ones are the last ones
+        k = sum(not e.startswith("--") for e in entries)
+        pos = iter(list(positionals)[-k:] if k and len(positionals) >= k else [])
+        names = [e if e.startswith("--") else next(pos, e).upper() for e in entries]
+        if names:
+            return f"missing {', '.join(names)}"
+    flags = list(dict.fromkeys(e for e in suggested if e.startswith("--")))
+    if flags:
+        return f"{main}; did you mean {' or '.join(flags[:3])}?"
+    return main
+
+
+def positional_fields(cls: type) -> list[str]:
+    """Names of ``cls``'s fields marked ``tyro.conf.Positional``, in order."""
+    import dataclasses
+    import typing
+
+    if not dataclasses.is_dataclass(cls):
+        return []
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = getattr(hints.get(f.name), "__metadata__", ())
+        if any("Positional" in repr(m) for m in meta):
+            out.append(f.name)
+    return out

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actorq.cli.args import parse
-from actorq.errors import ActorQError, GraphError, first_line
-from actorq.graphopt.files import shown
+from actorq.errors import ActorQError, GraphError, first_line, shown
 from actorq.output import check_output, write_output
 from actorq.quant.onnx import ONNX_PRECISIONS
 

@@ -21,10 +21,7 @@ import tyro
 from actorq.cli.args import parse
 from actorq.cli.train import cmd_train, fail
 from actorq.errors import ActorQError
-from actorq.output import check_output, write_output
 from actorq.quant.formats import Precision
-from actorq.run import load_run_policy
-from actorq.run.policy import policy_onnx
 
 
 @dataclasses.dataclass
@@ -58,6 +55,8 @@ class ExportArgs:
 
 
 def cmd_eval(a: EvalArgs) -> int:
+    from actorq.run import load_run_policy
+
     if not 1 <= a.episodes <= 100_000:
         return fail(f"--episodes must be in [1, 100000], got {a.episodes}")
     if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
@@ -74,6 +73,10 @@ def cmd_eval(a: EvalArgs) -> int:
 
 
 def cmd_export(a: ExportArgs) -> int:
+    from actorq.output import check_output, write_output
+    from actorq.run import load_run_policy
+    from actorq.run.policy import policy_onnx
+
     out = check_output(a.out, "--out", force=a.force)  # before the checkpoint is read
     _, _, snap_bytes = load_run_policy(a.run_dir, a.precision)
     data, prec, io_names = policy_onnx(snap_bytes)
