@@ -246,7 +246,7 @@ def heft(
     logp[u, d])``, ``t_u`` the op's mean time over devices: a device the policy finds
     ``e`` times less likely must let the op finish ``beta * t_u`` sooner. ``beta`` 0 is HEFT, a
     large one the policy's argmax; between, the scheduler keeps the policy's choices coherent
-    with where each op's inputs are (docs/graphopt-transfer.md, "Zero-shot through a list
+    with where each op's inputs are (docs/go-transfer.md, "Zero-shot through a list
     scheduler").
 
     With a cut cost (``cut`` > 0) each input edge from another device adds ``cut`` times its
@@ -388,7 +388,7 @@ def heft_search(sim: Simulator, budget: int = 100, seed: int = 0) -> Decision:
     (:class:`CutSearch`). ``budget`` simulator calls in all, the uniform sweep's included (a
     candidate HEFT places exactly as the kept one counts as a call without making one).
     Strong where the best placements are list schedules (RNN-style graphs: gnmt-s, rnnlm-s);
-    hill climbing's run moves win where they are not (docs/graphopt-transfer.md, "Searching
+    hill climbing's run moves win where they are not (docs/go-transfer.md, "Searching
     HEFT's cut cost per edge"). Priorities: HEFT's ranks."""
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget!r}")

@@ -13,7 +13,7 @@ so int8 rounding is corrected rather than ignored) and the reward.
 Exploration with run moves (``explore`` > 0): per-op samples change ops independently, so a
 policy that has settled on one device (or on a baseline's split) almost never samples the
 coherent move of a whole run of ops to another device that simulated annealing makes, and
-which is where its wins come from (docs/graphopt-transfer.md). With probability ``explore`` an
+which is where its wins come from (docs/go-transfer.md). With probability ``explore`` an
 actor's decision is instead its incumbent for the graph (the best decision it has simulated,
 sampled or moved; the snapshot's greedy decision before it has one) with one of annealing's run
 moves (:func:`actorq.graphopt.baselines.run_move`) applied to the placement: a hill climb per actor,
@@ -26,7 +26,7 @@ than uniformly. With ``explore_cut`` > 0 that fraction of the exploring decision
 the next candidate of a search over HEFT's cut cost per edge (:class:`~actorq.graphopt.
 baselines.CutSearch`, the ``heft-search`` baseline one call at a time, one search per actor and
 graph) put into the incumbent: run moves refine what HEFT places, and HEFT's placements reach
-list schedules that runs of moves seldom do (docs/graphopt-transfer.md).
+list schedules that runs of moves seldom do (docs/go-transfer.md).
 
 Reward: ``-sqrt(S / S_ref)``, ``S`` the simulated (penalized, :func:`~actorq.graphopt.baselines.
 penalized`) step time and ``S_ref`` the reference decision's (the human-expert split by default),
@@ -76,7 +76,7 @@ from actorq.types import Batch
 _TASK_PART = {"placement": "placement", "scheduling": "priority", "fusion": "fusion"}
 SNAPSHOT_KIND = "go"
 #: :meth:`GraphTask.guided`'s default ``beta``: an op gives up one mean op time of finish time
-#: for an ``e``-fold preference of the policy (measured over 0.25..16 in docs/graphopt-transfer.md).
+#: for an ``e``-fold preference of the policy (measured over 0.25..16 in docs/go-transfer.md).
 GUIDE_BETA = 1.0
 #: The list schedulers :meth:`GraphTask.guided` decodes with (``m-etf`` keeps its memory bound).
 GUIDE_SCHEDULERS = ("heft", "m-etf")
@@ -166,7 +166,7 @@ class GraphTask:
         memory-bounded ``m-etf``) guided by the policy's device log-probabilities
         (:func:`~actorq.graphopt.baselines.heft`, :func:`~actorq.graphopt.baselines.m_etf`
         with ``logp``): coherent with where each op's inputs are, which per-op argmax is not on
-        a graph unlike the training graphs (docs/graphopt-transfer.md, "Zero-shot through a list
+        a graph unlike the training graphs (docs/go-transfer.md, "Zero-shot through a list
         scheduler"). ``cut``: HEFT's cut cost (:func:`~actorq.graphopt.baselines.heft`). Other
         heads stay greedy, but for the fusion bits of ops whose fusable input edge touches an
         op the scheduler moved (:meth:`with_placement`)."""

@@ -145,13 +145,13 @@ class GOConfig(ExperimentConfig):
     """With --imitate best: imitate the candidate on the fewest devices among those within
     1 + this of the fastest's step time (0: the fastest). Imitation reproduces a split only
     roughly, and a policy that learns to split graphs whose split gains a few percent splits
-    unseen graphs where that loses (docs/graphopt-transfer.md, "Simpler targets")."""
+    unseen graphs where that loses (docs/go-transfer.md, "Simpler targets")."""
     imitate_guide: float = 0.0
     """With --imitate best and --init-from: the initial policy's device logits decoded through
     HEFT's list scheduler with this beta (``GraphTask.guided``) join the candidates, one more
     simulator call per graph; on a graph where that decision is the fastest, fine-tuning
     imitates it instead of a classical baseline (0: off). What pre-training knows about an
-    unseen family then reaches fine-tuning's start (docs/graphopt-transfer.md, "Zero-shot through a
+    unseen family then reaches fine-tuning's start (docs/go-transfer.md, "Zero-shot through a
     list scheduler")."""
     hidden: int = 64
     """Width of the policy's node embeddings."""
@@ -162,29 +162,29 @@ class GOConfig(ExperimentConfig):
     pos_freqs: int = 0
     """Fourier features of each op's topological position and depth, in octaves (0: none):
     with them imitation and distillation fit a split of the graph exactly
-    (docs/graphopt-transfer.md, "Fitting a decision exactly")."""
+    (docs/go-transfer.md, "Fitting a decision exactly")."""
     start: str = "none"
     """A placement the policy decides from (Placeto's formulation; "none": GO's, from the graph
     alone): per graph, this baseline's placement (``best``: the fastest of HEFT, HEFT with a
     cut cost, m-ETF, METIS+cp, the expert split and one device, as --imitate best picks it) is
     an input of the network, and a learned gain on it lets the policy keep it where it has
-    nothing better (docs/graphopt-transfer.md, "Deciding from a start placement"). Placement
+    nothing better (docs/go-transfer.md, "Deciding from a start placement"). Placement
     and joint tasks."""
     priority_levels: int = 8
     """Scheduling and joint tasks: the priority head's number of levels (equal-count buckets
     of a baseline's order when imitating it; ties run in topological order). Eight cost the
     joint task 2.8% at the best classical start on 4 PCIe GPUs, 64 about 1%
-    (docs/graphopt-transfer.md, "what the priority levels cost")."""
+    (docs/go-transfer.md, "what the priority levels cost")."""
     memory_input: bool = False
     """The policy also reads how each graph's memory compares with a device's capacity (the
     whole graph's need and its running total along the forward order, in device capacities;
     one simulator call per graph), so it can learn to spread a graph that does not fit on one
-    device (docs/graphopt-transfer.md, "The held-out families' larger graphs")."""
+    device (docs/go-transfer.md, "The held-out families' larger graphs")."""
     cost_input: bool = False
     """The policy also reads each graph's costs as shares of its own total (each op's share of
     the one-device work, that work accumulated along the forward order, and its output's
     transfer time in the same units; no simulator call), so what it learns on some graphs'
-    magnitudes can hold on another's (docs/graphopt-transfer.md, "Costs as shares")."""
+    magnitudes can hold on another's (docs/go-transfer.md, "Costs as shares")."""
     publish_every: int = 1
     eval_every: int = 2_000
     """Decisions between greedy evaluations (one argmax decision per training graph)."""

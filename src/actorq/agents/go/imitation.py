@@ -1,6 +1,6 @@
 """GO's imitation warm start: fit the policy's heads to a classical baseline's decisions.
 
-PPO from a random policy tends to settle in the one-device basin (docs/graphopt-transfer.md).
+PPO from a random policy tends to settle in the one-device basin (docs/go-transfer.md).
 A warm start moves the policy's starting distribution to a classical baseline's decision before
 the actors see it: per training graph the baseline's device per op is the target, and
 ``imitate_steps`` full-batch Adam steps minimise the per-op cross-entropy of the placement head,

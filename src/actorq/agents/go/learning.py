@@ -81,7 +81,7 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
     One difference is bridged: a policy without position octaves (``pos_freqs`` 0) starts a
     network with them, the octaves' input weights at zero, so the fine-tuning run starts from
     the pre-trained policy's outputs exactly (octaves fit a graph's split but transfer badly:
-    docs/graphopt-transfer.md, "Fitting a decision exactly")."""
+    docs/go-transfer.md, "Fitting a decision exactly")."""
     from actorq.errors import CheckpointError
 
     run = Path(str(cfg.init_from))
@@ -411,7 +411,7 @@ class GOLearner(Learner):
         )
         if metrics["imitate/accuracy"] < IMITATION_FIT:
             # an unfit imitation leaves a flat policy whose samples are far worse than its
-            # greedy decision: PPO then loses the imitated placement (docs/graphopt-transfer.md)
+            # greedy decision: PPO then loses the imitated placement (docs/go-transfer.md)
             print(
                 f"imitate: warning: only {100 * metrics['imitate/accuracy']:.1f}% of ops fit "
                 f"(want >= {100 * IMITATION_FIT:.0f}%): sampled decisions will stray from the "

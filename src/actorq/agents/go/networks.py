@@ -100,7 +100,7 @@ class GOPolicyConfig:
     and the placement logits add ``start_gain`` times that one-hot, so keeping the start is one
     learned scalar and the network learns where to leave it. The start of a graph the policy has
     never seen costs a few simulator calls (a classical baseline), where GO's one-shot policy
-    decides from the graph alone (docs/graphopt-transfer.md, "Why zero-shot is slow")."""
+    decides from the graph alone (docs/go-transfer.md, "Why zero-shot is slow")."""
     memory_input: bool = False
     """Whether the policy reads how the graph's memory compares with a device's capacity: two
     more input columns after the start's (:func:`~actorq.agents.go.inputs.memory_columns`: the

@@ -181,7 +181,7 @@ def target(
     ``margin`` (``best`` only): among the feasible candidates within ``1 + margin`` times the
     fastest's step time, the one on the fewest devices (then the fastest): a split that gains
     a few percent is a poor target when imitation reproduces it only roughly
-    (docs/graphopt-transfer.md, "Simpler targets"). 0: the fastest."""
+    (docs/go-transfer.md, "Simpler targets"). 0: the fastest."""
     if task.task not in TASKS:
         raise ValueError(f"imitation targets decide placements; task is {task.task!r}")
     cands = BEST_OF if name == "best" else (name,)
