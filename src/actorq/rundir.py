@@ -49,6 +49,26 @@ class RunDir:
         return self.path / "checkpoint"
 
     @property
+    def best(self) -> Path:
+        """The best policy so far: a checkpoint (no replay) written at each periodic evaluation
+        that beats every earlier one, so training on never loses it."""
+        return self.path / "best"
+
+    def policy_checkpoint(self, which: str) -> Path:
+        """Where ``which`` ("latest" or "best") policy's checkpoint is; one
+        :class:`CheckpointError` line if the run has none of that kind."""
+        if which == "latest":
+            return self.checkpoint
+        if which != "best":
+            raise CheckpointError(f"which policy: 'latest' or 'best', not {which!r}")
+        if not self.best.exists():
+            raise CheckpointError(
+                f"{shown(self.path)} has no best policy yet (it is kept at each periodic "
+                "evaluation that beats the earlier ones)"
+            )
+        return self.best
+
+    @property
     def metrics(self) -> Path:
         return self.path / "metrics.csv"
 

@@ -38,6 +38,8 @@ class EvalArgs:
     """First environment seed."""
     runtime: Literal["ort", "numpy", "torch"] = "ort"
     """Inference runtime."""
+    which: Literal["latest", "best"] = "latest"
+    """The latest checkpoint, or the best policy the run's evaluations kept (RUN/best)."""
 
 
 @dataclasses.dataclass
@@ -52,6 +54,8 @@ class ExportArgs:
     """Precision of the exported weights; default: the run's."""
     force: bool = False
     """Overwrite --out if it exists."""
+    which: Literal["latest", "best"] = "latest"
+    """The latest checkpoint, or the best policy the run's evaluations kept (RUN/best)."""
 
 
 def cmd_eval(a: EvalArgs) -> int:
@@ -61,7 +65,7 @@ def cmd_eval(a: EvalArgs) -> int:
         return fail(f"--episodes must be in [1, 100000], got {a.episodes}")
     if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
         return fail(f"--seed must be in [0, 2**32 - 1 - episodes], got {a.seed}")
-    cfg, io, data = load_run_policy(a.run_dir, a.precision, a.runtime)
+    cfg, io, data = load_run_policy(a.run_dir, a.precision, a.runtime, which=a.which)
     rets = io.evaluate(data, a.episodes, a.seed)
     prec = a.precision or cfg.precision
     print(
@@ -78,7 +82,7 @@ def cmd_export(a: ExportArgs) -> int:
     from actorq.run.policy import policy_onnx
 
     out = check_output(a.out, "--out", force=a.force)  # before the checkpoint is read
-    _, _, snap_bytes = load_run_policy(a.run_dir, a.precision)
+    _, _, snap_bytes = load_run_policy(a.run_dir, a.precision, which=a.which)
     data, prec, io_names = policy_onnx(snap_bytes)
     write_output(out, data, "--out")
     print(f"wrote {out} ({len(data):,} bytes, {prec}, {io_names})")
@@ -91,8 +95,8 @@ USAGE = """usage: actorq {train,eval,export,graphopt,chip,bench,report} ...
   actorq train d4pg [--env dmc:DOMAIN-TASK] [--precision P] [--device cuda] ...
   actorq train ppo [--env ID] [--precision P] [--num-steps T] [--max-policy-lag K] ...
   actorq train go [--env graphopt:TASK/GRAPH] [--graphs G ...] [--cluster C] [--init-from RUN]
-  actorq eval RUN_DIR [--precision P] [--episodes N]
-  actorq export RUN_DIR [--out policy.onnx] [--precision P]
+  actorq eval RUN_DIR [--precision P] [--episodes N] [--which latest|best]
+  actorq export RUN_DIR [--out policy.onnx] [--precision P] [--which latest|best]
   actorq graphopt list | baselines --graph NAME | place --graph NAME [--policy RUN] | train
                                                           (graph optimization, GO)
   actorq chip place NETLIST --out out.plc [--method sa|random|policy] [--policy RUN_DIR]

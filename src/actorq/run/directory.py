@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
 from actorq.agents.policy_io import PolicyIO
 from actorq.config import ExperimentConfig
@@ -53,10 +54,12 @@ def load_run_policy(
     precision: str | None,
     runtime: str | None = None,
     require: Callable[[ExperimentConfig], None] | None = None,
+    which: str = "latest",
 ) -> tuple[ExperimentConfig, PolicyIO, bytes]:
     """A run's config (evaluating with ``runtime`` if given), its policy seam, and its
     checkpointed policy as snapshot bytes (``actorq eval``, ``actorq export``, ``actorq chip
-    place --method policy``). ``require(cfg)`` may refuse the run (raising an
+    place --method policy``). ``which``: the ``"latest"`` checkpoint or the ``"best"`` policy
+    the run's evaluations kept. ``require(cfg)`` may refuse the run (raising an
     :class:`ActorQError`) before its checkpoint is read."""
     rd = Path(run_dir)
     if not rd.is_dir():
@@ -69,7 +72,7 @@ def load_run_policy(
         cfg.runtime = runtime  # type: ignore[assignment]
         cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
     builder = builder_for(cfg)
-    tensors, state, _ = RunDir(rd).load_checkpoint()
+    tensors, state, _ = ckpt.load(RunDir(rd).policy_checkpoint(which))
     spec = builder.env_spec(cfg)
     learner = builder.make_learner(cfg, spec)
     try:

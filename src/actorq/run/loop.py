@@ -124,6 +124,8 @@ def _train(
     logger = MetricLogger(run_dir)
     progress = Progress(cfg.progress, cfg.total_steps, c.env_steps)
     progress.print(f"run dir: {run_dir}")
+    if loaded is not None:
+        progress.print(resume_plan(cfg, c, RunDir(run_dir)))
     past_budget = loaded is not None and c.env_steps >= cfg.total_steps
     if past_budget:
         progress.print(
@@ -168,7 +170,10 @@ def _train(
                 interval.wait_s += now - t_poll
             if evaluator.due(c.env_steps):
                 publisher.publish_for_evaluation(c)
-                if evaluator.run(publisher.latest, c, now - start_wall) and cfg.stop_at_target:
+                reached = evaluator.run(publisher.latest, c, now - start_wall)
+                if keep_if_best(c, checkpointer):
+                    progress.print(f"  the best so far: kept in {RunDir(run_dir).best}")
+                if reached and cfg.stop_at_target:
                     stop_reason = "target"
                     break
             if c.env_steps >= cfg.total_steps:
@@ -292,3 +297,26 @@ def start_backend(ctx: BackendContext, loaded: Loaded | None, stop: StopOnSignal
             stop.restore()
             raise
     return backend
+
+
+def keep_if_best(c: Counters, checkpointer: Checkpointer) -> bool:
+    """After a periodic evaluation: if it beats every earlier one, keep this policy in
+    ``RUN/best`` (SB3's ``EvalCallback`` keeps ``best_model`` the same way)."""
+    if c.last_eval is None or (c.best_eval is not None and c.last_eval <= c.best_eval):
+        return False
+    c.best_eval, c.best_eval_steps = c.last_eval, c.env_steps
+    checkpointer.save_best()
+    return True
+
+
+def resume_plan(cfg: ExperimentConfig, c: Counters, run: RunDir) -> str:
+    """What a resume will do, said before it does it."""
+    plan = f"resuming at {c.env_steps:,} env steps, to --total-steps {cfg.total_steps:,}"
+    if c.steps_to_target is not None:
+        plan += f"; it reached its target at {c.steps_to_target:,} steps"
+    if c.best_eval is not None and run.best.exists():
+        plan += (
+            f"; training on replaces the latest checkpoint, its best policy (eval "
+            f"{c.best_eval:.4g} at {c.best_eval_steps:,} steps) stays in {run.best}"
+        )
+    return plan

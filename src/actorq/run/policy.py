@@ -31,9 +31,13 @@ class TrainedPolicy:
     Load one with :func:`actorq.load`."""
 
     def __init__(
-        self, run_dir: str | Path, precision: str | None = None, runtime: str | None = None
+        self,
+        run_dir: str | Path,
+        precision: str | None = None,
+        runtime: str | None = None,
+        which: str = "latest",
     ) -> None:
-        cfg, io, data = load_run_policy(str(run_dir), precision, runtime)
+        cfg, io, data = load_run_policy(str(run_dir), precision, runtime, which=which)
         self.config = cfg
         """The run's config (``config.json``, validated)."""
         self.precision: str = precision or cfg.precision
@@ -125,8 +129,12 @@ def policy_onnx(data: bytes) -> tuple[bytes, str, str]:
 
 
 def load(
-    run_dir: str | Path, precision: str | None = None, runtime: str | None = None
+    run_dir: str | Path,
+    precision: str | None = None,
+    runtime: str | None = None,
+    which: str = "latest",
 ) -> TrainedPolicy:
     """The trained policy of ``run_dir`` (``actorq train ... --run-dir``) at ``precision``
-    (default: the run's), computed by ``runtime`` (default: the run's, onnxruntime)."""
-    return TrainedPolicy(run_dir, precision, runtime)
+    (default: the run's), computed by ``runtime`` (default: the run's, onnxruntime);
+    ``which``: the ``"latest"`` checkpoint or the ``"best"`` policy its evaluations kept."""
+    return TrainedPolicy(run_dir, precision, runtime, which)

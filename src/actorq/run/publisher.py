@@ -173,6 +173,14 @@ class Checkpointer:
         self.save_replay = save_replay and bool(getattr(replay, "persistent", False))
 
     def save(self) -> None:
+        """The latest checkpoint: learner, counters, RNG streams, replay if kept."""
+        self._write(self.dir, self.replay.save if self.save_replay else None)
+
+    def save_best(self) -> None:
+        """The best policy so far (``RUN/best``): the same checkpoint without the replay."""
+        self._write(RunDir(self.dir.parent).best, None)
+
+    def _write(self, where: Path, replay_writer: Any) -> None:
         tensors, meta = self.learner.state()
         for name, t in tensors.items():
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
@@ -183,4 +191,4 @@ class Checkpointer:
             "counters": self.c.to_json(),
             "rng": {"numpy": ckpt.rng_state(self.rng), "python": list(random.getstate()[1])},
         }
-        ckpt.save(self.dir, tensors, state, self.replay.save if self.save_replay else None)
+        ckpt.save(where, tensors, state, replay_writer)

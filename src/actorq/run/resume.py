@@ -160,6 +160,9 @@ class Counters:
     time_to_target_s: float | None = None
     steps_to_target: int | None = None
     last_eval: float | None = None
+    #: the best periodic evaluation so far and its env step: the policy kept in ``RUN/best``
+    best_eval: float | None = None
+    best_eval_steps: int | None = None
     #: ``updates`` when the latest snapshot was published (an evaluation publishes only if the
     #: weights changed since, so on-policy data is not made stale by evaluations)
     updates_at_publish: int = 0
