@@ -144,3 +144,24 @@ def test_config_json_must_match_the_checkpoint(
     cfg["hidden"] = [32, 32]  # weights on disk are 256×256
     (run / "config.json").write_text(json.dumps(cfg))
     assert main(["eval", str(run), "--episodes", "1"]) == 2
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_optimizer_state_never_resumes(tiny: Any, bad: float) -> None:
+    """A checkpoint re-saved with NaN in the optimizer (a self-consistent manifest) is refused
+    on resume with one line, before anything is written (issue 49 item 11)."""
+    from actorq.rundir import RunDir
+
+    r = train(tiny("dqn", total_steps=400, min_replay_size=100))
+    run = RunDir(Path(r.run_dir))
+    tensors, state, _ = run.load_checkpoint()
+    name = next(k for k in tensors if k.startswith("opt") and tensors[k].is_floating_point())
+    tensors[name] = tensors[name].clone()
+    tensors[name].view(-1)[0] = bad
+    ckpt.save(run.checkpoint, tensors, state)
+    before = run.metrics.read_bytes()
+    with pytest.raises(
+        CheckpointError, match=rf"{name!r} is NaN or infinite: this checkpoint"
+    ) as e:
+        train(tiny("dqn", resume=str(run), total_steps=800))
+    assert "\n" not in str(e.value) and run.metrics.read_bytes() == before

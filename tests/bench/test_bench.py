@@ -373,3 +373,20 @@ def test_a_second_runner_on_the_same_results_is_refused(tmp_path: Path) -> None:
         p.wait()
     out = run_matrix(spec, results, lambda c, d, t: _fake_summary(c, d) or 0, progress=False)
     assert len(out.ran) == len(spec.cells)  # the holder gone, the matrix runs
+
+
+def test_a_finished_cell_run_with_other_settings_is_refused_not_reported(tmp_path: Path) -> None:
+    """After the spec changes, a finished cell of the same name is not counted as finished under
+    the new spec (issue 49 item 8): one line naming the setting, nothing run or removed."""
+    from actorq.bench.results import ResultsError
+
+    results = tmp_path / "results"
+    spec = load_spec(_spec(tmp_path, GOOD))
+    run_matrix(spec, results, lambda c, d, t: _fake_summary(c, d) or 0, progress=False)
+    changed = load_spec(_spec(tmp_path, GOOD.replace("total_steps = 2000", "total_steps = 3000")))
+    calls: list[str] = []
+    with pytest.raises(ResultsError, match=r"other settings .*\(total_steps: 2000 -> 3000\)"):
+        run_matrix(changed, results, lambda c, d, t: calls.append(c.name) or 0, progress=False)
+    assert calls == [] and all(is_finished(results / c.name) for c in spec.cells)
+    out = run_matrix(spec, results, lambda c, d, t: calls.append(c.name) or 0, progress=False)
+    assert calls == [] and len(out.skipped) == len(spec.cells)  # the same spec: all finished

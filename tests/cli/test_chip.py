@@ -301,3 +301,24 @@ def test_random_flag_values_are_one_line_or_success(
         assert code == 2 and len(lines) == 1 and lines[0].startswith("actorq: error:"), err
     for f in tmp_path.iterdir():  # never a temporary file left behind
         assert ".tmp" not in f.name
+
+
+def test_cost_says_when_macros_lie_outside_the_canvas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off-canvas macros lower density and congestion (as circuit-training's evaluator counts
+    them): `chip cost` says so instead of reporting a silently better placement (issue 49
+    item 9)."""
+    out = tmp_path / "p.plc"
+    assert main(["chip", "place", TOY, "--steps", "200", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["chip", "cost", TOY, str(out)]) == 0
+    assert "outside" not in capsys.readouterr().err  # a legal placement: nothing to say
+    lines = out.read_text().splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.strip() and not ln.startswith("#"))
+    f = lines[i].split()
+    lines[i] = " ".join([f[0], "-5000", "-5000", *f[3:]])  # the first placed node, far off
+    out.write_text("\n".join(lines) + "\n")
+    assert main(["chip", "cost", TOY, str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "lie outside the" in err and "\n" not in err.strip()

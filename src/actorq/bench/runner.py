@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actorq.bench.results import ResultsError, read_sessions, read_summary, write_atomic
+from actorq.bench.results import (
+    ResultsError,
+    read_cell_json,
+    read_sessions,
+    read_summary,
+    write_atomic,
+)
 from actorq.bench.spec import Cell, Spec
 from actorq.errors import shown
 from actorq.rundir import lock_file, unlock_file
@@ -68,8 +74,29 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
     finished: list[Cell] = []
     todo: list[Cell] = []
     for cell in spec.cells:
-        (finished if is_finished(results / cell.name) else todo).append(cell)
+        done = is_finished(results / cell.name)
+        if done:
+            _check_same_cell(cell, results / cell.name)
+        (finished if done else todo).append(cell)
     return Plan(finished, todo, read_sessions(results))
+
+
+def _check_same_cell(cell: Cell, cell_dir: Path) -> None:
+    """A finished cell counts only if it ran what the spec asks now: a cell of the same name
+    run with other settings (the spec changed since) is refused with one line, never reported
+    under the new spec nor silently rerun over."""
+    old = read_cell_json(cell_dir / "cell.json")
+    if old is None or not isinstance(old.get("config"), dict):
+        return  # a cell directory from before cell.json kept its config: nothing to compare
+    new = json.loads(json.dumps(cell.config))
+    keys = sorted(set(old["config"]) | set(new))
+    diff = next((k for k in keys if old["config"].get(k) != new.get(k)), None)
+    if diff is not None:
+        raise ResultsError(
+            f"{cell_dir} finished with other settings than the spec gives now ({diff}: "
+            f"{old['config'].get(diff)!r} -> {new.get(diff)!r}); use a new --results directory, "
+            "or remove that cell to run it again"
+        )
 
 
 def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> int:

@@ -288,7 +288,38 @@ def cmd_cost(a: CostArgs) -> int:
     nl, _ = load_netlist_arg(a.netlist)
     pc, p = _placement_cost(nl, Path(a.plc), weights)
     _print_costs(pc, p.costs if p is not None else None)
+    _warn_off_canvas(pc)
     return 0
+
+
+def off_canvas_macros(pc: PlacementCost) -> int:
+    """Hard and soft macros not wholly inside the canvas (a rotated macro's sides swapped)."""
+    import numpy as np
+
+    from actorq.chip.netlist import HARD_MACRO, ORIENTATIONS, SOFT_MACRO
+
+    nl, c = pc.netlist, pc.canvas
+    macro = np.isin(nl.kind, (HARD_MACRO, SOFT_MACRO))
+    turned = np.isin(pc.orientation, [ORIENTATIONS.index(o) for o in ("E", "FE", "W", "FW")])
+    hw = np.where(turned, nl.height, nl.width) / 2
+    hh = np.where(turned, nl.width, nl.height) / 2
+    out = (pc.x - hw < 0) | (pc.x + hw > c.width) | (pc.y - hh < 0) | (pc.y + hh > c.height)
+    return int((macro & out).sum())
+
+
+def _warn_off_canvas(pc: PlacementCost) -> None:
+    """Say so when macros lie outside the canvas: density and congestion then count only what
+    is inside (as circuit-training's evaluator does), so they read lower than a legal placement
+    of the same macros would."""
+    n = off_canvas_macros(pc)
+    if n:
+        print(
+            f"actorq: warning: {n} macro{'s' if n > 1 else ''} lie outside the "
+            f"{pc.canvas.width:g} x {pc.canvas.height:g} canvas: density and congestion count "
+            "only their parts inside (as circuit-training's evaluator does) and read lower than "
+            "a legal placement's",
+            file=sys.stderr,
+        )
 
 
 def cmd_show(a: ShowArgs) -> int:
@@ -311,6 +342,7 @@ def cmd_show(a: ShowArgs) -> int:
 
     nl, _ = load_netlist_arg(a.netlist)
     pc, _ = _placement_cost(nl, Path(a.plc), _weights(0.5, 0.5))
+    _warn_off_canvas(pc)
     c = pc.canvas
     costs = pc.costs()
     fig, ax = plt.subplots(figsize=(7, 7 * c.height / c.width + 0.6))

@@ -180,6 +180,12 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
     """Load the learner's state, the counters and the RNG streams; returns the learner's
     sampling generator."""
     tensors, state, _ = loaded
+    for name, t in tensors.items():  # weights and optimizer state: a NaN never resumes
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(
+                f"checkpoint tensor {name!r} is NaN or infinite: this checkpoint cannot resume "
+                "(a diverged or damaged run; start a new run or resume an earlier copy)"
+            )
     try:
         learner.load_state(tensors, state["learner"])
         restored = Counters.from_json(state["counters"])
