@@ -345,3 +345,11 @@ def test_updates_in_a_row_change_nothing_a_synchronous_run_computes(
     tb = load_file(str(Path(eight.run_dir) / "checkpoint" / "learner.safetensors"))
     for k in ta:
         np.testing.assert_array_equal(ta[k], tb[k], err_msg=k)
+
+
+def test_train_of_something_that_is_not_a_config_is_one_line() -> None:
+    """`actorq.train({"env": ...})` (issue 49 item 14): one ConfigError line, not an
+    AttributeError from deep inside."""
+    with pytest.raises(ConfigError, match=r"takes an agent's config .* not a dict") as e:
+        train({"env": "gym:CartPole-v1"})  # type: ignore[arg-type]
+    assert "\n" not in str(e.value)

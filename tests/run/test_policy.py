@@ -68,3 +68,11 @@ def test_a_continuous_policy_acts_in_the_envs_bounds(tiny: Callable[..., Any]) -
     assert np.all(np.abs(greedy) <= 2.0) and np.all(np.abs(sampled) <= 2.0)  # torque ±2
     assert not np.array_equal(greedy, sampled)  # sampling from the Gaussian, not its mean
     np.testing.assert_array_equal(greedy, policy.predict(obs))  # deterministic is repeatable
+
+
+def test_eval_says_the_episodes_it_ran(dqn_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`actorq eval --episodes 3` said "(held-out, 10 ep)", the training config's count
+    (issue 49 item 18): it states the episodes it ran."""
+    assert main(["eval", str(dqn_run), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "over 3 episodes (held-out, 3 ep;" in out and "10 ep" not in out

@@ -42,7 +42,8 @@ class Comparison:
 
 
 class PolicyIO(Protocol):
-    #: What one evaluation "return" is, for the summary (e.g. "held-out, 10 ep")
+    #: What one evaluation "return" is, for the summary and ``actorq eval`` (e.g. "held-out,
+    #: {episodes} ep": ``{episodes}`` stands for the episodes that evaluation ran)
     eval_label: str
 
     def is_finite(self) -> bool:
@@ -136,7 +137,7 @@ class MLPPolicyIO:
 
     def __init__(self, cfg: ExperimentConfig, learner: MLPLearner, pspec: PolicySpec) -> None:
         self.cfg, self.learner, self.pspec = cfg, learner, pspec
-        self.eval_label = f"held-out, {cfg.eval_episodes} ep"
+        self.eval_label = "held-out, {episodes} ep"
 
     def is_finite(self) -> bool:
         return policy_is_finite(self.learner)

@@ -70,7 +70,8 @@ def cmd_eval(a: EvalArgs) -> int:
     prec = a.precision or cfg.precision
     print(
         f"{cfg.env} {prec}: mean return {rets.mean():.3g} ± {rets.std():.3g} over "
-        f"{len(rets)} {'episodes' if len(rets) == a.episodes else 'items'} ({io.eval_label}; "
+        f"{len(rets)} {'episodes' if len(rets) == a.episodes else 'items'} "
+        f"({io.eval_label.format(episodes=len(rets))}; "
         f"min {rets.min():.3g}, max {rets.max():.3g})"
     )
     return 0

@@ -32,7 +32,7 @@ from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, make_backend
 from actorq.energy import EnergyTracker
-from actorq.errors import CheckpointError, DivergedError
+from actorq.errors import CheckpointError, ConfigError, DivergedError
 from actorq.logging import MetricLogger
 from actorq.run.monitor import Evaluator, IntervalLogger, Progress, StopOnSignal, log_interval
 from actorq.run.precision import select_run_precision
@@ -66,6 +66,11 @@ def train(
     ``callback(info)`` is called after each log interval with the latest metrics; return
     ``False`` to stop training early.
     """
+    if not isinstance(cfg, ExperimentConfig):  # e.g. a dict: one line, not an AttributeError
+        raise ConfigError(
+            f"train() takes an agent's config (e.g. actorq.DQNConfig(env=...)), not a "
+            f"{type(cfg).__name__}"
+        )
     cfg = resolve_run(cfg)
     builder = builder_for(cfg)
     spec = builder.env_spec(cfg)

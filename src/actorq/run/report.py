@@ -153,7 +153,7 @@ def final_report(
         agent=cfg.agent,
         action_mean_abs_diff=cmp.mean_abs_diff,
         logprob_gap=cmp.logprob_gap,
-        eval_label=io.eval_label,
+        eval_label=io.eval_label.format(episodes=cfg.eval_episodes),
         agreement_on=cmp.items_label,
     )
 
