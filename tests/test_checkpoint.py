@@ -165,3 +165,24 @@ def test_a_non_finite_optimizer_state_never_resumes(tiny: Any, bad: float) -> No
     ) as e:
         train(tiny("dqn", resume=str(run), total_steps=800))
     assert "\n" not in str(e.value) and run.metrics.read_bytes() == before
+
+
+def test_a_full_disk_during_a_save_keeps_the_old_checkpoint_and_leaves_no_temporary(
+    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full mid-save (issue 49 item 14): one CheckpointError line, the previous checkpoint
+    still loads, and no half-written checkpoint.tmp is left to fill the disk."""
+    import safetensors.torch
+
+    d = _copy(saved, tmp_path / "r")
+    before = ckpt.load(d)
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    with pytest.raises(CheckpointError, match="No space left on device; the previous one is kept"):
+        ckpt.save(d, before[0], before[1])
+    assert not d.with_name(d.name + ".tmp").exists()
+    tensors, state, _ = ckpt.load(d)
+    assert state == before[1] and tensors.keys() == before[0].keys()

@@ -42,13 +42,20 @@ def save(
 
     tmp = ckpt_dir.with_name(ckpt_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file(tensors, str(tmp / "learner.safetensors"))
-    (tmp / "state.json").write_text(json.dumps(state, indent=1))
-    if replay_writer is not None:
-        replay_writer(tmp / "replay.npz")
-    files = sorted(p.name for p in tmp.iterdir())
-    (tmp / MANIFEST).write_text(json.dumps({f: _sha256(tmp / f) for f in files}, indent=1))
+    try:
+        tmp.mkdir(parents=True)
+        save_file(tensors, str(tmp / "learner.safetensors"))
+        (tmp / "state.json").write_text(json.dumps(state, indent=1))
+        if replay_writer is not None:
+            replay_writer(tmp / "replay.npz")
+        files = sorted(p.name for p in tmp.iterdir())
+        (tmp / MANIFEST).write_text(json.dumps({f: _sha256(tmp / f) for f in files}, indent=1))
+    except OSError as e:  # a full disk, a read-only filesystem: the old checkpoint stays whole
+        shutil.rmtree(tmp, ignore_errors=True)  # and no half-written copy fills the disk
+        why = e.strerror or first_line(e)
+        raise CheckpointError(
+            f"cannot write the checkpoint in {ckpt_dir.parent}: {why}; the previous one is kept"
+        ) from None
     old = ckpt_dir.with_name(ckpt_dir.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if ckpt_dir.exists():
