@@ -283,14 +283,6 @@ def go_run_config(source: str | None) -> ExperimentConfig | None:
         raise GraphError(f"--policy {shown(Path(source))}: {first_line(e)}") from None
 
 
-def load_go_policy(source: str | None, num_devices: int) -> tuple[Any, Any]:
-    """``(GOPolicy, PolicyInfo)`` from ``--policy SOURCE`` (a run, a policy file, or None: the
-    shipped one), as ``actorq graphopt place`` loads it."""
-    from actorq.agents.go.pretrained import load_policy
-
-    return load_policy(source, num_devices, go_run_config(source))
-
-
 def place(a: PlaceArgs) -> dict[str, Any]:
     """The policy's greedy placement and the fastest of ``a.samples`` sampled ones on
     ``a.graph``: JSON-able, with the placement as ``{op name: device}``."""

@@ -168,7 +168,8 @@ class Checkpointer:
         replay: Any,
         save_replay: bool,
     ) -> None:
-        self.dir = RunDir(run_dir).checkpoint
+        self.run = RunDir(run_dir)
+        self.dir = self.run.checkpoint
         self.learner, self.c, self.rng, self.replay = learner, counters, rng, replay
         self.save_replay = save_replay and bool(getattr(replay, "persistent", False))
 
@@ -178,7 +179,7 @@ class Checkpointer:
 
     def save_best(self) -> None:
         """The best policy so far (``RUN/best``): the same checkpoint without the replay."""
-        self._write(RunDir(self.dir.parent).best, None)
+        self._write(self.run.best, None)
 
     def _write(self, where: Path, replay_writer: Any) -> None:
         tensors, meta = self.learner.state()
