@@ -1,21 +1,26 @@
 # `make run` and `make test` work on a fresh machine: they create .venv, install torch==2.13.0
 # first (the CPU wheel; any other spec pulls several GB of CUDA packages), then the project.
+# `make run` installs only what the main job needs; `make test` adds the extras the tests use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
 .PHONY: run test test-cluster lint format typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,control,graph,distributed,bench,hf]'
 	touch $(STAMP)
 
 # The main job: DQN with int8 actors on CartPole-v1, embedded local backend (no services).
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
 
 # Both cores (pytest-xdist; at most 4 workers): the suite is one core's work otherwise. The Ray

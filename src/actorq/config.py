@@ -318,11 +318,15 @@ class ExperimentConfig:
         return self.calibration == "gptq" or max(self.policy_hidden()[:-1], default=0) <= 512
 
     def cores_warning(self) -> str | None:
+        """A warning when actor processes alone outnumber the cores. The learner does not count:
+        the replay's rate limiter (samples per insert; PPO's synchronous update) makes it and
+        the actors take turns, so ``cores`` actors and a learner share ``cores`` cores without
+        preempting each other (``make run``'s 2 actors on a 2-core machine)."""
         cores = os.cpu_count() or 1
-        if self.actors + 1 > cores:
+        if self.actors > cores:
             return (
-                f"{self.actors} actors + 1 learner on {cores} cores: processes will share cores "
-                "(fine for small policies; for throughput use actors <= cores - 1)"
+                f"{self.actors} actor processes on {cores} cores: actors will preempt each "
+                f"other (fine for small policies; for throughput use --actors {cores} or fewer)"
             )
         return None
 

@@ -96,9 +96,12 @@ def test_train_into_a_file_is_refused(tmp_path: Path) -> None:
     assert p.returncode == 2 and "is a file" in p.stderr and f.read_text() == "keep"
 
 
-def test_more_actors_than_cores_warns(tmp_path: Path) -> None:
-    cfg = DQNConfig(actors=64)
-    assert cfg.cores_warning() is not None and "cores" in (cfg.cores_warning() or "")
+def test_more_actors_than_cores_warns_and_make_runs_default_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert "3 actor processes on 2 cores" in (DQNConfig(actors=3).cores_warning() or "")
+    assert DQNConfig(actors=2).cores_warning() is None  # `make run` on a 2-core machine
 
 
 def test_eval_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,7 @@
 import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -47,3 +50,13 @@ def test_spec_and_vector_env() -> None:
     assert obs.shape == (3, 4)
     assert isinstance(v.single_action_space, gym.spaces.Discrete)
     v.close()
+
+
+def test_a_mujoco_env_leaves_no_log_file_in_the_working_directory(tmp_path: Path) -> None:
+    """MuJoCo logs every warning (HalfCheetah-v5's model uses a deprecated attribute in MuJoCo
+    3.17) to MUJOCO_LOG.TXT in the working directory unless told not to: actorq tells it."""
+    pytest.importorskip("mujoco")
+    code = "from actorq.envs import make_env; make_env('gym:HalfCheetah-v5').close()"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

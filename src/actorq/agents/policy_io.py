@@ -63,6 +63,10 @@ class PolicyIO(Protocol):
         """How alike two snapshots of one policy act (on ``states``, where the policy reads
         states: replay's)."""
 
+    def summary_rows(self, data: bytes) -> list[tuple[str, str]]:
+        """The agent's own rows for the run's summary table, about the snapshot ``data``
+        (what its evaluation's "return" stands for, in the units its users read)."""
+
 
 def learner_snapshot(
     learner: MLPLearner,
@@ -190,3 +194,6 @@ class MLPPolicyIO:
         a, b = PolicySnapshot.from_bytes(quant), PolicySnapshot.from_bytes(fp32)
         agree, mad, gap = compare_policies(a, b, states, self.cfg.envs_per_actor, seed)
         return Comparison(agree, len(states), "replay states", mad, gap)
+
+    def summary_rows(self, data: bytes) -> list[tuple[str, str]]:
+        return []  # the evaluation's return is the environment's own: nothing to add

@@ -14,6 +14,7 @@ from actorq.energy.tracker import (
     SUMMARY_KWH,
     EnergyReading,
     EnergyTracker,
+    codecarbon_installed,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "SUMMARY_KWH",
     "EnergyReading",
     "EnergyTracker",
+    "codecarbon_installed",
 ]

@@ -105,6 +105,13 @@ def _codecarbon_backend(**kwargs: Any) -> Any:
     return OfflineEmissionsTracker(**kwargs)
 
 
+def codecarbon_installed() -> bool:
+    """Whether the [bench] extra's codecarbon is importable here (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("codecarbon") is not None
+
+
 class EnergyTracker:
     """Whole-machine energy and carbon of a run; see the module docstring for the contract.
 

@@ -38,7 +38,11 @@ class EnvFamily:
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
 ENV_FAMILIES: dict[str, EnvFamily] = {
-    "gym": EnvFamily("actorq.envs.gym_family:validate_gym_id", "gymnasium:make", "gym:CartPole-v1"),
+    "gym": EnvFamily(
+        "actorq.envs.gym_family:validate_gym_id",
+        "actorq.envs.gym_family:make_gym_env",
+        "gym:CartPole-v1",
+    ),
     "dmc": EnvFamily(
         "actorq.envs.dmc:parse_dmc_id",
         "actorq.envs.dmc:make_dmc_env",

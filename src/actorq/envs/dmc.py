@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from actorq.envs.gym_family import keep_mujoco_log_off_disk
 from actorq.errors import EnvIdError
 
 CONTROL_EXTRA_HINT = "dmc: environments need the [control] extra: pip install 'actorq[control]'"
@@ -34,6 +35,7 @@ def _suite() -> Any:
         from dm_control import suite
     except ImportError as e:
         raise EnvIdError(f"{CONTROL_EXTRA_HINT} ({e})") from None
+    keep_mujoco_log_off_disk()
     return suite
 
 

@@ -31,7 +31,7 @@ from actorq.agents.policy_io import PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, make_backend
-from actorq.energy import EnergyTracker
+from actorq.energy import EnergyTracker, codecarbon_installed
 from actorq.errors import CheckpointError, ConfigError, DivergedError
 from actorq.logging import MetricLogger
 from actorq.run.monitor import Evaluator, IntervalLogger, Progress, StopOnSignal, log_interval
@@ -104,7 +104,8 @@ def _train(
     publisher = Publisher(cfg, io, asynchronous)
     fp32_bytes = len(publisher.snapshot(0, "fp32"))
     first = publisher.snapshot(c.version)
-    energy = EnergyTracker(cfg.energy_country) if cfg.energy else None
+    # without the [bench] extra a run is not measured, and the summary says how to measure it
+    energy = EnergyTracker(cfg.energy_country) if cfg.energy and codecarbon_installed() else None
     if energy is not None:
         energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
     # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still

@@ -163,6 +163,13 @@ def test_go_learns_a_placement_better_than_the_expert_split(
     assert r.eval_return > 0.15, r  # >= 15% faster than the expert split
     assert r.action_agreement > 0.95 and r.logprob_gap is not None and r.logprob_gap < 0.05
     assert abs(r.eval_return - r.eval_return_fp32) < 0.1
+    # the summary says what the gain is: the greedy decision's step time beside the expert's
+    ((label, value),) = r.summary_rows
+    assert label == "step time on synthetic-300-s0" and value.endswith(
+        f"({100 * r.eval_return:+.1f}%)"
+    )
+    got, ref = (float(x.split(" ms")[0].split()[-1]) for x in value.split(" vs "))
+    assert abs((ref - got) / ref - r.eval_return) < 1e-3
 
 
 def test_go_reaches_the_exhaustive_optimum_of_a_tiny_placement_task(
