@@ -159,3 +159,27 @@ def test_error_names_file_and_line(tmp_path: Path) -> None:
 def test_unknown_shipped_netlist_name() -> None:
     with pytest.raises(NetlistError, match="unknown netlist 'nope'"):
         get_netlist("nope")
+
+
+def test_a_netlist_that_unpacks_past_the_memory_here_is_refused_before_it_is_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 250 kB gzip of 256 MiB of text (the issue's 4 MB file printed nothing for 180 s),
+    with 64 MiB of memory here: one line naming the cap, with at most the cap unpacked; a plain
+    file past it is not read."""
+    import actorq.chip.netlist as netlist_mod
+    from actorq.resources import ResourceError
+
+    monkeypatch.setattr(netlist_mod, "available_memory", lambda: (64 << 20, "available"))
+    bomb = tmp_path / "bomb.pb.txt.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        block = b" " * (1 << 20)
+        for _ in range(256):
+            f.write(block)
+    with pytest.raises(ResourceError, match=r"unpacks to over 11 MiB of text.*64 MiB available"):
+        load_netlist(bomb)
+    plain = tmp_path / "big.pb.txt"
+    with plain.open("wb") as f:
+        f.truncate(50 << 20)  # sparse: 50 MiB that cost no disk
+    with pytest.raises(ResourceError, match=r"is 50 MiB of text"):
+        load_netlist(plain)

@@ -168,3 +168,39 @@ def test_cli_bad_graph_file_in_a_subprocess(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [
         f"actorq: error: {bad}: graph 'cyc' has a cycle: 'b' -> 'a' -> 'b'"
     ]
+
+
+def test_metis_on_more_devices_than_the_graph_has_ops_prints_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """METIS printed a C-level complaint per bisection (324 lines for 1,024 devices): none
+    reaches the console, and each op group gets a device of its own."""
+    pytest.importorskip("pymetis")
+    from actorq.graphopt.baselines import metis
+    from actorq.graphopt.simulator import Simulator
+    from actorq.graphopt.suite import get_graph
+
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"devices": [DEV] * 64, "link": {"bandwidth": 1e10, "latency": 1e-5}}))
+    for ops in (20, 200):  # fewer op groups than devices; more, so METIS partitions
+        d = metis(Simulator(get_graph(f"synthetic-{ops}-s0"), load_cluster(f)))
+        assert d.placement.max() < 64
+    out = capfd.readouterr()
+    assert "***" not in out.out + out.err
+
+
+def test_place_refuses_a_graph_that_cannot_fit_and_places_a_one_op_graph(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import actorq.resources
+
+    monkeypatch.setattr(actorq.resources, "available_memory", lambda: (1 << 30, "available"))
+    assert main(["graphopt", "place", "--graph", "synthetic-2000000-s0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "2,000,000 ops" in err and "1.0 GiB available" in err
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"ops": [{"name": "a", "flops": 1e6}], "edges": []}))
+    out = tmp_path / "p.json"
+    assert main(["graphopt", "place", "--graph", str(one), "--samples", "1", "--budget", "2",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert json.loads(out.read_text())["placement"] == {"a": 0}

@@ -267,7 +267,26 @@ def _check_place_args(a: PlaceArgs) -> Path | None:
         raise GraphError(f"--budget must be >= 1, got {a.budget}")
     if not (math.isfinite(a.guide) and 0 <= a.guide <= 1e6):  # NaN fails too
         raise GraphError(f"--guide must be in 0..1e6 (0: off), got {a.guide}")
-    return check_output(a.out, "--out", force=a.force, error=GraphError) if a.out else None
+    out = check_output(a.out, "--out", force=a.force, error=GraphError) if a.out else None
+    from actorq.graphopt.suite import synthetic_ops
+
+    ops = synthetic_ops(a.graph)
+    if ops is not None:
+        place_fits(ops, a.graph)  # before generating it (other graphs: once loaded)
+    return out
+
+
+#: Peak bytes per op of ``actorq graphopt place`` (measured ~9 KB, with slack).
+PLACE_BYTES_PER_OP = 12 << 10
+
+
+def place_fits(ops: int, graph: str) -> None:
+    """Refuse (one line) to place a graph whose ``ops`` would not fit in memory here: the
+    policy's inputs and inference, the simulator and the baselines hold ~9 KB per op at their
+    peak (synthetic graphs of 20k and 80k ops: 594 MB and 1.14 GB resident)."""
+    from actorq.resources import check_memory
+
+    check_memory({f"{ops:,} ops": ops * PLACE_BYTES_PER_OP}, f"placing {graph}")
 
 
 def go_run_config(source: str | None) -> ExperimentConfig | None:
@@ -295,17 +314,25 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     from actorq.agents.go.networks import onnx_bytes
     from actorq.agents.go.pretrained import finite_or_none, load_policy, run_best_placement
     from actorq.graphopt.cluster import get_cluster
+    from actorq.graphopt.suite import get_graph
 
     cluster = get_cluster(a.cluster)
     run_cfg = go_run_config(a.policy)
     model, info = load_policy(a.policy, cluster.num_devices, run_cfg)
+    graph = get_graph(a.graph)
+    place_fits(graph.num_ops, a.graph)
     t0 = time.perf_counter()
     # judged as the policy was trained: the reference's priorities schedule its placement
     spec = InputSpec.of_policy(model.config, info.start)
-    task = GraphTask(a.graph, "placement", a.cluster, info.reference, spec)
+    task = GraphTask(graph, "placement", a.cluster, info.reference, spec)
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)
     infer_s = time.perf_counter() - t0
+    print(
+        f"  policy inference on {graph.num_ops:,} ops: {infer_s:.1f} s; simulating "
+        f"{a.samples + 1} placement(s) ...",
+        flush=True,
+    )
 
     def judged(actions: np.ndarray) -> dict[str, Any]:
         _, _, res = task.judge(actions)

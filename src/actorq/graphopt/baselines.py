@@ -36,10 +36,13 @@ feasible one (:func:`penalized`), so they also repair placements that do not fit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -119,6 +122,21 @@ def expert(sim: Simulator) -> Decision:
     return Decision(piece[gi])
 
 
+@contextlib.contextmanager
+def _c_stdout_silenced() -> Iterator[None]:
+    """File descriptor 1 pointed at /dev/null for the block: C code's ``printf`` (METIS writes
+    a line per failed bisection: 324 lines for a 1024-device cluster) stays off the console."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def metis(sim: Simulator, seed: int = 0) -> Decision:
     """METIS k-way partition with compute+memory vertex weights (module docstring)."""
     try:
@@ -130,6 +148,8 @@ def metis(sim: Simulator, seed: int = 0) -> Decision:
         return single_device(sim)
     roots, gi, w = anchor_groups(sim)
     k = roots.size
+    if k <= nd:  # no fewer devices than groups: the balanced partition is one group each
+        return Decision(gi.astype(np.int64))
     mem = np.bincount(gi, weights=g.param_bytes + g.out_bytes, minlength=k)
     share = 0.5 * w / max(w.sum(), 1e-30) + 0.5 * mem / max(mem.sum(), 1e-30)
     vw = np.maximum(1, np.round(share * 1e7)).astype(np.int64)
@@ -149,7 +169,8 @@ def metis(sim: Simulator, seed: int = 0) -> Decision:
     xadj = np.concatenate([[0], np.cumsum(np.bincount(s2, minlength=k))])
     opts = pymetis.Options(seed=seed)
     adj = pymetis.CSRAdjacency(xadj, d2[order])
-    _, parts = pymetis.part_graph(nd, adj, vweights=vw, eweights=ew[order], options=opts)
+    with _c_stdout_silenced():  # METIS prints its complaints from C (one per bisection)
+        _, parts = pymetis.part_graph(nd, adj, vweights=vw, eweights=ew[order], options=opts)
     return Decision(np.asarray(parts, dtype=np.int64)[gi])
 
 

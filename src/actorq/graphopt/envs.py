@@ -178,10 +178,13 @@ class GraphOptEnv(gym.Env[Any, Any]):
                 "joint": spaces.MultiDiscrete([nd, PRIORITY_LEVELS, 2]),
             }[task]
         else:
+            if task == "fusion" and m == 0:
+                raise GraphError(f"graph {g.name!r} has no fusable edges for the fusion task")
             parts: dict[str, spaces.Space[Any]] = {
                 "placement": spaces.MultiDiscrete(np.full(n, nd)),
                 "priority": spaces.Box(0.0, 1.0, (n,), np.float32),
-                "fusion": spaces.MultiBinary(m),
+                # a graph without fusable edges (one op, or none connected) decides no fusion
+                "fusion": spaces.MultiBinary(m) if m else spaces.Box(0, 1, (0,), np.int8),
             }
             key = {"placement": "placement", "scheduling": "priority", "fusion": "fusion"}
             self.action_space = spaces.Dict(parts) if task == "joint" else parts[key[task]]

@@ -241,6 +241,13 @@ def _build(entry: Entry) -> Graph:
     return from_torch(module, inputs, entry.name, training=True, meta=meta)
 
 
+def synthetic_ops(name: str) -> int | None:
+    """The op count a ``synthetic-<ops>-s<seed>`` name asks for (None for other names), known
+    before the graph is generated."""
+    m = _SYNTH.fullmatch(name)
+    return int(m.group(1)) if m and len(m.group(1)) <= 9 else None
+
+
 def get_graph(name: str, *, cache: bool = True) -> Graph:
     """A suite graph by name, ``synthetic-<ops>-s<seed>``, or a ``.json``/``.npz`` file path."""
     m = _SYNTH.fullmatch(name)

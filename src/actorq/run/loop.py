@@ -34,6 +34,7 @@ from actorq.distributed.backend import Backend, BackendContext, make_backend
 from actorq.energy import EnergyTracker, codecarbon_installed
 from actorq.errors import CheckpointError, ConfigError, DivergedError
 from actorq.logging import MetricLogger
+from actorq.run.memory import check_run_memory
 from actorq.run.monitor import Evaluator, IntervalLogger, Progress, StopOnSignal, log_interval
 from actorq.run.precision import select_run_precision
 from actorq.run.publisher import Checkpointer, Publisher, check_losses
@@ -74,7 +75,8 @@ def train(
     cfg = resolve_run(cfg)
     builder = builder_for(cfg)
     spec = builder.env_spec(cfg)
-    builder.check_spec(spec)  # all input checked: from here on the run directory is written
+    builder.check_spec(spec)
+    check_run_memory(cfg, builder, spec)  # all input checked: from here on the run dir is written
     run = RunDir(Path(cfg.run_dir or ""))
     with run.lock():  # the one writer: a second train() into this directory is refused here
         loaded = run.load_checkpoint() if cfg.resume else None

@@ -70,6 +70,7 @@ from actorq.graphopt.baselines import (
     run_move,
 )
 from actorq.graphopt.envs import GraphOptEnv
+from actorq.graphopt.ir import Graph
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.types import Batch
 
@@ -90,7 +91,7 @@ class GraphTask:
 
     def __init__(
         self,
-        graph: str,
+        graph: Graph | str,
         task: str,
         cluster: str,
         reference: str = "expert",

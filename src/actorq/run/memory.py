@@ -1,0 +1,65 @@
+"""What a run will hold in memory, estimated from its config before anything is allocated
+(:func:`check_run_memory`): the replay's ring, the learner's networks with their gradients,
+optimizer moments and target copies, and the actor processes. A run that cannot fit is refused
+with one line (:class:`~actorq.resources.ResourceError`) instead of swapping for minutes or
+dying in the allocator; the figures are estimates, not limits the run then keeps to.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from actorq.agents.builder import Builder
+from actorq.config import ExperimentConfig
+from actorq.resources import check_memory
+from actorq.types import EnvSpec
+
+#: One actor process beside its policy and environments: Python, numpy, gymnasium and
+#: onnxruntime (83 MB resident measured for a CartPole DQN actor on this project's 2-core box).
+ACTOR_PROCESS_BYTES = 90 << 20
+#: Copies of the learner's weights: the weights, their gradients, Adam's two moments, and a
+#: target network (DQN, D4PG) or a spare for PPO's old policy.
+LEARNER_COPIES = 5
+
+
+def mlp_params(cfg: ExperimentConfig, spec: EnvSpec) -> int:
+    """Parameters of the config's MLPs (one per width field: policy, critic or value), each
+    reading the observation and the action and writing at most ``max(actions, 51)`` outputs
+    (a distributional critic's atoms): an upper estimate."""
+    inputs = spec.obs_dim + int(np.prod(spec.action.shape))
+    outputs = max(spec.num_actions, int(np.prod(spec.action.shape)), 51)
+    total = 0
+    for name in cfg.width_fields:
+        sizes = [inputs, *getattr(cfg, name), outputs]
+        total += sum((a + 1) * b for a, b in itertools.pairwise(sizes))
+    return total
+
+
+def run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dict[str, int]:
+    """Bytes a run will hold, by part (the parts that grow with the config); each label ends
+    with the flags that size it, in parentheses."""
+    parts: dict[str, int] = {}
+    capacity = builder.table_config(cfg, spec).ring_capacity()
+    if capacity:
+        item = sum(
+            math.prod(s.shape) * np.dtype(s.dtype).itemsize
+            for s in builder.data_specs(cfg, spec).values()
+        )
+        parts[f"a replay of {capacity:,} items (--replay-size)"] = capacity * item
+    params = mlp_params(cfg, spec)
+    if params:
+        flags = " or ".join("--" + f.replace("_", "-") for f in cfg.width_fields)
+        parts[f"networks of {params:,} parameters ({flags})"] = params * 4 * LEARNER_COPIES
+    if cfg.actors:
+        obs = spec.obs_dim * 4 * cfg.envs_per_actor * 64  # observations in flight and buffered
+        each = ACTOR_PROCESS_BYTES + params * 4 * 2 + obs  # the policy: runtime and snapshot
+        parts[f"{cfg.actors:,} actor processes (--actors)"] = cfg.actors * each
+    return parts
+
+
+def check_run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> None:
+    """Refuse a run whose estimate (:func:`run_memory`) exceeds the memory available here."""
+    check_memory(run_memory(cfg, builder, spec), "this run")

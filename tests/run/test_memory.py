@@ -1,0 +1,61 @@
+"""A run that cannot fit in memory is refused before it allocates anything (issue: a 65536-wide
+network, a 1e9-item replay and 10,000 actors each ended in a traceback or a hang)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import actorq.resources
+from actorq import train
+from actorq.agents.dqn import DQNConfig
+from actorq.resources import GiB, ResourceError, available_memory
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "names"),
+    [
+        ("hidden", (65536, 65536), "(--hidden)"),
+        ("replay_size", 10**9, "(--replay-size)"),
+        ("actors", 10_000, "(--actors)"),
+    ],
+)
+def test_a_run_that_cannot_fit_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: object, names: str
+) -> None:
+    monkeypatch.setattr(actorq.resources, "available_memory", lambda: (16 * GiB, "available"))
+    run = tmp_path / "run"
+    cfg = DQNConfig(run_dir=str(run), progress=False, energy=False, **{field: value})
+    with pytest.raises(ResourceError) as e:
+        train(cfg)
+    msg = str(e.value)
+    assert "\n" not in msg and names in msg and "16.0 GiB available" in msg, msg
+    assert not run.exists()
+
+
+def test_the_default_run_fits_and_the_estimate_grows_with_the_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from actorq.agents import builder_for
+    from actorq.run.memory import run_memory
+
+    cfg = DQNConfig()
+    builder = builder_for(cfg)
+    spec = builder.env_spec(cfg)
+    small = sum(run_memory(cfg, builder, spec).values())
+    assert small < available_memory()[0]
+    wide = DQNConfig(hidden=(2048, 2048, 2048))
+    assert sum(run_memory(wide, builder, spec).values()) > small + 5 * 4 * 2 * 2048 * 2048
+
+
+def test_ulimit_v_bounds_the_memory_available() -> None:
+    code = (
+        "import resource; from actorq.resources import available_memory, GiB;"
+        "resource.setrlimit(resource.RLIMIT_AS, (8 * GiB, resource.RLIM_INFINITY));"
+        "n, why = available_memory(); print(n < 8 * GiB, why)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True left under ulimit -v", out.stdout
