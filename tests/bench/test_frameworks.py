@@ -96,7 +96,7 @@ def test_cells_alternate_across_frameworks_seed_by_seed(toy: None, tmp_path: Pat
     toy_cell = spec.cells[0]
     assert (toy_cell.framework, toy_cell.settings) == ("toy", {"speed": 2.0})
     assert toy_cell.frameworks == ("toy", "actorq")
-    # a spec without a framework axis keeps its cells, names and order
+    # a spec without a framework axis keeps its cells and names, precisions alternating
     plain = load_spec(
         _spec(
             tmp_path,
@@ -104,8 +104,8 @@ def test_cells_alternate_across_frameworks_seed_by_seed(toy: None, tmp_path: Pat
         )
     )
     assert [c.name for c in plain.cells] == [
-        "cartpole-w32x32-fp32-s0", "cartpole-w32x32-fp32-s1",
-        "cartpole-w32x32-int8-s0", "cartpole-w32x32-int8-s1",
+        "cartpole-w32x32-fp32-s0", "cartpole-w32x32-int8-s0",
+        "cartpole-w32x32-fp32-s1", "cartpole-w32x32-int8-s1",
     ]  # fmt: skip
     assert all(c.framework == "actorq" for c in plain.cells)
 

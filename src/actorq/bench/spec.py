@@ -37,6 +37,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,19 @@ class Spec:
                 validate_env_id(cfg.env)
             except ActorQError as e:
                 raise SpecError(f"{self.path}: cell {cell.name}: {e}") from None
+
+
+def only_tasks(spec: Spec, labels: Sequence[str]) -> Spec:
+    """``spec`` with only the cells of the tasks labelled ``labels`` (all when empty)."""
+    known = list(dict.fromkeys(c.task for c in spec.cells))
+    for label in labels:
+        if label not in known:
+            raise SpecError(
+                f"--tasks: no task labelled {label!r} in {spec.path}; it has {', '.join(known)}"
+            )
+    if labels:
+        spec.cells = [c for c in spec.cells if c.task in labels]
+    return spec
 
 
 def width_slug(width: tuple[int, ...]) -> str:
@@ -348,7 +362,8 @@ def _widths(where: str, task: dict[str, Any], cls: Any, fields: dict[str, Any],
 
 
 def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
-    """One task's cells: widths × seeds × (frameworks, actorq's crossed with precisions)."""
+    """One task's cells: widths × seeds × (frameworks, actorq's crossed with precisions), in
+    that order."""
     if not isinstance(task, dict):
         raise SpecError(f"{where} must be a table")
     frameworks = check_frameworks(f"{where}.frameworks", task.get("frameworks", axes.frameworks))
@@ -394,13 +409,9 @@ def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
             )
         ]
     wfield = cls.width_fields[0]
-    # one framework: seeds innermost, as always; several: seed-major, so that the frameworks
-    # alternate cell by cell and a slow patch of a shared machine hits each of them alike
-    order = (
-        [(w, s, c) for w in widths for c in columns for s in seeds]
-        if frameworks == [NATIVE]
-        else [(w, s, c) for w in widths for s in seeds for c in columns]
-    )
+    # seed-major: the precisions and frameworks alternate cell by cell, so that a slow patch of
+    # a shared machine (or the end of a short lease) hits each of them alike
+    order = [(w, s, c) for w in widths for s in seeds for c in columns]
     cells = []
     for width, seed, (fw, column, settings) in order:
         prec = column if fw == NATIVE else "fp32"  # another framework's cells: fp32 only
