@@ -1,30 +1,16 @@
 """Post-training quantization sweep: a trained policy's greedy return at fp32 and 2..8 bits.
 
-What it measures
-----------------
-QuaRL's post-training study (Lam et al., TMLR 2022): take a policy trained in fp32, round its
-weights to b bits after training (no retraining) and evaluate it. For the run directory given
-(a ``actorq train`` run with a checkpoint), the policy's fp32 weights are loaded exactly as
-``actorq eval`` loads them, then for each b in ``--bits`` and each variant
-
-* ``all``: every layer rounded (QuaRL's setting),
-* ``hidden``: input and output layers kept fp32 (how actorq's int8/int4 snapshots deploy),
-
-the weights are fake-quantized (:func:`actorq.quant.ptq.fake_quantize`: uniform, symmetric,
-one scale per output channel, dequantized to fp32; biases fp32) and the policy is evaluated
-greedily with the fp32 onnxruntime runtime (:func:`actorq.core.evaluation.evaluate`) on
-``--episodes`` environments for each of ``--seeds`` (environment seeds ``20000 + 1000 * s + i``;
-the weights are deterministic, so seeds vary only the episodes). The fp32 policy is evaluated
-on the same episodes. Also reported, on up to ``--states`` states of the run's replay:
-
-* discrete policies: share of states where the greedy action equals fp32's;
-* continuous policies: mean max-over-dimensions |Δa| vs fp32 and share within 0.05.
-
-Command::
+QuaRL's post-training study (Lam et al., TMLR 2022): the fp32 weights of a run (loaded as
+``actorq eval`` loads them) rounded to b bits in ``--bits`` after training
+(:func:`actorq.quant.ptq.fake_quantize`: symmetric, per output channel, dequantized), every
+layer (``all``, QuaRL's setting) or hidden layers only (``hidden``, how actorq deploys), plus the
+real int8/int4 snapshots (``--snapshots``), each evaluated greedily on the same ``--episodes``
+× ``--seeds`` episodes (env seeds ``20000 + 1000 * s + i``) and compared with fp32 on up to
+``--states`` replay states (discrete: same greedy action; continuous: |Δa| within 0.05).
 
     .venv/bin/python benchmarks/ptq_sweep.py runs/ptq-dqn-cartpole --name dqn_cartpole
 
-Results go to ``<out>/ptq_sweep_<name>.json``, ``.md`` and ``.png`` (return vs bits).
+Results: ``<out>/ptq_sweep_<name>.json``, ``.md`` and ``.png`` (return vs bits).
 
 ``ptq_sweep.py autoselect [--run-dir RUN]``: policy inference latency by precision (fp32, fp16,
 int8, int4) at each actor batch K in ``--ks`` and what ``actorq.quant.autoselect.select_precision``

@@ -1,34 +1,15 @@
 """Snapshot size and publish/decode/swap cost, by policy size and precision.
 
-What it measures
-----------------
-For the policies ``4 → (W, W, W) → 2`` with W in 64, 256, 1024, 2048, plus the paper's
-``24 → (2048, 2048, 2048) → 6`` (a randomly initialised, seeded actorq
-:class:`~actorq.agents.dqn.networks.MLP`), and for each precision fp32, fp16, int8 per-channel,
-int8 per-tensor, int8 per-channel with GPTQ rounding and int4 (block-wise, 32 weights per fp32
-scale):
+Policies ``4 → (W, W, W) → 2`` for W in 64, 256, 1024, 2048 and the paper's ``24 → 3×2048 → 6``
+(seeded random actorq MLPs), at fp32, fp16, int8 per channel / per tensor / with GPTQ rounding,
+and int4 (block 32): snapshot bytes and their share of fp32; publish ms (export + quantize +
+serialize: what the learner pays); decode ms (``PolicySnapshot.from_bytes``) and ORT build ms
+(the rest of an actor's swap). Medians over ``--repeats`` after a warm-up, one thread. Check:
+the int8 snapshot of a 3×2048 policy is at most 27% of the fp32 bytes.
 
-* **bytes**: ``len(snapshot.to_bytes())``, what goes on the wire / into the shared cache, and its
-  ratio to the fp32 snapshot of the same policy;
-* **publish**: what the learner pays per publish — ``net.export_layers()`` +
-  ``make_snapshot(...)`` + ``to_bytes()`` — with its three parts (export, quantize, serialize);
-* **decode**: ``PolicySnapshot.from_bytes`` — the actor-side decode, checksum and validation;
-* **ORT build**: constructing an ``OrtRuntime`` from the decoded snapshot (ONNX graph + session),
-  the rest of an actor's snapshot swap; **swap** = decode + ORT build.
+    .venv/bin/python benchmarks/snapshot_publish.py [--repeats 1 --out /tmp/bench_smoke]
 
-Times are medians over ``--repeats`` runs after one untimed warm-up, on one thread
-(``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``, one onnxruntime intra-op thread). The check
-at the end: the int8 snapshot of a 3×2048 policy is at most 27% of the fp32 bytes.
-
-Command (full benchmark, well under a minute)::
-
-    .venv/bin/python benchmarks/snapshot_publish.py
-
-Quick smoke run::
-
-    .venv/bin/python benchmarks/snapshot_publish.py --repeats 1 --out /tmp/bench_smoke
-
-Results go to ``<out>/snapshot_publish.json`` and ``<out>/snapshot_publish.md``.
+Results: ``<out>/snapshot_publish.json`` and ``.md``.
 
 Two more measurements of the learner's side, one process on one thread:
 
