@@ -194,3 +194,30 @@ def test_sb3_cell_trains_and_reports(tmp_path: Path) -> None:
     assert (run / "metrics.csv").read_text().count("charts/eval_return") == 3
     text, _, _ = build_report(tmp_path / "r", reps=100)
     assert "| sb3 | 1 |" in text
+
+
+def test_tasks_runs_only_the_labelled_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = '[[tasks]]\nagent = "dqn"\nenv = "gym:CartPole-v1"\nlabel = "{}"\n'
+    text = 'precisions = ["fp32", "int8"]\nseeds = [0, 1]\n' + task.format("cartpole")
+    spec = _spec(tmp_path, text + task.format("other"))
+    args = ["bench", str(spec), "--dry-run", "--results", str(tmp_path / "r")]
+    assert main([*args, "--tasks", "other"]) == 0
+    cells = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if "(to run)" in ln]
+    assert len(cells) == 4 and all(c.startswith("other-") for c in cells)
+    assert main([*args, "--tasks", "nope"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "no task labelled 'nope'" in err[0] and "cartpole, other" in err[0]
+
+
+def test_the_agents_spec_holds_one_task_per_claim() -> None:
+    spec = load_spec(Path(__file__).resolve().parents[2] / "benchmarks/specs/agents.toml")
+    by_task: dict[str, set[str]] = {}
+    for c in spec.cells:
+        by_task.setdefault(c.task, set()).add(c.precision)
+    assert by_task["dqn-cartpole"] == {"sb3", "int8", "fp32"}
+    assert by_task["ppo-cartpole"] == {"sb3", "int8"}
+    assert by_task["ppo-walker"] == {"int8", "fp32"}
+    ppo = next(c for c in spec.cells if c.name == "ppo-cartpole-w64x64-sb3-s0")
+    assert ppo.settings["learning_rate"] == "lin_0.001" and ppo.config["total_steps"] == 100_000
