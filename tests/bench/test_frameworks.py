@@ -221,3 +221,24 @@ def test_the_agents_spec_holds_one_task_per_claim() -> None:
     assert by_task["ppo-walker"] == {"int8", "fp32"}
     ppo = next(c for c in spec.cells if c.name == "ppo-cartpole-w64x64-sb3-s0")
     assert ppo.settings["learning_rate"] == "lin_0.001" and ppo.config["total_steps"] == 100_000
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ('n_envs = "8"', "n_envs = '8': a number"),
+        ("n_envs = nan", "n_envs = nan: a number"),
+        ("normalize = 1", "normalize = 1: true or false"),
+        ('learning_rate = "exp_0.1"', "'lin_X'"),
+        ('policy = "CnnPolicy"', "only 'MlpPolicy'"),
+        ('policy_kwargs = { activation_fn = "gelu" }', "activation_fn 'relu' or 'tanh'"),
+        ("buffer_size = 1000", "unknown key 'buffer_size'"),  # a DQN key on a PPO task
+    ],
+)
+def test_bad_sb3_settings_are_one_line_at_load(line: str, needle: str, tmp_path: Path) -> None:
+    """Checked when the spec is read, without SB3 installed: nothing runs to find out."""
+    text = SPEC.replace('"toy"', '"sb3"').replace('agent = "dqn"', 'agent = "ppo"')
+    text = text.replace('widths = ["32,32"]\n', "").replace("[tasks.toy]\nspeed = 2.0", "")
+    with pytest.raises(SpecError, match=r"^[^\n]*$") as e:
+        load_spec(_spec(tmp_path, text + f"[tasks.sb3]\n{line}\n"))
+    assert "tasks[0].sb3" in str(e.value) and needle in str(e.value)

@@ -13,6 +13,7 @@ width. One process, one torch thread, on the CPU. Needs the ``[peers]`` extra.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from actorq.bench.frameworks import (
     check_keys,
     missing_module,
 )
+from actorq.errors import ActorQError
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -45,6 +47,8 @@ KEYS = {
     }),
 }  # fmt: skip
 _SCHEDULED = ("learning_rate", "clip_range")
+_FLAGS = ("normalize", "normalize_advantage")
+_ACTIVATIONS = ("relu", "tanh")
 
 
 def schedule(value: float | str) -> float | Callable[[float], float]:
@@ -76,22 +80,27 @@ class SB3:
         return missing_module("stable_baselines3", "stable-baselines3", "peers")
 
     def check(self, agent: str, settings: dict[str, Any]) -> None:
-        from actorq.errors import ActorQError
-
         check_keys(agent, settings, KEYS)
-        for key in _SCHEDULED:
-            v = settings.get(key)
-            if isinstance(v, str):
+        for key, v in settings.items():
+            if key in _SCHEDULED and isinstance(v, str):
                 try:
-                    float(v.removeprefix("lin_"))
-                    ok = v.startswith("lin_")
+                    ok = v.startswith("lin_") and math.isfinite(float(v.removeprefix("lin_")))
                 except ValueError:
                     ok = False
                 if not ok:
                     raise ActorQError(f"{key} = {v!r}: a number or 'lin_X' (X a number)")
-        pk = settings.get("policy_kwargs", {})
-        if not isinstance(pk, dict) or pk.get("activation_fn", "tanh") not in ("relu", "tanh"):
-            raise ActorQError("policy_kwargs must be a table; activation_fn 'relu' or 'tanh'")
+            elif key in _FLAGS:
+                if not isinstance(v, bool):
+                    raise ActorQError(f"{key} = {v!r}: true or false")
+            elif key == "policy":
+                if v != "MlpPolicy":
+                    raise ActorQError(f"policy = {v!r}: only 'MlpPolicy'")
+            elif key == "policy_kwargs":
+                if not isinstance(v, dict) or v.get("activation_fn", "tanh") not in _ACTIVATIONS:
+                    raise ActorQError("policy_kwargs: a table; activation_fn 'relu' or 'tanh'")
+            # abs() <= 1e15: False for NaN and inf, and no float() of a huge int
+            elif not isinstance(v, int | float) or isinstance(v, bool) or not abs(v) <= 1e15:
+                raise ActorQError(f"{key} = {v!r}: a number")
 
     def kwargs(
         self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]
