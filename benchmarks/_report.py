@@ -1,17 +1,6 @@
-"""The head every graphopt benchmark's Markdown report starts with (title, command, machine)."""
+"""Transitional: ``md_head`` lives in ``_machine`` now; delete this file once the graph
+scripts import it from there."""
 
-from __future__ import annotations
+from _machine import md_head
 
-from typing import Any
-
-
-def md_head(title: str, results: dict[str, Any]) -> list[str]:
-    m = results["machine"]
-    return [
-        f"# {title}",
-        "",
-        f"`{results['command']}`",
-        "",
-        f"- date: {m['date']}; CPU: {m['cpu_model']} ({m['cores_usable']} usable cores); "
-        f"load average at start: {m['load_avg_at_start']}",
-    ]
+__all__ = ["md_head"]

@@ -1,47 +1,20 @@
 """Environment steps per second of ONE actor, by policy width, runtime and envs per actor.
 
-What it measures
-----------------
-The real actor loop (:class:`actorq.core.loop.VectorActor`) on ``gym:CartPole-v1``: K
-environments stepped together, one batched policy inference per vector step, epsilon-greedy
-exploration (eps = 0.01 for every env, so ~99% of actions come from the policy) and the n-step
-adder (n = 3, gamma = 0.99). The actor fetches its snapshot from an in-process
-:class:`~actorq.distributed.local._LocalCache`, exactly as in the synchronous backend.
+The real actor loop (:class:`actorq.core.loop.VectorActor`) on ``gym:CartPole-v1``: K envs
+stepped together, one batched inference per vector step, epsilon-greedy (eps 0.01) and the
+3-step adder, the snapshot fetched from an in-process cache as in the synchronous backend. Grid:
+policies ``4 → (W, W, W) → 2`` (W in ``--widths``, seeded random MLPs) × runtimes (torch fp32,
+ORT fp32, ORT int8 per channel, ORT int4 block 32) × K in ``--ks``. Each cell times a calibrated
+number of ``actor.step()`` calls (about ``--seconds``) in ``--trials`` trials; the median is
+reported. "Cost vs raw env": random-action vector-env steps/s ÷ actor steps/s; "cost vs its
+env.step": the loop's time over the simulator time of the same episodes (target ≤ 1.5 at width
+64). At 3×2048, K = 1 the targets are ORT int8 ≥ 4× torch fp32 and ≥ 3× ORT fp32. One thread.
 
-The grid is
-
-* policy ``4 → (W, W, W) → 2`` with W in ``--widths`` (a randomly initialised, seeded actorq
-  :class:`~actorq.agents.dqn.networks.MLP`, exported with ``export_layers()``);
-* runtime: torch fp32 eager (``TorchRuntime`` on an fp32 snapshot), ORT fp32 (``OrtRuntime`` on
-  an fp32 snapshot), ORT int8 (``OrtRuntime`` on a per-channel int8 snapshot) and ORT int4
-  (``OrtRuntime`` on a block-wise int4 snapshot: ``MatMulNBits``, 32 weights per scale);
-* K in ``--ks`` environments per actor.
-
-Each cell calls ``actor.update()`` once, warms up, calibrates how many ``actor.step()`` calls
-take about ``--seconds`` seconds, then times that fixed number of steps, split into ``--trials``
-equal trials; the median trial is reported as env steps/s = steps * K / time.
-
-For each K it also measures the RAW environment: the same ``make_vector_env(env, K)`` stepped
-with precomputed random actions (no inference, no exploration, no adder). The "cost vs raw env"
-of a cell is raw steps/s / actor steps/s. Because a policy's episodes are not a random policy's
-(an untrained net pushes CartPole over in ~10 steps, so its env resets twice as often), each
-cell also times ``env.step`` inside the actor loop: "cost vs its env.step" is the loop's time
-over the simulator time of the same episodes. Target for both: <= 1.5 at width 64. At 3×2048
-and K = 1 the targets are ORT int8 >= 4× torch fp32 and >= 3× ORT fp32.
-
-Everything runs on one core: ``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)`` and one
-onnxruntime intra-op thread, the way each actor process runs.
-
-Command (full benchmark, ~2 minutes with the defaults)::
-
-    .venv/bin/python benchmarks/actor_throughput.py
-
-Quick smoke run::
-
-    .venv/bin/python benchmarks/actor_throughput.py --widths 64,256 --ks 1,16 --seconds 0.3 \\
+    .venv/bin/python benchmarks/actor_throughput.py                     # ~2 minutes
+    .venv/bin/python benchmarks/actor_throughput.py --widths 64,256 --ks 1,16 --seconds 0.3 \
         --out /tmp/bench_smoke
 
-Results go to ``<out>/actor_throughput.json`` and ``<out>/actor_throughput.md``.
+Results: ``<out>/actor_throughput.json`` and ``.md``.
 """
 
 from __future__ import annotations

@@ -17,19 +17,47 @@
 #   4. d4pg:   QuaRL's D4PG rows (benchmarks/specs/quarl_d4pg_gpu.toml, dmc:cartpole-balance)
 #      the same way (D4PG_SECONDS, default QUARL_SECONDS).
 #
-#   bash benchmarks/gpu_wheels.sh                    # here, first: .whl/ for `carry`
+#   bash benchmarks/gpu_checks.sh --wheels              # here, first: .whl/ for `carry`
 #   bash benchmarks/gpu_checks.sh OUT [QUARL_SECONDS]   # there, with carry [".whl"]
 #
 # STEPS="limit tests quarl" (the default; add d4pg) runs only the steps named; PYTEST_K=EXPR
 # only the CUDA tests that match. Each step has its own time limit, so a 10-minute call always
 # returns what it measured. The limit step resumes the committed table of the same GPU kind
 # (benchmarks/results/learner_limit/<GPU>.json): copy OUT/learner_limit.json back over it.
-# What the image lacks comes from .whl/ (benchmarks/gpu_wheels.sh): wheels installed into
-# /tmp/site, and .whl/site (dm-control, cut to the suite) on PYTHONPATH. Results:
+# What the image lacks comes from .whl/ (--wheels, below): wheels installed into /tmp/site, and
+# .whl/site (dm-control, cut to the suite) on PYTHONPATH. Results:
 # OUT/learner_limit.json and .md, OUT/limit.txt (its log), OUT/pytest.txt, OUT/bench.tgz (the
 # QuaRL results directories), OUT/power.csv, OUT/machine.txt, OUT/steps.txt (each step's start
 # and end): eight files, what a call brings back at most.
 set -u
+# --wheels, run here: what the GPU machine's image lacks, gathered for `carry` (it has no
+# network): pure-Python wheels of gymnasium and tyro with their needs, and, for D4PG on the
+# DeepMind Control Suite, MuJoCo's cp312 wheel with dm-control's needs and dm-control itself cut
+# to what the suite uses (its wheel is 56 MB, over what a call may carry with the tree; the cut
+# drops the locomotion and dog assets and the tests: 3 MB). dm-control and MuJoCo are Apache-2.0.
+# Writes .whl/ (ignored by git; ~35 MB).
+if [[ ${1:-} == --wheels ]]; then
+  set -e
+  py=${PYTHON:-.venv/bin/python}
+  dl() {
+    "$py" -m pip download -q -d .whl --only-binary :all: --python-version 3.12 --no-deps \
+      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux_2_28_x86_64 "$@" 2>&1 | grep -v "WARNING: Location" || true
+  }
+  mkdir -p .whl/site
+  dl gymnasium tyro farama-notifications cloudpickle docstring-parser typeguard shtab \
+    typing-extensions
+  dl mujoco==3.17.0 dm-env dm-tree glfw pyopengl dm-control==1.0.50
+  tmp=$(mktemp -d)
+  (cd "$tmp" && unzip -q "$OLDPWD"/.whl/dm_control-1.0.50-py3-none-any.whl)
+  rm -rf "$tmp"/dm_control/locomotion "$tmp"/dm_control/suite/dog_assets \
+    "$tmp"/dm_control/mujoco/testing "$tmp"/dm_control/blender "$tmp"/dm_control/suite/all_domains.png
+  find "$tmp"/dm_control -name "*_test.py" -delete
+  rm -rf .whl/site/dm_control && mv "$tmp"/dm_control .whl/site/ && rm -rf "$tmp"
+  rm -f .whl/dm_control-*.whl
+  du -sh .whl
+  exit 0
+fi
 out=${1:?usage: gpu_checks.sh OUT [QUARL_SECONDS]}
 quarl_s=${2:-100}
 steps=" ${STEPS:-limit tests quarl} "
@@ -102,7 +130,7 @@ if [[ $steps == *" quarl "* ]]; then
   mark quarl-end
 fi
 
-# 4. QuaRL's D4PG rows (needs MuJoCo and dm-control: benchmarks/gpu_wheels.sh, carry .whl)
+# 4. QuaRL's D4PG rows (needs MuJoCo and dm-control: --wheels, carry .whl)
 if [[ $steps == *" d4pg "* ]]; then
   mark d4pg-start
   quarl benchmarks/specs/quarl_d4pg_gpu.toml "${D4PG_SECONDS:-$quarl_s}"

@@ -1,57 +1,24 @@
 """Parameter fan-out: does the learner slow down as actors multiply? (Menger's first finding.)
 
-What it measures
-----------------
-A learner doing real DQN updates of the paper's 3×2048 policy (Adam, batch 32, one torch
-thread) publishes a snapshot every ``--publish-every`` updates through actorq's parameter tier
-(:class:`actorq.distributed.ray_backend.ParameterTier`), while N light Ray actors (fractional
-CPUs, no torch) each poll for a new version every ``--poll-ms``, fetch it through the same
-source classes real actors use (:func:`actorq.distributed.ray_actors.make_source`), and step
-CartPole ``--env-steps`` times per poll. For each N, each cache mode and each precision:
+A learner doing real DQN updates of the paper's 3×2048 policy (batch 32, one torch thread)
+publishes every ``--publish-every`` updates through actorq's parameter tier
+(:class:`actorq.distributed.ray_backend.ParameterTier`); N light Ray actors (no torch) poll every
+``--poll-ms``, fetch through the sources real actors use and step CartPole ``--env-steps`` times
+per poll. Per N, cache mode (``off``: published to nobody, the control; ``node``: one node cache;
+``none``: pulls from the parameter server) and precision: learner updates/s (vs 1 actor and vs
+``off``), fetch latency p50/p99, learner egress per publish and version reads served.
 
-* **learner updates/s** over the measured window, and its ratio to the same mode and precision
-  at 1 actor (the target: ≥ 95% at 256 actors with the node cache), and to ``cache=off`` with
-  the same actors: the learner still quantizes and serializes every snapshot, but sends it
-  nowhere and actors fetch nothing — what the actors cost the learner just by running on the
-  same machine, separated from what distributing parameters costs;
-* **fetch latency p50/p99** (ms): one ``source.fetch()`` call in an actor — a shared-memory copy
-  with ``cache=node``, a request to the learner's parameter server with ``cache=none``;
-* **learner egress** (bytes per publish that left the learner's side: pulls by node caches, or
-  bytes served by the parameter server) and **version reads** the server answered.
+On one 2-core machine the learner (and with ``cache=none`` its server) is pinned to core 0,
+actors and caches to core 1 (``--no-pin`` to turn off); ``--pin-daemons`` also moves, once the
+actors are up, Ray's daemons, every thread of every actor worker and the kernel's kdamond thread
+to core 1. fp32 cells stop at ``--fp32-max-actors`` (64): 256 fp32 copies do not fit 24 GB.
 
-A 2-core machine stands in for "learner machine + actor machines": the learner (this process's
-main thread) and, with ``cache=none``, its parameter server are pinned to core 0; actors and the
-node cache to core 1 (``--no-pin`` turns this off). ``--pin-daemons`` (off by default) also
-isolates the learner's core once the actors are up: Ray's daemons, *every* thread of every actor
-worker (Ray starts its own threads in each worker before the actor's code can pin itself), this
-process's own Ray threads and the kernel's kdamond thread (memory-access monitoring, ~5% of a core
-with 256 actors' memory) move to core 1, so core 0 runs the learner and, with ``cache=none``, the
-parameter server it serves reads from. Pinned before the actors are up, 256 workers starting on
-one core never finish starting.
-Memory and the memory bus stay shared, which a real multi-machine deployment would not share.
-
-fp32 cells stop at ``--fp32-max-actors`` (64): every actor holds its own copy of each fetched
-snapshot, and 256 copies of a 33.6 MB fp32 3×2048 snapshot (8.6 GB) on top of 256 Ray workers
-(~19 GB in all) do not fit this 24 GB machine; int8's 8.4 MB do.
-
-Command (the table in docs/results.md; ~20 minutes, 256 actors take ~18 GB of memory)::
-
-    .venv/bin/python benchmarks/param_fanout.py
-
-Quick smoke run::
-
+    .venv/bin/python benchmarks/param_fanout.py                 # ~20 min, 256 actors ~18 GB
     .venv/bin/python benchmarks/param_fanout.py --actors 1,4 --seconds 5 --out /tmp/fanout
+    .venv/bin/python benchmarks/param_fanout.py --ray-address HEAD:6379 --no-pin   # a cluster
 
-On a real cluster (docs/distributed.md: ``ray start`` on each machine, ``RAY_AUTH_MODE=token``
-and the head's token on this one), from a machine of the cluster::
-
-    .venv/bin/python benchmarks/param_fanout.py --ray-address HEAD:6379 --no-pin
-
-With ``--ray-address`` the actors are spread round-robin over the cluster's *other* nodes
-(Menger's setting: the learner's machine runs the learner), one node cache per node; pinning
-(``--no-pin`` to turn it off, ``--pin-daemons``) only ever touches this machine's processes.
-
-Results go to ``<out>/param_fanout.json`` and ``<out>/param_fanout.md``.
+With ``--ray-address`` the actors go round-robin to the cluster's other nodes, one node cache per
+node (docs/distributed.md). Results: ``<out>/param_fanout.json`` and ``.md``.
 """
 
 from __future__ import annotations

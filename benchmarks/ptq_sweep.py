@@ -1,30 +1,24 @@
 """Post-training quantization sweep: a trained policy's greedy return at fp32 and 2..8 bits.
 
-What it measures
-----------------
-QuaRL's post-training study (Lam et al., TMLR 2022): take a policy trained in fp32, round its
-weights to b bits after training (no retraining) and evaluate it. For the run directory given
-(a ``actorq train`` run with a checkpoint), the policy's fp32 weights are loaded exactly as
-``actorq eval`` loads them, then for each b in ``--bits`` and each variant
-
-* ``all``: every layer rounded (QuaRL's setting),
-* ``hidden``: input and output layers kept fp32 (how actorq's int8/int4 snapshots deploy),
-
-the weights are fake-quantized (:func:`actorq.quant.ptq.fake_quantize`: uniform, symmetric,
-one scale per output channel, dequantized to fp32; biases fp32) and the policy is evaluated
-greedily with the fp32 onnxruntime runtime (:func:`actorq.core.evaluation.evaluate`) on
-``--episodes`` environments for each of ``--seeds`` (environment seeds ``20000 + 1000 * s + i``;
-the weights are deterministic, so seeds vary only the episodes). The fp32 policy is evaluated
-on the same episodes. Also reported, on up to ``--states`` states of the run's replay:
-
-* discrete policies: share of states where the greedy action equals fp32's;
-* continuous policies: mean max-over-dimensions |Δa| vs fp32 and share within 0.05.
-
-Command::
+QuaRL's post-training study (Lam et al., TMLR 2022): the fp32 weights of a run (loaded as
+``actorq eval`` loads them) rounded to b bits in ``--bits`` after training
+(:func:`actorq.quant.ptq.fake_quantize`: symmetric, per output channel, dequantized), every
+layer (``all``, QuaRL's setting) or hidden layers only (``hidden``, how actorq deploys), plus the
+real int8/int4 snapshots (``--snapshots``), each evaluated greedily on the same ``--episodes``
+× ``--seeds`` episodes (env seeds ``20000 + 1000 * s + i``) and compared with fp32 on up to
+``--states`` replay states (discrete: same greedy action; continuous: |Δa| within 0.05).
 
     .venv/bin/python benchmarks/ptq_sweep.py runs/ptq-dqn-cartpole --name dqn_cartpole
 
-Results go to ``<out>/ptq_sweep_<name>.json``, ``.md`` and ``.png`` (return vs bits).
+Results: ``<out>/ptq_sweep_<name>.json``, ``.md`` and ``.png`` (return vs bits).
+
+``ptq_sweep.py autoselect [--run-dir RUN]``: policy inference latency by precision (fp32, fp16,
+int8, int4) at each actor batch K in ``--ks`` and what ``actorq.quant.autoselect.select_precision``
+picks (the fastest precision with agreement >= ``--min-agreement`` and >= ``--min-speedup`` x
+fp32's speed), ``--rounds`` times so that noise shows. Policies: seeded random MLPs 4 -> 3x256 -> 2
+and the paper's 24 -> 3x2048 -> 6 (agreement on Gaussian observations: pessimistic), and with
+``--run-dir`` a trained policy (agreement on 10,000 replay states; round-to-nearest and GPTQ).
+Results go to ``<out>/precision_autoselect.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -34,7 +28,9 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import itertools
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,6 +42,7 @@ from rich.table import Table
 
 from _machine import machine_info
 from actorq.core.evaluation import evaluate
+from actorq.quant.autoselect import select_precision
 from actorq.quant.ptq import fake_quantize
 from actorq.quant.quantizer import MAX_BITS, MIN_BITS, check_bits
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
@@ -304,5 +301,141 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ---- autoselect: latency by precision and auto-select's choice
+
+SEED = 0
+SYNTHETIC = (PolicySpec(4, (256,) * 3, 2), PolicySpec(24, (2048,) * 3, 6))
+
+
+def random_layers(spec: PolicySpec, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """He-scaled Gaussian weights, small biases: the scale of a freshly initialised MLP."""
+    rng = np.random.default_rng(seed)
+    d = spec.dims
+    return [
+        (
+            (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
+            (rng.standard_normal(b) * 0.01).astype(np.float32),
+        )
+        for a, b in itertools.pairwise(d)
+    ]
+
+
+def main_autoselect(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--ks", type=parse_ints, default=[1, 16])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--min-agreement", type=float, default=0.99)
+    ap.add_argument("--min-speedup", type=float, default=1.3)
+    ap.add_argument("--run-dir", type=Path, default=None, help="also a trained run's policy")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+    if args.rounds <= 0 or not args.ks or any(k <= 0 for k in args.ks):
+        ap.error("--rounds and --ks must be positive")
+
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    machine = machine_info()
+    rng = np.random.default_rng(SEED)
+    Layers = list[tuple[np.ndarray, np.ndarray]]
+    policies: list[tuple[str, PolicySpec, Layers, np.ndarray, np.ndarray | None]] = []
+    for spec in SYNTHETIC:
+        obs = rng.standard_normal((4096, spec.obs_dim)).astype(np.float32)
+        label = f"{spec.obs_dim}→3×{spec.hidden[0]}→{spec.out_dim} (random)"
+        policies.append((label, spec, random_layers(spec, SEED), obs, None))
+    if args.run_dir is not None:
+        cfg, spec, layers, states = load_run(args.run_dir)
+        if states is None:
+            ap.error(f"{args.run_dir} has no replay.npz for agreement states")
+        dims = "→".join(map(str, spec.dims))
+        policies.append((f"{dims} ({cfg.env}, trained)", spec, layers, states[:10_000], None))
+        # as a learner would publish: int8 and int4 rounded by GPTQ on other replay states
+        gptq_states = states[10_000:][:CALIBRATION_STATES]
+        policies.append(
+            (f"{dims} ({cfg.env}, trained, GPTQ)", spec, layers, states[:10_000], gptq_states)
+        )
+    command = (
+        f"python benchmarks/ptq_sweep.py autoselect --ks {','.join(map(str, args.ks))} "
+        f"--rounds {args.rounds} --min-agreement {args.min_agreement:g} "
+        f"--min-speedup {args.min_speedup:g}"
+        + (f" --run-dir {args.run_dir}" if args.run_dir else "")
+        + f" --out {args.out}"
+    )
+    console.print(f"[bold]precision auto-select[/] on {machine['cpu_model']}: {command}")
+
+    cells: list[dict[str, Any]] = []
+    for label, spec, layers, obs, calib in policies:
+        for k in args.ks:
+            rounds = [
+                select_precision(
+                    layers,
+                    obs,
+                    k,
+                    spec=spec,
+                    min_agreement=args.min_agreement,
+                    min_speedup=args.min_speedup,
+                    calibration=calib,
+                )
+                for _ in range(args.rounds)
+            ]
+            console.print(f"\n{label}, K={k}\n{rounds[-1].table()}", highlight=False)
+            for i, cand in enumerate(rounds[0].candidates):
+                us = [r.candidates[i].latency_us for r in rounds]
+                cells.append(
+                    {
+                        "policy": label,
+                        "k": k,
+                        "precision": cand.precision,
+                        "latency_us_median": statistics.median(us),
+                        "latency_us_rounds": us,
+                        "agreement": cand.agreement,
+                        "snapshot_bytes": cand.snapshot_bytes,
+                        "chosen_in_rounds": sum(r.precision == cand.precision for r in rounds),
+                    }
+                )
+    for c in cells:
+        fp32 = next(
+            x
+            for x in cells
+            if (x["policy"], x["k"], x["precision"]) == (c["policy"], c["k"], "fp32")
+        )
+        c["speedup_vs_fp32"] = fp32["latency_us_median"] / c["latency_us_median"]
+
+    heads = ["policy", "K", "precision", "µs / call (median of rounds)", "per round", "vs fp32"]
+    heads += ["agreement vs fp32", "snapshot bytes", f"chosen (of {args.rounds})"]
+    lines = [
+        "# Policy inference latency by precision, and the auto-select choice",
+        "",
+        f"`{command}`",
+        "",
+        f"- date: {machine['date']}; CPU: {machine['cpu_model']} ({machine['cores']} cores); "
+        f"load average at start: {machine['load_avg_at_start']}",
+        "- onnxruntime, 1 intra-op thread; one call at batch K: 10 warm-up calls, median of 31; "
+        f"choice: fastest with agreement ≥ {args.min_agreement:.0%} and ≥ "
+        f"{args.min_speedup:g}× faster than fp32",
+        "",
+        "| " + " | ".join(heads) + " |",
+        "|" + "---|" * len(heads),
+    ]
+    for c in cells:
+        lines.append(
+            f"| {c['policy']} | {c['k']} | {c['precision']} | {c['latency_us_median']:,.1f} | "
+            + ", ".join(f"{u:,.0f}" for u in c["latency_us_rounds"])
+            + f" | {c['speedup_vs_fp32']:.2f}× | {c['agreement']:.2%} | "
+            f"{c['snapshot_bytes']:,} | {c['chosen_in_rounds']} |"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    md = args.out / "precision_autoselect.md"
+    md.write_text("\n".join(lines) + "\n")
+    result: dict[str, Any] = {"benchmark": "precision_autoselect", "machine": machine}
+    result["command"] = command
+    result["cells"] = cells
+    (args.out / "precision_autoselect.json").write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"\nwrote {md} and precision_autoselect.json")
+    return 0
+
+
+SUBCOMMANDS = {"autoselect": main_autoselect}
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        sys.exit(SUBCOMMANDS[sys.argv.pop(1)]() or 0)
+    sys.exit(main())

@@ -1,41 +1,35 @@
 """Snapshot size and publish/decode/swap cost, by policy size and precision.
 
-What it measures
-----------------
-For the policies ``4 → (W, W, W) → 2`` with W in 64, 256, 1024, 2048, plus the paper's
-``24 → (2048, 2048, 2048) → 6`` (a randomly initialised, seeded actorq
-:class:`~actorq.agents.dqn.networks.MLP`), and for each precision fp32, fp16, int8 per-channel,
-int8 per-tensor, int8 per-channel with GPTQ rounding and int4 (block-wise, 32 weights per fp32
-scale):
+Policies ``4 → (W, W, W) → 2`` for W in 64, 256, 1024, 2048 and the paper's ``24 → 3×2048 → 6``
+(seeded random actorq MLPs), at fp32, fp16, int8 per channel / per tensor / with GPTQ rounding,
+and int4 (block 32): snapshot bytes and their share of fp32; publish ms (export + quantize +
+serialize: what the learner pays); decode ms (``PolicySnapshot.from_bytes``) and ORT build ms
+(the rest of an actor's swap). Medians over ``--repeats`` after a warm-up, one thread. Check:
+the int8 snapshot of a 3×2048 policy is at most 27% of the fp32 bytes.
 
-* **bytes**: ``len(snapshot.to_bytes())``, what goes on the wire / into the shared cache, and its
-  ratio to the fp32 snapshot of the same policy;
-* **publish**: what the learner pays per publish — ``net.export_layers()`` +
-  ``make_snapshot(...)`` + ``to_bytes()`` — with its three parts (export, quantize, serialize);
-* **decode**: ``PolicySnapshot.from_bytes`` — the actor-side decode, checksum and validation;
-* **ORT build**: constructing an ``OrtRuntime`` from the decoded snapshot (ONNX graph + session),
-  the rest of an actor's snapshot swap; **swap** = decode + ORT build.
+    .venv/bin/python benchmarks/snapshot_publish.py [--repeats 1 --out /tmp/bench_smoke]
 
-Times are medians over ``--repeats`` runs after one untimed warm-up, on one thread
-(``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``, one onnxruntime intra-op thread). The check
-at the end: the int8 snapshot of a 3×2048 policy is at most 27% of the fp32 bytes.
+Results: ``<out>/snapshot_publish.json`` and ``.md``.
 
-Command (full benchmark, well under a minute)::
+Two more measurements of the learner's side, one process on one thread:
 
-    .venv/bin/python benchmarks/snapshot_publish.py
+``snapshot_publish.py learner-step``: one DQN learner update (torch's Adam and the fused one) and
+one publish (fp32, int8 rounded to nearest, int8 with GPTQ on 1,024 states), medians over
+interleaved repeats; the numbers behind DQN's defaults (fused Adam, a publish every 100
+updates). Writes benchmarks/results/learner_step.json.
 
-Quick smoke run::
-
-    .venv/bin/python benchmarks/snapshot_publish.py --repeats 1 --out /tmp/bench_smoke
-
-Results go to ``<out>/snapshot_publish.json`` and ``<out>/snapshot_publish.md``.
+``snapshot_publish.py publish-async [--device cuda]``: a DQN learner (3x2048, int8) updating on
+random batches and publishing every ``--publish-every`` updates through the run's Publisher
+into the actors' node cache: not at all, in line, or in the background (``publish_async``), the
+modes interleaved per repeat. Per mode: updates/s and its ratio to none, what a publish cost the
+learner's thread, publishes made and skipped. Writes ``<out>/publish_async.{json,md}``.
 """
 
 from __future__ import annotations
 
 import os
 
-os.environ["OMP_NUM_THREADS"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
 import dataclasses
@@ -43,6 +37,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +47,13 @@ from rich.console import Console
 from rich.table import Table
 
 from _machine import machine_info
+from actorq.agents import builder_for
+from actorq.agents.dqn.config import DQNConfig
+from actorq.agents.dqn.learning import DQNLearner
 from actorq.agents.dqn.networks import MLP
+from actorq.distributed.shm import SharedSnapshotCache
+from actorq.envs import env_spec
+from actorq.experiment import Counters, Publisher
 from actorq.quant.quantizer import Granularity
 from actorq.quant.runtimes import OrtRuntime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
@@ -307,5 +308,208 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ---- learner-step: one update and one publish (see the module docstring)
+
+
+def main_learner_step() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--hidden", default="256,256")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/learner_step.json"))
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    hidden = tuple(int(h) for h in a.hidden.split(","))
+    spec = env_spec("gym:CartPole-v1")
+    rng = np.random.default_rng(0)
+    b = a.batch
+    batch = {
+        "obs": rng.normal(size=(b, 4)).astype(np.float32),
+        "next_obs": rng.normal(size=(b, 4)).astype(np.float32),
+        "action": rng.integers(0, 2, b),
+        "reward": np.ones(b, np.float32),
+        "discount": np.full(b, 0.97, np.float32),
+    }
+    calib = rng.normal(size=(1024, 4)).astype(np.float32)
+    pspec = PolicySpec(4, hidden, 2, head="q")
+    learners = {}
+    for name, fused in (("default", False), ("fused", True)):
+        torch.manual_seed(0)
+        learner = DQNLearner(DQNConfig(hidden=hidden), spec)
+        learner.opt = torch.optim.Adam(learner.q.parameters(), lr=1e-3, eps=1e-5, fused=fused)
+        for _ in range(20):
+            learner.update(batch)
+        learners[name] = learner
+
+    def adam_step(name: str) -> Callable[[], None]:
+        return lambda: learners[name].opt.step()
+
+    def update(name: str) -> Callable[[], None]:
+        return lambda: learners[name].update(batch) and None
+
+    def publish(precision: str, gptq: bool) -> Callable[[], None]:
+        layers = learners["fused"].policy_layers()
+        cal = calib if gptq else None
+        return lambda: make_snapshot(layers, pspec, precision, 1, "per_channel", cal).to_bytes()
+
+    rows: dict[str, Callable[[], None]] = {
+        "Adam step, torch default": adam_step("default"),
+        "Adam step, fused": adam_step("fused"),
+        "update, default Adam": update("default"),
+        "update, fused Adam": update("fused"),
+        "publish fp32": publish("fp32", False),
+        "publish int8, round to nearest": publish("int8", False),
+        "publish int8, GPTQ (1,024 states)": publish("int8", True),
+    }
+    inner = {k: (3 if k.startswith("publish int8, G") else 50) for k in rows}
+    times: dict[str, list[float]] = {k: [] for k in rows}
+    for _ in range(a.repeats):
+        for k, fn in rows.items():
+            t = time.perf_counter()
+            for _ in range(inner[k]):
+                fn()
+            times[k].append((time.perf_counter() - t) / inner[k])
+    ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    t = Table(title=f"DQN learner, {'x'.join(map(str, hidden))}, batch {b}, one thread")
+    t.add_column("what")
+    t.add_column("ms (median)", justify="right")
+    t.add_column("in updates (fused)", justify="right")
+    for k, v in ms.items():
+        t.add_row(k, f"{v:.3f}", f"{v / ms['update, fused Adam']:.2f}")
+    Console(width=120).print(t)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(
+        json.dumps({"machine": machine_info(), "hidden": hidden, "batch": b, "ms": ms}, indent=1)
+    )
+    print(f"wrote {a.out}")
+
+
+# ---- publish-async: publishing in line and in the background
+
+MODES = ("none", "in line", "background")
+
+
+def _batch(rng: np.random.Generator, b: int) -> dict[str, np.ndarray]:
+    return {
+        "obs": rng.normal(size=(b, 4)).astype(np.float32),
+        "next_obs": rng.normal(size=(b, 4)).astype(np.float32),
+        "action": rng.integers(0, 2, b),
+        "reward": np.ones(b, np.float32),
+        "discount": np.full(b, 0.97, np.float32),
+    }
+
+
+def run_mode(mode: str, cfg: DQNConfig, updates: int, name: str) -> dict[str, Any]:
+    builder = builder_for(cfg)
+    spec = builder.env_spec(cfg)
+    torch.manual_seed(0)
+    learner = builder.make_learner(cfg, spec)
+    io = builder.policy_io(cfg, spec, learner)
+    pub = Publisher(cfg, io, asynchronous=mode == "background")
+    first = pub.snapshot(0)
+    cache = SharedSnapshotCache(name, int(len(first) * 1.1) + 65536, create=True)
+    try:
+        pub.backend = cache  # type: ignore[assignment]
+        c = Counters()
+        pub.publish(c, first)
+        rng = np.random.default_rng(0)
+        batches = [_batch(rng, cfg.batch_size) for _ in range(16)]
+        for b in batches[:4]:  # warm-up: allocator, kernels, Adam state
+            learner.update(b)
+        if cfg.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        for i in range(updates):
+            learner.update(batches[i % len(batches)])
+            c.updates += 1
+            if mode != "none" and c.updates % cfg.publish_every == 0:
+                pub.publish(c)
+        pub.settle()
+        if cfg.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t
+        return {
+            "ups": updates / dt,
+            "blocked_ms": pub.blocked_ms,
+            "publish_ms": pub.mean_ms,
+            "publishes": c.publishes,
+            "skipped": pub.skipped,
+        }
+    finally:
+        pub.close()
+        cache.file.unlink()
+
+
+def main_publish_async() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--hidden", default="2048,2048,2048")
+    ap.add_argument("--precision", default="int8", choices=["fp32", "fp16", "int8", "int4"])
+    ap.add_argument("--publish-every", type=int, default=10)
+    ap.add_argument("--updates", type=int, default=100, help="updates per mode and repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/publish_async"))
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    hidden = tuple(int(h) for h in a.hidden.split(","))
+    cfg = DQNConfig(
+        hidden=hidden, precision=a.precision, publish_every=a.publish_every, device=a.device,
+        actors=1, calibration="none",
+    )  # fmt: skip
+    cfg.validate()
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    for r in range(a.repeats):
+        for m in MODES:
+            runs[m].append(run_mode(m, cfg, a.updates, f"actorq-pubbench-{os.getpid()}-{r}"))
+            print(f"repeat {r} {m}: {runs[m][-1]['ups']:.2f} updates/s", flush=True)
+    ups = {m: statistics.median(x["ups"] for x in v) for m, v in runs.items()}
+    rows = []
+    for m, v in runs.items():
+        rows.append(
+            {
+                "mode": m,
+                "updates_per_s": ups[m],
+                "vs_none": ups[m] / ups["none"],
+                "blocked_ms": statistics.median(x["blocked_ms"] for x in v),
+                "publish_ms": statistics.median(x["publish_ms"] for x in v),
+                "publishes": sum(x["publishes"] for x in v),
+                "skipped": sum(x["skipped"] for x in v),
+            }
+        )
+    title = (
+        f"DQN learner {'x'.join(map(str, hidden))} on {a.device}, {a.precision} snapshots, "
+        f"a publish every {a.publish_every} updates ({a.updates} updates x {a.repeats} repeats)"
+    )
+    t = Table(title=title)
+    head = ["mode", "updates/s", "vs none", "learner ms per publish", "publish ms", "made", "skip"]
+    for h in head:
+        t.add_column(h, justify="left" if h == "mode" else "right")
+    md = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [
+            row["mode"], f"{row['updates_per_s']:.2f}", f"{row['vs_none']:.2f}x",
+            f"{row['blocked_ms']:.1f}", f"{row['publish_ms']:.1f}", str(row["publishes"]),
+            str(row["skipped"]),
+        ]  # fmt: skip
+        t.add_row(*cells)
+        md.append("| " + " | ".join(cells) + " |")
+    Console(width=140).print(t)
+    a.out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "machine": machine_info(),
+        "config": dataclasses.asdict(cfg),
+        "args": {k: str(v) for k, v in vars(a).items()},
+        "rows": rows,
+        "runs": runs,
+    }
+    (a.out / "publish_async.json").write_text(json.dumps(payload, indent=1, default=str))
+    (a.out / "publish_async.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {a.out}/publish_async.json and .md")
+
+
+SUBCOMMANDS = {"learner-step": main_learner_step, "publish-async": main_publish_async}
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        sys.exit(SUBCOMMANDS[sys.argv.pop(1)]() or 0)
+    sys.exit(main())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -24,14 +24,19 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m actorq.bench.cell CELL_JSON", file=sys.stderr)
         return 2
+    from actorq.bench.frameworks import NATIVE, get_adapter
     from actorq.errors import ActorQError
 
     path = Path(args[0])
     try:
-        cfg = _load(path)
+        cfg, cell = _load_cell(path)
     except ActorQError as e:  # one line in the cell's log.txt, and the cell fails (status 2)
         print(f"actorq: error: {e}", file=sys.stderr)
         return 2
+    framework = cell.get("framework", NATIVE)
+    if framework != NATIVE:  # another framework's cell, through its adapter
+        get_adapter(framework).run(cfg, cell, path.parent)
+        return 0
     from actorq.experiment import train
 
     result = train(cfg)
@@ -40,7 +45,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _load(path: Path) -> ExperimentConfig:
     """The validated config of the cell described by ``path`` (its cell.json)."""
+    return _load_cell(path)[0]
+
+
+def _load_cell(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
+    """The validated config of the cell described by ``path`` (its cell.json), and the cell."""
     from actorq.agents import AGENTS
+    from actorq.bench.frameworks import FRAMEWORKS, NATIVE
     from actorq.bench.results import ResultsError, read_cell_json
     from actorq.bench.spec import run_config
     from actorq.energy import DEFAULT_COUNTRY
@@ -57,7 +68,10 @@ def _load(path: Path) -> ExperimentConfig:
     cfg = run_config(agent, config, cell.get("country", DEFAULT_COUNTRY))
     cfg.run_dir = str(path.parent)
     cfg.validate()
-    return cfg
+    framework = cell.get("framework", NATIVE)
+    if framework != NATIVE and framework not in FRAMEWORKS:
+        raise ResultsError(f"{path}: unknown framework {framework!r}")
+    return cfg, cell
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from actorq.bench.compare import framework_section
+from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     HalfWrittenError,
     ResultsError,
@@ -96,6 +98,8 @@ class Run:
     why: str | None  # why it did not finish (failed.json), if known
     log_every: float
     rows: list[tuple[int, float, str, float]]  # metrics.csv: (step, wall_time, metric, value)
+    framework: str = NATIVE  # another framework's cell: ``precision`` is its name
+    session: int | None = None  # which `actorq bench` ran it (machine.json's sessions)
 
     @property
     def finished(self) -> bool:
@@ -165,19 +169,24 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
         agent = cfg.get("agent") or cell.get("agent", "dqn")
         env = cfg.get("env") or cell.get("env", "?")
         width = cell.get("width") or cfg.get("hidden") or cfg.get("policy_hidden_sizes") or []
+        framework = cell.get("framework", NATIVE)
         runs.append(
             Run(
                 name=d.name,
                 task=cell.get("task") or f"{agent}-{env.replace(':', '-').replace('/', '-')}",
                 agent=agent,
                 env=env,
-                precision=cfg.get("precision") or cell.get("precision", "?"),
+                precision=framework
+                if framework != NATIVE
+                else cfg.get("precision") or cell.get("precision", "?"),
                 seed=int(cfg.get("seed", cell.get("seed", 0))),
                 width=tuple(int(w) for w in width),
                 summary=summary,
                 why=why,
                 log_every=float(cfg.get("log_every", 2.0)),
                 rows=rows,
+                framework=framework,
+                session=cell.get("session"),
             )
         )
     return runs
@@ -687,8 +696,10 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     groups = group_runs(runs)
     images: dict[str, bytes] = {}
     data: dict[str, Any] = {"table": [], "perf": [], "failed": [], "skipped": skipped}
+    data["frameworks"] = []
     lines = _header(results, runs, sessions, reps)
     lines += _quarl_table(groups, reps, data["table"])
+    lines += framework_section(groups, runs, data["frameworks"])
     lines += _perf_table(groups, data["perf"])
     lines += _curves(groups, data["perf"], reps, images)
     lines += _problems(runs, skipped, data["failed"])

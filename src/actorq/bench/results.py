@@ -178,9 +178,15 @@ def read_cell_json(path: Path) -> dict[str, Any] | None:
     if d is None:
         return None
     f = Fields(path, d)
-    for key in ("name", "task", "agent", "env", "precision", "country", "spec", "spec_sha256"):
+    for key in ("name", "task", "agent", "env", "precision", "country", "spec", "spec_sha256",
+                "framework"):  # fmt: skip
         f.text(key)
     f.integer("seed")
+    f.integer("session")
+    f.table("settings")
+    frameworks = d.get("frameworks", [])
+    if not isinstance(frameworks, list) or not all(isinstance(x, str) for x in frameworks):
+        raise f.bad("frameworks", "a list of strings")
     f.widths("width")
     config = f.table("config")
     if config is not None:  # the report reads it when the run wrote no config.json

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     ResultsError,
     read_cell_json,
@@ -83,18 +84,24 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
 
 def _check_same_cell(cell: Cell, cell_dir: Path) -> None:
     """A finished cell counts only if it ran what the spec asks now: a cell of the same name
-    run with other settings (the spec changed since) is refused with one line, never reported
-    under the new spec nor silently rerun over."""
+    run with other settings (the spec changed since: a config field, the framework axis its
+    timings are compared within, its framework's settings) is refused with one line, never
+    reported under the new spec nor silently rerun over."""
     old = read_cell_json(cell_dir / "cell.json")
     if old is None or not isinstance(old.get("config"), dict):
         return  # a cell directory from before cell.json kept its config: nothing to compare
-    new = json.loads(json.dumps(cell.config))
-    keys = sorted(set(old["config"]) | set(new))
-    diff = next((k for k in keys if old["config"].get(k) != new.get(k)), None)
+    # a cell from before the framework axis ran actorq alone
+    then = {**old["config"], "frameworks": old.get("frameworks", [NATIVE]),
+            "settings": old.get("settings", {})}  # fmt: skip
+    now = json.loads(json.dumps(
+        {**cell.config, "frameworks": list(cell.frameworks), "settings": cell.settings}
+    ))  # fmt: skip
+    keys = sorted(set(then) | set(now))
+    diff = next((k for k in keys if then.get(k) != now.get(k)), None)
     if diff is not None:
         raise ResultsError(
             f"{cell_dir} finished with other settings than the spec gives now ({diff}: "
-            f"{old['config'].get(diff)!r} -> {new.get(diff)!r}); use a new --results directory, "
+            f"{then.get(diff)!r} -> {now.get(diff)!r}); use a new --results directory, "
             "or remove that cell to run it again"
         )
 
@@ -268,6 +275,8 @@ def _run_plan(
                         "env": cell.env, "precision": cell.precision, "seed": cell.seed,
                         "width": list(cell.width), "country": spec.country,
                         "spec": spec.name, "spec_sha256": spec.sha256, "config": cell.config,
+                        "framework": cell.framework, "frameworks": list(cell.frameworks),
+                        "settings": cell.settings, "session": len(plan.sessions),
                     },
                     indent=1,
                 )

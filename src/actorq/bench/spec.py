@@ -37,10 +37,12 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from actorq.agents import AGENTS, config_class
+from actorq.bench.frameworks import FRAMEWORKS, NATIVE, get_adapter
 from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
 from actorq.errors import ActorQError
@@ -70,8 +72,12 @@ def _names(keys: set[str]) -> str:
 
 #: config fields the matrix sets itself
 RESERVED = frozenset({"env", "precision", "seed", "run_dir", "resume", "progress"})
-_TOP_KEYS = frozenset({"name", "precisions", "seeds", "timeout_s", "country", "defaults", "tasks"})
-_TASK_KEYS = frozenset({"agent", "env", "label", "widths", "precisions", "seeds", "config"})
+_TOP_KEYS = frozenset(
+    {"name", "precisions", "seeds", "frameworks", "timeout_s", "country", "defaults", "tasks"}
+)
+_TASK_KEYS = frozenset(
+    {"agent", "env", "label", "widths", "precisions", "seeds", "frameworks", "config"}
+)
 #: the longest timeout_s: a cell allowed more than 30 days is a unit slip (minutes or
 #: milliseconds written as seconds), not a limit anyone means to wait for
 MAX_TIMEOUT_S = 30 * 24 * 3600.0
@@ -91,6 +97,9 @@ class Cell:
     seed: int
     width: tuple[int, ...]  # the policy's hidden widths
     config: dict[str, Any]  # every config field the spec sets (matrix axes included)
+    framework: str = NATIVE  # who trains it: actorq, or another framework through its adapter
+    frameworks: tuple[str, ...] = (NATIVE,)  # the task's framework axis (checked on resume)
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # the adapter's own
 
     def make_config(self) -> ExperimentConfig:
         return config_class(self.agent).from_json(self.config)
@@ -128,6 +137,10 @@ class Spec:
         """
         from actorq.envs import validate_env_id
 
+        for fw in sorted({c.framework for c in self.cells} - {NATIVE}):
+            missing = get_adapter(fw).missing()
+            if missing:
+                raise SpecError(f"{self.path}: framework {fw!r} needs {missing}")
         for cell in self.cells:
             try:
                 cfg = run_config(cell.agent, cell.config, self.country)
@@ -135,6 +148,19 @@ class Spec:
                 validate_env_id(cfg.env)
             except ActorQError as e:
                 raise SpecError(f"{self.path}: cell {cell.name}: {e}") from None
+
+
+def only_tasks(spec: Spec, labels: Sequence[str]) -> Spec:
+    """``spec`` with only the cells of the tasks labelled ``labels`` (all when empty)."""
+    known = list(dict.fromkeys(c.task for c in spec.cells))
+    for label in labels:
+        if label not in known:
+            raise SpecError(
+                f"--tasks: no task labelled {label!r} in {spec.path}; it has {', '.join(known)}"
+            )
+    if labels:
+        spec.cells = [c for c in spec.cells if c.task in labels]
+    return spec
 
 
 def width_slug(width: tuple[int, ...]) -> str:
@@ -194,6 +220,28 @@ def _unique_list(where: str, v: Any, kind: type) -> list[Any]:
     return list(v)
 
 
+def check_frameworks(where: str, value: Any) -> list[str]:
+    """A framework axis: ``actorq`` and the names of :data:`~actorq.bench.frameworks.FRAMEWORKS`."""
+    names = _unique_list(where, value, str)
+    for name in names:
+        if name != NATIVE and name not in FRAMEWORKS:
+            known = ", ".join([NATIVE, *FRAMEWORKS])
+            raise SpecError(f"{where}: unknown framework {name!r}; expected one of {known}")
+    return names
+
+
+def framework_settings(where: str, framework: str, agent: str, settings: Any) -> dict[str, Any]:
+    """A task's ``[tasks.<framework>]`` table, checked by the framework's adapter (names and
+    types; the framework itself is not imported here)."""
+    if not isinstance(settings, dict):
+        raise SpecError(f"{where} must be a table of {framework}'s settings")
+    try:
+        get_adapter(framework).check(agent, settings)
+    except ActorQError as e:
+        raise SpecError(f"{where}: {e}") from None
+    return settings
+
+
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``["device=cuda", "actors=15"]`` → ``{"device": "cuda", "actors": 15}``: each value is
     read as a TOML value (numbers, booleans, quoted strings), else taken as a plain string."""
@@ -227,17 +275,8 @@ def _dir_name(where: str, what: str, name: str, max_bytes: int, too_long: str = 
         )
 
 
-def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec:
-    """Read and check a spec: keys, agents, field names and types; cells named uniquely.
-
-    ``overrides`` (config field → value, e.g. from ``actorq bench --override device=cuda``)
-    apply to every cell, over ``[defaults]`` and each task's ``config``: the same matrix on
-    other hardware without editing the spec. They are recorded in each cell's ``cell.json`` and
-    in the spec's hash. Values that need a config to judge (precision, widths, env ids) are
-    checked by :meth:`Spec.validate`.
-    """
-    overrides = dict(overrides or {})
-    path = Path(path)
+def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
+    """The spec's text and its parsed TOML; one SpecError line for a file that is not."""
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -247,26 +286,27 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     except UnicodeDecodeError as e:
         raise SpecError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
     try:
-        raw = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: invalid TOML: {e}") from None
     except RecursionError:  # tomllib recurses into nested arrays and inline tables
         raise SpecError(f"{path}: invalid TOML: nested too deep") from None
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        raise SpecError(f"{path}: unknown key(s) {_names(unknown)}")
-    name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"{path}: name must be a non-empty string")
-    _dir_name(str(path), "name", name, _MAX_NAME_BYTES - len("bench-"))
-    precisions = _unique_list(f"{path}: precisions", raw.get("precisions", ["fp32", "int8"]), str)
-    seeds = _unique_list(f"{path}: seeds", raw.get("seeds", [0]), int)
-    defaults = raw.get("defaults", {})
-    tasks = raw.get("tasks")
-    if not isinstance(defaults, dict):
-        raise SpecError(f"{path}: [defaults] must be a table of config fields")
-    if not isinstance(tasks, list) or not tasks:
-        raise SpecError(f"{path}: no [[tasks]]")
+
+
+@dataclasses.dataclass
+class _Axes:
+    """The spec's top level: what every task inherits unless it sets its own."""
+
+    precisions: list[str]
+    seeds: list[int]
+    frameworks: list[str]
+    path: Path
+    defaults: dict[str, Any]
+    overrides: dict[str, Any]
+    used: set[str]  # overrides that some task's agent has
+
+
+def _timeout(path: Path, raw: dict[str, Any]) -> float | None:
     timeout = raw.get("timeout_s")
     if timeout is not None and (
         not isinstance(timeout, int | float)
@@ -277,78 +317,143 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
             f"{path}: timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:.0f}], "
             f"got {timeout!r}"
         )
+    return None if timeout is None else float(timeout)
+
+
+def _top_level(path: Path, raw: dict[str, Any], overrides: dict[str, Any]) -> _Axes:
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise SpecError(f"{path}: unknown key(s) {_names(unknown)}")
+    defaults = raw.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{path}: [defaults] must be a table of config fields")
+    tasks = raw.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise SpecError(f"{path}: no [[tasks]]")
+    return _Axes(
+        precisions=_unique_list(
+            f"{path}: precisions", raw.get("precisions", ["fp32", "int8"]), str
+        ),
+        seeds=_unique_list(f"{path}: seeds", raw.get("seeds", [0]), int),
+        frameworks=check_frameworks(f"{path}: frameworks", raw.get("frameworks", [NATIVE])),
+        path=path,
+        defaults=defaults,
+        overrides=overrides,
+        used=set(),
+    )
+
+
+def _widths(where: str, task: dict[str, Any], cls: Any, fields: dict[str, Any],
+            explicit: dict[str, Any]) -> list[tuple[int, ...]]:  # fmt: skip
+    """The task's widths axis: ``widths``, else the config's width field (an override of that
+    field replaces the axis)."""
+    wfield = cls.width_fields[0]
+    try:
+        if "widths" in task and wfield not in explicit["overrides"]:
+            if wfield in explicit["config"]:
+                raise SpecError(f"{where}: set either widths or config.{wfield}, not both")
+            return [
+                parse_hidden(w, f"{where}.widths")
+                for w in _unique_list(f"{where}.widths", task["widths"], str)
+            ]
+        return [parse_hidden(fields.get(wfield, getattr(cls(), wfield)), wfield)]
+    except ActorQError as e:
+        raise SpecError(str(e)) from None
+
+
+def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
+    """One task's cells: widths × seeds × (frameworks, actorq's crossed with precisions), in
+    that order."""
+    if not isinstance(task, dict):
+        raise SpecError(f"{where} must be a table")
+    frameworks = check_frameworks(f"{where}.frameworks", task.get("frameworks", axes.frameworks))
+    unknown = set(task) - _TASK_KEYS - set(frameworks)
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {_names(unknown)}")
+    agent = task.get("agent")
+    if not isinstance(agent, str) or agent not in AGENTS:  # a list is not hashable
+        raise SpecError(f"{where}: unknown agent {agent!r}; expected one of {', '.join(AGENTS)}")
+    env = task.get("env")
+    if not isinstance(env, str) or not env:
+        raise SpecError(f'{where}: missing env (e.g. env = "gym:CartPole-v1")')
+    task_config = task.get("config", {})
+    if not isinstance(task_config, dict):
+        raise SpecError(f"{where}: config must be a table of config fields")
+    _check_fields(f"{axes.path}: [defaults] (for {agent})", agent, axes.defaults)
+    _check_fields(f"{where}.config", agent, task_config)
+    cls = config_class(agent)
+    # an override applies to the tasks whose agent has the field (DQN's hidden is not D4PG's)
+    known = {f.name for f in dataclasses.fields(cls)}
+    mine = {k: v for k, v in axes.overrides.items() if k in known or k in RESERVED}
+    _check_fields("--override", agent, mine)
+    axes.used.update(mine)
+    fields = {**axes.defaults, **task_config, **mine}
+    explicit = {"overrides": mine, "config": {**axes.defaults, **task_config}}
+    widths = _widths(where, task, cls, fields, explicit)
+    label = task.get("label", f"{agent}-{_env_slug(env)}")
+    if not isinstance(label, str) or not label:
+        raise SpecError(f"{where}: label must be a non-empty string")
+    _dir_name(where, "label", label, _MAX_NAME_BYTES)
+    precisions = _unique_list(f"{where}.precisions", task.get("precisions", axes.precisions), str)
+    seeds = _unique_list(f"{where}.seeds", task.get("seeds", axes.seeds), int)
+    # (framework, column, settings): actorq's cells per precision, another's one column
+    columns: list[tuple[str, str, dict[str, Any]]] = [(NATIVE, p, {}) for p in precisions]
+    if frameworks != [NATIVE]:
+        columns = [
+            c
+            for fw in frameworks
+            for c in (
+                columns
+                if fw == NATIVE
+                else [(fw, fw, framework_settings(f"{where}.{fw}", fw, agent, task.get(fw, {})))]
+            )
+        ]
+    wfield = cls.width_fields[0]
+    # seed-major: the precisions and frameworks alternate cell by cell, so that a slow patch of
+    # a shared machine (or the end of a short lease) hits each of them alike
+    order = [(w, s, c) for w in widths for s in seeds for c in columns]
+    cells = []
+    for width, seed, (fw, column, settings) in order:
+        prec = column if fw == NATIVE else "fp32"  # another framework's cells: fp32 only
+        config = {**fields, wfield: list(width), "env": env, "precision": prec, "seed": seed}
+        config["progress"] = False
+        cell_name = f"{label}-{width_slug(width)}-{column}-s{seed}"
+        _dir_name(where, "cell name", cell_name, _MAX_NAME_BYTES, "; shorten its label")
+        cell = Cell(cell_name, label, agent, env, column, seed, width, config)
+        cells.append(dataclasses.replace(cell, framework=fw, frameworks=tuple(frameworks),
+                                         settings=settings))  # fmt: skip
+    return cells
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec:
+    """Read and check a spec: keys, agents, frameworks, field names and types; cells named
+    uniquely.
+
+    ``overrides`` (config field → value, e.g. from ``actorq bench --override device=cuda``)
+    apply to every cell, over ``[defaults]`` and each task's ``config``: the same matrix on
+    other hardware without editing the spec. They are recorded in each cell's ``cell.json`` and
+    in the spec's hash. Values that need a config to judge (precision, widths, env ids) are
+    checked by :meth:`Spec.validate`.
+    """
+    path = Path(path)
+    text, raw = _read_toml(path)
+    axes = _top_level(path, raw, dict(overrides or {}))
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{path}: name must be a non-empty string")
+    _dir_name(str(path), "name", name, _MAX_NAME_BYTES - len("bench-"))
+    timeout_s = _timeout(path, raw)
     country = raw.get("country", DEFAULT_COUNTRY)
     if not isinstance(country, str):
         raise SpecError(f"{path}: country must be an ISO 3166 alpha-3 code such as 'USA'")
-
-    cells: list[Cell] = []
-    used: set[str] = set()
-    for i, task in enumerate(tasks):
-        where = f"{path}: tasks[{i}]"
-        if not isinstance(task, dict):
-            raise SpecError(f"{where} must be a table")
-        unknown = set(task) - _TASK_KEYS
-        if unknown:
-            raise SpecError(f"{where}: unknown key(s) {_names(unknown)}")
-        agent = task.get("agent")
-        if not isinstance(agent, str) or agent not in AGENTS:  # a list is not hashable
-            raise SpecError(
-                f"{where}: unknown agent {agent!r}; expected one of {', '.join(AGENTS)}"
-            )
-        env = task.get("env")
-        if not isinstance(env, str) or not env:
-            raise SpecError(f'{where}: missing env (e.g. env = "gym:CartPole-v1")')
-        task_config = task.get("config", {})
-        if not isinstance(task_config, dict):
-            raise SpecError(f"{where}: config must be a table of config fields")
-        _check_fields(f"{path}: [defaults] (for {agent})", agent, defaults)
-        _check_fields(f"{where}.config", agent, task_config)
-        cls = config_class(agent)
-        # an override applies to the tasks whose agent has the field (DQN's hidden is not D4PG's)
-        known = {f.name for f in dataclasses.fields(cls)}
-        mine = {k: v for k, v in overrides.items() if k in known or k in RESERVED}
-        _check_fields("--override", agent, mine)
-        used.update(mine)
-        fields = {**defaults, **task_config, **mine}
-        wfield = cls.width_fields[0]
-        try:
-            if "widths" in task and wfield not in mine:  # an override replaces the axis
-                if wfield in defaults or wfield in task_config:
-                    raise SpecError(f"{where}: set either widths or config.{wfield}, not both")
-                widths = [
-                    parse_hidden(w, f"{where}.widths")
-                    for w in _unique_list(f"{where}.widths", task["widths"], str)
-                ]
-            else:
-                widths = [parse_hidden(fields.get(wfield, getattr(cls(), wfield)), wfield)]
-        except ActorQError as e:
-            raise SpecError(str(e)) from None
-        label = task.get("label", f"{agent}-{_env_slug(env)}")
-        if not isinstance(label, str) or not label:
-            raise SpecError(f"{where}: label must be a non-empty string")
-        _dir_name(where, "label", label, _MAX_NAME_BYTES)
-        t_prec = _unique_list(f"{where}.precisions", task.get("precisions", precisions), str)
-        t_seeds = _unique_list(f"{where}.seeds", task.get("seeds", seeds), int)
-        for width in widths:
-            for prec in t_prec:
-                for seed in t_seeds:
-                    config = {
-                        **fields,
-                        wfield: list(width),
-                        "env": env,
-                        "precision": prec,
-                        "seed": seed,
-                        "progress": False,
-                    }
-                    cell_name = f"{label}-{width_slug(width)}-{prec}-s{seed}"
-                    _dir_name(where, "cell name", cell_name, _MAX_NAME_BYTES, "; shorten its label")
-                    cells.append(Cell(cell_name, label, agent, env, prec, seed, width, config))
-    unused = sorted(set(overrides) - used)
+    cells = [
+        c for i, t in enumerate(raw["tasks"]) for c in _task_cells(f"{path}: tasks[{i}]", t, axes)
+    ]
+    unused = sorted(set(axes.overrides) - axes.used)
     if unused:
         raise SpecError(f"--override: {unused[0]!r} is not a config field of any task's agent")
     names = [c.name for c in cells]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise SpecError(f"{path}: two cells named {dup[0]}; give the tasks distinct labels")
-    timeout_s = None if timeout is None else float(timeout)
-    return Spec(name, path, text, cells, timeout_s, country, overrides)
+    return Spec(name, path, text, cells, timeout_s, country, axes.overrides)

@@ -24,6 +24,9 @@ class BenchArgs:
     override: tyro.conf.UseAppendAction[tuple[str, ...]] = ()
     """Config fields set for every cell, over the spec: KEY=VALUE, repeatable, e.g.
     --override device=cuda --override actors=15 (the learner on a GPU, actors on 15 cores)."""
+    tasks: tyro.conf.UseAppendAction[tuple[str, ...]] = ()
+    """Run only these tasks' cells (their labels; repeatable), e.g. --tasks ppo-cartpole: one
+    claim of a spec that holds several, into its own results directory."""
     dry_run: bool = False
     """Validate the spec and list the cells (finished or not) without running anything."""
     progress: bool = True
@@ -43,10 +46,10 @@ class ReportArgs:
 
 def cmd_bench(argv: list[str]) -> int:
     from actorq.bench.runner import plan_matrix, run_matrix
-    from actorq.bench.spec import load_spec, parse_overrides
+    from actorq.bench.spec import load_spec, only_tasks, parse_overrides
 
     a = parse(BenchArgs, argv, "actorq bench")
-    spec = load_spec(a.spec, parse_overrides(a.override))
+    spec = only_tasks(load_spec(a.spec, parse_overrides(a.override)), a.tasks)
     spec.validate()
     results = Path(a.results) if a.results else Path("runs") / f"bench-{spec.name}"
     if a.dry_run:

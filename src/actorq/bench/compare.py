@@ -1,0 +1,139 @@
+"""The report's side-by-side section for a matrix with a framework axis (``frameworks = [...]``):
+actorq's precisions and the other frameworks, per task, on the same budget and evaluation seeds.
+
+Training time is the run's wall time less its evaluation time (``eval_time_s``); time to target
+is the run's ``time_to_target_s`` less the evaluation seconds logged before the target step
+(cumulative ``perf/eval_s``), for every framework alike. A run that never reached the target
+counts as +inf in the median (a failure, never dropped). Ratios are of medians over seeds, other
+framework / actorq (> 1: actorq faster), with a percentile bootstrap 95% CI, seeds resampled
+within each side independently. Timings are comparable within one run of the matrix, where the
+frameworks alternate cell by cell; the section says when the cells ran in several sessions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from actorq.bench.frameworks import NATIVE
+
+# report.Run, report.Group and report.GroupMap (not imported: the report imports this module)
+Run: TypeAlias = Any
+Group: TypeAlias = Any
+GroupMap: TypeAlias = dict[tuple[str, tuple[int, ...]], list[Any]]
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+
+
+def train_time(r: Run) -> float:
+    return float(r.summary_value("wall_time_s")) - float(r.summary_value("eval_time_s") or 0.0)
+
+
+def time_to_target(r: Run) -> float:
+    """Training seconds to the target (+inf: never reached)."""
+    t, step = r.summary_value("time_to_target_s"), r.summary_value("steps_to_target")
+    if not r.summary_value("reached_target") or t is None:
+        return math.inf
+    before = [v for s, _, m, v in r.rows if m == "perf/eval_s" and step is not None and s < step]
+    return float(t) - (before[-1] if before else 0.0)
+
+
+def ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float, float, float]:
+    """median(num) / median(den) and its percentile-bootstrap 95% CI (inf/inf resamples
+    dropped; no interpolation between resamples, so an infinite end stays infinite)."""
+
+    def ratio(a: float, b: float) -> float:
+        if math.isinf(a) and math.isinf(b):
+            return math.nan
+        return a / b if b > 0 else math.inf
+
+    point = ratio(float(np.median(num)), float(np.median(den)))
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    a = np.median(rng.choice(num, size=(BOOTSTRAP_RESAMPLES, len(num))), axis=1)
+    b = np.median(rng.choice(den, size=(BOOTSTRAP_RESAMPLES, len(den))), axis=1)
+    rs = np.array([ratio(x, y) for x, y in zip(a, b, strict=True)])
+    ok = rs[~np.isnan(rs)]
+    if not len(ok):
+        return point, math.nan, math.nan
+    lo, hi = np.quantile(ok, [0.025, 0.975], method="inverted_cdf")
+    return point, float(lo), float(hi)
+
+
+def _s(x: float) -> str:
+    return "∞" if math.isinf(x) else "—" if math.isnan(x) else f"{x:.1f}"
+
+
+def _row(g: Group) -> list[str]:
+    rs = g.finished
+    finals = [float(r.summary_value("eval_return")) for r in rs]
+    ttt = np.array([time_to_target(r) for r in rs])
+    hit = [int(r.summary_value("steps_to_target")) for r in rs if r.summary_value("reached_target")]
+    times = np.array([train_time(r) for r in rs])
+    sps = [float(r.summary_value("env_steps")) / t for r, t in zip(rs, times, strict=True) if t > 0]
+    target = any(r.summary_value("target_return") is not None for r in rs)
+    finite = ttt[np.isfinite(ttt)]
+    return [
+        g.precision,
+        str(len(rs)),
+        f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
+        f"{len(hit)}/{len(rs)}" if target else "—",
+        f"{np.median(hit):,.0f}" if hit else "—",
+        (f"{_s(float(np.median(ttt)))} ({_s(float(np.mean(finite)))}; "
+         f"{_s(float(finite.min()))}–{_s(float(ttt.max()))})")
+        if target and len(finite) else "—",
+        f"{np.median(times):.1f}",
+        f"{np.mean(sps):,.0f}" if sps else "—",
+    ]  # fmt: skip
+
+
+def framework_section(
+    groups: GroupMap, runs: Sequence[Run], data: list[dict[str, Any]]
+) -> list[str]:
+    """The section's markdown ([] without other frameworks); its ratios go to ``data``."""
+    if all(r.framework == NATIVE for r in runs):
+        return []
+    sessions = sorted({r.session for r in runs if r.session is not None})
+    lines = [
+        "## Side by side with other frameworks",
+        "",
+        "Training time = wall time less evaluation time; time to target likewise, a run that "
+        "never reached it counted as ∞; ratios: other framework's median / actorq's (> 1: actorq "
+        f"faster), 95% bootstrap CI over seeds ({BOOTSTRAP_RESAMPLES:,} resamples).",
+        "",
+    ]
+    if len(sessions) > 1:
+        lines += [f"**The cells ran in {len(sessions)} sessions**: timings of different "
+                  "sessions are not one run's.", ""]  # fmt: skip
+    for (task, width), gs in groups.items():
+        if all(r.framework == NATIVE for g in gs for r in g.runs):
+            continue
+        lines += [
+            f"### {task} ({'x'.join(map(str, width))})",
+            "",
+            "| framework | seeds | final return | reached target | median steps to target | "
+            "time to target, s: median (mean; min–max) | median training time (s) | "
+            "env steps/s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += ["| " + " | ".join(_row(g)) + " |" for g in gs if g.finished]
+        lines.append("")
+        others = [g for g in gs if g.finished and g.runs[0].framework != NATIVE]
+        mine = [g for g in gs if g.finished and g.runs[0].framework == NATIVE]
+        for o in others:
+            for m in mine:
+                for what, f in (("training time", train_time), ("time to target", time_to_target)):
+                    r, lo, hi = ratio_ci(np.array([f(x) for x in o.finished]),
+                                         np.array([f(x) for x in m.finished]))  # fmt: skip
+                    if math.isnan(r):
+                        continue
+                    lines.append(f"- {what}, {o.precision} / actorq {m.precision}: median "
+                                 f"{r:.2f}× (95% CI {lo:.2f}–{hi:.2f})")  # fmt: skip
+                    data.append({"task": task, "width": list(width), "what": what,
+                                 "other": o.precision, "actorq": m.precision,
+                                 "ratio": r, "low": lo, "high": hi})  # fmt: skip
+        lines.append("")
+    return lines

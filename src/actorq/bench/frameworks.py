@@ -1,0 +1,157 @@
+"""The framework axis of a benchmark matrix: cells trained by another framework, side by side.
+
+A spec's ``frameworks = ["sb3", "actorq"]`` runs each task's cells by actorq (crossed with the
+precisions) and by each other framework named, through a small adapter: an object that checks
+the task's ``[tasks.<framework>]`` table, says which optional package it needs, and trains one
+cell in the cell's process, writing the files the report reads (``summary.json`` with the keys
+every run has, ``metrics.csv`` with the periodic evaluations and the evaluation time). Both sides
+evaluate on actorq's seeds (periodic: 10000.., final: held-out 20000..), so they play the same
+episodes; timings are compared as ratios within one run, the frameworks alternating cell by cell.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from actorq.errors import ActorQError
+
+if TYPE_CHECKING:
+    from actorq.config import ExperimentConfig
+
+#: the framework whose cells are actorq's own runs (``actorq.train``)
+NATIVE = "actorq"
+#: other frameworks a spec may list: name -> the "module:attr" of its adapter (as AGENTS)
+FRAMEWORKS: dict[str, str] = {"sb3": "actorq.bench.sb3:SB3"}
+EVAL_SEED = 10_000  # periodic evaluations: actorq's seeds (actorq.run.report)
+FINAL_EVAL_SEED = 20_000  # the final evaluation's held-out seeds
+
+
+class Adapter(Protocol):
+    def missing(self) -> str | None:
+        """What is not installed, with how to install it (None when all is there)."""
+
+    def check(self, agent: str, settings: dict[str, Any]) -> None:
+        """Raise ActorQError for settings this adapter does not take (without importing it)."""
+
+    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> None:
+        """Train the cell ``cfg`` describes into ``run_dir`` (see the module docstring)."""
+
+
+def get_adapter(name: str) -> Adapter:
+    module, attr = FRAMEWORKS[name].split(":")
+    adapter: Adapter = getattr(importlib.import_module(module), attr)()
+    return adapter
+
+
+def missing_module(module: str, package: str, extra: str) -> str | None:
+    """``package (pip install 'actorq[extra]')`` when ``module`` cannot be imported."""
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return f"{package}, which is not installed: pip install 'actorq[{extra}]'"
+
+
+def check_keys(agent: str, settings: dict[str, Any], keys: dict[str, frozenset[str]]) -> None:
+    if agent not in keys:
+        raise ActorQError(f"takes agents {', '.join(keys)}, not {agent!r}")
+    unknown = sorted(set(settings) - keys[agent])
+    if unknown:
+        raise ActorQError(
+            f"unknown key {unknown[0]!r}; expected some of {', '.join(sorted(keys[agent]))}"
+        )
+
+
+class GreedyEval:
+    """Deterministic evaluation of another framework's policy on actorq's evaluation seeds:
+    ``episodes`` separately seeded envs stepped in lock-step (one batched ``predict`` per step)."""
+
+    def __init__(self, env_id: str, episodes: int) -> None:
+        from actorq.envs import make_env
+
+        self.envs = [make_env(env_id) for _ in range(episodes)]
+
+    def __call__(
+        self,
+        predict: Callable[[np.ndarray], np.ndarray],
+        seed: int,
+        normalize: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> np.ndarray:
+        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
+        returns = np.zeros(len(self.envs))
+        alive = np.ones(len(self.envs), bool)
+        while alive.any():
+            idx = np.flatnonzero(alive)
+            actions = predict(obs[idx] if normalize is None else normalize(obs[idx]))
+            for j, i in enumerate(idx):
+                o, r, term, trunc, _ = self.envs[i].step(actions[j])
+                obs[i] = o
+                returns[i] += float(r)
+                alive[i] = not (term or trunc)
+        return returns
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class Record:
+    """One cell's evaluations, written as actorq writes them: ``metrics.csv`` rows
+    (``charts/eval_return`` and the cumulative ``perf/eval_s``) and, at the end, ``summary.json``
+    with the keys every run's summary has. Times run from :meth:`start` (the other framework's
+    training call); time to target is taken at the start of the evaluation that reached it,
+    earlier evaluations included, as actorq's is (the report subtracts them for both)."""
+
+    def __init__(self, cfg: ExperimentConfig, run_dir: Path, framework: str) -> None:
+        self.cfg, self.run_dir, self.framework = cfg, run_dir, framework
+        self.eval_s = 0.0
+        self.t0 = time.perf_counter()
+        self.hit: tuple[int, float] | None = None  # (env steps, seconds) at the target
+        self.csv = open(run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115 (closed in finish)
+        self.rows = csv.writer(self.csv)
+        self.rows.writerow(["step", "wall_time", "metric", "value"])
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def evaluate(self, step: int, returns: Callable[[], np.ndarray]) -> bool:
+        """Run one periodic evaluation at ``step``; True when it reached the target first."""
+        start = time.perf_counter()
+        mean = float(returns().mean())
+        self.eval_s += time.perf_counter() - start
+        now = time.time()
+        self.rows.writerow([step, now, "charts/eval_return", mean])
+        self.rows.writerow([step, now, "perf/eval_s", self.eval_s])
+        self.csv.flush()
+        target = self.cfg.target_return
+        if self.hit is None and target is not None and mean >= target:
+            self.hit = (step, start - self.t0)
+            return True
+        return False
+
+    def finish(self, env_steps: int, wall_s: float, final: np.ndarray, **extra: Any) -> None:
+        """Write summary.json: ``wall_s`` of training (evaluations included), the final
+        evaluation's ``final`` returns."""
+        self.csv.close()
+        summary = {
+            "run_dir": str(self.run_dir), "env": self.cfg.env, "agent": self.cfg.agent,
+            "framework": self.framework, "precision": self.framework, "seed": self.cfg.seed,
+            "env_steps": int(env_steps), "wall_time_s": wall_s,
+            "eval_time_s": self.eval_s, "eval_return": float(final.mean()),
+            "eval_return_std": float(final.std()), "target_return": self.cfg.target_return,
+            "reached_target": self.hit is not None,
+            "steps_to_target": None if self.hit is None else self.hit[0],
+            "time_to_target_s": None if self.hit is None else self.hit[1],
+            "interrupted": False, **extra,
+        }  # fmt: skip
+        tmp = self.run_dir / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=1, allow_nan=False))
+        os.replace(tmp, self.run_dir / "summary.json")

@@ -1,0 +1,244 @@
+"""The framework axis of `actorq bench`: other frameworks' cells through an adapter, side by side
+with actorq's, alternating, checked on resume, compared in the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actorq.bench import cell as bench_cell
+from actorq.bench import frameworks
+from actorq.bench.frameworks import Record
+from actorq.bench.report import build_report
+from actorq.bench.results import ResultsError
+from actorq.bench.runner import run_matrix
+from actorq.bench.spec import Cell, SpecError, load_spec
+from actorq.cli import main
+
+SPEC = """
+name = "side"
+precisions = ["fp32", "int8"]
+seeds = [0, 1]
+frameworks = ["toy", "actorq"]
+[defaults]
+actors = 0
+[[tasks]]
+agent = "dqn"
+env = "gym:CartPole-v1"
+label = "cartpole"
+widths = ["32,32"]
+[tasks.config]
+total_steps = 300
+eval_every = 100
+target_return = 50
+[tasks.toy]
+speed = 2.0
+"""
+
+
+class Toy:
+    """A framework that 'trains' by arithmetic: its evaluation returns climb 40 per evaluation
+    (the target, 50, is reached at the second), and it writes what every adapter writes."""
+
+    def missing(self) -> str | None:
+        return None
+
+    def check(self, agent: str, settings: dict[str, Any]) -> None:
+        frameworks.check_keys(agent, settings, {"dqn": frozenset({"speed"})})
+
+    def run(self, cfg: Any, cell: dict[str, Any], run_dir: Path) -> None:
+        record = Record(cfg, run_dir, "toy")
+        record.start()
+        for i, step in enumerate(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every)):
+            record.evaluate(step, lambda i=i: np.full(3, 40.0 * (i + 1)))
+        record.finish(cfg.total_steps, 10.0 / cell["settings"]["speed"], np.array([120.0]))
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "toy", f"{__name__}:Toy")
+
+
+def _spec(tmp_path: Path, text: str = SPEC) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    return path
+
+
+def _actorq_summary(cell: Cell, cell_dir: Path) -> None:
+    """A finished actorq run's summary, without training: 20 s, target at 8 s."""
+    summary = {"env": cell.env, "precision": cell.precision, "env_steps": 300,
+               "eval_return": 100.0, "wall_time_s": 20.0, "eval_time_s": 0.0,
+               "target_return": 50.0, "reached_target": True, "time_to_target_s": 8.0,
+               "steps_to_target": 200, "interrupted": False}  # fmt: skip
+    (cell_dir / "summary.json").write_text(json.dumps(summary))
+
+
+def _runner(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+    """The cell process's code, in this process (so the toy adapter registered here is seen)."""
+    if cell.framework == "actorq":
+        _actorq_summary(cell, cell_dir)
+        return 0
+    return bench_cell.main([str(cell_dir / "cell.json")])
+
+
+def test_cells_alternate_across_frameworks_seed_by_seed(toy: None, tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path))
+    spec.validate()
+    assert [c.name for c in spec.cells] == [
+        "cartpole-w32x32-toy-s0", "cartpole-w32x32-fp32-s0", "cartpole-w32x32-int8-s0",
+        "cartpole-w32x32-toy-s1", "cartpole-w32x32-fp32-s1", "cartpole-w32x32-int8-s1",
+    ]  # fmt: skip
+    toy_cell = spec.cells[0]
+    assert (toy_cell.framework, toy_cell.settings) == ("toy", {"speed": 2.0})
+    assert toy_cell.frameworks == ("toy", "actorq")
+    # a spec without a framework axis keeps its cells and names, precisions alternating
+    plain = load_spec(
+        _spec(
+            tmp_path,
+            SPEC.split("frameworks =")[0] + SPEC.split('"actorq"]')[1].split("[tasks.toy]")[0],
+        )
+    )
+    assert [c.name for c in plain.cells] == [
+        "cartpole-w32x32-fp32-s0", "cartpole-w32x32-int8-s0",
+        "cartpole-w32x32-fp32-s1", "cartpole-w32x32-int8-s1",
+    ]  # fmt: skip
+    assert all(c.framework == "actorq" for c in plain.cells)
+
+
+def test_a_toy_framework_runs_through_the_matrix_and_the_report(toy: None, tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path))
+    results = tmp_path / "r"
+    out = run_matrix(spec, results, _runner, progress=False)
+    assert not out.failed and len(out.ran) == 6
+    summary = json.loads((results / "cartpole-w32x32-toy-s0/summary.json").read_text())
+    assert (summary["precision"], summary["steps_to_target"], summary["eval_return"]) == (
+        "toy", 200, 120.0,
+    )  # fmt: skip
+    text, data, _ = build_report(results, reps=100)
+    assert "## Side by side with other frameworks" in text
+    assert "| toy | 2 | 120.0 ± 0.0 | 2/2 | 200 |" in text
+    ratios = {(d["what"], d["actorq"]): d["ratio"] for d in data["frameworks"]}
+    # toy trains 5 s (10 / speed 2) against actorq's 20: a quarter of the time
+    assert ratios[("training time", "int8")] == pytest.approx(0.25, rel=1e-3)
+    assert set(ratios) == {(w, p) for w in ("training time", "time to target")
+                           for p in ("fp32", "int8")}  # fmt: skip
+
+
+def test_resume_with_another_framework_list_is_refused(toy: None, tmp_path: Path) -> None:
+    results = tmp_path / "r"
+    run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)
+    fewer = load_spec(_spec(tmp_path, SPEC.replace('["toy", "actorq"]', '["actorq", "toy"]')))
+    with pytest.raises(ResultsError, match=r"other settings .*\(frameworks: \['toy', 'actorq'\]"):
+        run_matrix(fewer, results, _runner, progress=False)
+    faster = load_spec(_spec(tmp_path, SPEC.replace("speed = 2.0", "speed = 3.0")))
+    with pytest.raises(ResultsError, match=r"\(settings: \{'speed': 2.0\} -> \{'speed': 3.0\}\)"):
+        run_matrix(faster, results, _runner, progress=False)
+    again = run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)
+    assert len(again.skipped) == 6 and not again.ran
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (('["toy", "actorq"]', '["toy", "keras"]'), "unknown framework 'keras'"),
+        (("speed = 2.0", "sped = 2.0"), "tasks[0].toy: unknown key 'sped'"),
+        (("[tasks.toy]", "[tasks.sb4]"), "unknown key(s) sb4"),
+    ],
+)
+def test_a_bad_framework_axis_is_one_line(
+    toy: None, edit: tuple[str, str], needle: str, tmp_path: Path
+) -> None:
+    assert edit[0] in SPEC
+    with pytest.raises(SpecError, match=r"^[^\n]*$") as e:
+        load_spec(_spec(tmp_path, SPEC.replace(*edit)))
+    assert needle in str(e.value)
+
+
+def test_a_missing_extra_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "stable_baselines3" else real(n, *a)
+    )
+    text = SPEC.replace('"toy"', '"sb3"').replace("[tasks.toy]\nspeed = 2.0", "")
+    results = tmp_path / "r"
+    assert main(["bench", str(_spec(tmp_path, text)), "--results", str(results), "--dry-run"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1, err
+    assert "framework 'sb3' needs stable-baselines3" in err[0] and "actorq[peers]" in err[0]
+    assert not results.exists()
+
+
+def test_sb3_cell_trains_and_reports(tmp_path: Path) -> None:
+    """The SB3 adapter for real, on a tiny budget: it trains, evaluates on actorq's seeds and
+    writes what the report reads."""
+    pytest.importorskip("stable_baselines3")
+    text = SPEC.replace('"toy"', '"sb3"').replace(
+        "[tasks.toy]\nspeed = 2.0", "[tasks.sb3]\nlearning_starts = 0\nexploration_fraction = 0.5"
+    )
+    spec = load_spec(_spec(tmp_path, text.replace("seeds = [0, 1]", "seeds = [0]")))
+    spec.validate()
+    sb3 = next(c for c in spec.cells if c.framework == "sb3")
+    run_matrix(spec, tmp_path / "r", _runner, progress=False)
+    run = tmp_path / "r" / sb3.name
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["framework"] == "sb3" and summary["env_steps"] == 300
+    assert (run / "metrics.csv").read_text().count("charts/eval_return") == 3
+    text, _, _ = build_report(tmp_path / "r", reps=100)
+    assert "| sb3 | 1 |" in text
+
+
+def test_tasks_runs_only_the_labelled_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = '[[tasks]]\nagent = "dqn"\nenv = "gym:CartPole-v1"\nlabel = "{}"\n'
+    text = 'precisions = ["fp32", "int8"]\nseeds = [0, 1]\n' + task.format("cartpole")
+    spec = _spec(tmp_path, text + task.format("other"))
+    args = ["bench", str(spec), "--dry-run", "--results", str(tmp_path / "r")]
+    assert main([*args, "--tasks", "other"]) == 0
+    cells = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if "(to run)" in ln]
+    assert len(cells) == 4 and all(c.startswith("other-") for c in cells)
+    assert main([*args, "--tasks", "nope"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "no task labelled 'nope'" in err[0] and "cartpole, other" in err[0]
+
+
+def test_the_agents_spec_holds_one_task_per_claim() -> None:
+    spec = load_spec(Path(__file__).resolve().parents[2] / "benchmarks/specs/agents.toml")
+    by_task: dict[str, set[str]] = {}
+    for c in spec.cells:
+        by_task.setdefault(c.task, set()).add(c.precision)
+    assert by_task["dqn-cartpole"] == {"sb3", "int8", "fp32"}
+    assert by_task["ppo-cartpole"] == {"sb3", "int8"}
+    assert by_task["ppo-walker"] == {"int8", "fp32"}
+    ppo = next(c for c in spec.cells if c.name == "ppo-cartpole-w64x64-sb3-s0")
+    assert ppo.settings["learning_rate"] == "lin_0.001" and ppo.config["total_steps"] == 100_000
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ('n_envs = "8"', "n_envs = '8': a number"),
+        ("n_envs = nan", "n_envs = nan: a number"),
+        ("normalize = 1", "normalize = 1: true or false"),
+        ('learning_rate = "exp_0.1"', "'lin_X'"),
+        ('policy = "CnnPolicy"', "only 'MlpPolicy'"),
+        ('policy_kwargs = { activation_fn = "gelu" }', "activation_fn 'relu' or 'tanh'"),
+        ("buffer_size = 1000", "unknown key 'buffer_size'"),  # a DQN key on a PPO task
+    ],
+)
+def test_bad_sb3_settings_are_one_line_at_load(line: str, needle: str, tmp_path: Path) -> None:
+    """Checked when the spec is read, without SB3 installed: nothing runs to find out."""
+    text = SPEC.replace('"toy"', '"sb3"').replace('agent = "dqn"', 'agent = "ppo"')
+    text = text.replace('widths = ["32,32"]\n', "").replace("[tasks.toy]\nspeed = 2.0", "")
+    with pytest.raises(SpecError, match=r"^[^\n]*$") as e:
+        load_spec(_spec(tmp_path, text + f"[tasks.sb3]\n{line}\n"))
+    assert "tasks[0].sb3" in str(e.value) and needle in str(e.value)
