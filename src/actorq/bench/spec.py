@@ -44,6 +44,7 @@ from actorq.agents import AGENTS, config_class
 from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
 from actorq.errors import ActorQError
+from actorq.settings import flat_hints
 
 
 class SpecError(ActorQError):
@@ -170,8 +171,8 @@ def _type_ok(value: Any, hint: Any) -> bool:
 
 def _check_fields(where: str, agent: str, fields: dict[str, Any]) -> None:
     cls = config_class(agent)
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    hints = flat_hints(cls)  # settings by flat name, groups too
+    known = set(hints)
     for key, value in fields.items():
         if key in RESERVED:
             raise SpecError(f"{where}: {key!r} is set by the matrix (tasks, precisions, seeds)")
@@ -305,7 +306,7 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
         _check_fields(f"{where}.config", agent, task_config)
         cls = config_class(agent)
         # an override applies to the tasks whose agent has the field (DQN's hidden is not D4PG's)
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = set(flat_hints(cls))
         mine = {k: v for k, v in overrides.items() if k in known or k in RESERVED}
         _check_fields("--override", agent, mine)
         used.update(mine)
