@@ -136,7 +136,7 @@ def nest(cls: type, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         base = out.pop(name, None)
         gcls = groups[name]
         if base is not None and not isinstance(base, gcls):
-            raise ConfigError(f"{name} settings must be a {gcls.__name__}, got {base!r}")
+            raise ConfigError(f"{name} settings must be {gcls.__name__}, got {base!r}")
         if base is not None:
             settings = {f.name: getattr(base, f.name) for f in dataclasses.fields(gcls)} | settings
         out[name] = gcls(**nest(gcls, settings))
@@ -170,9 +170,7 @@ def check_fields(cfg: Any) -> None:
         v = getattr(cfg, f.name)
         if f.name in groups:
             if not isinstance(v, groups[f.name]):
-                raise ConfigError(
-                    f"{f.name} settings must be a {groups[f.name].__name__}, got {v!r}"
-                )
+                raise ConfigError(f"{f.name} settings must be {groups[f.name].__name__}, got {v!r}")
             check_fields(v)
             continue
         _check_type(f.name, v, hints[f.name])

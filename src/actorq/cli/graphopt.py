@@ -301,7 +301,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     model, info = load_policy(a.policy, cluster.num_devices, run_cfg)
     t0 = time.perf_counter()
     # judged as the policy was trained: the reference's priorities schedule its placement
-    spec = InputSpec.of_policy(model.config, info.start)
+    spec = InputSpec.of_policy(model.config)
     task = GraphTask(a.graph, "placement", a.cluster, info.reference, spec)
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)
