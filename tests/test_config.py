@@ -3,7 +3,6 @@ config that trains. Property-based: random values in every field of every agent'
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -15,6 +14,7 @@ from actorq import D4PGConfig, DQNConfig, PPOConfig
 from actorq.agents import AGENTS, config_class
 from actorq.agents.go.config import GOConfig
 from actorq.errors import ConfigError
+from actorq.settings import flat_hints, flat_items, group_types
 
 NAN, INF = float("nan"), float("inf")
 
@@ -66,7 +66,9 @@ def _value_strategy() -> st.SearchStrategy[Any]:
     data=st.data(),
 )
 def test_random_field_values_give_one_line_or_a_valid_config(agent: type, data: Any) -> None:
-    fields = [f.name for f in dataclasses.fields(agent) if f.name not in ("resume", "run_dir")]
+    # every setting by its flat name (groups' too), and the groups themselves
+    names = [*flat_hints(agent), *group_types(agent)]
+    fields = [n for n in names if n not in ("resume", "run_dir")]
     changed = data.draw(st.dictionaries(st.sampled_from(fields), _value_strategy(), max_size=3))
     try:
         cfg = agent(**changed)
@@ -75,10 +77,9 @@ def test_random_field_values_give_one_line_or_a_valid_config(agent: type, data: 
         assert str(e) and "\n" not in str(e)
         return
     # accepted: every number is finite and every field has its type
-    for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
+    for name, v in flat_items(cfg):
         if isinstance(v, float):
-            assert math.isfinite(v), (f.name, v)
+            assert math.isfinite(v), (name, v)
 
 
 def test_json_round_trip_validates_too() -> None:

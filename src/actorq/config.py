@@ -7,109 +7,44 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import re
-import types
-import typing
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 import tyro
 
+from actorq.distributed.settings import OffPolicyRaySettings, RaySettings
 from actorq.errors import ConfigError
 from actorq.quant.formats import FORMATS, PRECISIONS
+from actorq.settings import (
+    AT_LEAST_1,
+    FINITE,
+    NON_NEGATIVE,
+    POSITIVE,
+    Bound,
+    Group,
+    Grouped,
+    check_fields,
+    flag,
+    flat_items,
+    leaf_paths,
+)
+
+__all__ = [
+    "AT_LEAST_1",
+    "FINITE",
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "Bound",
+    "ExperimentConfig",
+    "Group",
+    "OffPolicyConfig",
+    "check_fields",
+    "parse_hidden",
+]
 
 MAX_WIDTH = 1 << 16  # a 65536-wide layer is already 16 GiB of fp32 weights per pair
 MAX_LAYERS = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class Bound:
-    """The range a numeric config field must lie in: ``lo``/``hi`` inclusive unless ``*_open``.
-    Every float must also be finite (NaN and ±inf are bad input, whatever the range)."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-
-    def check(self, name: str, v: float) -> None:
-        bad = (self.lo is not None and (v < self.lo or (self.lo_open and v == self.lo))) or (
-            self.hi is not None and (v > self.hi or (self.hi_open and v == self.hi))
-        )
-        if bad:
-            raise ConfigError(f"{_flag(name)} must be {self.describe()}, got {v}")
-
-    def describe(self) -> str:
-        if self.lo is not None and self.hi is not None:
-            left, right = "(" if self.lo_open else "[", ")" if self.hi_open else "]"
-            return f"in {left}{_num(self.lo)}, {_num(self.hi)}{right}"
-        if self.lo is not None:
-            return f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
-        if self.hi is not None:
-            return f"{'<' if self.hi_open else '<='} {_num(self.hi)}"
-        return "finite"
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
-
-
-POSITIVE = Bound(0, None, lo_open=True)
-NON_NEGATIVE = Bound(0)
-AT_LEAST_1 = Bound(1)
-FINITE = Bound()
-
-
-def check_fields(cfg: Any) -> None:
-    """The one validation layer for configs: every field has its declared type (ints are not
-    bools, floats are finite numbers, a Literal is one of its values) and lies in the range
-    the class declares in ``bounds`` (merged over the class hierarchy). Raises ConfigError."""
-    hints = typing.get_type_hints(type(cfg))
-    bounds: dict[str, Bound] = {}
-    for klass in reversed(type(cfg).__mro__):
-        bounds.update(getattr(klass, "bounds", {}) if "bounds" in vars(klass) else {})
-    for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
-        _check_type(f.name, v, hints[f.name])
-        if f.name in bounds and isinstance(v, int | float) and not isinstance(v, bool):
-            bounds[f.name].check(f.name, v)
-
-
-def _check_type(name: str, v: Any, hint: Any) -> None:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Annotated:
-        return _check_type(name, v, args[0])
-    if origin in (typing.Union, types.UnionType):
-        if v is None and type(None) in args:
-            return None
-        hint = next(a for a in args if a is not type(None))
-        return _check_type(name, v, hint)
-    if origin is Literal:
-        if v not in args:
-            raise ConfigError(
-                f"{_flag(name)} must be one of {', '.join(map(str, args))}, got {v!r}"
-            )
-        return None
-    if hint is bool:
-        ok = isinstance(v, bool)
-    elif hint is int:
-        ok = isinstance(v, int) and not isinstance(v, bool)
-    elif hint is float:
-        ok = isinstance(v, int | float) and not isinstance(v, bool)
-        if ok and not math.isfinite(v):
-            raise ConfigError(f"{_flag(name)} must be a finite number, got {v}")
-    elif hint is str:
-        ok = isinstance(v, str)
-    elif origin is tuple and args[:1] == (str,):
-        ok = isinstance(v, tuple) and all(isinstance(x, str) for x in v)
-    elif origin is tuple:
-        ok = isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-    else:
-        ok = True
-    if not ok:
-        raise ConfigError(f"{_flag(name)} has the wrong type: {v!r}")
-    return None
 
 
 def parse_hidden(
@@ -148,12 +83,21 @@ Widths = Annotated[tuple[int, ...], HiddenArg]
 
 
 @dataclasses.dataclass
-class ExperimentConfig:
-    """Fields every agent's experiment has. Subclasses redeclare a field to change its default."""
+class ExperimentConfig(Grouped):
+    """Fields every agent's experiment has. Subclasses redeclare a field to change its default.
+
+    Settings that belong together are groups (nested dataclasses, :mod:`actorq.settings`): a
+    section of ``--help`` each, their flags unprefixed. A backend's group (``ray``) is listed
+    only when that backend is chosen (``--backend ray --help``)."""
 
     agent: ClassVar[str] = ""
     #: Fields holding layer widths (parsed from "W,W,..."); the first is the acting network's.
     width_fields: ClassVar[tuple[str, ...]] = ()
+    #: Settings that exist only with their backend: group name -> backend (``--backend ray``).
+    backend_groups: ClassVar[dict[str, str]] = {"ray": "ray"}
+    #: Settings retired after their experiments (docs/go-transfer.md, "What was tried"): name ->
+    #: (the default they had, why). An old config.json holding one at its default loads.
+    retired: ClassVar[dict[str, tuple[Any, str]]] = {}
     #: Ranges of numeric fields (:func:`check_fields`); subclasses add their own.
     bounds: ClassVar[dict[str, Bound]] = {
         "calibration_states": Bound(1, 10**7),
@@ -166,10 +110,7 @@ class ExperimentConfig:
         "eval_every": Bound(1, 10**13),
         "eval_episodes": Bound(1, 100_000),
         "checkpoint_every": Bound(1, 10**12),
-        "replay_shards": Bound(1, 4096),
         "updates_per_turn": Bound(1, 10**6),
-        "cache_relays": Bound(0, 4096),
-        "actor_cpus": Bound(0, 1024, lo_open=True),
         "actor_threads": Bound(1, 1024),
         "learner_threads": Bound(1, 1024),
         "seed": Bound(0, 2**32 - 1),  # numpy and torch seeds
@@ -215,27 +156,13 @@ class ExperimentConfig:
     """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
     backend: Literal["local", "ray"] = "local"
     """Where actors run: local (processes on this machine sharing memory; no services) or ray
-    (Ray actors, sharded replay, a parameter cache per node; needs the [distributed] extra)."""
-    ray_address: str | None = None
-    """backend=ray: the cluster to join ("auto", "ray://host:10001", "host:6379"); default:
-    start Ray on this machine."""
+    (Ray actors, sharded replay, a parameter cache per node; needs the [distributed] extra).
+    ``--backend ray --help`` lists Ray's own settings."""
+    ray: Annotated[RaySettings, Group] = dataclasses.field(default_factory=RaySettings)
     updates_per_turn: int = 8
     """Learner updates in a row while the replay rule allows them, before the loop looks at
     the actors again (draining their channels, counters, evaluation and log checks): that
     per-turn work is paid once per K updates. 1: one update per turn."""
-    replay_shards: int = 2
-    """backend=ray: replay shards (Ray actors, each with its own share of the rate limiter);
-    actors insert into a shard on their node, the learner samples from all. At most one per
-    actor (a shard nobody inserts into would never fill)."""
-    cache: Literal["node", "none"] = "node"
-    """backend=ray: how snapshots reach actors. node: published once, one cache per node,
-    actors read their node's shared memory. none: every actor pulls from a parameter server on
-    the learner's node (to measure what a cache saves)."""
-    cache_relays: int = 0
-    """backend=ray, cache=node: relay caches between the learner and the node caches (Menger's
-    hierarchy); the learner then sends each snapshot once per relay instead of once per node."""
-    actor_cpus: float = 0.5
-    """backend=ray: CPUs Ray reserves per actor; fractional, so several actors share a core."""
     runtime: Literal["ort", "numpy", "torch"] = "ort"
     """Actor inference runtime: onnxruntime (default), numpy reference, torch fallback."""
     actor_threads: int = 1
@@ -272,7 +199,7 @@ class ExperimentConfig:
         # multi-line box; the CLI validates after parsing and prints one line instead.)
         for name in self.width_fields:
             with contextlib.suppress(ConfigError):
-                setattr(self, name, parse_hidden(getattr(self, name), _flag(name)))
+                setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
 
     def policy_hidden(self) -> tuple[int, ...]:
         """Hidden widths of the network actors run (what gets quantized): the first of
@@ -286,7 +213,7 @@ class ExperimentConfig:
     def validate(self) -> None:
         """Raise :class:`ConfigError` (one line) for the first invalid field."""
         for name in self.width_fields:
-            setattr(self, name, parse_hidden(getattr(self, name), _flag(name)))
+            setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
         if self.precision not in (*PRECISIONS, "auto"):
             raise ConfigError(
@@ -331,7 +258,8 @@ class ExperimentConfig:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        """The settings flat (groups flattened: the form config.json has always had)."""
+        d = {k: _plain(v) for k, v in flat_items(self)}
         for name in self.width_fields:
             d[name] = list(getattr(self, name))
         d["agent"] = self.agent
@@ -339,8 +267,24 @@ class ExperimentConfig:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
-        names = {f.name for f in dataclasses.fields(cls)}
+        """A config from its JSON: settings flat (what actorq writes) or nested by group, keys
+        this class does not know ignored (e.g. ``agent``), a retired setting accepted only at
+        the value it had by default (:attr:`retired`)."""
+        for key, (default, why) in cls.retired.items():
+            if key in d and d[key] != default:
+                raise ConfigError(
+                    f"{flag(key)} was retired ({why}); run it from commit {ARCHIVE_COMMIT}"
+                )
+        names = {f.name for f in dataclasses.fields(cls)} | set(leaf_paths(cls))
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+#: The commit that last holds actorq's retired experiment knobs and the probes that used them.
+ARCHIVE_COMMIT = "67fd709"
+
+
+def _plain(v: Any) -> Any:
+    return dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v
 
 
 @dataclasses.dataclass
@@ -356,7 +300,6 @@ class OffPolicyConfig(ExperimentConfig):
         "error_buffer": NON_NEGATIVE,
         "min_replay_size": Bound(1, 10**10),
         "replay_size": Bound(1, 10**10),
-        "prefetch": Bound(1, 1024),
     }
 
     n_step: int = 3
@@ -380,8 +323,9 @@ class OffPolicyConfig(ExperimentConfig):
     sampled indices are the host ring's, so batches are identical); the host ring stays the
     one that is checkpointed. auto: yes on a CUDA learner when the replay takes at most a
     quarter of the device's memory. Local backend (--backend ray samples in its shards)."""
-    prefetch: int = 4
-    """backend=ray: learner batches fetched ahead by a background thread (bounded queue)."""
+    ray: Annotated[OffPolicyRaySettings, Group] = dataclasses.field(
+        default_factory=OffPolicyRaySettings
+    )
     publish_async: bool = True
     """With actor processes (--actors >= 1): quantize, encode and send each periodic snapshot on
     a background thread, so the learner's thread pays only a copy of the policy's weights (a
@@ -405,10 +349,6 @@ class OffPolicyConfig(ExperimentConfig):
         if eb is None:
             eb = 0.1 * self.samples_per_insert * self.min_replay_size
         return float(max(eb, floor))
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def is_device_name(dev: object) -> bool:

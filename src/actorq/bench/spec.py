@@ -46,6 +46,7 @@ from actorq.bench.frameworks import FRAMEWORKS, NATIVE, get_adapter
 from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
 from actorq.errors import ActorQError
+from actorq.settings import flat_hints
 
 
 class SpecError(ActorQError):
@@ -196,8 +197,8 @@ def _type_ok(value: Any, hint: Any) -> bool:
 
 def _check_fields(where: str, agent: str, fields: dict[str, Any]) -> None:
     cls = config_class(agent)
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    hints = flat_hints(cls)  # settings by flat name, groups too
+    known = set(hints)
     for key, value in fields.items():
         if key in RESERVED:
             raise SpecError(f"{where}: {key!r} is set by the matrix (tasks, precisions, seeds)")
@@ -383,7 +384,7 @@ def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
     _check_fields(f"{where}.config", agent, task_config)
     cls = config_class(agent)
     # an override applies to the tasks whose agent has the field (DQN's hidden is not D4PG's)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = set(flat_hints(cls))
     mine = {k: v for k, v in axes.overrides.items() if k in known or k in RESERVED}
     _check_fields("--override", agent, mine)
     axes.used.update(mine)

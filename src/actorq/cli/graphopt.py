@@ -323,7 +323,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     place_fits(graph.num_ops, a.graph)
     t0 = time.perf_counter()
     # judged as the policy was trained: the reference's priorities schedule its placement
-    spec = InputSpec.of_policy(model.config, info.start)
+    spec = InputSpec.of_policy(model.config)
     task = GraphTask(graph, "placement", a.cluster, info.reference, spec)
     runtime = OnnxGOPolicy(onnx_bytes(model, a.precision))
     out = runtime(task.inputs)

@@ -6,9 +6,18 @@ agent (``actorq graphopt train``): the CLIs dispatch downward, never back up.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from typing import Annotated, Any, TypeVar
+
+import tyro
 
 from actorq.cli.args import parse
+from actorq.config import ARCHIVE_COMMIT, ExperimentConfig
+from actorq.errors import ConfigError
+from actorq.settings import flag, group_types, leaf_paths
+
+C = TypeVar("C", bound=ExperimentConfig)
 
 
 def fail(msg: str, code: int = 2) -> int:
@@ -26,7 +35,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     if algo not in AGENTS:
         return fail(f"unknown algorithm {algo!r}; available: {', '.join(AGENTS)}")
 
-    cfg = parse(config_class(algo), argv, f"actorq train {algo}")
+    cfg = parse_config(config_class(algo), argv, f"actorq train {algo}")
     cfg.validate()
     from actorq.envs import validate_env_id
 
@@ -42,3 +51,67 @@ def cmd_train(algo: str, argv: list[str]) -> int:
         )
         return 130
     return 0
+
+
+def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
+    """An agent's config from the command line. A backend's settings group is on the command
+    line (and in ``--help``) only with that backend (``--backend ray``); one of its flags
+    without it, or a retired setting's flag, is one line naming the flag."""
+    retired = {flag(name): why for name, (_, why) in cls.retired.items()}
+    for token in argv:
+        name = _flag_of(token)
+        if name in retired or (name.startswith("--no-") and "--" + name[5:] in retired):
+            name = name if name in retired else "--" + name[5:]
+            raise ConfigError(
+                f"{name} was retired ({retired[name]}); run it from commit {ARCHIVE_COMMIT}"
+            )
+    backend = _chosen_backend(argv, cls.backend)
+    hidden = [g for g, owner in cls.backend_groups.items() if owner != backend]
+    for g in hidden:
+        group = group_types(cls)[g]
+        flags = {flag(n) for n in leaf_paths(group)}
+        flags |= {"--no-" + f[2:] for f in flags}
+        for token in argv:
+            if _flag_of(token) in flags:
+                owner = cls.backend_groups[g]
+                raise ConfigError(
+                    f"{_flag_of(token)} is a setting of --backend {owner}, and this run's "
+                    f"backend is {backend}: add --backend {owner}"
+                )
+    if not hidden:
+        return parse(cls, argv, prog)
+    parsed = parse(_without_groups(cls, tuple(hidden)), argv, prog)
+    return cls(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(cls)})
+
+
+def _flag_of(token: str) -> str:
+    """The flag a command-line token names, spelled with hyphens (tyro also takes
+    underscores), or the token itself."""
+    if not token.startswith("--"):
+        return token
+    return token.partition("=")[0].replace("_", "-")
+
+
+def _chosen_backend(argv: list[str], default: str) -> str:
+    """The backend the command line chooses: the last ``--backend X`` (argparse's rule)."""
+    backend = default
+    for i, token in enumerate(argv):
+        if _flag_of(token) == "--backend":
+            if "=" in token:
+                backend = token.partition("=")[2]
+            elif i + 1 < len(argv):
+                backend = argv[i + 1]
+    return backend
+
+
+def _without_groups(cls: type[C], groups: tuple[str, ...]) -> type[C]:
+    """``cls`` with ``groups`` left off the command line (kept at their defaults)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    ns: dict[str, Any] = {
+        "__annotations__": {g: Annotated[group_types(cls)[g], tyro.conf.Suppress] for g in groups},
+        "__doc__": cls.__doc__,
+        "__module__": cls.__module__,
+        **{g: dataclasses.field(default_factory=fields[g].default_factory) for g in groups},
+    }
+    out: type[C] = dataclasses.dataclass(type(cls.__name__, (cls,), ns))
+    return out

@@ -10,24 +10,69 @@ batch, broadcasts snapshots and reports what happened. Three implement it:
 * ``ray``: Ray actors, sharded replay, a parameter cache per node (``[distributed]`` extra).
 
 Backends come from :data:`BACKENDS` by name (:func:`backend_name` picks it from a config), so a
-new one is a new entry, not a branch in the learner loop.
+new one is a new entry, not a branch in the learner loop. A backend also answers
+``--precision auto`` (:meth:`BackendClass.select_precision`): the precision is timed where its
+actors will run. A backend with settings of its own declares them as a group of the config
+(``ray``: :class:`actorq.distributed.settings.RaySettings`), listed only with ``--backend ray``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
 from actorq.core.loop import ActorSetup
+from actorq.distributed.settings import RaySettings
 from actorq.registry import load
 from actorq.replay.specs import TableSpec
 from actorq.types import ArraySpec, Batch
 
-if TYPE_CHECKING:
-    from actorq.config import ExperimentConfig
+
+class BackendConfig(Protocol):
+    """What a backend reads of the experiment's config (:class:`actorq.config.ExperimentConfig`
+    is one; typed structurally, so the config may hold the backends' settings groups)."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def actors(self) -> int: ...
+
+    @property
+    def envs_per_actor(self) -> int: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def actor_threads(self) -> int: ...
+
+    @property
+    def granularity(self) -> str: ...
+
+    @property
+    def ray(self) -> RaySettings: ...
+
+
+@dataclasses.dataclass
+class PrecisionTrial:
+    """What ``--precision auto`` times (:func:`actorq.quant.autoselect.select_precision`): the
+    learner's fp32 policy, and states the actors will see."""
+
+    #: the policy's fp32 layers ``[(W (in, out), b), ...]``, with its spec and extra tensors
+    layers: Sequence[tuple[np.ndarray, np.ndarray]]
+    spec: Any
+    extras: dict[str, np.ndarray]
+    #: the fp32 snapshot as bytes, for timing on other machines (built only if needed)
+    snapshot: Callable[[], bytes]
+    observations: np.ndarray
 
 
 @dataclasses.dataclass
@@ -49,7 +94,7 @@ class BackendStats:
 class BackendContext:
     """Everything a backend is built from."""
 
-    cfg: ExperimentConfig
+    cfg: BackendConfig
     setup: ActorSetup
     #: fields of one replay item (the builder's data specs)
     specs: dict[str, ArraySpec]
@@ -107,6 +152,35 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+class BackendClass(Protocol):
+    """A backend's class: builds the backend, and answers ``--precision auto`` where its actors
+    run, before any is started."""
+
+    def __call__(self, ctx: BackendContext) -> Backend: ...
+
+    def select_precision(self, cfg: BackendConfig, trial: PrecisionTrial) -> tuple[str, str]:
+        """The precision the actors should run and the table of measurements (markdown)."""
+        ...
+
+
+def select_precision_here(cfg: BackendConfig, trial: PrecisionTrial) -> tuple[str, str]:
+    """``--precision auto`` for backends whose actors run on this machine: measured in this
+    process, at the actors' batch, runtime and threads."""
+    from actorq.quant.autoselect import select_precision
+
+    choice = select_precision(
+        trial.layers,
+        trial.observations,
+        cfg.envs_per_actor,
+        spec=trial.spec,
+        runtime=cfg.runtime,
+        threads=cfg.actor_threads,
+        granularity=cast(Any, cfg.granularity),
+        extras=trial.extras,
+    )
+    return choice.precision, choice.table()
+
+
 #: backend name -> "module:class"; each class is built as ``cls(ctx)``
 BACKENDS: dict[str, str] = {
     "sync": "actorq.distributed.local:SyncBackend",
@@ -115,11 +189,15 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def backend_name(cfg: ExperimentConfig) -> str:
+def backend_name(cfg: BackendConfig) -> str:
     """``backend="local"`` with ``actors=0`` is the in-process synchronous backend."""
     return "sync" if cfg.backend == "local" and cfg.actors == 0 else cfg.backend
 
 
+def backend_class(cfg: BackendConfig) -> BackendClass:
+    cls: BackendClass = load(BACKENDS[backend_name(cfg)])
+    return cls
+
+
 def make_backend(ctx: BackendContext) -> Backend:
-    backend: Backend = load(BACKENDS[backend_name(ctx.cfg)])(ctx)
-    return backend
+    return backend_class(ctx.cfg)(ctx)

@@ -17,7 +17,7 @@ from typing import Any
 from actorq.core.interfaces import ParameterSink, ParameterSource
 from actorq.core.loop import ActorSetup, make_actor
 from actorq.distributed import shm
-from actorq.distributed.backend import BackendContext, BackendStats
+from actorq.distributed.backend import BackendContext, BackendStats, select_precision_here
 from actorq.replay.tables import TrajectoryQueue, UniformTable
 from actorq.rundir import RunDir
 from actorq.types import Batch
@@ -67,6 +67,7 @@ class SyncBackend:
     """
 
     synchronous = True
+    select_precision = staticmethod(select_precision_here)  # the actor is this process
 
     def __init__(self, ctx: BackendContext) -> None:
         self.cache = _LocalCache()
@@ -142,6 +143,7 @@ class LocalBackend:
     """
 
     synchronous = False
+    select_precision = staticmethod(select_precision_here)  # actors share this machine
 
     def __init__(self, ctx: BackendContext, channel_capacity: int = 0) -> None:
         setup = ctx.setup

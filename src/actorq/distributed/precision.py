@@ -6,7 +6,7 @@ while on CPUs without fast integer dot products, or for narrow policies, int8 ca
 (docs/results.md). :func:`actorq.quant.autoselect.select_precision` measures this in the process
 that calls it; on the local backend that is the actors' machine. Under Ray the actors may run on
 other machines, so here a short Ray task placed on every node that will host actors (exactly as
-the backend places them: :func:`~actorq.distributed.ray_backend.actor_nodes`) runs the same
+the backend places them: :func:`~actorq.distributed.ray_nodes.actor_nodes`) runs the same
 measurement there, with the actors' runtime, threads and batch (envs per actor).
 
 One precision is published per snapshot (one broadcast, Menger-style), so the nodes' choices are
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from actorq.distributed import wire
-from actorq.distributed.ray_backend import actor_nodes, cpu_nodes, import_ray, node_affinity
+from actorq.distributed.ray_nodes import actor_nodes, cpu_nodes, import_ray, node_affinity
 from actorq.errors import ActorQError
 from actorq.quant.formats import PRECISIONS
 

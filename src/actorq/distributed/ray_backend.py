@@ -40,21 +40,23 @@ from typing import Any
 import numpy as np
 
 from actorq.distributed import ray_actors, wire
-from actorq.distributed.backend import BackendContext, BackendStats
+from actorq.distributed.backend import (
+    BackendConfig,
+    BackendContext,
+    BackendStats,
+    PrecisionTrial,
+)
+from actorq.distributed.ray_nodes import (  # re-exported: where they were defined first
+    actor_nodes,
+    cpu_nodes,
+    import_ray,
+    node_affinity,
+)
 from actorq.errors import ConfigError
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.specs import UniformSpec
 from actorq.replay.tables import TrajectoryQueue
 from actorq.types import Batch
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("backend 'ray' needs Ray: pip install 'actorq[distributed]'") from None
-    return ray
-
 
 AUTH_HINT = (
     "set RAY_AUTH_MODE=token and give this machine the cluster's token (copy the head's "
@@ -138,27 +140,6 @@ def _captured_stderr() -> Iterator[_Captured]:
             os.close(saved)
             tmp.seek(0)
             out.text = tmp.read().decode(errors="replace")
-
-
-def node_affinity(node: str) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-
-
-def cpu_nodes() -> list[str]:
-    """Alive nodes with CPUs, the driver's (learner's) node first."""
-    ray = import_ray()
-    here = ray.get_runtime_context().get_node_id()
-    nodes = sorted(
-        n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0
-    )
-    return sorted(nodes, key=lambda n: n != here)
-
-
-def actor_nodes(nodes: list[str], actors: int) -> list[str]:
-    """The node each actor runs on: round-robin over ``nodes`` (:func:`cpu_nodes`)."""
-    return [nodes[i % len(nodes)] for i in range(actors)]
 
 
 def check_actor_cpus(nodes: list[str], actors: int, actor_cpus: float) -> None:
@@ -507,11 +488,35 @@ class RayBackend:
 
     synchronous = False
 
+    @staticmethod
+    def select_precision(cfg: BackendConfig, trial: PrecisionTrial) -> tuple[str, str]:
+        """``--precision auto`` on every node that will host actors
+        (:mod:`actorq.distributed.precision`), combined by a vote."""
+        from actorq.distributed import precision as node_precision
+
+        started = init_ray(cfg.ray.ray_address)
+        try:
+            choices = node_precision.node_choices(
+                trial.snapshot(),
+                trial.observations,
+                cfg.actors,
+                cfg.envs_per_actor,
+                cfg.runtime,
+                cfg.actor_threads,
+                cfg.granularity,
+                min(1.0, cfg.ray.actor_cpus),
+            )
+        finally:
+            if started:  # the backend starts (and later stops) its own Ray
+                import_ray().shutdown()
+        chosen = node_precision.vote(choices)
+        return chosen, node_precision.report(choices, chosen)
+
     def __init__(self, ctx: BackendContext, poll_s: float = 0.0) -> None:
         cfg = ctx.cfg
         self._ray = import_ray()
         self._closed = False
-        self._started = init_ray(cfg.ray_address)
+        self._started = init_ray(cfg.ray.ray_address)
         self.specs = ctx.specs
         self.n = cfg.actors
         self.on_policy = ctx.table_config.on_policy
@@ -546,7 +551,7 @@ class RayBackend:
             self.feeder = QueueFeeder(self, queue)
             self.replay = _QueueView(self.feeder)
         else:
-            depth = int(getattr(cfg, "prefetch", 4))
+            depth = int(getattr(cfg.ray, "prefetch", 4))  # off-policy agents have it
             assert isinstance(ctx.table_config, UniformSpec)
             self.prefetcher = Prefetcher(self, ctx.table_config.batch_size, depth, str(cfg.device))
             self.replay = ShardedReplay(self)
@@ -555,10 +560,10 @@ class RayBackend:
         ray = import_ray()
         cfg, s = ctx.cfg, ctx.setup
         self.nodes = cpu_nodes()
-        check_actor_cpus(self.nodes, cfg.actors, cfg.actor_cpus)
+        check_actor_cpus(self.nodes, cfg.actors, cfg.ray.actor_cpus)
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.tier = ParameterTier(
-            cfg.cache, self.nodes, ctx.snapshot_capacity, tag, cfg.cache_relays
+            cfg.ray.cache, self.nodes, ctx.snapshot_capacity, tag, cfg.ray.cache_relays
         )
         self.shards: list[Any] = []
         self.actors: list[Any] = []
@@ -566,7 +571,7 @@ class RayBackend:
         k = s.envs_per_actor
         n = s.adder.items_per_env_step
         # A shard no actor inserts into would never fill: at most one shard per actor.
-        num_shards = min(cfg.replay_shards, cfg.actors)
+        num_shards = min(cfg.ray.replay_shards, cfg.actors)
         table = ctx.table_config
         if isinstance(table, UniformSpec):
             chunk = max(64, k)
@@ -599,7 +604,7 @@ class RayBackend:
             shard = shard_names[local[i % len(local)] if local else i % len(self.shards)]
             acfg = {**s.actor_config(i), "insert_chunk": chunk, "poll_s": poll_s}
             h = actor_cls.options(
-                num_cpus=cfg.actor_cpus,
+                num_cpus=cfg.ray.actor_cpus,
                 scheduling_strategy=node_affinity(node),
                 max_restarts=-1,
                 max_concurrency=2,  # run() in one thread; stop()/info() in the other

@@ -327,8 +327,7 @@ def heft_cut(sim: Simulator, weights: tuple[float, ...] = CUT_WEIGHTS) -> Decisi
 
 class CutSearch:
     """:func:`heft_search`'s hill climb over per-edge cut costs, one candidate at a time, so a
-    caller that judges candidates its own way can run it (GO's actors interleave it with run
-    moves and policy samples: :class:`actorq.agents.go.actor.GraphActor`'s ``explore_cut``).
+    caller that judges candidates its own way can run it.
 
     :meth:`propose` returns the next candidate's HEFT placement, :meth:`tell` its score (lower
     is better); the first candidates are one cut cost for every edge, one per ``sweep`` weight
@@ -632,32 +631,18 @@ def run_move(
     k: int,
     nd: int,
     rng: np.random.Generator,
-    scores: np.ndarray | None = None,
 ) -> np.ndarray:
     """Annealing's move: a copy of ``placement`` with every op of a run of consecutive anchor
     groups (``gi``: each op's group index in topological order, ``k`` groups) on one of ``nd``
-    devices. The run's length is geometric with mean ``k / (8 nd)`` (at least 1), so both
-    single-group and coarse moves happen. GO's actors explore with it too
-    (:class:`actorq.agents.go.actor.GraphActor`).
-
-    ``scores`` (``(n, nd)`` per-op logits, a policy's) guide the device: it is drawn from the
-    softmax of the run's mean log-probability per device (only the run's rows are normalised),
-    leaving out a device that would not change the placement (the whole run already on it);
-    uniform without them, drawing exactly as before."""
+    devices, drawn uniformly. The run's length is geometric with mean ``k / (8 nd)`` (at least
+    1), so both single-group and coarse moves happen. GO's actors explore with it too
+    (:class:`actorq.agents.go.actor.GraphActor`)."""
     mean_len = max(1.0, k / (8 * nd))
     a = int(rng.integers(k))
     run = min(k - a, int(rng.geometric(1 / mean_len)))
     cand = placement.copy()
     sel = (gi >= a) & (gi < a + run)
-    if scores is None:
-        cand[sel] = rng.integers(nd)
-        return cand
-    logit = log_softmax(scores[sel]).mean(axis=0)
-    on = np.unique(placement[sel])
-    if len(on) == 1 and nd > 1:
-        logit[int(on[0])] = -np.inf  # a no-op move costs a simulator call and teaches nothing
-    p = np.exp(logit - logit.max())
-    cand[sel] = int(rng.choice(nd, p=p / p.sum()))
+    cand[sel] = rng.integers(nd)
     return cand
 
 

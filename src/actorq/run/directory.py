@@ -38,6 +38,8 @@ def load_run_config(run_dir: Path, device: str | None = None) -> ExperimentConfi
         if not isinstance(agent, str) or agent not in AGENTS:
             raise CheckpointError(f"{path}: unknown agent {agent!r}")
         cfg = config_class(agent).from_json(d)
+    except ConfigError as e:  # e.g. a retired setting at a value it no longer has
+        raise CheckpointError(f"{path}: {e}") from None
     except (TypeError, AttributeError, ValueError) as e:
         raise CheckpointError(f"corrupt config.json in {run_dir}: {first_line(e)}") from None
     if device is not None:

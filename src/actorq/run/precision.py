@@ -1,5 +1,6 @@
-"""``--precision auto``: timing each precision on the actors' machines (this one, or each Ray node)
-and choosing the fastest that acts like fp32.
+"""``--precision auto``: timing each precision where the actors will run, and choosing the fastest
+that acts like fp32. Where that is (this process, this machine, each Ray node) is the backend's
+answer (:meth:`actorq.distributed.backend.BackendClass.select_precision`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 from actorq.agents.policy_io import learner_snapshot
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import MLPLearner
+from actorq.distributed.backend import PrecisionTrial, backend_class
 
 
 def select_run_precision(
@@ -19,10 +21,10 @@ def select_run_precision(
 ) -> str:
     """``--precision auto``: time every precision's runtime at the actors' batch where the
     actors run and keep the fastest that acts like fp32 (:func:`actorq.quant.autoselect.
-    select_precision`), on states from a few random-action steps of the environment. Local
-    backends measure in this process (the actors' machine); backend="ray" on every node that
-    will host actors (:mod:`actorq.distributed.precision`). The table goes to the console and
-    to ``precision_auto.md`` in the run directory."""
+    select_precision`), on states from a few random-action steps of the environment. The
+    backend decides where it measures (local backends in this process, the actors' machine;
+    Ray on every node that will host actors). The table goes to the console and to
+    ``precision_auto.md`` in the run directory."""
     from actorq.envs import make_vector_env
 
     env = make_vector_env(cfg.env, cfg.envs_per_actor, **cfg.env_kwargs())
@@ -33,48 +35,14 @@ def select_run_precision(
         obs, *_ = env.step(env.action_space.sample())
         states.append(np.asarray(obs, np.float32))
     env.close()
-    observations = np.concatenate(states).reshape(-1, spec.obs_dim)
-    if cfg.backend == "ray":
-        precision, table = select_on_ray_nodes(cfg, learner, pspec, observations)
-    else:
-        from actorq.quant.autoselect import select_precision
-
-        choice = select_precision(
-            learner.policy_layers(),
-            observations,
-            cfg.envs_per_actor,
-            spec=pspec,
-            runtime=cfg.runtime,
-            threads=cfg.actor_threads,
-            granularity=cfg.granularity,
-            extras=learner.policy_extras(),
-        )
-        precision, table = choice.precision, choice.table()
+    trial = PrecisionTrial(
+        layers=learner.policy_layers(),
+        spec=pspec,
+        extras=learner.policy_extras(),
+        snapshot=lambda: learner_snapshot(learner, pspec, "fp32", 0).to_bytes(),
+        observations=np.concatenate(states).reshape(-1, spec.obs_dim),
+    )
+    precision, table = backend_class(cfg).select_precision(cfg, trial)
     (run_dir / "precision_auto.md").write_text(table + "\n")
     print(table, flush=True)
     return precision
-
-
-def select_on_ray_nodes(
-    cfg: ExperimentConfig, learner: MLPLearner, pspec: Any, observations: np.ndarray
-) -> tuple[str, str]:
-    from actorq.distributed import precision as node_precision
-    from actorq.distributed.ray_backend import import_ray, init_ray
-
-    started = init_ray(cfg.ray_address)
-    try:
-        choices = node_precision.node_choices(
-            learner_snapshot(learner, pspec, "fp32", 0).to_bytes(),
-            observations,
-            cfg.actors,
-            cfg.envs_per_actor,
-            cfg.runtime,
-            cfg.actor_threads,
-            cfg.granularity,
-            min(1.0, cfg.actor_cpus),
-        )
-    finally:
-        if started:  # the backend starts (and later stops) its own Ray
-            import_ray().shutdown()
-    chosen = node_precision.vote(choices)
-    return chosen, node_precision.report(choices, chosen)

@@ -22,6 +22,7 @@ from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, first_line
 from actorq.run import load_run_config
 from actorq.rundir import RunDir
+from actorq.settings import flat_items
 
 
 def _default_run_dir(cfg: ExperimentConfig) -> Path:
@@ -72,7 +73,7 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     for f in RESUME_OVERRIDES:
         if hasattr(cfg, f):
             setattr(saved, f, getattr(cfg, f))
-    saved.ray_address = cfg.ray_address or saved.ray_address  # a cluster's address may move
+    saved.ray.ray_address = cfg.ray.ray_address or saved.ray.ray_address  # a cluster's may move
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
     if not RunDir(resume_dir).has_checkpoint():
         raise CheckpointError(f"{resume_dir} has no checkpoint to resume from")
@@ -117,14 +118,13 @@ def resume_device(cfg: ExperimentConfig, resume_dir: Path) -> str:
 def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
     """Options set on a resume (differing from the defaults) that differ from the saved run:
     they would be silently ignored, so they are refused (``--flag value (saved: x)``)."""
-    defaults = type(cfg)()
+    defaults, was = dict(flat_items(type(cfg)())), dict(flat_items(saved))
     out = []
-    for f in dataclasses.fields(cfg):
-        if f.name in _RESUME_FREE:
+    for name, mine in flat_items(cfg):
+        if name in _RESUME_FREE:
             continue
-        mine, default, was = (getattr(x, f.name) for x in (cfg, defaults, saved))
-        if mine != default and mine != was:
-            out.append(f"--{f.name.replace('_', '-')} {mine} (saved: {was})")
+        if mine != defaults[name] and mine != was.get(name):
+            out.append(f"--{name.replace('_', '-')} {mine} (saved: {was.get(name)})")
     return out
 
 

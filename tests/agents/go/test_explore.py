@@ -21,12 +21,8 @@ from actorq.agents.go.learning import GOLearner
 from actorq.distributed.local import _LocalCache
 from actorq.errors import ConfigError
 from actorq.graphopt.baselines import (
-    CUT_WEIGHTS,
-    CutSearch,
     anchor_groups,
     greedy_fusion,
-    heft,
-    run_move,
 )
 from actorq.types import Batch
 
@@ -205,54 +201,6 @@ def test_no_explore_sil_keeps_run_moves_out_of_self_imitation() -> None:
     assert learner.sil_target(0)[0] == pytest.approx(-0.5)
 
 
-def test_guided_run_moves_take_the_policys_device_and_never_stand_still() -> None:
-    """run_move(scores=...): the device is drawn from the run's mean policy log-probabilities,
-    a move that would change nothing is left out; without scores it draws as annealing does."""
-    rng_ref, rng = np.random.default_rng(3), np.random.default_rng(3)
-    n, nd = 200, 4
-    gi = np.repeat(np.arange(50), 4)  # 50 groups of 4 ops in topological order
-    start = np.zeros(n, np.int64)
-    # without scores: the same draws as before (annealing's and climbing's results unchanged)
-    a = run_move(start, gi, 50, nd, rng_ref)
-    b = run_move(start, gi, 50, nd, rng, None)
-    np.testing.assert_array_equal(a, b)
-    # a policy sure of device 2 everywhere: every move goes there
-    scores = np.log(np.full((n, nd), 1e-6))
-    scores[:, 2] = 0.0
-    for _ in range(50):
-        moved = run_move(start, gi, 50, nd, rng, scores)
-        assert set(np.unique(moved)) <= {0, 2} and (moved == 2).any()
-    # the policy prefers device 0, where the ops already are: the move goes elsewhere
-    scores = np.zeros((n, nd))
-    scores[:, 0] = 20.0
-    for _ in range(50):
-        moved = run_move(start, gi, 50, nd, rng, scores)
-        assert (moved != start).any()
-
-
-def test_explore_guided_actors_make_run_moves_that_change_the_placement() -> None:
-    _, actor = _setup(explore=0.5, explore_guided=True)
-    task = actor.tasks[0]
-    n = task.num_ops
-    greedy, _ = task.decide(actor.outputs(0), None)
-    guided = 0
-    for _ in range(4):
-        before = dict(actor.incumbent)
-        items, _ = actor.step()
-        for j in range(len(items["reward"])):
-            a = items["actions"][j, :n, 0].astype(np.int64)
-            if items["explore"][j]:
-                guided += 1
-                base = before[0][1][:, 0] if 0 in before else greedy[:, 0]
-                _one_run_moved(task, base, a)
-                assert (a != base).any(), "a guided move never leaves the placement as it was"
-            if 0 not in before or items["reward"][j] > before[0][0]:
-                before[0] = (float(items["reward"][j]), items["actions"][j, :n].astype(np.int64))
-    assert guided > 3
-    with pytest.raises(ConfigError, match="explore-guided"):
-        GOConfig(env=ENV, explore_guided=True, sil_coef=1).validate()
-
-
 def test_joint_run_moves_fuse_again_greedily_where_they_moved_ops() -> None:
     """In the joint task a run move re-decides, by greedy fusion on the new placement, the
     fusion bit of every op whose fusable input edge touches a moved op (as the fusing search
@@ -280,57 +228,3 @@ def test_joint_run_moves_fuse_again_greedily_where_they_moved_ops() -> None:
     b = base.copy()
     b[:, 2] = 1
     assert (placement.run_move(b, rng)[:, 2] == 1).all()  # no fusion head: bits untouched
-
-
-def test_cut_moves_are_heft_search_candidates_put_into_the_incumbent() -> None:
-    """With ``explore_cut`` the exploring decisions are HEFT placements of the actor's search
-    over per-edge cut costs (the sweep's uniform weights first), told their rewards; the other
-    heads come from the incumbent."""
-    _, actor = _setup(explore=0.5, explore_cut=1.0)
-    task = actor.tasks[0]
-    sim, n = task.env.sim, task.num_ops
-    sweep = [heft(sim, cut=w).placement for w in CUT_WEIGHTS]
-    flagged: list[tuple[float, np.ndarray]] = []
-    for _ in range(8):
-        items, _ = actor.step()
-        for j in np.flatnonzero(items["explore"]):
-            assert not items["log_prob"][j].any()
-            flagged.append((float(items["reward"][j]), items["actions"][j, :n, 0].astype(np.int64)))
-    assert len(flagged) > len(CUT_WEIGHTS)
-    search = actor.cuts[0]
-    # a candidate HEFT places as the kept one is told without a decision: the first flagged
-    # placements are the sweep's distinct ones, in order
-    distinct = [p for k, p in enumerate(sweep) if not any((p == q).all() for q in sweep[:k])]
-    for (_, got), want in zip(flagged, distinct, strict=False):
-        np.testing.assert_array_equal(got, want)
-    # the search keeps the best it was told (the reward falls with the step time)
-    assert search.score == pytest.approx(-max(r for r, _ in flagged))
-    assert search.told >= len(flagged)
-    assert actor.incumbent[0][0] >= max(r for r, _ in flagged)
-
-
-def test_joint_cut_moves_keep_the_incumbents_priorities() -> None:
-    task = GraphTask("synthetic-120-s0", "joint", "4xgpu-pcie")
-    g, sim = task.env.graph, task.env.sim
-    rng = np.random.default_rng(0)
-    base = np.zeros((g.num_ops, 3), np.int64)
-    base[:, 1] = rng.integers(0, 8, g.num_ops)
-    search = CutSearch(sim, rng)
-    a = task.cut_move(base, search)
-    np.testing.assert_array_equal(a[:, 0], heft(sim, cut=CUT_WEIGHTS[0]).placement)
-    np.testing.assert_array_equal(a[:, 1], base[:, 1])
-    np.testing.assert_array_equal(base[:, 0], 0)  # a copy: the incumbent is not changed
-    moved = a[:, 0] != 0
-    touched = task.fusable & (moved[g.src] | moved[g.dst])
-    np.testing.assert_array_equal(a[g.dst[touched], 2], greedy_fusion(sim, a[:, 0])[touched])
-    with pytest.raises(ValueError, match="cut moves"):
-        GraphTask("synthetic-120-s0", "scheduling", "4xgpu-pcie").cut_move(base, search)
-
-
-def test_explore_cut_is_checked() -> None:
-    with pytest.raises(ConfigError, match="explore-cut"):
-        GOConfig(env=ENV, explore_cut=0.5, sil_coef=1).validate()
-    for bad in (1.5, -0.1, float("nan")):
-        with pytest.raises(ConfigError, match="explore-cut"):
-            GOConfig(env=ENV, explore=0.5, explore_cut=bad, sil_coef=1).validate()
-    GOConfig(env=ENV, explore=0.5, explore_cut=1.0, sil_coef=1).validate()

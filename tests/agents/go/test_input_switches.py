@@ -1,4 +1,4 @@
-"""The policy's optional input columns (--memory-input, --cost-input) travel the same way: the
+"""The policy's optional input columns (--memory-input) travel one way: the
 actors build what the learner builds, runs and policy files carry the switch, `place` reads
 it, and a policy of another kind is refused as a warm start in one line, writing nothing."""
 
@@ -14,19 +14,18 @@ from actorq import train
 from actorq.agents.go.actor import GraphActor
 from actorq.agents.go.builder import BUILDER
 from actorq.agents.go.config import GOConfig
-from actorq.agents.go.inputs import COST_FEATURES, MEMORY_FEATURES, NODE_FEATURES
+from actorq.agents.go.inputs import MEMORY_FEATURES, NODE_FEATURES
 from actorq.cli import main
 from actorq.errors import CheckpointError
 
 ENV = "graphopt:placement/synthetic-120-s0"
 #: switch -> (its columns, its flag)
-SWITCHES = {"memory_input": (MEMORY_FEATURES, "--memory-input"),
-            "cost_input": (COST_FEATURES, "--cost-input")}  # fmt: skip
+SWITCHES = {"memory_input": (MEMORY_FEATURES, "--memory-input")}
 
 
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_actors_build_the_same_inputs_as_the_learner(switch: str) -> None:
-    cfg = GOConfig(env=ENV, actors=0, start="m-etf", **{switch: True})  # type: ignore[arg-type]
+    cfg = GOConfig(env=ENV, actors=0, **{switch: True})  # type: ignore[arg-type]
     cfg.validate()
     spec = BUILDER.env_spec(cfg)
     learner = BUILDER.make_learner(cfg, spec)
@@ -36,16 +35,15 @@ def test_actors_build_the_same_inputs_as_the_learner(switch: str) -> None:
         {"workload": setup.workload, "envs_per_actor": 1, "seed": 0, "actor": 0}, None
     )
     np.testing.assert_array_equal(actor.tasks[0].inputs.x, learner.tasks[0].inputs.x)
-    width = len(NODE_FEATURES) + 4 + len(SWITCHES[switch][0])
+    width = len(NODE_FEATURES) + len(SWITCHES[switch][0])
     assert getattr(learner.model.config, switch) and spec.observation.shape == (width,)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three tiny runs: without a switch, with memory, with cost."""
+    """Tiny runs: without a switch, and with each."""
     root = tmp_path_factory.mktemp("switches")
-    for name, kw in (("plain", {}), ("memory_input", {"memory_input": True}),
-                     ("cost_input", {"cost_input": True})):  # fmt: skip
+    for name, kw in (("plain", {}), ("memory_input", {"memory_input": True})):
         train(GOConfig(env=ENV, actors=0, batch_graphs=16, total_steps=32, progress=False,
                        energy=False, run_dir=str(root / name), **kw))  # type: ignore[arg-type]  # fmt: skip
     return root

@@ -10,7 +10,7 @@ import pytest
 from actorq.agents.go.inputs import InputSpec
 from actorq.agents.go.networks import GOPolicyConfig
 
-SPECS = [InputSpec(), InputSpec("m-etf", True, True, 64), InputSpec("heft", cost=True)]
+SPECS = [InputSpec(), InputSpec(True, 64), InputSpec(priority_levels=16)]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -19,15 +19,24 @@ def test_workload_round_trip(spec: InputSpec) -> None:
 
 
 def test_workload_written_before_a_switch_existed_means_off() -> None:
-    assert InputSpec.from_json({"start": "heft"}) == InputSpec("heft")
+    assert InputSpec.from_json({"start": "none", "cost_input": False}) == InputSpec()
     assert InputSpec.from_json({}) == InputSpec()
 
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_policy_config_round_trip(spec: InputSpec) -> None:
     config = GOPolicyConfig(num_devices=4, **spec.policy_switches())
-    assert config.start_input is (spec.start != "none")
-    assert InputSpec.of_policy(config, spec.start) == spec
+    assert not config.start_input and not config.cost_input
+    assert InputSpec.of_policy(config) == spec
+
+
+@pytest.mark.parametrize(
+    "switch, knob", [("start_input", "--start"), ("cost_input", "--cost-input")]
+)
+def test_a_policy_reading_a_retired_input_is_refused(switch: str, knob: str) -> None:
+    config = GOPolicyConfig(num_devices=4, **{switch: True})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=f"retired \\({knob}"):
+        InputSpec.of_policy(config)
 
 
 def test_switches_name_policy_config_fields() -> None:

@@ -10,13 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from actorq.agents.go.inputs import (
-    COST_CLIP,
-    COST_FEATURES,
     MEMORY_CLIP,
     MEMORY_FEATURES,
     OP_ALIASES,
     GraphInputs,
-    cost_columns,
     memory_columns,
 )
 from actorq.agents.go.networks import (
@@ -369,41 +366,6 @@ def test_onnx_matches_torch_with_position_octaves(model_pos: GOPolicy, name: str
     assert_onnx_matches_torch(model_pos, encode_graph(GRAPHS[name]()))
 
 
-def _start(n: int, num_devices: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, num_devices, n)
-
-
-@pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
-def test_onnx_matches_torch_with_a_start_placement(name: str) -> None:
-    torch.manual_seed(2)
-    m = GOPolicy(small_config(start_input=True))
-    with torch.no_grad():
-        m.start_gain.fill_(1.5)
-    m.eval()
-    g = GRAPHS[name]()
-    inp = encode_graph(g, _start(g.num_ops, 4, 0), 4)
-    assert inp.x.shape == (g.num_ops, len(NODE_FEATURES) + 4)
-    assert_onnx_matches_torch(m, inp)
-
-
-def test_the_start_gain_keeps_the_start_and_the_start_matters() -> None:
-    torch.manual_seed(3)
-    m = GOPolicy(small_config(start_input=True)).eval()
-    g = layered_dag(120, 5)
-    a, b = _start(120, 4, 1), _start(120, 4, 2)
-    za, zb = (torch_outputs(m, encode_graph(g, s, 4))["placement"] for s in (a, b))
-    assert not np.allclose(za, zb)  # the start is an input of the network, not only the skip
-    with torch.no_grad():
-        m.start_gain.fill_(100.0)
-    for s in (a, b):  # a large gain: the greedy decision is the start
-        z = OnnxGOPolicy(onnx_bytes(m, "int8"))(encode_graph(g, s, 4))["placement"]
-        np.testing.assert_array_equal(z.argmax(1), s)
-    with pytest.raises(ValueError, match="ops"):
-        encode_graph(g, a[:-1], 4)
-    with pytest.raises(ValueError, match=r"0\.\.3"):
-        encode_graph(g, np.full(120, 4), 4)
-
-
 @pytest.fixture(scope="module")
 def sessions(model: GOPolicy) -> dict[str, OnnxGOPolicy]:
     # one session per precision for every graph: the node and edge counts are dynamic
@@ -503,10 +465,10 @@ def test_memory_columns_by_hand() -> None:
 @pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
 def test_onnx_matches_torch_with_memory_columns(name: str) -> None:
     torch.manual_seed(3)
-    m = GOPolicy(small_config(start_input=True, memory_input=True)).eval()
+    m = GOPolicy(small_config(memory_input=True)).eval()
     g = GRAPHS[name]()
-    inp = encode_graph(g, _start(g.num_ops, 4, 1), 4, memory=(3e10, 1.6e10))
-    assert inp.x.shape == (g.num_ops, len(NODE_FEATURES) + 4 + len(MEMORY_FEATURES))
+    inp = encode_graph(g, memory=(3e10, 1.6e10))
+    assert inp.x.shape == (g.num_ops, len(NODE_FEATURES) + len(MEMORY_FEATURES))
     assert_onnx_matches_torch(m, inp)
 
 
@@ -547,85 +509,3 @@ def test_memory_columns_tell_a_graph_that_fits_from_one_that_does_not() -> None:
         else:  # equal inputs, equal decisions: it cannot fit both
             np.testing.assert_array_equal(decided[0], decided[1])
             assert min(acc) < 0.8, acc
-
-
-# ---- cost columns (GOPolicyConfig.cost_input) ----------------------------------------------------
-
-#: training_graph()'s op times (s), in op order; T = 20 over n = 8 ops
-COST_TIMES = np.array([1.0, 4.0, 1.0, 2.0, 1.0, 8.0, 3.0, 0.0])
-
-
-def test_cost_columns_by_hand() -> None:
-    """Shares of the one-device work on log1p(n x) / log1p(n); the running work along the
-    forward order with gradient ops at their anchors; the largest out-edge sent over a link."""
-    g = training_graph()
-    cols = cost_columns(g, COST_TIMES, bandwidth=1e5, latency=1e-3)
-    assert cols.shape == (g.num_ops, len(COST_FEATURES)) and cols.dtype == np.float32
-    at = {name: cols[i] for i, name in enumerate(g.op_names)}
-    n, total, scale = 8, 20.0, np.log1p(8)
-    assert at["fc/grad"][0] == pytest.approx(np.log1p(n * 8 / total) / scale, rel=1e-6)
-    assert at["alone"][0] == 0.0
-    # order: x, fc, fc/grad, fc/update (anchored to fc), act, act/grad, odd; alone weighs 0
-    want = {"x": 1, "fc": 5, "fc/grad": 13, "fc/update": 16, "act": 17, "act/grad": 18, "odd": 20}
-    for name, cum in want.items():
-        assert at[name][1] == pytest.approx(cum / total, rel=1e-6), name
-    # fc/grad's one out-edge is 40 kB: 1 ms + 0.4 s; fc/update reads nothing onwards
-    assert at["fc/grad"][2] == pytest.approx(np.log1p(n * 0.401 / total) / scale, rel=1e-6)
-    assert at["odd"][2] == pytest.approx(np.log1p(n * (1e-3 + 4e-5) / total) / scale, rel=1e-5)
-    assert at["fc/update"][2] == at["alone"][2] == 0.0
-    # clipped; a cluster without links sends nothing
-    assert cost_columns(g, COST_TIMES, 1e-6, 0.0)[:, 2].max() == COST_CLIP
-    assert (cost_columns(g, COST_TIMES, float("inf"), 0.0)[:, 2] == 0).all()
-
-
-def test_cost_columns_do_not_depend_on_units() -> None:
-    """Ten times slower ops over a ten times slower link are the same graph to the policy: what
-    the node features' absolute logs cannot say."""
-    g = training_graph()
-    a = cost_columns(g, COST_TIMES, 1e5, 1e-3)
-    b = cost_columns(g, 10 * COST_TIMES, 1e4, 1e-2)
-    np.testing.assert_allclose(a, b, rtol=1e-5)
-    assert not np.allclose(node_features(g), node_features(_scaled(g, 10.0)))
-    c = cost_columns(_scaled(g, 10.0), COST_TIMES * 10, 1e5, 1e-2)  # 10x bytes, same link
-    np.testing.assert_allclose(a, c, rtol=1e-5)
-
-
-def _scaled(g: Graph, k: float) -> Graph:
-    return dataclasses.replace(
-        g, flops=g.flops * k, bytes_read=g.bytes_read * k, bytes_written=g.bytes_written * k,
-        edge_bytes=g.edge_bytes * k,
-    )  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    "times, bw, lat",
-    [
-        (COST_TIMES[:-1], 1e5, 0.0),  # one time short
-        (np.where(COST_TIMES == 8.0, np.nan, COST_TIMES), 1e5, 0.0),
-        (-COST_TIMES, 1e5, 0.0),
-        (COST_TIMES, 0.0, 0.0),
-        (COST_TIMES, float("nan"), 0.0),
-        (COST_TIMES, 1e5, float("inf")),
-        (COST_TIMES, 1e5, -1.0),
-    ],
-)
-def test_cost_columns_refuse_bad_numbers(times: np.ndarray, bw: float, lat: float) -> None:
-    with pytest.raises(ValueError, match=r"op times|bandwidth"):
-        cost_columns(training_graph(), times, bw, lat)
-
-
-def test_cost_columns_of_a_graph_without_work_are_zero() -> None:
-    g = training_graph()
-    assert (cost_columns(g, np.zeros(g.num_ops), 1e5, 0.0) == 0).all()
-
-
-@pytest.mark.parametrize("name", ["training", "segment-plus-one", "synthetic-300"])
-def test_onnx_matches_torch_with_cost_columns(name: str) -> None:
-    torch.manual_seed(4)
-    m = GOPolicy(small_config(start_input=True, memory_input=True, cost_input=True)).eval()
-    g = GRAPHS[name]()
-    times = Simulator(g, get_cluster("4xgpu-pcie")).op_times(0)
-    inp = encode_graph(g, _start(g.num_ops, 4, 1), 4, (3e10, 1.6e10), (times, 1.2e10, 1e-5))
-    width = len(NODE_FEATURES) + 4 + len(MEMORY_FEATURES) + len(COST_FEATURES)
-    assert inp.x.shape == (g.num_ops, width)
-    assert_onnx_matches_torch(m, inp)

@@ -20,13 +20,9 @@ moves (:func:`actorq.graphopt.baselines.run_move`) applied to the placement: a h
 fed by the policy's samples. Such items are flagged (``explore`` = 1): they are not samples of
 the policy, so the learner keeps them out of PPO's ratios and baselines and uses them only for
 the best decision so far, which self-imitation pulls the policy toward (policy improvement by
-search, counted in the same simulator budget as the samples). With ``explore_guided`` the
-move's device is drawn from the policy (the run's mean placement log-probabilities) rather
-than uniformly. With ``explore_cut`` > 0 that fraction of the exploring decisions are instead
-the next candidate of a search over HEFT's cut cost per edge (:class:`~actorq.graphopt.
-baselines.CutSearch`, the ``heft-search`` baseline one call at a time, one search per actor and
-graph) put into the incumbent: run moves refine what HEFT places, and HEFT's placements reach
-list schedules that runs of moves seldom do (docs/go-transfer.md).
+search, counted in the same simulator budget as the samples). (Moves guided by the policy, and
+HEFT's per-edge cut search as moves, were tried and retired: docs/go-transfer.md, "What was
+tried".)
 
 Reward: ``-sqrt(S / S_ref)``, ``S`` the simulated (penalized, :func:`~actorq.graphopt.baselines.
 penalized`) step time and ``S_ref`` the reference decision's (the human-expert split by default),
@@ -62,7 +58,6 @@ from actorq.core.interfaces import ParameterSource
 from actorq.core.loop import fetch_newer
 from actorq.errors import SnapshotError
 from actorq.graphopt.baselines import (
-    CutSearch,
     anchor_groups,
     greedy_fusion,
     heft,
@@ -111,14 +106,6 @@ class GraphTask:
             col = HEADS.index(h)
             self.mask[:, col] = fusion_node_mask(g, self.fusable) if h == "fusion" else 1.0
         self._groups: np.ndarray | None = None  # anchor group per op (run moves), built lazily
-        self.start: Any = None
-        """With ``inputs.start`` (``GOConfig.start``): the imitation :class:`Target` whose placement
-        (devices relabelled by first use) the policy decides from; a few simulator calls."""
-        if self.spec.start != "none":  # judged by this task, before its inputs (they hold it)
-            from actorq.agents.go.targets import target  # it judges on this task: import late
-
-            self.start = target(self, self.spec.start)
-        placement = None if self.start is None else self.start.placement
         self.memory_need: float | None = None
         """With ``inputs.memory`` (``GOConfig.memory_input``): parameter bytes plus peak activations
         with every op on device 0 (one simulator call), the policy's memory columns' scale."""
@@ -127,11 +114,7 @@ class GraphTask:
             one = self.env.sim.run(np.zeros(g.num_ops, np.int64))
             self.memory_need = float(one.peak_memory[0])
             mem = (self.memory_need, float(one.capacity[0]))
-        cl = self.env.cluster
-        costs = None
-        if self.spec.cost:  # on the fastest device, over the slowest link
-            costs = (self.env.sim.op_times(cl.fastest_device()), *cl.slowest_link())
-        self.inputs = encode_graph(g, placement, cl.num_devices, mem, costs)
+        self.inputs = encode_graph(g, memory=mem)
 
     @property
     def num_ops(self) -> int:
@@ -198,17 +181,11 @@ class GraphTask:
         actions[:, 0] = placed
         return actions
 
-    def run_move(
-        self,
-        actions: np.ndarray,
-        rng: np.random.Generator,
-        out: dict[str, np.ndarray] | None = None,
-    ) -> np.ndarray:
+    def run_move(self, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """A copy of the decision ``actions`` ``(n, 3)`` with one run move on its placement
         (module docstring): the ops of consecutive anchor groups in topological order on one
-        device; the policy's outputs ``out`` guide the device, uniform without them. In the
-        joint task the fusion bits around the moved ops are decided again
-        (:meth:`with_placement`)."""
+        device, drawn uniformly. In the joint task the fusion bits around the moved ops are
+        decided again (:meth:`with_placement`)."""
         if "placement" not in TASK_HEADS[self.task]:
             raise ValueError(f"run moves change placements: the {self.task} task has none")
         actions = actions.copy()
@@ -216,25 +193,8 @@ class GraphTask:
             self._groups = anchor_groups(self.env.sim)[1]
         gi = self._groups
         nd = self.env.cluster.num_devices
-        scores = None if out is None else out["placement"]  # run_move normalises the run's rows
-        placed = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng, scores)  # a copy
+        placed = run_move(actions[:, 0], gi, int(gi.max()) + 1, nd, rng)  # a copy
         return self.with_placement(actions, placed)
-
-    def cut_move(self, actions: np.ndarray, search: CutSearch, tries: int = 8) -> np.ndarray:
-        """A copy of the decision ``actions`` with its placement the next candidate of ``search``
-        (its score is the caller's to :meth:`CutSearch.tell`). A candidate HEFT places as the
-        kept one is told the kept score without a simulator call and another drawn, up to
-        ``tries`` times. In the joint task the fusion bits around moved ops are decided again
-        (:meth:`with_placement`)."""
-        if "placement" not in TASK_HEADS[self.task]:
-            raise ValueError(f"cut moves change placements: the {self.task} task has none")
-        dev = search.propose()
-        for _ in range(tries - 1):
-            if search.placement is None or not np.array_equal(dev, search.placement):
-                break
-            search.tell(search.score)
-            dev = search.propose()
-        return self.with_placement(actions.copy(), dev)
 
     def env_action(self, actions: np.ndarray) -> Any:
         """Per-op choices as the environment's one-shot action."""
@@ -280,16 +240,11 @@ class GraphActor:
         index: int = 0,
         max_ops: int | None = None,
         explore: float = 0.0,
-        explore_guided: bool = False,
-        explore_cut: float = 0.0,
     ) -> None:
         if not 0.0 <= explore < 1.0:
             raise ValueError(f"explore must be in [0, 1), got {explore}")
-        if not 0.0 <= explore_cut <= 1.0:
-            raise ValueError(f"explore_cut must be in [0, 1], got {explore_cut}")
         self.tasks, self.k, self.index = tasks, num_envs, index
-        self.explore, self.explore_guided = explore, explore_guided
-        self.explore_cut = explore_cut
+        self.explore = explore
         self.max_ops = max_ops or max(t.num_ops for t in tasks)
         self.source, self.threads = source, threads
         self.rng = np.random.default_rng(seed)
@@ -302,8 +257,6 @@ class GraphActor:
         # per training graph: the best decision this actor has simulated and its reward (the
         # incumbent that run moves start from)
         self.incumbent: dict[int, tuple[float, np.ndarray]] = {}
-        # per training graph: the search over HEFT's per-edge cut costs (explore_cut), lazily
-        self.cuts: dict[int, CutSearch] = {}
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], source: ParameterSource) -> GraphActor:
@@ -319,8 +272,6 @@ class GraphActor:
             index=int(cfg["actor"]),
             max_ops=int(w["max_ops"]),
             explore=float(w.get("explore", 0.0)),
-            explore_guided=bool(w.get("explore_guided", False)),
-            explore_cut=float(w.get("explore_cut", 0.0)),
         )
 
     def update(self) -> bool:
@@ -371,24 +322,13 @@ class GraphActor:
                 base = self.incumbent[i][1] if i in self.incumbent else None
                 if base is None:
                     base, _ = task.decide(self.outputs(i), None)
-                # drawn only with cut moves on, so runs without them explore exactly as before
-                cut = self.explore_cut > 0.0 and self.rng.random() < self.explore_cut
-                if cut:
-                    if i not in self.cuts:
-                        self.cuts[i] = CutSearch(task.env.sim, self.rng)
-                    actions = task.cut_move(base, self.cuts[i])
-                else:
-                    guide = self.outputs(i) if self.explore_guided else None
-                    actions = task.run_move(base, self.rng, guide)
+                actions = task.run_move(base, self.rng)
                 logp = np.zeros_like(actions, dtype=np.float32)  # not a policy sample
             else:
-                cut = False
                 actions, logp = task.decide(self.outputs(i), self.rng)
             t = time.perf_counter()
             reward, improvement, info = task.judge(actions)
             self.env_s += time.perf_counter() - t
-            if cut:
-                self.cuts[i].tell(-reward)  # lower is better; reward falls with step time
             if self.explore > 0.0 and (i not in self.incumbent or reward > self.incumbent[i][0]):
                 self.incumbent[i] = (reward, actions)
             n = task.num_ops

@@ -100,9 +100,7 @@ class GOBuilder:
                 "reference": cfg.reference,
                 **cfg.inputs().to_json(),
                 "max_ops": int(spec.action.shape[0]),
-                "explore": cfg.explore,
-                "explore_guided": cfg.explore_guided,
-                "explore_cut": cfg.explore_cut,
+                "explore": cfg.exploration.explore,
             },
         )
 

@@ -1,4 +1,8 @@
-"""GO experiment configuration: one dataclass, every field documented (it is the CLI's --help).
+"""GO experiment configuration: one dataclass, every field documented (it is the CLI's --help),
+its settings in groups (``--help``'s sections; flags and ``config.json`` keys keep their plain
+names, :mod:`actorq.settings`): the policy network, PPO, the imitation warm start, exploration
+and distillation. Knobs whose experiments concluded "no better" are retired
+(:attr:`GOConfig.retired`); commit 67fd709 still runs them.
 
 Defaults: GO's network at the sizes of :class:`actorq.agents.go.networks.GOPolicyConfig` (64 wide,
 3 GraphSAGE and 2 segment-attention layers, segments of 64 ops), PPO's clipped surrogate
@@ -9,9 +13,16 @@ entropy bonus 0.01 per decided op, gradient clip 1.0; 32 whole-graph decisions p
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig
+from actorq.config import (
+    ARCHIVE_COMMIT,
+    NON_NEGATIVE,
+    POSITIVE,
+    Bound,
+    ExperimentConfig,
+    Group,
+)
 from actorq.errors import ConfigError, GraphError, first_line
 from actorq.quant.onnx import ONNX_PRECISIONS
 
@@ -20,33 +31,171 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass
-class GOConfig(ExperimentConfig):
-    """Train GO's graph policy (placement, scheduling, fusion) with PPO and quantized actors."""
+class GOPolicySettings:
+    """The policy network (GOPolicy: GraphSAGE, then attention over segments of ops) and what
+    it reads of each graph."""
 
-    agent: ClassVar[str] = "go"
     bounds: ClassVar[dict[str, Bound]] = {
-        "batch_graphs": Bound(1, 100_000),
-        "max_policy_lag": Bound(1, 1000),
-        "learning_rate": POSITIVE,
-        "update_epochs": Bound(1, 10_000),
-        "clip_coef": NON_NEGATIVE,
-        "ent_coef": NON_NEGATIVE,
-        "sil_coef": NON_NEGATIVE,
-        "explore": Bound(0, 1, hi_open=True),
-        "distill_steps": Bound(0, 1_000_000),
-        "distill_every": Bound(0, 10**12),
-        "max_grad_norm": POSITIVE,
-        "baseline_decay": Bound(0, 1, hi_open=True),
         "hidden": Bound(4, 4096),
         "sage_layers": Bound(0, 64),
         "attn_layers": Bound(0, 64),
         "segment": Bound(1, 1_000_000),
         "pos_freqs": Bound(0, 30),
         "priority_levels": Bound(2, 256),
+    }
+
+    hidden: int = 64
+    """Width of the policy's node embeddings."""
+    sage_layers: int = 3
+    """GraphSAGE layers."""
+    attn_layers: int = 2
+    """Segment-attention layers."""
+    segment: int = 64
+    """Ops per attention segment."""
+    pos_freqs: int = 0
+    """Fourier features of each op's topological position and depth, in octaves (0: none):
+    with them imitation and distillation fit a split of the graph exactly
+    (docs/go-transfer.md, "Fitting a decision exactly")."""
+    priority_levels: int = 8
+    """Scheduling and joint tasks: the priority head's number of levels (equal-count buckets
+    of a baseline's order when imitating it; ties run in topological order). Eight cost the
+    joint task 2.8% at the best classical start on 4 PCIe GPUs, 64 about 1%
+    (docs/go-transfer.md, "what the priority levels cost")."""
+    memory_input: bool = False
+    """The policy also reads how each graph's memory compares with a device's capacity (the
+    whole graph's need and its running total along the forward order, in device capacities;
+    one simulator call per graph), so it can learn to spread a graph that does not fit on one
+    device (docs/go-transfer.md, "The held-out families' larger graphs")."""
+
+
+@dataclasses.dataclass
+class GOPPOSettings:
+    """PPO's update (Schulman et al. 2017), per op, with GO's per-graph reward baseline."""
+
+    bounds: ClassVar[dict[str, Bound]] = {
+        "learning_rate": POSITIVE,
+        "update_epochs": Bound(1, 10_000),
+        "clip_coef": NON_NEGATIVE,
+        "ent_coef": NON_NEGATIVE,
+        "max_grad_norm": POSITIVE,
+        "baseline_decay": Bound(0, 1, hi_open=True),
+    }
+
+    learning_rate: float = 5e-4
+    """Adam learning rate."""
+    update_epochs: int = 4
+    """Full-batch PPO epochs per update."""
+    clip_coef: float = 0.2
+    """PPO ratio clip, per op."""
+    ent_coef: float = 0.01
+    """Entropy bonus per decided op."""
+    max_grad_norm: float = 1.0
+    """Gradient norm clip."""
+    baseline_decay: float = 0.9
+    """Per-graph reward baseline: exponential moving average with this decay (GO's per-graph
+    normalisation; advantages are reward minus baseline, then normalised over the batch)."""
+
+
+@dataclasses.dataclass
+class ImitationSettings:
+    """The imitation warm start: fit the policy to a classical baseline's decisions first."""
+
+    bounds: ClassVar[dict[str, Bound]] = {
         "imitate_steps": Bound(0, 1_000_000),
         "imitate_lr": POSITIVE,
         "imitate_margin": Bound(0, 10),
-        "imitate_guide": Bound(0, 1e6),
+    }
+
+    imitate: str = "none"
+    """Imitation warm start: before the first snapshot of a fresh run (not on --resume), fit
+    the placement head to this baseline's placement of every training graph: single, expert,
+    expert+cp, metis+cp, heft, heft-cut, m-etf, or best (the fastest feasible of heft, heft-cut,
+    m-etf, metis+cp, expert and single per graph, judged as the task judges the policy); none
+    to start from the initialisation (or --init-from's weights; with --init-from, imitation
+    runs only if set here). Placement and joint tasks; in the joint task the priority and
+    fusion heads imitate the baseline's priorities (as levels) and, where it is faster, greedy
+    fusion too."""
+    imitate_steps: int = 400
+    """Full-batch Adam steps of the warm start (per-op cross-entropy, mean over graphs; the
+    learning rate decays linearly to 0 over them)."""
+    imitate_lr: float = 3e-3
+    """Learning rate of the warm start's own Adam (PPO's optimizer starts fresh after it)."""
+    imitate_relabel: bool = True
+    """Rename each target's devices by first use in topological order (only when the cluster's
+    devices and links are all alike, so the step time is unchanged): consistent labels across
+    graphs."""
+    imitate_margin: float = 0.0
+    """With --imitate best: imitate the candidate on the fewest devices among those within
+    1 + this of the fastest's step time (0: the fastest). Imitation reproduces a split only
+    roughly, and a policy that learns to split graphs whose split gains a few percent splits
+    unseen graphs where that loses (docs/go-transfer.md, "Simpler targets")."""
+
+
+@dataclasses.dataclass
+class ExplorationSettings:
+    """Search beside the policy: annealing's run moves, and self-imitation of the best decision
+    found."""
+
+    bounds: ClassVar[dict[str, Bound]] = {
+        "sil_coef": NON_NEGATIVE,
+        "explore": Bound(0, 1, hi_open=True),
+    }
+
+    explore: float = 0.0
+    """Fraction of actor decisions that are one of simulated annealing's run moves (a run of
+    consecutive ops in topological order moved to one device) from the actor's incumbent on
+    that graph (the best decision it has simulated, sampled or moved; the greedy decision
+    before it has one) instead of a policy sample. They are kept out of PPO; they feed the
+    run's best decision, which self-imitation (--sil-coef > 0) pulls the policy toward unless
+    --no-explore-sil; they count in the decision budget. Placement and joint tasks."""
+    explore_sil: bool = True
+    """Whether self-imitation pulls toward the best decision found including --explore's run
+    moves (the default) or toward the best policy sample only (--no-explore-sil: the run moves
+    are then a search beside the policy; their finds are still the run's best decision)."""
+    sil_coef: float = 0.0
+    """Self-imitation (Oh et al. 2018): weight of the loss pulling the policy toward the best
+    decision sampled so far on each graph (0: off)."""
+
+
+@dataclasses.dataclass
+class DistillationSettings:
+    """Expert iteration: fit the policy to the best decisions found."""
+
+    bounds: ClassVar[dict[str, Bound]] = {
+        "distill_steps": Bound(0, 1_000_000),
+        "distill_every": Bound(0, 10**12),
+    }
+
+    distill_steps: int = 0
+    """Expert iteration (Anthony et al. 2017): full-batch Adam steps (at --imitate-lr, decaying
+    to 0) fitting every head to each graph's best decision found so far (samples and
+    --explore's run moves), at the end of training (so the final policy's greedy decision is
+    what the run found) and every --distill-every decisions; 0: off."""
+    distill_every: int = 0
+    """Decisions between distillations during training (0: only at the end)."""
+
+
+def retired_why(knob: str) -> str:
+    """Why GO's ``knob`` was retired and where it still runs (one line's tail)."""
+    return f"retired ({GOConfig.retired[knob][1]}); run it from commit {ARCHIVE_COMMIT}"
+
+
+@dataclasses.dataclass
+class GOConfig(ExperimentConfig):
+    """Train GO's graph policy (placement, scheduling, fusion) with PPO and quantized actors."""
+
+    agent: ClassVar[str] = "go"
+    retired: ClassVar[dict[str, tuple[Any, str]]] = {
+        "explore_guided": (False, "worse on 3 of 3 graphs in docs/go-transfer.md"),
+        "explore_cut": (0.0, "no gain in docs/go-transfer.md"),
+        "cost_input": (False, "no better in docs/go-transfer.md"),
+        "imitate_guide": (0.0, "mixed, not adopted, in docs/go-transfer.md"),
+        "start": ("none", "its learned edits do not transfer, docs/go-transfer.md"),
+    }
+    """Knobs retired after their experiments (docs/go-transfer.md, "What was tried")."""
+    bounds: ClassVar[dict[str, Bound]] = {
+        "batch_graphs": Bound(1, 100_000),
+        "max_policy_lag": Bound(1, 1000),
     }
 
     env: str = "graphopt:placement/rnnlm-s"
@@ -78,113 +227,21 @@ class GOConfig(ExperimentConfig):
     contributes the same number of whole steps)."""
     max_policy_lag: int = 1
     """Staleness bound in policy versions (1 = synchronous PPO; see PPOConfig)."""
-    learning_rate: float = 5e-4
-    update_epochs: int = 4
-    """Full-batch PPO epochs per update."""
-    clip_coef: float = 0.2
-    """PPO ratio clip, per op."""
-    ent_coef: float = 0.01
-    """Entropy bonus per decided op."""
-    max_grad_norm: float = 1.0
-    sil_coef: float = 0.0
-    """Self-imitation (Oh et al. 2018): weight of the loss pulling the policy toward the best
-    decision sampled so far on each graph (0: off)."""
-    explore: float = 0.0
-    """Fraction of actor decisions that are one of simulated annealing's run moves (a run of
-    consecutive ops in topological order moved to one device) from the actor's incumbent on
-    that graph (the best decision it has simulated, sampled or moved; the greedy decision
-    before it has one) instead of a policy sample. They are kept out of PPO; they feed the
-    run's best decision, which self-imitation (--sil-coef > 0) pulls the policy toward unless
-    --no-explore-sil; they count in the decision budget. Placement and joint tasks."""
-    explore_guided: bool = False
-    """Whether --explore's run moves take their device from the policy (drawn from the softmax
-    of the run's mean placement log-probability, a no-op move left out) instead of uniformly:
-    the policy as the proposal distribution of the climb."""
-    explore_cut: float = 0.0
-    """Fraction of --explore's decisions that are, instead of a run move, the next candidate of
-    a hill climb over HEFT's cut cost per edge (the heft-search baseline, one simulator call at
-    a time, one search per actor and graph) placed into the actor's incumbent: HEFT's list
-    schedules as moves, which run moves refine (0: run moves only)."""
-    explore_sil: bool = True
-    """Whether self-imitation pulls toward the best decision found including --explore's run
-    moves (the default) or toward the best policy sample only (--no-explore-sil: the run moves
-    are then a search beside the policy; their finds are still the run's best decision)."""
-    distill_steps: int = 0
-    """Expert iteration (Anthony et al. 2017): full-batch Adam steps (at --imitate-lr, decaying
-    to 0) fitting every head to each graph's best decision found so far (samples and
-    --explore's run moves), at the end of training (so the final policy's greedy decision is
-    what the run found) and every --distill-every decisions; 0: off."""
-    distill_every: int = 0
-    """Decisions between distillations during training (0: only at the end)."""
-    baseline_decay: float = 0.9
-    """Per-graph reward baseline: exponential moving average with this decay (GO's per-graph
-    normalisation; advantages are reward minus baseline, then normalised over the batch)."""
     init_from: str | None = None
     """Start from the policy of this GO run directory's checkpoint (weights only: the
     optimizer, baselines and counters start fresh), e.g. one pre-trained on other graphs: GO's
     fine-tuning. Its network sizes and device count must match this run's."""
-    imitate: str = "none"
-    """Imitation warm start: before the first snapshot of a fresh run (not on --resume), fit
-    the placement head to this baseline's placement of every training graph: single, expert,
-    expert+cp, metis+cp, heft, heft-cut, m-etf, or best (the fastest feasible of heft, heft-cut,
-    m-etf, metis+cp, expert and single per graph, judged as the task judges the policy); none
-    to start from the initialisation (or --init-from's weights; with --init-from, imitation
-    runs only if set here). Placement and joint tasks; in the joint task the priority and
-    fusion heads imitate the baseline's priorities (as levels) and, where it is faster, greedy
-    fusion too."""
-    imitate_steps: int = 400
-    """Full-batch Adam steps of the warm start (per-op cross-entropy, mean over graphs; the
-    learning rate decays linearly to 0 over them)."""
-    imitate_lr: float = 3e-3
-    """Learning rate of the warm start's own Adam (PPO's optimizer starts fresh after it)."""
-    imitate_relabel: bool = True
-    """Rename each target's devices by first use in topological order (only when the cluster's
-    devices and links are all alike, so the step time is unchanged): consistent labels across
-    graphs."""
-    imitate_margin: float = 0.0
-    """With --imitate best: imitate the candidate on the fewest devices among those within
-    1 + this of the fastest's step time (0: the fastest). Imitation reproduces a split only
-    roughly, and a policy that learns to split graphs whose split gains a few percent splits
-    unseen graphs where that loses (docs/go-transfer.md, "Simpler targets")."""
-    imitate_guide: float = 0.0
-    """With --imitate best and --init-from: the initial policy's device logits decoded through
-    HEFT's list scheduler with this beta (``GraphTask.guided``) join the candidates, one more
-    simulator call per graph; on a graph where that decision is the fastest, fine-tuning
-    imitates it instead of a classical baseline (0: off). What pre-training knows about an
-    unseen family then reaches fine-tuning's start (docs/go-transfer.md, "Zero-shot through a
-    list scheduler")."""
-    hidden: int = 64
-    """Width of the policy's node embeddings."""
-    sage_layers: int = 3
-    attn_layers: int = 2
-    segment: int = 64
-    """Ops per attention segment."""
-    pos_freqs: int = 0
-    """Fourier features of each op's topological position and depth, in octaves (0: none):
-    with them imitation and distillation fit a split of the graph exactly
-    (docs/go-transfer.md, "Fitting a decision exactly")."""
-    start: str = "none"
-    """A placement the policy decides from (Placeto's formulation; "none": GO's, from the graph
-    alone): per graph, this baseline's placement (``best``: the fastest of HEFT, HEFT with a
-    cut cost, m-ETF, METIS+cp, the expert split and one device, as --imitate best picks it) is
-    an input of the network, and a learned gain on it lets the policy keep it where it has
-    nothing better (docs/go-transfer.md, "Deciding from a start placement"). Placement
-    and joint tasks."""
-    priority_levels: int = 8
-    """Scheduling and joint tasks: the priority head's number of levels (equal-count buckets
-    of a baseline's order when imitating it; ties run in topological order). Eight cost the
-    joint task 2.8% at the best classical start on 4 PCIe GPUs, 64 about 1%
-    (docs/go-transfer.md, "what the priority levels cost")."""
-    memory_input: bool = False
-    """The policy also reads how each graph's memory compares with a device's capacity (the
-    whole graph's need and its running total along the forward order, in device capacities;
-    one simulator call per graph), so it can learn to spread a graph that does not fit on one
-    device (docs/go-transfer.md, "The held-out families' larger graphs")."""
-    cost_input: bool = False
-    """The policy also reads each graph's costs as shares of its own total (each op's share of
-    the one-device work, that work accumulated along the forward order, and its output's
-    transfer time in the same units; no simulator call), so what it learns on some graphs'
-    magnitudes can hold on another's (docs/go-transfer.md, "Costs as shares")."""
+    policy: Annotated[GOPolicySettings, Group] = dataclasses.field(default_factory=GOPolicySettings)
+    ppo: Annotated[GOPPOSettings, Group] = dataclasses.field(default_factory=GOPPOSettings)
+    imitation: Annotated[ImitationSettings, Group] = dataclasses.field(
+        default_factory=ImitationSettings
+    )
+    exploration: Annotated[ExplorationSettings, Group] = dataclasses.field(
+        default_factory=ExplorationSettings
+    )
+    distillation: Annotated[DistillationSettings, Group] = dataclasses.field(
+        default_factory=DistillationSettings
+    )
     publish_every: int = 1
     eval_every: int = 2_000
     """Decisions between greedy evaluations (one argmax decision per training graph)."""
@@ -212,7 +269,9 @@ class GOConfig(ExperimentConfig):
         """What the policy reads from each graph (actors, learner and policy files agree)."""
         from actorq.agents.go.inputs import InputSpec  # the graph world loads on use
 
-        return InputSpec(self.start, self.memory_input, self.cost_input, self.priority_levels)
+        return InputSpec(
+            memory=self.policy.memory_input, priority_levels=self.policy.priority_levels
+        )
 
     def uses_gptq(self) -> bool:
         return False  # the exported network quantizes per op row at run time (graphopt.policy)
@@ -233,8 +292,10 @@ class GOConfig(ExperimentConfig):
                 f"--batch-graphs {self.batch_graphs} must be a multiple of max(actors, 1) x "
                 f"envs_per_actor = {per_step} (every actor contributes whole steps to an update)"
             )
-        if self.hidden % 4:
-            raise ConfigError(f"--hidden must divide by 4 (attention heads), got {self.hidden}")
+        if self.policy.hidden % 4:
+            raise ConfigError(
+                f"--hidden must divide by 4 (attention heads), got {self.policy.hidden}"
+            )
         from actorq.graphopt.cluster import get_cluster
         from actorq.graphopt.envs import validate_graphopt_id
         from actorq.graphopt.suite import OTHER_NAMES, is_graph_name
@@ -253,52 +314,36 @@ class GOConfig(ExperimentConfig):
         from actorq.agents.go.targets import CHOICES, TASKS
         from actorq.graphopt.baselines import REFERENCES
 
-        if self.imitate not in CHOICES:
+        if self.imitation.imitate not in CHOICES:
             raise ConfigError(
-                f"--imitate must be one of {', '.join(CHOICES)}, not {self.imitate!r}"
+                f"--imitate must be one of {', '.join(CHOICES)}, not {self.imitation.imitate!r}"
             )
-        if self.start not in CHOICES:
-            raise ConfigError(f"--start must be one of {', '.join(CHOICES)}, not {self.start!r}")
-        if self.start != "none" and self.task() not in TASKS:
+        if self.imitation.imitate != "none" and self.task() not in TASKS:
             raise ConfigError(
-                f"--start {self.start} gives the policy a placement to decide from: "
+                f"--imitate {self.imitation.imitate} imitates decisions with a placement: "
                 f"{' or '.join(TASKS)} task, not {self.task()!r}"
             )
-        if self.imitate != "none" and self.task() not in TASKS:
+        if self.imitation.imitate_margin > 0 and self.imitation.imitate != "best":
             raise ConfigError(
-                f"--imitate {self.imitate} imitates decisions with a placement: "
-                f"{' or '.join(TASKS)} task, not {self.task()!r}"
-            )
-        if self.imitate_margin > 0 and self.imitate != "best":
-            raise ConfigError(
-                f"--imitate-margin {self.imitate_margin:g} picks among --imitate best's "
-                f"candidates: --imitate best, not {self.imitate!r}"
+                f"--imitate-margin {self.imitation.imitate_margin:g} picks among --imitate best's "
+                f"candidates: --imitate best, not {self.imitation.imitate!r}"
             )
 
-        if self.imitate_guide > 0 and (self.imitate != "best" or self.init_from is None):
-            raise ConfigError(
-                f"--imitate-guide {self.imitate_guide:g} adds a trained policy's decision to "
-                "--imitate best's candidates: it needs --imitate best and --init-from (a fresh "
-                "policy's logits are noise)"
-            )
-
-        if self.explore > 0 and self.task() not in ("placement", "joint"):
+        if self.exploration.explore > 0 and self.task() not in ("placement", "joint"):
             raise ConfigError(
                 f"--explore moves runs of ops between devices: placement or joint task, not "
                 f"{self.task()!r}"
             )
-        if self.explore > 0 and self.explore_sil and self.sil_coef == 0:
+        if (
+            self.exploration.explore > 0
+            and self.exploration.explore_sil
+            and self.exploration.sil_coef == 0
+        ):
             raise ConfigError(
                 "--explore's decisions teach the policy only through self-imitation: set "
                 "--sil-coef > 0 (or --no-explore-sil for a search beside the policy)"
             )
-        if self.explore_guided and self.explore == 0:
-            raise ConfigError("--explore-guided guides --explore's run moves: set --explore > 0")
-        if not 0 <= self.explore_cut <= 1:
-            raise ConfigError(f"--explore-cut must be in [0, 1], got {self.explore_cut}")
-        if self.explore_cut > 0 and self.explore == 0:
-            raise ConfigError("--explore-cut is a share of --explore's moves: set --explore > 0")
-        if self.distill_every > 0 and self.distill_steps == 0:
+        if self.distillation.distill_every > 0 and self.distillation.distill_steps == 0:
             raise ConfigError("--distill-every needs --distill-steps > 0")
         if self.reference not in REFERENCES:
             raise ConfigError(

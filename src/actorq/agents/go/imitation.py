@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actorq.agents.go.actor import HEADS, GraphTask
-from actorq.agents.go.targets import Target, judge, targets, with_guided
+from actorq.agents.go.targets import Target, judge, targets
 
 if TYPE_CHECKING:  # torch only where the learner fits
     import torch
@@ -132,13 +132,8 @@ def warm_start(
     seed: int = 0,
     relabel: bool = True,
     margin: float = 0.0,
-    guide: float = 0.0,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Imitate baseline ``name`` for ``steps`` steps: ``(metrics, per-graph records)``.
-
-    ``guide`` > 0 (``GOConfig.imitate_guide``): ``model``'s own decision decoded through HEFT
-    guided by its device logits (:meth:`GraphTask.guided`, this beta) replaces a graph's target
-    where it is faster (:func:`~actorq.agents.go.targets.with_guided`).
 
     Metrics (``imitate/...``): ``loss`` and ``accuracy`` (fp32 greedy, share of the decisions
     the task makes: ops, times heads) after the last step, ``time_ratio`` (geomean over graphs
@@ -146,9 +141,6 @@ def warm_start(
     the final check's simulator calls), ``steps``, ``seconds``."""
     t0 = time.perf_counter()
     goals = targets(tasks, name, seed, relabel, margin)
-    if guide > 0:  # the initial (pre-trained) policy's decision, before any step changes it
-        outs = outputs(model, inputs)
-        goals = [with_guided(g, t, o, guide) for g, t, o in zip(goals, tasks, outs, strict=True)]
     masks = [t.mask for t in tasks]
     out = fit(model, inputs, goals, steps, lr, masks)
     ratios, records = [], []

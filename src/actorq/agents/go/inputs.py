@@ -220,17 +220,6 @@ class GraphInputs:
         return {k: torch.from_numpy(v) for k, v in self.feeds().items()}
 
 
-def start_columns(start: np.ndarray, num_devices: int) -> np.ndarray:
-    """A start placement as one-hot columns ``(n, num_devices)`` float32 (the inputs of a
-    policy with ``GOPolicyConfig.start_input``)."""
-    start = np.asarray(start, np.int64)
-    if start.ndim != 1 or (
-        start.size and not 0 <= int(start.min()) <= int(start.max()) < num_devices
-    ):
-        raise ValueError(f"a start placement is one device in 0..{num_devices - 1} per op")
-    return np.eye(num_devices, dtype=np.float32)[start]
-
-
 #: Memory columns are clipped here (in device capacities): a graph that needs more than 64
 #: devices' worth is past every preset cluster, and the input layer sees bounded numbers.
 MEMORY_CLIP = 64.0
@@ -239,7 +228,7 @@ MEMORY_FEATURES: tuple[str, ...] = ("memory_need", "memory_prefix")
 
 def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
     """How a graph's memory compares with one device's: ``(n, 2)`` float32 columns (the inputs
-    of a policy with ``GOPolicyConfig.memory_input``, after the start's one-hot).
+    of a policy with ``GOPolicyConfig.memory_input``, after the node features).
 
     * ``memory_need``: ``need / capacity``, the same on every op: how many devices' worth of
       memory the whole graph takes (``need``: parameter bytes plus peak live activations with
@@ -281,60 +270,9 @@ def _forward_prefix(g: Graph, w: np.ndarray) -> np.ndarray:
     return cum
 
 
-#: The transfer column is clipped here (in shares, see :func:`cost_columns`): an output whose
-#: transfer takes more than ~``n`` times the mean op's time is "far too heavy to cut" whatever
-#: its exact size.
-COST_CLIP = 2.0
+#: Columns of the retired cost input (``GOPolicyConfig.cost_input``, ``--cost-input``: no better
+#: in docs/go-transfer.md); a policy file that has them is refused (:meth:`InputSpec.of_policy`).
 COST_FEATURES: tuple[str, ...] = ("time_share", "time_prefix", "transfer_share")
-
-
-def cost_columns(graph: Graph, times: np.ndarray, bandwidth: float, latency: float) -> np.ndarray:
-    """The graph's costs relative to its own total: ``(n, 3)`` float32 columns (the inputs of a
-    policy with ``GOPolicyConfig.cost_input``, after the memory columns).
-
-    ``times``: each op's roofline time on one device (:meth:`Simulator.op_times`), seconds;
-    ``bandwidth`` (bytes/s; ``inf`` for a cluster without links: nothing is sent) and
-    ``latency`` (s): a link between two devices. With ``T`` the sum
-    of ``times`` (the graph on one device, without overlap) and ``n`` ops:
-
-    * ``time_share``: ``log1p(n t / T) / log1p(n)``: 0 for a free op, ``log 2 / log1p(n)`` for
-      an op of mean time, 1 for an op that is all of the graph's work.
-    * ``time_prefix``: the work accumulated along the forward order up to the op, as a share of
-      ``T`` (0 .. 1; a gradient op at its forward anchor's place, as in :func:`memory_columns`):
-      a cut of the order where it crosses ``1/D, 2/D, ...`` balances ``D`` devices' work.
-    * ``transfer_share``: the same scale for the op's output sent over the link
-      (``latency + bytes / bandwidth``, the bytes of its largest out-edge as the simulator
-      sends them; 0 for an op no other op reads), clipped at
-      :data:`COST_CLIP`: which cuts cost much against the work they would spread.
-
-    The node features are absolute (log FLOPs and bytes); a rule learnt on five families in
-    absolute units meets other magnitudes in a sixth, where these shares keep their meaning."""
-    n = graph.num_ops
-    times = np.asarray(times, np.float64)
-    if times.shape != (n,) or not (np.isfinite(times).all() and (times >= 0).all()):
-        raise ValueError(f"op times must be {n} finite non-negative seconds")
-    if not (bandwidth > 0 and math.isfinite(latency) and latency >= 0):  # NaN fails both
-        raise ValueError(
-            f"link bandwidth {bandwidth!r} must be > 0 (inf: no links) and latency {latency!r} "
-            "finite and >= 0"
-        )
-    total = float(times.sum())
-    if n == 0 or total <= 0:
-        return np.zeros((n, len(COST_FEATURES)), np.float32)
-    scale = math.log1p(n)
-    # the simulator sends an op's output once per other device, sized by its largest out-edge
-    largest = np.zeros(n, np.float64)
-    np.maximum.at(largest, graph.src, graph.edge_bytes)
-    sent = np.where(graph.out_degree > 0, latency + largest / bandwidth, 0.0)
-    cols = np.stack(
-        [
-            np.log1p(n * times / total) / scale,
-            _forward_prefix(graph, times) / total,
-            np.minimum(np.log1p(n * sent / total) / scale, COST_CLIP),
-        ],
-        axis=1,
-    )
-    return cols.astype(np.float32)
 
 
 class PolicySwitches(TypedDict):
@@ -351,6 +289,8 @@ class PolicySwitchesLike(Protocol):
     :meth:`InputSpec.of_policy` reads (the network module imports this one, not back)."""
 
     @property
+    def start_input(self) -> bool: ...
+    @property
     def memory_input(self) -> bool: ...
     @property
     def cost_input(self) -> bool: ...
@@ -366,26 +306,19 @@ class InputSpec:
     object carries them from the run's config through the actors' workload, policy files and
     ``place``, so a new input is added here and where its columns are computed.
 
-    * ``start``: the baseline whose placement the policy decides from (``"none"``: from the
-      graph alone; :func:`start_columns`).
     * ``memory``: the graph's memory against a device's capacity (:func:`memory_columns`).
-    * ``cost``: the graph's costs as shares of its own total (:func:`cost_columns`).
     * ``priority_levels``: choices of the priority head (scheduling and the joint task).
+
+    (A start placement and the costs as shares were inputs too, retired after their
+    experiments: docs/go-transfer.md, "What was tried".)
     """
 
-    start: str = "none"
     memory: bool = False
-    cost: bool = False
     priority_levels: int = PRIORITY_LEVELS
 
     def to_json(self) -> dict[str, str | bool | int]:
         """The actors' workload keys."""
-        return {
-            "start": self.start,
-            "memory_input": self.memory,
-            "cost_input": self.cost,
-            "priority_levels": self.priority_levels,
-        }
+        return {"memory_input": self.memory, "priority_levels": self.priority_levels}
 
     @classmethod
     def from_json(cls, w: Mapping[str, Any]) -> InputSpec:
@@ -393,50 +326,38 @@ class InputSpec:
         absent means off."""
         d = cls()
         return cls(
-            start=str(w.get("start", d.start)),
             memory=bool(w.get("memory_input", d.memory)),
-            cost=bool(w.get("cost_input", d.cost)),
             priority_levels=int(w.get("priority_levels", d.priority_levels)),
         )
 
     def policy_switches(self) -> PolicySwitches:
         """The matching :class:`~actorq.agents.go.networks.GOPolicyConfig` fields."""
         return {
-            "start_input": self.start != "none",
+            "start_input": False,
             "memory_input": self.memory,
-            "cost_input": self.cost,
+            "cost_input": False,
             "priority_levels": self.priority_levels,
         }
 
     @classmethod
-    def of_policy(cls, config: PolicySwitchesLike, start: str) -> InputSpec:
-        """What a trained policy reads: its config's switches, and the start baseline its
-        file names (``"none"`` unless ``config.start_input``)."""
-        return cls(start, config.memory_input, config.cost_input, config.priority_levels)
+    def of_policy(cls, config: PolicySwitchesLike) -> InputSpec:
+        """What a trained policy reads: its config's switches. A policy trained with a
+        retired input (a start placement, the costs as shares) is refused (ValueError)."""
+        for switch, knob in (("start_input", "--start"), ("cost_input", "--cost-input")):
+            if getattr(config, switch):
+                raise ValueError(
+                    f"its policy reads an input that was retired ({knob}, docs/go-transfer.md)"
+                )
+        return cls(config.memory_input, config.priority_levels)
 
 
-def encode_graph(
-    graph: Graph,
-    start: np.ndarray | None = None,
-    num_devices: int = 0,
-    memory: tuple[float, float] | None = None,
-    cost: tuple[np.ndarray, float, float] | None = None,
-) -> GraphInputs:
+def encode_graph(graph: Graph, memory: tuple[float, float] | None = None) -> GraphInputs:
     """A graph as the policy's inputs (computed once per graph; the policy's inputs are static).
-    ``start``: a placement (device per op) the policy decides from, appended to the node
-    features as ``num_devices`` one-hot columns (:func:`start_columns`). ``memory``: the
-    graph's one-device memory need and a device's capacity, bytes: two more columns after
-    those (:func:`memory_columns`). ``cost``: op times, link bandwidth and latency: three more
-    after those (:func:`cost_columns`)."""
+    ``memory``: the graph's one-device memory need and a device's capacity, bytes: two more
+    columns after the node features (:func:`memory_columns`)."""
     x = node_features(graph)
-    if start is not None:
-        if len(start) != graph.num_ops:
-            raise ValueError(f"start placement has {len(start)} ops, the graph {graph.num_ops}")
-        x = np.concatenate([x, start_columns(start, num_devices)], axis=1)
     if memory is not None:
         x = np.concatenate([x, memory_columns(graph, *memory)], axis=1)
-    if cost is not None:
-        x = np.concatenate([x, cost_columns(graph, *cost)], axis=1)
     return GraphInputs(
         x=x,
         edge_attr=edge_features(graph),

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from actorq.agents.go.actor import HEADS, GraphTask
-from actorq.agents.go.config import GOConfig
+from actorq.agents.go.config import GOConfig, retired_why
 from actorq.agents.go.networks import GOPolicy, GOPolicyConfig
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
@@ -49,11 +49,11 @@ IMITATION_FIT = 0.99
 def policy_config(cfg: GOConfig, num_devices: int) -> GOPolicyConfig:
     return GOPolicyConfig(
         num_devices=num_devices,
-        hidden=cfg.hidden,
-        sage_layers=cfg.sage_layers,
-        attn_layers=cfg.attn_layers,
-        segment=cfg.segment,
-        pos_freqs=cfg.pos_freqs,
+        hidden=cfg.policy.hidden,
+        sage_layers=cfg.policy.sage_layers,
+        attn_layers=cfg.policy.attn_layers,
+        segment=cfg.policy.segment,
+        pos_freqs=cfg.policy.pos_freqs,
         **cfg.inputs().policy_switches(),
     )
 
@@ -87,11 +87,10 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
     run = Path(str(cfg.init_from))
     weights = run_policy_tensors(run, "--init-from")
     want = model.state_dict()
-    if ("start_gain" in weights) != model.config.start_input:  # same shapes can mean other inputs
-        had = "with" if "start_gain" in weights else "without"
+    if "start_gain" in weights:  # same shapes can mean other inputs
         raise CheckpointError(
-            f"--init-from {run}: its policy was trained {had} a start placement (--start); "
-            f"this run has --start {cfg.start}"
+            f"--init-from {run}: its policy decides from a start placement (--start, "
+            f"{retired_why('start')})"
         )
     got_inp, want_inp = weights.get("inp.weight"), want["inp.weight"]
     extra = 4 * model.config.pos_freqs
@@ -107,7 +106,7 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
             raise CheckpointError(
                 f"--init-from {run}: its policy does not fit this one ({k}: "
                 f"{None if got is None else tuple(got.shape)} vs {tuple(v.shape)}; same "
-                "--hidden, layers, segment, --pos-freqs, --memory-input, --cost-input, "
+                "--hidden, layers, segment, --pos-freqs, --memory-input, "
                 "--priority-levels and device count needed)"
             )
     return {k: weights[k] for k in want}
@@ -138,7 +137,7 @@ class GOLearner(Learner):
         torch.manual_seed(cfg.seed)
         self.tasks = tasks
         self.model = GOPolicy(policy_config(cfg, tasks[0].env.cluster.num_devices)).to(self.device)
-        self.opt = adam(self.model.parameters(), cfg.learning_rate)
+        self.opt = adam(self.model.parameters(), cfg.ppo.learning_rate)
         self._inputs = [
             {k: v.to(self.device) for k, v in t.inputs.tensors().items()} for t in tasks
         ]
@@ -154,7 +153,7 @@ class GOLearner(Learner):
         self.improved = {"policy": 0, "explore": 0}
         # --no-explore-sil: self-imitation's targets are the best policy samples only (the run
         # moves' finds stay in best_* , the run's search result)
-        self.separate_sil = cfg.explore > 0 and not cfg.explore_sil
+        self.separate_sil = cfg.exploration.explore > 0 and not cfg.exploration.explore_sil
         self.sil_reward = np.full(len(tasks), -np.inf)
         self.sil_actions: list[torch.Tensor | None] = [None] * len(tasks)
         self.since_distill = 0  # decisions since the last distillation (--distill-every)
@@ -174,7 +173,7 @@ class GOLearner(Learner):
         for g in np.unique(graphs):
             mean = float(rewards[graphs == g].mean())
             b = self.baseline[g]
-            d = self.cfg.baseline_decay
+            d = self.cfg.ppo.baseline_decay
             self.baseline[g] = mean if math.isnan(b) else d * b + (1 - d) * mean
         if len(adv) > 1 and adv.std() > 1e-8:
             adv = (adv - adv.mean()) / adv.std()
@@ -202,7 +201,7 @@ class GOLearner(Learner):
         sil_w = self.track_best(by_graph, rewards, actions, explore, float(scale.std()))
         stats: dict[str, list[float]] = {"pg": [], "ent": [], "kl": [], "clip": [], "gn": []}
         stats["sil"] = []
-        for _ in range(cfg.update_epochs):
+        for _ in range(cfg.ppo.update_epochs):
             pg_total = torch.zeros((), device=self.device)
             ent_total = torch.zeros((), device=self.device)
             sil_total = torch.zeros((), device=self.device)
@@ -230,22 +229,22 @@ class GOLearner(Learner):
                 ratio = log_ratio.exp()
                 a = adv[own][:, None, None]
                 surr = torch.minimum(
-                    ratio * a, ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef) * a
+                    ratio * a, ratio.clamp(1 - cfg.ppo.clip_coef, 1 + cfg.ppo.clip_coef) * a
                 )
                 pg_total = pg_total - (surr * mask).sum() / decided
                 ent_total = ent_total + own.numel() * ent / decided
                 with torch.no_grad():
                     kl_sum += (((ratio - 1) - log_ratio) * mask).sum() / decided
-                    far = ((ratio - 1).abs() > cfg.clip_coef).float() * mask
+                    far = ((ratio - 1).abs() > cfg.ppo.clip_coef).float() * mask
                     clip_sum += far.sum() / decided
                 count += own.numel()
             count = max(count, 1)  # a batch of run-move decisions only: self-imitation alone
             pg_loss, entropy = pg_total / count, ent_total / count
             sil_loss = sil_total / len(by_graph)
-            loss = pg_loss - cfg.ent_coef * entropy + cfg.sil_coef * sil_loss
+            loss = pg_loss - cfg.ppo.ent_coef * entropy + cfg.exploration.sil_coef * sil_loss
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
-            gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.ppo.max_grad_norm)
             self.opt.step()
             stats["pg"].append(float(pg_loss.detach()))
             stats["ent"].append(float(entropy.detach()))
@@ -259,7 +258,7 @@ class GOLearner(Learner):
             self.tell_infeasible(graphs, feasible, batch["actions"])
         extra: dict[str, float] = {}
         self.since_distill += len(rewards)
-        if cfg.distill_every and self.since_distill >= cfg.distill_every:
+        if cfg.distillation.distill_every and self.since_distill >= cfg.distillation.distill_every:
             extra = self.distill()
         return {
             **extra,
@@ -320,7 +319,7 @@ class GOLearner(Learner):
                 if rewards[j] > self.sil_reward[g]:
                     self.sil_reward[g] = float(rewards[j])
                     self.sil_actions[g] = actions[j, : self.tasks[g].num_ops].clone()
-        if self.cfg.sil_coef == 0.0:
+        if self.cfg.exploration.sil_coef == 0.0:
             return {}
         sigma = max(sigma, 1e-8)
         out = {}
@@ -346,7 +345,7 @@ class GOLearner(Learner):
         out = distill(
             self.model, self.tasks, self._inputs,
             [None if a is None else a.cpu().numpy() for a in self.best_actions],
-            cfg.distill_steps, cfg.imitate_lr,
+            cfg.distillation.distill_steps, cfg.imitation.imitate_lr,
         )  # fmt: skip
         self.distills += bool(out)
         return out
@@ -354,12 +353,13 @@ class GOLearner(Learner):
     def finish(self) -> dict[str, float]:
         """The final distillation (``--distill-steps``): the final policy's greedy decisions
         become what the run found."""
-        if self.cfg.distill_steps == 0:
+        if self.cfg.distillation.distill_steps == 0:
             return {}
         out = self.distill()
         if out:
             print(
-                f"distill: {self.cfg.distill_steps} steps in {out['distill/seconds']:.1f} s, "
+                f"distill: {self.cfg.distillation.distill_steps} steps in "
+                f"{out['distill/seconds']:.1f} s, "
                 f"greedy agrees with the best found on {100 * out['distill/accuracy']:.1f}% of "
                 "decided ops",
                 flush=True,
@@ -381,14 +381,14 @@ class GOLearner(Learner):
         The per-graph records (baseline chosen, its step time, the greedy one's, agreement) go
         into the checkpoint's learner state and one line per graph to stdout."""
         cfg = self.cfg
-        if cfg.imitate == "none":
+        if cfg.imitation.imitate == "none":
             return {}
         from actorq.agents.go.imitation import warm_start
 
+        im = cfg.imitation
         metrics, self.imitation = warm_start(
-            self.model, self.tasks, self._inputs, cfg.imitate, cfg.imitate_steps,
-            cfg.imitate_lr, seed=cfg.seed, relabel=cfg.imitate_relabel, margin=cfg.imitate_margin,
-            guide=cfg.imitate_guide,
+            self.model, self.tasks, self._inputs, im.imitate, im.imitate_steps, im.imitate_lr,
+            seed=cfg.seed, relabel=im.imitate_relabel, margin=im.imitate_margin,
         )  # fmt: skip
         # the reward baselines start at the imitated greedy decisions' rewards: PPO's first
         # update then has advantages (with none, it would be an entropy step only, which Adam
@@ -403,7 +403,8 @@ class GOLearner(Learner):
                 flush=True,
             )
         print(
-            f"imitate: {cfg.imitate_steps} steps in {metrics['imitate/seconds']:.1f} s, loss "
+            f"imitate: {cfg.imitation.imitate_steps} steps in {metrics['imitate/seconds']:.1f} s, "
+            "loss "
             f"{metrics['imitate/loss']:.4f}, accuracy {100 * metrics['imitate/accuracy']:.1f}%, "
             f"greedy/target step time {metrics['imitate/time_ratio']:.3f} (geomean), "
             f"{metrics['imitate/sim_calls']:.0f} simulator calls",

@@ -64,10 +64,6 @@ class PolicyInfo:
     """The reference decision it was trained against: the placement task takes the parts it
     does not decide (the priorities: the schedule) from it, so ``place`` judges with it too.
     Files from before the key: ``expert``."""
-    start: str = "none"
-    """The placement it decides from (``GOConfig.start``; a policy with
-    ``GOPolicyConfig.start_input``): ``place`` computes it for the graph. Files from before the
-    key: ``none``."""
 
 
 def shipped_path(num_devices: int) -> Path:
@@ -94,7 +90,6 @@ def save_policy(
     trained_on: list[str],
     command: str,
     reference: str = "expert",
-    start: str = "none",
 ) -> Path:
     """Write ``model`` as a policy file (atomically: a temporary file renamed into place)."""
     from safetensors.torch import save_file
@@ -108,10 +103,8 @@ def save_policy(
         "trained_on": json.dumps(list(trained_on)),
         "command": command,
         "reference": reference,
-        "start": start,
+        "start": "none",  # the retired start input's key, for readers that expect it
     }
-    if (start != "none") != model.config.start_input:
-        raise ValueError(f"start={start!r} does not fit start_input={model.config.start_input}")
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata=meta)
@@ -213,15 +206,19 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
     reference = meta.get("reference", "expert")
     if reference not in REFERENCES:
         raise GraphError(f"{where}: metadata reference {short(reference)} is not a baseline")
-    from actorq.agents.go.targets import CHOICES
+    from actorq.agents.go.config import retired_why
+    from actorq.agents.go.inputs import InputSpec
+    from actorq.config import ARCHIVE_COMMIT
 
-    start = meta.get("start", "none")
     config = _policy_config(raw_config, where)
-    if start not in CHOICES or (start != "none") != config.start_input:
+    if meta.get("start", "none") != "none":
         raise GraphError(
-            f"{where}: metadata start {short(start)} does not fit its network "
-            f"(start_input={config.start_input})"
+            f"{where}: its policy decides from a start placement ({retired_why('start')})"
         )
+    try:
+        InputSpec.of_policy(config)
+    except ValueError as e:
+        raise GraphError(f"{where}: {e}; run it from commit {ARCHIVE_COMMIT}") from None
     model = _checked_model(config, tensors, where)
     info = PolicyInfo(
         str(path),
@@ -230,7 +227,6 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
         tuple(trained_on),
         meta["command"],
         reference,
-        start,
     )
     return model, info
 
@@ -265,7 +261,6 @@ def load_policy_run(run: Path, cfg: ExperimentConfig) -> tuple[GOPolicy, PolicyI
         tuple(graphs),
         f"actorq train go ({run})",
         cfg.reference,
-        cfg.start,
     )
     return model, info
 

@@ -1,8 +1,7 @@
 """Imitation targets: a graph's decision by a classical baseline, or the fastest of several.
 
-GO's warm start (:mod:`actorq.agents.go.imitation`) fits a policy to these decisions, and a
-policy that decides from a start placement (``GOConfig.start``, :class:`actorq.agents.go.actor.
-GraphTask`) reads one as an input: both pick them here, beside the baselines they come from.
+GO's warm start (:mod:`actorq.agents.go.imitation`) fits a policy to these decisions, picked here
+beside the baselines they come from.
 
 Targets (:func:`targets`): a baseline of :mod:`actorq.graphopt.baselines` by name, or ``best``,
 the fastest feasible of the deterministic ones in :data:`BEST_OF` for each graph. A placement is
@@ -33,7 +32,7 @@ from actorq.graphopt.envs import GraphOptEnv
 
 class JudgedTask(Protocol):
     """What a target reads of the task it is judged on: :class:`actorq.agents.go.actor.GraphTask`
-    (which builds a task's start from here, so this module does not import it)."""
+    (typed structurally: the actor's module is the one that imports this)."""
 
     env: GraphOptEnv
     name: str
@@ -44,8 +43,6 @@ class JudgedTask(Protocol):
     def num_ops(self) -> int: ...
 
     def judge(self, actions: np.ndarray) -> tuple[float, float, dict[str, Any]]: ...
-
-    def guided(self, out: dict[str, np.ndarray], beta: float = ...) -> np.ndarray: ...
 
 
 #: Baselines whose placement can be imitated (deterministic: no search budget).
@@ -201,19 +198,6 @@ def target(
     # heft-cut's sweep judges each of its cut weights once before the runner scores its pick
     calls = len(cands) + len(found) + (len(CUT_WEIGHTS) if "heft-cut" in cands else 0)
     return Target(task.name, chosen, t, ok, relabelled, calls, a, fused)
-
-
-def with_guided(goal: Target, task: JudgedTask, out: dict[str, np.ndarray], beta: float) -> Target:
-    """``goal``, or a policy's decision decoded through HEFT guided by its outputs ``out``
-    (:meth:`GraphTask.guided`) where that is faster (feasible before infeasible, then the
-    step time): one more simulator call either way. Its device labels are the policy's own
-    (a policy imitating relabelled targets uses first-use labels already)."""
-    a = task.guided(out, beta)
-    t, ok = judge(task, a)
-    calls = goal.sim_calls + 1
-    if (ok, -t) > (goal.feasible, -goal.time):
-        return Target(goal.graph, "guided", t, ok, False, calls, a, fused=False)
-    return dataclasses.replace(goal, sim_calls=calls)
 
 
 def targets(

@@ -1,0 +1,58 @@
+"""The backend seam answers ``--precision auto``: the backend of the run decides where the
+precisions are timed (no backend branch in the loop)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from actorq.agents.dqn.builder import BUILDER
+from actorq.agents.dqn.config import DQNConfig
+from actorq.distributed import backend as backend_mod
+from actorq.distributed.backend import PrecisionTrial, backend_class, select_precision_here
+from actorq.run.precision import select_run_precision
+
+
+def test_each_backend_class_answers_select_precision() -> None:
+    assert backend_class(DQNConfig(actors=0)).select_precision is select_precision_here
+    assert backend_class(DQNConfig(actors=2)).select_precision is select_precision_here
+    ray = backend_class(DQNConfig(backend="ray", actors=2))
+    assert ray.__name__ == "RayBackend" and ray.select_precision is not select_precision_here  # type: ignore[attr-defined]
+
+
+class _Fake:
+    seen: ClassVar[list[PrecisionTrial]] = []
+
+    @staticmethod
+    def select_precision(cfg: Any, trial: PrecisionTrial) -> tuple[str, str]:
+        _Fake.seen.append(trial)
+        return "fp16", "| fake table |"
+
+
+def test_the_run_asks_its_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(backend_mod.BACKENDS, "local", f"{__name__}:_Fake")
+    cfg = DQNConfig(actors=2, envs_per_actor=4, hidden=(16, 16), precision="auto")
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    pspec = BUILDER.policy_spec(cfg, spec)
+    assert select_run_precision(cfg, spec, learner, pspec, tmp_path) == "fp16"
+    assert (tmp_path / "precision_auto.md").read_text() == "| fake table |\n"
+    (trial,) = _Fake.seen
+    assert trial.observations.shape[1] == spec.obs_dim and np.isfinite(trial.observations).all()
+    assert len(trial.layers) == 3 and trial.snapshot()[:1] != b""  # fp32 bytes, built on demand
+
+
+def test_local_timing_picks_a_known_precision() -> None:
+    cfg = DQNConfig(actors=2, envs_per_actor=4, hidden=(16, 16), precision="auto")
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    obs = np.random.default_rng(0).normal(size=(64, spec.obs_dim)).astype(np.float32)
+    trial = PrecisionTrial(
+        learner.policy_layers(), BUILDER.policy_spec(cfg, spec), learner.policy_extras(),
+        lambda: b"", obs,
+    )  # fmt: skip
+    precision, table = select_precision_here(cfg, trial)
+    assert precision in ("fp32", "fp16", "int8", "int4") and precision in table
