@@ -27,8 +27,8 @@ results file with the same settings are skipped)::
 
 Quick smoke run::
 
-    .venv/bin/python benchmarks/chip_anneal.py --netlist sample_clustered --steps 500 \\
-        --out /tmp/chip_anneal_smoke.json
+    .venv/bin/python benchmarks/chip_anneal.py --netlist sample_clustered --start initial \\
+        --steps 500 --out /tmp/chip_anneal_smoke.json
 
 Results go to ``--out`` (default ``benchmarks/results/chip_anneal.json``), one row per
 (netlist, start, seed, steps, fd_every).

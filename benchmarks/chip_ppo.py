@@ -18,7 +18,7 @@ macro placed), with synchronous PPO and one in-process actor
   simulated annealing (:mod:`actorq.chip.anneal`, from ``initial.plc``, FD at the end), which
   moves macros anywhere and flips them — not the policy's action space — so its proxy is given
   both as is and with its macros snapped to the nearest legal cells in the env (like for
-  like); on ariane133 the SA runs of ``benchmarks/results/chip_anneal.json`` (docs/chip.md);
+  like); on ariane133 see ``benchmarks/chip_anneal.py`` (docs/chip.md);
 * **speed**: wall time of the training loop, env steps/s, learner updates, int8-vs-fp32
   greedy agreement and log-prob gap on the last batch's states, snapshot bytes.
 
@@ -31,7 +31,7 @@ resumes where it stopped)::
     .venv/bin/python benchmarks/chip_ppo.py --netlists ariane133 --steps 1064 \\
         --out /tmp/chip_ppo_smoke                                 # a one-update smoke run
 
-Per-netlist settings (``SETTINGS``; ``--steps``, ``--lr``, ... override them): chunks of
+Per-netlist settings (``SETTINGS``; ``--steps`` overrides the budget): chunks of
 ``num_steps`` steps per env (the macro count on multi-macro netlists: one whole placement per
 env per chunk), minibatches of one chunk, 4 epochs, γ = 1 (circuit-training's undiscounted
 return: the only reward is the last step's).
@@ -44,7 +44,6 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
-import csv
 import dataclasses
 import json
 import shutil
@@ -64,6 +63,7 @@ from actorq.agents.ppo.learning import PPOLearner
 from actorq.checkpoint import load
 from actorq.chip.env import ChipPlacementEnv, random_legal_proxies
 from actorq.envs import env_spec, make_env
+from actorq.logging import read_metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,8 +93,6 @@ SETTINGS: dict[str, Settings] = {
     # 133 macros, a 21 × 24 grid: ~2.4 s of FD per placement (circuit-training's PPO lr 4e-4)
     "ariane133": Settings(100_000, 4, 133, 133, 4e-4, eval_every=10_640, random_episodes=5),
 }
-#: Published on Ariane133 after Google's FD (TILOS MacroPlacement's evaluation; docs/chip.md)
-PUBLISHED_ARIANE = {"SA best": 0.7552, "circuit-training RL mean": 0.8419}
 
 
 def _costs(info: dict[str, Any]) -> dict[str, float]:
@@ -151,15 +149,7 @@ def annealing(netlist: str, env: ChipPlacementEnv, steps: int, seed: int) -> dic
 
 
 def _eval_history(run_dir: Path) -> list[tuple[int, float]]:
-    path = run_dir / "metrics.csv"
-    if not path.exists():
-        return []
-    with path.open() as f:
-        return [
-            (int(row["step"]), -float(row["value"]))
-            for row in csv.DictReader(f)
-            if row["metric"] == "charts/eval_return"
-        ]
+    return [(step, -v) for step, v in read_metrics(run_dir).get("charts/eval_return", [])]
 
 
 def run_cell(
@@ -251,16 +241,6 @@ def run_cell(
     return row
 
 
-def _sa_docs(netlist: str) -> str:
-    """SA after FD from docs/chip.md's runs (benchmarks/results/chip_anneal.json)."""
-    path = Path(__file__).parent / "results" / "chip_anneal.json"
-    if netlist != "ariane133" or not path.exists():
-        return "-"
-    rows = json.loads(path.read_text()).get("rows", [])
-    best = [r["proxy_after_fd"] for r in rows if r["netlist"] == netlist and r["start"] == "random"]
-    return f"{min(best):.4f}*" if best else "-"
-
-
 def report(out: Path) -> None:
     cells = sorted(out.glob("*.json"))
     t = Table(title=f"PPO --network chip ({out}); proxy cost, lower is better")
@@ -273,7 +253,7 @@ def report(out: Path) -> None:
         r = json.loads(path.read_text())
         g, rnd = r["greedy"], r["random_legal"]
         sa = r.get("sa")
-        sa_txt = f"{sa['proxy']:.4f} ({sa['snapped_proxy']:.4f})" if sa else _sa_docs(r["netlist"])
+        sa_txt = f"{sa['proxy']:.4f} ({sa['snapped_proxy']:.4f})" if sa else "-"
         gap = r["logprob_gap"]
         t.add_row(
             r["netlist"], r["precision"], str(r["seed"]), f"{r['env_steps']:,}",
@@ -288,11 +268,6 @@ def report(out: Path) -> None:
             f"{100 * r['action_agreement']:.1f}%", "-" if gap is None else f"{gap:.4f}",
         )  # fmt: skip
     Console(width=220).print(t)
-    if any(json.loads(p.read_text())["netlist"] == "ariane133" for p in cells):
-        print(
-            "* our SA + FD from a random legal start (docs/chip.md); published on ariane133 "
-            "after Google's FD: " + ", ".join(f"{k} {v}" for k, v in PUBLISHED_ARIANE.items())
-        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,21 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precisions", default="int8,fp32")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--steps", type=int, help="env-step budget (default: SETTINGS per netlist)")
-    ap.add_argument("--lr", type=float)
-    ap.add_argument("--envs", type=int)
-    ap.add_argument("--num-steps", type=int)
-    ap.add_argument("--minibatch", type=int)
-    ap.add_argument("--eval-every", type=int)
-    ap.add_argument("--random-episodes", type=int)
-    ap.add_argument("--sa-steps", type=int)
     ap.add_argument("--actors", type=int, default=0, help="0: one in-process actor")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/chip_ppo"))
     ap.add_argument("--report", action="store_true", help="print the table of --out only")
     a = ap.parse_args(argv)
     if not a.report:
-        names = ["steps", "lr", "envs", "num_steps", "minibatch", "eval_every"]
-        names += ["random_episodes", "sa_steps"]
-        overrides = {k: getattr(a, k) for k in names if getattr(a, k) is not None}
+        overrides = {} if a.steps is None else {"steps": a.steps}
         a.out.mkdir(parents=True, exist_ok=True)
         for netlist in a.netlists.split(","):
             base = SETTINGS.get(netlist)

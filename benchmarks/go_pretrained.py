@@ -5,25 +5,22 @@
 This script makes that file and says how good it is:
 
 1. ``train``: ``actorq train go`` (placement, int8 actors, the sync backend: deterministic for a
-   seed) on the smallest graph of each of the suite's six families, ``--steps`` whole-graph
-   decisions, and with ``--variants K`` on K seeded variants of each family too (``<family>-v0``
-   ...); resumable (the run directory keeps its checkpoint; run the command again).
-   Arguments after ``--`` go to ``actorq train go`` unchanged (e.g. ``-- --learning-rate 3e-4``).
+   seed) on the smallest graph of each of the suite's six families and, with ``--train-extra
+   DIR ...``, on the folders' ``.npz`` graphs but ``--hold-out``'s (file stems), ``--steps``
+   whole-graph decisions; resumable (run the command again). Arguments after ``--`` go to
+   ``actorq train go`` unchanged (e.g. ``-- --learning-rate 1e-4``).
 2. ``package``: the run's final weights and how they were trained go to the policy file
-   (:func:`actorq.agents.go.pretrained.save_policy`), which must stay ≤ 10 MB.
-3. ``judge``: through ``actorq graphopt place``'s own code, on the six training graphs and on
-   the second-smallest graph of each family (not trained on): the greedy int8 placement, the
-   fastest of ``--samples`` sampled ones, and the classical baselines (random search and
-   annealing with ``--budget`` simulator calls). One JSON per graph under ``--results``
-   (skipped when present: resumable), then a Markdown table to stdout and ``report.md``.
+   (:func:`actorq.agents.go.pretrained.save_policy`), which must stay <= 10 MB.
+3. ``judge``: through ``actorq graphopt place``'s own code, on the six training graphs, on the
+   second-smallest graph of each family (not trained on) and on ``--train-extra``'s graphs
+   (each marked trained on or held out): the greedy int8 placement, the guided one, the fastest
+   of ``--samples`` sampled ones, and the placement baselines (the searches with ``--budget``
+   simulator calls). One JSON per graph under ``--results`` (resumable), then a Markdown table
+   to stdout and ``report.md``.
 
-``--rejudge`` skips 1 and 2 and judges the policy file already there again (every judge cell
-redone): after a change to the runtime or the baselines, the same file measured anew.
-``--judge-extra DIR ...`` skips 1 and 2 too and judges the policy file also on every ``.npz``
-graph in the folders (other architectures, e.g. ``benchmarks/go_more_families.py``'s Hugging
-Face imports), reusing the suite's judge cells; its report is ``report-more-families.md``.
-``--train-extra DIR ...`` trains on the folders' ``.npz`` graphs too, except those named by
-``--hold-out`` (file stems), and judges on all of them, each marked trained on or held out.
+Judging an older file on other graphs (``--rejudge``, ``--judge-extra``), seeded variants in
+training (``--variants``) and the side-by-side comparison of several files
+(``go_pretrained_compare.py``) are in ``git show 85997d5:benchmarks/``.
 
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
@@ -35,19 +32,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import machine_info, say, write_json_atomic
+from _machine import machine_info
+from go_transfer import FAMILIES, geomean, say, write_json_atomic
 
-FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,13 +51,9 @@ def by_size(family: str) -> list[str]:
     return sorted(suite_names(family), key=lambda n: get_graph(n).num_ops)
 
 
-def training_graphs(args: argparse.Namespace, extra_train: list[str]) -> list[str]:
-    """The six families' smallest graphs, ``--variants`` of each, then ``--train-extra``'s."""
-    from actorq.graphopt.suite import PREFIX
-
-    graphs = [by_size(f)[0] for f in FAMILIES]
-    graphs += [f"{PREFIX[f]}-v{i}" for f in FAMILIES for i in range(args.variants)]
-    return graphs + extra_train
+def training_graphs(extra_train: list[str]) -> list[str]:
+    """The six families' smallest graphs, then ``--train-extra``'s."""
+    return [by_size(f)[0] for f in FAMILIES] + extra_train
 
 
 def train_policy(
@@ -115,10 +105,6 @@ def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
     return res
 
 
-def geomean(x: list[float]) -> float:
-    return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
-
-
 PLACEMENT_BASELINES = (
     "single", "expert", "metis+cp", "heft", "heft-cut", "m-etf", "random", "anneal", "climb",
     "heft-search",
@@ -126,7 +112,7 @@ PLACEMENT_BASELINES = (
 
 
 #: What a judged graph is to the policy: a training graph, an unseen suite graph, or another
-#: architecture (``--judge-extra``).
+#: architecture (``--train-extra``), trained on or held out.
 KINDS = {"training": "training graphs", "unseen": "unseen graphs",
          "other-trained": "graphs of other architectures trained on",
          "other": "graphs of other architectures not trained on"}  # fmt: skip
@@ -230,31 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", default="4xgpu-pcie")
     ap.add_argument("--steps", type=int, default=12_000, help="whole-graph decisions")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--variants",
-        type=int,
-        default=0,
-        help="train also on this many seeded variants of each family (<family>-v0 ...); "
-        "judged on the six smallest graphs as before",
-    )
     ap.add_argument("--samples", type=int, default=16, help="sampled placements besides greedy")
     ap.add_argument("--budget", type=int, default=100, help="each search baseline's calls")
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/go_pretrained")
     ap.add_argument("--policy-out", type=Path, help="default: the shipped policy's path")
-    ap.add_argument(
-        "--rejudge",
-        action="store_true",
-        help="judge the policy file already there again (no training, no packaging; every "
-        "judge cell redone)",
-    )
-    ap.add_argument(
-        "--judge-extra",
-        type=Path,
-        nargs="+",
-        metavar="DIR",
-        help="judge the policy file already there also on every .npz graph in these folders "
-        "(no training; report-more-families.md)",
-    )
     ap.add_argument(
         "--train-extra",
         type=Path,
@@ -270,21 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         help="with --train-extra: comma-separated file stems in its folders not to train on",
     )
     a = ap.parse_args(argv)
-    if not 0 <= a.variants <= 1000:
-        say("--variants: 0 to 1000 per family")
-        return 2
-    if a.train_extra and (a.judge_extra or a.rejudge):
-        say("--train-extra trains a new policy: not with --judge-extra or --rejudge")
-        return 2
     if a.hold_out and not a.train_extra:
         say("--hold-out needs --train-extra")
         return 2
-    from actorq.agents.go.pretrained import (
-        load_policy_file,
-        load_policy_run,
-        save_policy,
-        shipped_path,
-    )
+    from actorq.agents.go.pretrained import load_policy_run, save_policy, shipped_path
     from actorq.graphopt.cluster import get_cluster
     from actorq.run import load_run_config
 
@@ -297,11 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         command += " -- " + shlex.join(extra)
     train_json = root / "train.json"
     policy = a.policy_out or shipped_path(n)
-    if (a.rejudge or a.judge_extra) and not (train_json.is_file() and policy.is_file()):
-        say(f"--rejudge and --judge-extra need {train_json} and {policy}: train first")
-        return 2
-    extra_dirs: list[Path] = a.judge_extra or a.train_extra or []
-    flag = "--judge-extra" if a.judge_extra else "--train-extra"
+    extra_dirs: list[Path] = a.train_extra or []
+    flag = "--train-extra"
     extra_graphs = []  # as the settings and reports name them: relative to the repository
     for d in extra_dirs:
         found = [p.resolve() for p in sorted(d.glob("*.npz"))]
@@ -319,43 +270,39 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         say(f"--hold-out: no {', '.join(unknown)}.npz in {' '.join(map(str, extra_dirs))}")
         return 2
-    extra_train = [g for g in extra_graphs if Path(g).stem not in held] if a.train_extra else []
-    planned = training_graphs(a, extra_train)
+    extra_train = [g for g in extra_graphs if Path(g).stem not in held]
+    planned = training_graphs(extra_train)
     if train_json.is_file():
         trained = json.loads(train_json.read_text())
         say(f"trained before: {trained['decisions']:,} decisions ({train_json})")
-        if a.train_extra and trained["graphs"] != planned:
+        if trained["graphs"] != planned:
             say(f"{train_json} was trained on other graphs: use another --results")
             return 2
     else:
-        more = f" and {a.variants} variants of each family" if a.variants else ""
         where = " ".join(map(str, extra_dirs))
-        more += f" and {len(extra_train)} graphs of {where}" if extra_train else ""
+        more = f" and {len(extra_train)} graphs of {where}" if extra_train else ""
         say(f"training on the six families' smallest graphs{more}, {a.steps:,} decisions ...")
         trained = train_policy(a, extra, root / "runs" / "train", planned)
         write_json_atomic(train_json, trained)
-    if a.rejudge or a.judge_extra:  # the report names the command that trained the file, then
-        command = load_policy_file(policy)[1].command + "`, judged again by `" + command
-    else:
-        policy.parent.mkdir(parents=True, exist_ok=True)
-        run = root / "runs" / "train"
-        model, run_info = load_policy_run(run, load_run_config(run, device="cpu"))
-        save_policy(model, policy, task="placement", cluster=a.cluster,
-                    trained_on=trained["graphs"], command=command,
-                    reference=run_info.reference, start=run_info.start)  # fmt: skip
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    run = root / "runs" / "train"
+    model, run_info = load_policy_run(run, load_run_config(run, device="cpu"))
+    save_policy(model, policy, task="placement", cluster=a.cluster,
+                trained_on=trained["graphs"], command=command,
+                reference=run_info.reference, start=run_info.start)  # fmt: skip
     size = policy.stat().st_size
-    say(f"{'judging' if a.rejudge or a.judge_extra else 'wrote'} {policy} ({size:,} bytes)")
+    say(f"wrote {policy} ({size:,} bytes)")
     if size > 10 * 2**20:
         say("error: the policy file is over 10 MB")
         return 1
     cells: list[tuple[str, str, dict[str, Any]]] = []
-    smallest = [by_size(f)[0] for f in FAMILIES]  # variants are trained on, not judged
+    smallest = [by_size(f)[0] for f in FAMILIES]
     graphs = [(g, "training") for g in smallest] + [(by_size(f)[1], "unseen") for f in FAMILIES]
-    seen = set(trained["graphs"])  # --judge-extra on a file trained with --train-extra too
+    seen = set(trained["graphs"])
     graphs += [(g, "other-trained" if g in seen else "other") for g in extra_graphs]
     for g, kind in graphs:
         p = root / (f"judge-extra-{Path(g).stem}.json" if g.endswith(".npz") else f"judge-{g}.json")
-        if p.is_file() and not a.rejudge:
+        if p.is_file():
             cells.append((g, kind, json.loads(p.read_text())))
             continue
         say(f"judging {g} ...")
@@ -372,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             "train": trained, "samples": a.samples, "budget": a.budget,
             "machine": machine_info()}  # fmt: skip
     text = report(cells, meta)
-    (root / ("report-more-families.md" if a.judge_extra else "report.md")).write_text(text)
+    (root / "report.md").write_text(text)
     print(text)
     return 0
 

@@ -28,18 +28,14 @@ Command::
 
     .venv/bin/python benchmarks/graphopt_policy_speed.py
 
-Where an inference's time goes, per op type (onnxruntime's profiler)::
-
-    .venv/bin/python benchmarks/graphopt_policy_speed.py --no-suite --sizes 80000 --op-profile \
-        --out benchmarks/results/graphopt_policy_ops
-
 Quick smoke run::
 
     .venv/bin/python benchmarks/graphopt_policy_speed.py --no-suite --sizes 1000 \
         --repeats 1 --out /tmp/go_policy_smoke
 
-Results go to ``<out>/graphopt_policy_speed.json`` (``graphopt_policy_speed-posK.json`` with
-``--pos-freqs K``: the network with Fourier features of each op's position).
+Results go to ``<out>/graphopt_policy_speed.json``. The per-op-type profile (``--op-profile``),
+the network with position octaves (``--pos-freqs``) and onnxruntime's memory patterns
+(``--mem-pattern``) were measured with ``git show 85997d5:benchmarks/graphopt_policy_speed.py``.
 """
 
 from __future__ import annotations
@@ -88,40 +84,7 @@ def _maxrss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-#: The op types that are matrix products (the part int8 makes cheaper), for ``--op-profile``.
-MATMUL_OPS = ("MatMul", "MatMulInteger", "Gemm", "FusedGemm", "FusedMatMul")
-
-
-def op_profile(model: Path, feeds: dict[str, Any], repeats: int, so: Any) -> dict[str, float]:
-    """Each op type's share of the kernels' time over ``repeats`` calls, from onnxruntime's own
-    profiler (a separate session: profiling slows the calls, so it never touches the timed
-    ones)."""
-    import onnxruntime as ort
-
-    with tempfile.TemporaryDirectory() as tmp:
-        so.enable_profiling = True
-        so.profile_file_prefix = str(Path(tmp) / "ort")
-        sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
-        for _ in range(max(1, repeats)):
-            sess.run(None, feeds)
-        events = json.loads(Path(sess.end_profiling()).read_text())
-    by: dict[str, float] = {}
-    for e in events:
-        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
-            op = str(e["args"]["op_name"])
-            by[op] = by.get(op, 0.0) + float(e["dur"])
-    total = sum(by.values()) or 1.0
-    return {k: v / total for k, v in sorted(by.items(), key=lambda kv: -kv[1])}
-
-
-def worker(
-    model: Path,
-    inputs: Path,
-    repeats: int,
-    outputs: Path | None,
-    mem_pattern: bool = False,
-    profile: bool = False,
-) -> dict[str, Any]:
+def worker(model: Path, inputs: Path, repeats: int, outputs: Path | None) -> dict[str, Any]:
     """Runs in the subprocess: numpy + onnxruntime only."""
     import numpy as np
     import onnxruntime as ort
@@ -133,7 +96,7 @@ def worker(
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.enable_mem_pattern = mem_pattern  # off: OnnxGOPolicy's setting (see there)
+    so.enable_mem_pattern = False  # OnnxGOPolicy's setting (see there)
     so.log_severity_level = 3
     t = time.perf_counter()
     sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
@@ -149,10 +112,8 @@ def worker(
     if outputs is not None:
         names = [o.name for o in sess.get_outputs()]
         np.savez(outputs, **dict(zip(names, outs, strict=True)))
-    peak = _maxrss_mib()  # before the profiled session, which would add its own arena
-    shares = op_profile(model, feeds, repeats, so) if profile else None
+    peak = _maxrss_mib()
     return {
-        **({"op_share": shares} if shares is not None else {}),
         "session_s": session_s,
         "first_s": first_s,
         "median_s": statistics.median(ts) if ts else first_s,
@@ -166,12 +127,16 @@ def worker(
     }
 
 
-def run_worker(
-    model: Path, inputs: Path, repeats: int, outputs: Path, mem_pattern: bool, profile: bool
-) -> dict[str, Any]:
-    args = [str(model), str(inputs), str(repeats), str(outputs), str(int(mem_pattern))]
-    args.append(str(int(profile)))
-    cmd = [sys.executable, __file__, "--worker", *args]
+def run_worker(model: Path, inputs: Path, repeats: int, outputs: Path) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        str(model),
+        str(inputs),
+        str(repeats),
+        str(outputs),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise RuntimeError(f"worker failed: {r.stderr.strip()[-2000:]}")
@@ -185,19 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="*", default=list(SIZES), help="synthetic sizes")
     ap.add_argument("--no-suite", action="store_true", help="synthetic graphs only")
     ap.add_argument("--hidden", type=int, default=None, help="model width (default: config's)")
-    ap.add_argument(
-        "--pos-freqs", type=int, default=0, help="position octaves (GOPolicyConfig.pos_freqs)"
-    )
-    ap.add_argument(
-        "--mem-pattern",
-        action="store_true",
-        help="turn onnxruntime's memory patterns on (OnnxGOPolicy turns them off)",
-    )
-    ap.add_argument(
-        "--op-profile",
-        action="store_true",
-        help="also each op type's share of the time (onnxruntime's profiler, a separate session)",
-    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     a = ap.parse_args(argv)
 
@@ -217,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     machine = machine_info()
     torch.manual_seed(0)
-    cfg = GOPolicyConfig(pos_freqs=a.pos_freqs)
+    cfg = GOPolicyConfig()
     if a.hidden is not None:
         cfg = dataclasses.replace(cfg, hidden=a.hidden)
     model = GOPolicy(cfg).eval()
@@ -242,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             outs: dict[str, Path] = {}
             for prec in PRECISIONS:
                 outs[prec] = tmp / f"out_{prec}.npz"
-                r = run_worker(
-                    models[prec], feeds, a.repeats, outs[prec], a.mem_pattern, a.op_profile
-                )
+                r = run_worker(models[prec], feeds, a.repeats, outs[prec])
                 row = {
                     "graph": g.name,
                     "ops": g.num_ops,
@@ -264,11 +214,6 @@ def main(argv: list[str] | None = None) -> int:
                     f"peak RSS {r['peak_rss_mib']:.0f} MiB (+{r['peak_increase_mib']:.0f})",
                     flush=True,
                 )
-                if "op_share" in r:
-                    sh = r["op_share"]
-                    mm = sum(v for k, v in sh.items() if k in MATMUL_OPS)
-                    top = ", ".join(f"{k} {100 * v:.0f}%" for k, v in list(sh.items())[:8])
-                    print(f"    matrix products {100 * mm:.0f}% of kernel time; {top}")
             with np.load(outs["fp32"]) as f32, np.load(outs["int8"]) as i8:
                 agree = float((f32["placement"].argmax(1) == i8["placement"].argmax(1)).mean())
                 err = float(np.abs(f32["placement"] - i8["placement"]).mean())
@@ -296,18 +241,14 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "onnxruntime": onnxruntime.__version__,
         "threads": 1,
-        "mem_pattern": a.mem_pattern,
+        "mem_pattern": False,
         "repeats": a.repeats,
         "model": {**dataclasses.asdict(model.config), "parameters": n_params},
         "rows": rows,
         "check": check,
     }
     a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / (
-        "graphopt_policy_speed.json"
-        if not a.pos_freqs
-        else f"graphopt_policy_speed-pos{a.pos_freqs}.json"
-    )
+    path = a.out / "graphopt_policy_speed.json"
     path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {path}")
     return 1 if passed is False else 0
@@ -315,10 +256,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        model_p, inputs_p, reps, out_p, pattern, prof = sys.argv[2:8]
-        res = worker(
-            Path(model_p), Path(inputs_p), int(reps), Path(out_p), pattern == "1", prof == "1"
-        )
+        model_p, inputs_p, reps, out_p = sys.argv[2:6]
+        res = worker(Path(model_p), Path(inputs_p), int(reps), Path(out_p))
         print(json.dumps(res))
         raise SystemExit(0)
     raise SystemExit(main())
