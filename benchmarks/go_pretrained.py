@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     model, run_info = load_policy_run(run, load_run_config(run, device="cpu"))
     save_policy(model, policy, task="placement", cluster=a.cluster,
                 trained_on=trained["graphs"], command=command,
-                reference=run_info.reference, start=run_info.start)  # fmt: skip
+                reference=run_info.reference)  # fmt: skip
     size = policy.stat().st_size
     say(f"wrote {policy} ({size:,} bytes)")
     if size > 10 * 2**20:

@@ -39,8 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_info
-from _report import md_head
+from _machine import machine_info, md_head
 from actorq.cli.graphopt import baseline_rows
 from actorq.graphopt.baselines import NAMES, SEARCH
 from actorq.graphopt.suite import SUITE

@@ -47,8 +47,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from _machine import machine_info
-from _report import md_head
+from _machine import machine_info, md_head
 from actorq.graphopt.cluster import get_cluster
 from actorq.graphopt.ir import Graph
 from actorq.graphopt.simulator import HAVE_NUMBA, Simulator

@@ -52,7 +52,8 @@ from actorq.errors import ConfigError
 _CHUNK = 1 << 20  # pair-matrix entries per block of the overlap test (bounds memory)
 #: Up to this many (movable, any) pairs the overlap test takes every pair at once; above it, a
 #: sweep over x-sorted boxes (the same sums to the bit: an FD run on Ariane133's 782 clusters
-#: 1.6x faster, on a dozen clusters 2.7x slower with it; benchmarks/chip_fd_speed.py).
+#: 1.6x faster, on a dozen clusters 2.7x slower with it;
+#: git show 85997d5:benchmarks/chip_fd_speed.py).
 _ALL_PAIRS = 1 << 16
 
 

@@ -39,7 +39,7 @@ def test_targets_and_decisions_use_the_tasks_levels(levels: int) -> None:
 
 def test_more_levels_approach_exact_ranks() -> None:
     """gnmt-s on 4 PCIe GPUs, HEFT's placement fused greedily: 8 buckets of HEFT's ranks are
-    12% slower than the exact ranks (docs/graphopt-transfer.md), 256 within 2%."""
+    12% slower than the exact ranks (docs/go-transfer.md), 256 within 2%."""
     task = GraphTask("gnmt-s", "joint", "4xgpu-pcie")
     sim, g = task.env.sim, task.env.graph
     ranks = upward_rank(sim)

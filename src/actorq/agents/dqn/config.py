@@ -49,8 +49,8 @@ class DQNConfig(OffPolicyConfig):
     """Huber loss threshold."""
     publish_every: int = 100
     """Learner updates between published (quantized) snapshots. A GPTQ publish of a 256-wide
-    layer costs about 20 updates' time (benchmarks/learner_step.py): every 50 updates it took a
-    fifth of the learner's time."""
+    layer costs about 20 updates' time (benchmarks/snapshot_publish.py learner-step): every 50
+    updates it took a fifth of the learner's time."""
     epsilon: float = 0.4
     """Ape-X exploration base: environment instance i of N explores with
     epsilon^(1 + epsilon_alpha * i / (N - 1))."""

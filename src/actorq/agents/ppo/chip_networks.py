@@ -55,7 +55,7 @@ class ChipPolicyConfig:
     """Sizes of :class:`ChipPolicy` / :class:`ChipValue`. The defaults are small enough for
     CPU training: 102k policy parameters on Ariane133 (133 macros, a 21 × 24 grid), about
     0.5 ms per batch-1 decision in onnxruntime on one thread, 1.3 ms in torch
-    (benchmarks/chip_policy_speed.py)."""
+    (``git show 85997d5:benchmarks/chip_policy_speed.py``)."""
 
     hidden: int = 64
     """Width of the macro embeddings and of the conditioning vector."""
@@ -568,7 +568,8 @@ def chip_policy_onnx(
     canvas convolutions after the first and the head's 3 × 3 convolution run ``ConvInteger``
     (int8 weights per output channel, uint8 activations with zero point 0 and one scale per
     state: every convolution input is nonnegative, the planes or a ReLU's output): a smaller
-    model, slower on CPU (benchmarks/chip_policy_speed.py). Either way the input layers (the
+    model, slower on CPU (``git show 85997d5:benchmarks/chip_policy_speed.py``). Either way the
+    input layers (the
     macro-feature embedding, the first convolution), the conditioning and FiLM layers and the
     output layers (the 1 × 1 convolution and the dense logit map) stay fp32, as in actorq's
     int8 snapshots; so do the macro-graph products ``Â h`` and the wire map (fixed matrices
