@@ -27,6 +27,11 @@ class CheckpointError(ActorQError):
     """A checkpoint that is missing, incomplete or corrupt."""
 
 
+class OutputError(ActorQError):
+    """A file actorq writes could not be written: a full disk, a read-only filesystem, a
+    permission (the run stops as Ctrl-C would, keeping its last checkpoint)."""
+
+
 class DivergedError(ActorQError):
     """The learner produced non-finite losses or weights; the run stops, keeping its last
     finite checkpoint."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import OutputError, shown
 from actorq.rundir import RunDir
 
 
@@ -17,12 +20,13 @@ class MetricLogger:
 
     def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
         self.run_dir = run_dir
-        path = RunDir(run_dir).metrics
-        new = not path.exists()
-        self._f = open(path, "a", newline="")  # noqa: SIM115
-        self._csv = csv.writer(self._f)
-        if new:
-            self._csv.writerow(["step", "wall_time", "metric", "value"])
+        self.path = RunDir(run_dir).metrics
+        with self._writing():
+            new = not self.path.exists()
+            self._f = open(self.path, "a", newline="")  # noqa: SIM115
+            self._csv = csv.writer(self._f)
+            if new:
+                self._csv.writerow(["step", "wall_time", "metric", "value"])
         self._tb: Any = None
         if tensorboard:
             try:
@@ -32,20 +36,34 @@ class MetricLogger:
             except ImportError:  # tensorboard missing: CSV still works
                 self._tb = None
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A full disk or a read-only filesystem while logging is one :class:`OutputError`
+        line naming the file, not a traceback."""
+        try:
+            yield
+        except OSError as e:
+            raise OutputError(
+                f"cannot write {shown(self.path)}: {e.strerror or type(e).__name__}"
+            ) from None
+
     def log(self, step: int, metrics: dict[str, float]) -> None:
         now = time.time()
-        for name, value in metrics.items():
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                continue
-            self._csv.writerow([step, f"{now:.3f}", name, f"{float(value):.6g}"])
-            if self._tb is not None:
-                self._tb.add_scalar(name, float(value), step)
-        self._f.flush()
+        with self._writing():
+            for name, value in metrics.items():
+                if value is None or (isinstance(value, float) and math.isnan(value)):
+                    continue
+                self._csv.writerow([step, f"{now:.3f}", name, f"{float(value):.6g}"])
+                if self._tb is not None:
+                    self._tb.add_scalar(name, float(value), step)
+            self._f.flush()
 
     def close(self) -> None:
-        self._f.close()
+        with contextlib.suppress(OSError):  # what could not be flushed was reported by log()
+            self._f.close()
         if self._tb is not None:
-            self._tb.close()
+            with contextlib.suppress(OSError):
+                self._tb.close()
 
 
 def read_metrics(run_dir: Path) -> dict[str, list[tuple[int, float]]]:

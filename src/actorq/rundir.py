@@ -139,6 +139,35 @@ class RunDir:
             return None
         return d if isinstance(d, dict) else None
 
+    # -- before writing -----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Create the directory and check that a run can write everything it will: one
+        :class:`ConfigError` line (naming the path and why) for a read-only filesystem, a
+        ``--run-dir`` below a file, or an entry of the layout that is the wrong kind of thing
+        (``metrics.csv`` a directory, ``tb`` a file), before any of the run is written."""
+        where = shown(self.path)
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigError(f"--run-dir {where} is a file, not a directory")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--run-dir {where}: cannot create it ({_why(e)})") from None
+        files = (self.config_file, self.metrics, self.summary_file)
+        dirs = (self.checkpoint, self.best, self.tensorboard, self.actors)
+        move = "move it away or pick another --run-dir"
+        for p in files:  # never written through a symlink (it would write somewhere else)
+            if p.is_symlink() or (p.exists() and not p.is_file()):
+                raise ConfigError(f"{shown(p)} is not a regular file; {move}")
+        for p in dirs:  # a symlink to a directory (on another disk, say) is fine
+            if (p.exists() or p.is_symlink()) and not p.is_dir():
+                raise ConfigError(f"{shown(p)} is not a directory; {move}")
+        try:  # a probe: permissions, a read-only mount, a full disk's inode table
+            fd, probe = _probe(self.path)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise ConfigError(f"--run-dir {where}: cannot write in it ({_why(e)})") from None
+
     # -- one writer ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, what: str = "run") -> Iterator[None]:
@@ -156,6 +185,16 @@ class RunDir:
         finally:
             if taken:
                 unlock_file(path)
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def _probe(directory: Path) -> tuple[int, str]:
+    import tempfile
+
+    return tempfile.mkstemp(prefix=".write-probe-", dir=directory)
 
 
 _HELD: dict[str, int] = {}  # path -> fd: locks this process holds (one per directory)
@@ -179,8 +218,9 @@ def lock_file(path: Path, message: str) -> bool:
         holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
         os.close(fd)
         raise ConfigError(f"{message} (pid {holder}); wait for it to finish or stop it") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    with contextlib.suppress(OSError):  # a full disk: the lock holds without its pid
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD[key] = fd
     return True
 

@@ -78,6 +78,7 @@ def train(
     builder.check_spec(spec)
     check_run_memory(cfg, builder, spec)  # all input checked: from here on the run dir is written
     run = RunDir(Path(cfg.run_dir or ""))
+    run.prepare()  # a run directory the run can write, or one line
     with run.lock():  # the one writer: a second train() into this directory is refused here
         loaded = run.load_checkpoint() if cfg.resume else None
         return _train(cfg, builder, spec, loaded, callback)

@@ -1,0 +1,125 @@
+"""A run directory the filesystem does not let a run write is one line before anything of the
+run is written (issue: a read-only filesystem, ``--run-dir`` below a file, ``metrics.csv`` a
+directory, ``tb`` a file, and a disk filling up while logging each ended in a traceback), and
+hypothesis tries the layouts a careless user leaves behind."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actorq.cli import main
+from actorq.errors import ActorQError, ConfigError, OutputError
+from actorq.logging import MetricLogger
+from actorq.rundir import RunDir
+
+TRAIN = ["train", "dqn", "--actors", "0", "--total-steps", "120", "--min-replay-size", "60",
+         "--eval-every", "120", "--eval-episodes", "1", "--no-progress", "--no-energy"]  # fmt: skip
+ENTRIES = ("config.json", "metrics.csv", "summary.json", "checkpoint", "best", "tb", "actors")
+
+
+def files_under(p: Path) -> dict[str, bytes | None]:
+    return {
+        str(q.relative_to(p)): (q.read_bytes() if q.is_file() and not q.is_symlink() else None)
+        for q in sorted(p.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda d: (d / "metrics.csv").mkdir(parents=True), "metrics.csv is not a regular file"),
+        (lambda d: (d.mkdir(), (d / "tb").write_text("x")), "tb is not a directory"),
+        (lambda d: d.parent.joinpath("f").write_text("x"), "cannot create it (Not a directory)"),
+    ],
+)
+def test_a_run_dir_it_cannot_write_is_one_line_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, needle: str
+) -> None:
+    run = tmp_path / "run"
+    make(run)  # type: ignore[operator]
+    target = tmp_path / "f" / "run" if (tmp_path / "f").exists() else run
+    before = files_under(tmp_path)
+    assert main([*TRAIN, "--run-dir", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+    assert files_under(tmp_path) == before
+
+
+def test_a_read_only_directory_is_refused_before_the_run_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root ignores permission bits, so the read-only filesystem is simulated where the run
+    first writes: the probe file."""
+
+    def read_only(directory: Path) -> tuple[int, str]:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr("actorq.rundir._probe", read_only)
+    with pytest.raises(ConfigError, match=r"cannot write in it \(Read-only file system\)"):
+        RunDir(tmp_path / "run").prepare()
+
+
+def test_a_disk_filling_up_while_logging_is_one_line(tmp_path: Path) -> None:
+    log = MetricLogger(tmp_path, tensorboard=False)
+
+    class Full:
+        def writerow(self, row: object) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    log._csv = Full()  # type: ignore[assignment]
+    with pytest.raises(OutputError, match=r"metrics.csv: No space left on device"):
+        log.log(1, {"x": 1.0})
+    log.close()
+
+
+KINDS = ("absent", "file", "dir", "symlink-file", "symlink-dir", "dangling", "fifo")
+
+
+def make_entry(p: Path, kind: str, outside: Path) -> None:
+    if kind == "file":
+        p.write_text("users-data")
+    elif kind == "dir":
+        p.mkdir()
+    elif kind == "symlink-file":
+        p.symlink_to(outside / "target.txt")
+    elif kind == "symlink-dir":
+        p.symlink_to(outside, target_is_directory=True)
+    elif kind == "dangling":
+        p.symlink_to(outside / "nowhere")
+    elif kind == "fifo":
+        os.mkfifo(p)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(layout=st.dictionaries(st.sampled_from(ENTRIES), st.sampled_from(KINDS), max_size=3))
+def test_random_run_dir_layouts_train_or_fail_in_one_line_without_touching_others(
+    tmp_path_factory: pytest.TempPathFactory, layout: dict[str, str]
+) -> None:
+    """Whatever a user left in a run directory (files, directories, symlinks into another
+    directory, dangling links, FIFOs at the layout's names): training either works or stops
+    with one ActorQError line before writing anything; a file outside the run directory that
+    a symlink points at is never written (a symlinked directory may get new files: that is
+    what linking ``tb`` to another disk is for)."""
+    base = tmp_path_factory.mktemp("fs")
+    run, outside = base / "run", base / "outside"
+    run.mkdir()
+    outside.mkdir()
+    (outside / "target.txt").write_text("not yours")
+    for name, kind in layout.items():
+        make_entry(run / name, kind, outside)
+    before_outside = files_under(outside)
+    before_run = files_under(run)
+    try:
+        code = main([*TRAIN, "--run-dir", str(run)])
+    except ActorQError:  # main prints these; it does not raise them
+        raise AssertionError("main let an ActorQError escape") from None
+    after_outside = files_under(outside)
+    assert {k: after_outside.get(k) for k in before_outside} == before_outside
+    if code != 0:
+        assert code == 2 and files_under(run) == before_run
