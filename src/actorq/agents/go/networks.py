@@ -51,7 +51,8 @@ from actorq.agents.go.inputs import (
     priorities,
 )
 from actorq.graphopt.envs import PRIORITY_LEVELS
-from actorq.quant.onnx import OnnxBuilder, host
+from actorq.quant.onnx import host
+from actorq.quant.onnx_builder import OnnxBuilder
 
 # ---- the torch model --------------------------------------------------------------------------
 
