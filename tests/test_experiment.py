@@ -301,6 +301,26 @@ def test_resume_refuses_options_it_would_ignore(tiny: Callable[..., Any]) -> Non
     assert r.run_dir == first.run_dir
 
 
+def test_a_resume_reads_the_runs_config_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.run.resume import resolve_run
+    from actorq.rundir import RunDir
+
+    (tmp_path / "config.json").write_text(json.dumps(DQNConfig(run_dir=str(tmp_path)).to_json()))
+    (tmp_path / "checkpoint").mkdir()
+    reads: list[Path] = []
+    read = RunDir.read_config_json
+
+    def counted(self: RunDir) -> dict[str, Any]:
+        reads.append(self.path)
+        return read(self)
+
+    monkeypatch.setattr(RunDir, "read_config_json", counted)
+    cfg = resolve_run(DQNConfig(resume=str(tmp_path), total_steps=123))
+    assert cfg.total_steps == 123 and cfg.run_dir == str(tmp_path) and reads == [tmp_path]
+
+
 def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     f = tmp_path / "afile"
     f.write_text("x")

@@ -24,12 +24,16 @@ def test_writes_whole_and_replaces_only_with_force(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.json"]  # no temporary left
 
 
-def test_the_file_gets_the_users_permissions(tmp_path: Path) -> None:
-    out = tmp_path / "o.bin"
-    write_output(out, b"x", "--out")
-    mask = os.umask(0)
-    os.umask(mask)
-    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_the_file_gets_the_users_permissions(tmp_path: Path, umask: int) -> None:
+    out, usual = tmp_path / "o.bin", tmp_path / "usual"
+    old = os.umask(umask)
+    try:
+        write_output(out, b"x", "--out")
+        usual.write_bytes(b"x")  # what any new file gets here
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == usual.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:

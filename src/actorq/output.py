@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -65,8 +65,7 @@ def write_output(
 ) -> None:
     """Write ``content`` (bytes, text, or a function writing to a binary file) to ``path``
     whole or not at all; call :func:`check_output` first."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    fd, tmp = _new_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             if isinstance(content, str):
@@ -79,7 +78,6 @@ def write_output(
             os.fsync(f.fileno())
         if _not_regular(path):  # appeared while we worked
             raise error(f"{flag} {shown(path)} is not a regular file; not replacing it")
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output is the user's file
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -90,7 +88,17 @@ def write_output(
         raise
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _new_temp(path: Path) -> tuple[int, Path]:
+    """A new file beside ``path``, created exclusively, open for writing: ``(fd, its path)``.
+
+    Created with mode 0666, which the kernel narrows by the umask (and the directory's default
+    ACL) as for any new file, so the output gets the user's usual permissions; mkstemp's 0600
+    would need a chmod, and reading the umask (``os.umask`` sets it) races other threads."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # another writer's temporary: draw another name
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")

@@ -424,87 +424,10 @@ def _trace_fx(
         raise _fx_error(name, e) from None
     tr = _Traced(gm.graph, {}, {}, {}, {}, {}, set())
     tr.trainable = {k for k, p in gm.named_parameters() if p.requires_grad}
-    # one name per tensor (the first module that owns it): a tied weight is one parameter
-    canonical = {id(t): k for k, t in itertools.chain(gm.named_parameters(), gm.named_buffers())}
-
-    def keys_of(n: torch.fx.Node) -> dict[str, torch.Tensor]:
-        """Parameters and buffers a node uses, by (canonical) qualified name."""
-        out: dict[str, torch.Tensor] = {}
-        if n.op == "call_module":
-            mod = gm.get_submodule(str(n.target))
-            for pn, p in itertools.chain(mod.named_parameters(), mod.named_buffers()):
-                out[canonical.get(id(p), f"{n.target}.{pn}")] = p
-        for a in n.all_input_nodes:
-            if a.op == "get_attr":
-                t = operator.attrgetter(str(a.target))(gm)
-                if isinstance(t, torch.Tensor):
-                    out[canonical.get(id(t), str(a.target))] = t
-        return out
-
-    class _Run(torch.fx.Interpreter):
-        def run_node(self, n: torch.fx.Node) -> Any:
-            if n.op in ("placeholder", "get_attr", "output"):
-                out = super().run_node(n)
-                tr.values[n], tr.flops[n], tr.views[n] = out, 0.0, n.op != "placeholder"
-                return out
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
-            source: dict[int, tuple[torch.fx.Node, bool]] = {}
-            for a in n.all_input_nodes:
-                if a.op != "get_attr":
-                    for t in _tensors(self.env[a]):
-                        source[id(t)] = (a, t.requires_grad)
-            run = getattr(self, str(n.op))
-            # a getitem only selects from a tuple: nothing to replay
-            plain = n.op == "call_function" and n.target is operator.getitem
-            params = keys_of(n)
-
-            def call(a: Any, k: Any) -> Any:
-                return run(n.target, a, k)
-
-            try:
-                out, fwd, grad = _autograd(
-                    call,
-                    args,
-                    kwargs,
-                    {} if plain or not training else source,
-                    params,
-                    training and not plain,
-                )
-            except Exception:
-                if not training or plain:
-                    raise
-                # an op autograd cannot replay on meta tensors: run it plainly, and give it the
-                # conservative mirror (every input saved, a gradient for each that needs one)
-                fwd = _FlopCounter()
-                with torch.no_grad(), fwd:
-                    out = call(args, kwargs)
-                inputs = {a for a in n.all_input_nodes if a.op != "get_attr"}
-                rg = {a for a in inputs if any(t.requires_grad for t in _tensors(self.env[a]))}
-                trainable = {k for k, p in params.items() if p.requires_grad}
-                grad = None
-                if rg or trainable:
-                    out = tree_map(
-                        lambda t: (
-                            t.detach().requires_grad_(True)
-                            if isinstance(t, torch.Tensor) and t.is_floating_point()
-                            else t
-                        ),
-                        out,
-                    )
-                    grad = _Grad(
-                        fwd.flops, fwd.views_only, inputs, _nbytes(out), 0.0, set(params), rg,
-                        trainable,
-                    )  # fmt: skip
-            tr.values[n], tr.flops[n], tr.views[n] = out, fwd.flops, fwd.views_only
-            if fwd.rows:
-                tr.gathered[n] = (fwd.table, fwd.rows)
-            if grad is not None:
-                tr.grads[n] = grad
-            return out
-
+    params_of = _fx_params(gm)
     try:
         with _fused_attention():
-            _Run(gm).run(*[x.to("meta") for x in inputs])
+            _FxCoster(gm, tr, params_of, training).run(*[x.to("meta") for x in inputs])
     except Exception as e:  # symbolic tracing succeeded but its graph does not run
         raise _fx_error(name, e) from None
     for node in gm.graph.nodes:
@@ -519,8 +442,118 @@ def _trace_fx(
             tr.op_type[node] = str(getattr(node.target, "__name__", node.target)).lstrip("_")
         else:
             tr.op_type[node] = str(node.target)
-        tr.params[node] = {k: _tensor_bytes(t) for k, t in keys_of(node).items()}
+        tr.params[node] = {k: _tensor_bytes(t) for k, t in params_of(node).items()}
     return tr
+
+
+def _fx_params(
+    gm: torch.fx.GraphModule,
+) -> Callable[[torch.fx.Node], dict[str, torch.Tensor]]:
+    """``params_of(node)``: the parameters and buffers a node of ``gm`` uses, by (canonical)
+    qualified name."""
+    # one name per tensor (the first module that owns it): a tied weight is one parameter
+    canonical = {id(t): k for k, t in itertools.chain(gm.named_parameters(), gm.named_buffers())}
+
+    def params_of(n: torch.fx.Node) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        if n.op == "call_module":
+            mod = gm.get_submodule(str(n.target))
+            for pn, p in itertools.chain(mod.named_parameters(), mod.named_buffers()):
+                out[canonical.get(id(p), f"{n.target}.{pn}")] = p
+        for a in n.all_input_nodes:
+            if a.op == "get_attr":
+                t = operator.attrgetter(str(a.target))(gm)
+                if isinstance(t, torch.Tensor):
+                    out[canonical.get(id(t), str(a.target))] = t
+        return out
+
+    return params_of
+
+
+class _FxCoster(torch.fx.Interpreter):
+    """Runs a traced module node by node on meta tensors, recording into ``traced`` each node's
+    value, FLOPs and whether it is a view, and for a training step its backward."""
+
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        traced: _Traced,
+        params_of: Callable[[torch.fx.Node], dict[str, torch.Tensor]],
+        training: bool,
+    ) -> None:
+        super().__init__(gm)
+        self.traced, self.params_of, self.training = traced, params_of, training
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        tr = self.traced
+        if n.op in ("placeholder", "get_attr", "output"):
+            out = super().run_node(n)
+            tr.values[n], tr.flops[n], tr.views[n] = out, 0.0, n.op != "placeholder"
+            return out
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        source: dict[int, tuple[torch.fx.Node, bool]] = {}
+        for a in n.all_input_nodes:
+            if a.op != "get_attr":
+                for t in _tensors(self.env[a]):
+                    source[id(t)] = (a, t.requires_grad)
+        run = getattr(self, str(n.op))
+        # a getitem only selects from a tuple: nothing to replay
+        plain = n.op == "call_function" and n.target is operator.getitem
+        params = self.params_of(n)
+
+        def call(a: Any, k: Any) -> Any:
+            return run(n.target, a, k)
+
+        try:
+            out, fwd, grad = _autograd(
+                call,
+                args,
+                kwargs,
+                {} if plain or not self.training else source,
+                params,
+                self.training and not plain,
+            )
+        except Exception:
+            if not self.training or plain:
+                raise
+            out, fwd, grad = self._mirror(n, call, args, kwargs, params)
+        tr.values[n], tr.flops[n], tr.views[n] = out, fwd.flops, fwd.views_only
+        if fwd.rows:
+            tr.gathered[n] = (fwd.table, fwd.rows)
+        if grad is not None:
+            tr.grads[n] = grad
+        return out
+
+    def _mirror(
+        self,
+        n: torch.fx.Node,
+        call: Callable[[Any, Any], Any],
+        args: Any,
+        kwargs: Any,
+        params: dict[str, torch.Tensor],
+    ) -> tuple[Any, _FlopCounter, _Grad | None]:
+        """An op autograd cannot replay on meta tensors: run it plainly, and give it the
+        conservative mirror (every input saved, a gradient for each that needs one)."""
+        fwd = _FlopCounter()
+        with torch.no_grad(), fwd:
+            out = call(args, kwargs)
+        inputs = {a for a in n.all_input_nodes if a.op != "get_attr"}
+        rg = {a for a in inputs if any(t.requires_grad for t in _tensors(self.env[a]))}
+        trainable = {k for k, p in params.items() if p.requires_grad}
+        if not (rg or trainable):
+            return out, fwd, None
+        out = tree_map(
+            lambda t: (
+                t.detach().requires_grad_(True)
+                if isinstance(t, torch.Tensor) and t.is_floating_point()
+                else t
+            ),
+            out,
+        )
+        grad = _Grad(
+            fwd.flops, fwd.views_only, inputs, _nbytes(out), 0.0, set(params), rg, trainable
+        )
+        return out, fwd, grad
 
 
 def _trace_export(
@@ -983,6 +1016,57 @@ def _assemble(
     )
 
 
+@dataclasses.dataclass
+class _GradCost:
+    """What one op's gradient op reads, writes and returns (:func:`_grad_cost`)."""
+
+    saved: dict[int, float]
+    """Owner op (template index) -> bytes of its output the gradient op reads."""
+    read: float
+    written: float
+    out: float
+
+
+def _grad_cost(
+    ops: list[_Op], plan: _Backward, key_bytes: dict[str, float], j: int, gr: _Grad
+) -> _GradCost:
+    """The gradient op of forward op ``j``: it reads what its backward saved (activations by
+    owner op, weights and views of weights, its stash), and its output gradient; it writes the
+    gradients of its inputs and parameters, and returns the activation gradients."""
+    op = ops[j]
+    in_bytes = {a: pb for _, pb, a in op.inputs}
+    flows = [(p, pb) for p, pb, a in op.inputs if a in gr.grad_inputs and plan.needed[p]]
+    # a gradient flowing into a view of a weight (export's transposed Linear weight) is
+    # the weight's gradient: written into the update's gradient buffer, not a new tensor
+    act_grads = sum(pb for p, pb in flows if ops[p].owner >= 0)
+    pgrad = sum(pb for p, pb in flows if ops[p].owner < 0)
+    pgrad += sum(key_bytes[key] for key in gr.grad_params)
+    if op.gathered is not None and gr.grad_params:  # scatter-add into gathered rows
+        pgrad += op.gathered[1] - op.gathered[0]
+    saved: dict[int, float] = {}  # owner op (template index) -> bytes read from it
+    weight_views = 0.0  # saved views of weights (export's permuted Linear weight)
+    for a in gr.saved_inputs:
+        p = plan.op_of(a)
+        if p is None:
+            continue
+        o = ops[p].owner
+        if o >= 0:
+            saved[o] = max(saved.get(o, 0.0), in_bytes.get(a, 0.0))
+        else:
+            weight_views += in_bytes.get(a, 0.0)
+    if (plan.keep_self[j] or (op.owner != j and gr.saved_output)) and op.owner >= 0:
+        saved[op.owner] = max(saved.get(op.owner, 0.0), ops[op.owner].out)
+    read = sum(saved.values()) + weight_views + plan.stash[j] + op.value  # + output gradient
+    read += sum(key_bytes[key] for key in gr.saved_params if key in key_bytes)
+    free = gr.free or not (act_grads or pgrad)
+    return _GradCost(
+        saved,
+        read=0.0 if gr.free else read,
+        written=0.0 if gr.free else act_grads + pgrad,
+        out=0.0 if free else act_grads,
+    )
+
+
 def _add_backward(
     tr: _Traced,
     ops: list[_Op],
@@ -1008,48 +1092,22 @@ def _add_backward(
             gr = grads[j]
             if not needed[j] or gr is None:
                 continue
-            op = ops[j]
-            in_bytes = {a: pb for _, pb, a in op.inputs}
-            flows = [(p, pb) for p, pb, a in op.inputs if a in gr.grad_inputs and needed[p]]
-            # a gradient flowing into a view of a weight (export's transposed Linear weight) is
-            # the weight's gradient: written into the update's gradient buffer, not a new tensor
-            act_grads = sum(pb for p, pb in flows if ops[p].owner >= 0)
-            pgrad = sum(pb for p, pb in flows if ops[p].owner < 0)
-            pgrad += sum(key_bytes[key] for key in gr.grad_params)
-            if op.gathered is not None and gr.grad_params:  # scatter-add into gathered rows
-                pgrad += op.gathered[1] - op.gathered[0]
-            saved: dict[int, float] = {}  # owner op (template index) -> bytes read from it
-            weight_views = 0.0  # saved views of weights (export's permuted Linear weight)
-            for a in gr.saved_inputs:
-                p = plan.op_of(a)
-                if p is None:
-                    continue
-                o = ops[p].owner
-                if o >= 0:
-                    saved[o] = max(saved.get(o, 0.0), in_bytes.get(a, 0.0))
-                else:
-                    weight_views += in_bytes.get(a, 0.0)
-            if (plan.keep_self[j] or (op.owner != j and gr.saved_output)) and op.owner >= 0:
-                saved[op.owner] = max(saved.get(op.owner, 0.0), ops[op.owner].out)
-            out_grad = op.value
-            read = sum(saved.values()) + weight_views + plan.stash[j] + out_grad
-            read += sum(key_bytes[key] for key in gr.saved_params if key in key_bytes)
-            free = gr.free or not (act_grads or pgrad)
-            v = fi[k][j]
+            op, v = ops[j], fi[k][j]
+            cost = _grad_cost(ops, plan, key_bytes, j, gr)
             g = grad_of[k][j] = b.op(
                 f"{b.names[v]}/grad",
                 f"{op.type}_grad",
                 anchor=v,
                 flops=gr.flops,
-                bytes_read=0.0 if gr.free else read,
-                bytes_written=0.0 if gr.free else act_grads + pgrad,
-                out_bytes=0.0 if free else act_grads,
+                bytes_read=cost.read,
+                bytes_written=cost.written,
+                out_bytes=cost.out,
             )
-            for o, sb in saved.items():
+            for o, sb in cost.saved.items():
                 kept[o] = max(kept.get(o, 0.0), sb if ops[o].multi else ops[o].out)
-            if j in plan.outputs and j not in saved:  # the output's gradient seeds the backward
-                b.edge(v, g, op.out or out_grad)
-            for o, sb in sorted(saved.items()):
+            if j in plan.outputs and j not in cost.saved:  # the output's gradient seeds it
+                b.edge(v, g, op.out or op.value)
+            for o, sb in sorted(cost.saved.items()):
                 b.edge(fi[k][o], g, sb)
             if side[k][j] >= 0:
                 b.edge(side[k][j], g, plan.stash[j])
@@ -1069,12 +1127,26 @@ def _add_backward(
                 if a in gr.grad_inputs and grad_of[k][p] >= 0:
                     b.edge(grad_of[k][j], grad_of[k][p], pb)
         saved_bytes += sum(kept.values()) + sum(plan.stash)
-    # one update per parameter owner (a module, or a bare parameter attribute)
+    _add_updates(ops, plan, b, holder, key_bytes, grad_of)
+    return saved_bytes
+
+
+def _add_updates(
+    ops: list[_Op],
+    plan: _Backward,
+    b: _Builder,
+    holder: dict[str, int],
+    key_bytes: dict[str, float],
+    grad_of: list[list[int]],
+) -> None:
+    """One optimizer update per parameter owner (a module, or a bare parameter attribute), fed
+    by its weight gradient accumulated along its uses."""
+    mb = len(grad_of)
     owner_keys: dict[str, set[str]] = {}
     owner_uses: dict[str, set[int]] = {}
-    for j in range(nf):
-        gr = grads[j]
-        if gr is None or not needed[j]:
+    for j in range(len(ops)):
+        gr = plan.grads[j]
+        if gr is None or not plan.needed[j]:
             continue
         for key in gr.grad_params:
             owner = key.rsplit(".", 1)[0]
@@ -1103,4 +1175,3 @@ def _add_backward(
         chain = [grad_of[k][j] for k in range(mb) for j in sorted(js, reverse=True)] + [u]
         for x, y in itertools.pairwise(chain):
             b.edge(x, y, pb)
-    return saved_bytes

@@ -169,25 +169,8 @@ def select_precision(
     Raises ``ValueError`` for an unknown candidate (``"auto"`` included), ``batch_size < 1``,
     observations of the wrong shape, or ``min_agreement`` outside [0, 1].
     """
-    if isinstance(source, PolicySnapshot):
-        if source.precision != "fp32":
-            raise ValueError(f"select_precision needs an fp32 source, got {source.precision}")
-        layers, spec = source.dequantized(), source.spec
-        extras = {k: source.tensors[k] for k in extra_shapes(spec)}
-    else:
-        if spec is None:
-            raise ValueError("pass spec= with exported layers")
-        layers = list(source)
-    unknown = [c for c in candidates if c not in PRECISIONS]
-    if unknown:
-        raise ValueError(f"unknown candidate precision(s) {unknown}; expected among {PRECISIONS}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if not 0.0 <= min_agreement <= 1.0:
-        raise ValueError(f"min_agreement must be in [0, 1], got {min_agreement}")
-    obs = np.asarray(observations, dtype=np.float32)
-    if obs.ndim != 2 or obs.shape[1] != spec.obs_dim or len(obs) == 0:
-        raise ValueError(f"observations must be (n >= 1, {spec.obs_dim}), got {obs.shape}")
+    layers, spec, extras = _fp32_source(source, spec, extras)
+    obs = _checked_observations(observations, spec, candidates, batch_size, min_agreement)
     batch = np.ascontiguousarray(obs[np.arange(batch_size) % len(obs)])
     timer = timer or measure_latency
     head = spec.policy_head
@@ -210,14 +193,64 @@ def select_precision(
     if len(seconds) != len(runtimes):
         raise ValueError(f"timer returned {len(seconds)} latencies for {len(runtimes)} runtimes")
     measured = list(zip(precisions, [t * 1e6 for t in seconds], agreement, nbytes, strict=True))
+    rows = _choose(measured, min_agreement, min_speedup)
+    choice = next(r.precision for r in rows if r.chosen)
+    metric = "same greedy action" if head.discrete else f"actions within {action_atol:g}"
+    return PrecisionChoice(choice, rows, batch_size, min_agreement, metric)
 
+
+def _fp32_source(
+    source: PolicySnapshot | Sequence[tuple[np.ndarray, np.ndarray]],
+    spec: PolicySpec | None,
+    extras: dict[str, np.ndarray] | None,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], PolicySpec, dict[str, np.ndarray] | None]:
+    """:func:`select_precision`'s ``source`` as fp32 layers, their spec and extra tensors."""
+    if isinstance(source, PolicySnapshot):
+        if source.precision != "fp32":
+            raise ValueError(f"select_precision needs an fp32 source, got {source.precision}")
+        return (
+            source.dequantized(),
+            source.spec,
+            {k: source.tensors[k] for k in extra_shapes(source.spec)},
+        )
+    if spec is None:
+        raise ValueError("pass spec= with exported layers")
+    return list(source), spec, extras
+
+
+def _checked_observations(
+    observations: np.ndarray,
+    spec: PolicySpec,
+    candidates: Sequence[str],
+    batch_size: int,
+    min_agreement: float,
+) -> np.ndarray:
+    """The sample states as float32 ``(n, obs_dim)``, once :func:`select_precision`'s other
+    arguments are checked too (``ValueError``, one line)."""
+    unknown = [c for c in candidates if c not in PRECISIONS]
+    if unknown:
+        raise ValueError(f"unknown candidate precision(s) {unknown}; expected among {PRECISIONS}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not 0.0 <= min_agreement <= 1.0:
+        raise ValueError(f"min_agreement must be in [0, 1], got {min_agreement}")
+    obs = np.asarray(observations, dtype=np.float32)
+    if obs.ndim != 2 or obs.shape[1] != spec.obs_dim or len(obs) == 0:
+        raise ValueError(f"observations must be (n >= 1, {spec.obs_dim}), got {obs.shape}")
+    return obs
+
+
+def _choose(
+    measured: list[tuple[str, float, float, int]], min_agreement: float, min_speedup: float
+) -> tuple[Candidate, ...]:
+    """Every measured ``(precision, µs, agreement, bytes)`` as a :class:`Candidate`, the
+    chosen one marked: the fastest eligible one if it is ``min_speedup`` × faster than fp32
+    (``measured[0]``), else fp32."""
     fp32_us = measured[0][1]
     eligible = [m for m in measured if m[2] >= min_agreement]
     best = min(eligible, key=lambda m: m[1])  # fp32 (agreement 1.0) is always eligible
     choice = best[0] if best[1] * min_speedup <= fp32_us else "fp32"
-    rows = tuple(
+    return tuple(
         Candidate(p, us, agree, nbytes, agree >= min_agreement, p == choice)
         for p, us, agree, nbytes in measured
     )
-    metric = "same greedy action" if head.discrete else f"actions within {action_atol:g}"
-    return PrecisionChoice(choice, rows, batch_size, min_agreement, metric)

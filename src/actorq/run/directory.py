@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
@@ -31,8 +32,15 @@ def load_run_config(run_dir: Path, device: str | None = None) -> ExperimentConfi
     instead of the run's (readers of a run's policy pass ``"cpu"``: a run trained on a GPU is
     evaluated, exported and placed with on a machine without one)."""
     run = RunDir(run_dir)
-    d = run.read_config_json()
-    path = run.config_file
+    return run_config_from_json(run, run.read_config_json(), device)
+
+
+def run_config_from_json(
+    run: RunDir, d: dict[str, Any], device: str | None = None
+) -> ExperimentConfig:
+    """:func:`load_run_config` for a config.json already read (as ``d``) from ``run``: a resume
+    reads the file once, for the config and for the device it trained on."""
+    run_dir, path = run.path, run.config_file
     try:
         agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
         if not isinstance(agent, str) or agent not in AGENTS:

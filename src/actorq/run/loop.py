@@ -84,6 +84,30 @@ def train(
         return _train(cfg, builder, spec, loaded, callback)
 
 
+@dataclasses.dataclass
+class _Run:
+    """The live pieces of one training run: what :func:`_start` opens, :func:`_loop` drives and
+    :func:`_finish` (or :func:`_close_failed_run`) closes."""
+
+    run_dir: Path
+    learner: Learner
+    io: PolicyIO
+    c: Counters
+    target: float | None
+    fp32_bytes: int
+    publisher: Publisher
+    energy: EnergyTracker | None
+    stop: StopOnSignal
+    backend: Backend
+    checkpointer: Checkpointer
+    logger: MetricLogger
+    progress: Progress
+    evaluator: Evaluator
+    interval: IntervalLogger
+    past_budget: bool
+    start_wall: float = 0.0
+
+
 def _train(
     cfg: ExperimentConfig,
     builder: Builder,
@@ -95,6 +119,28 @@ def _train(
     warn = cfg.cores_warning()  # once the input is known good, from the settings in use
     if warn:
         print(f"actorq: warning: {warn}", file=sys.stderr)
+    r = _start(cfg, builder, spec, loaded)
+    interrupted = False
+    try:
+        stop_reason = _loop(cfg, r, callback)
+        if not r.past_budget:  # the last interval's metrics, before the final checkpoint
+            r.interval.add_metrics(r.learner.read_metrics(), r.c.updates)
+        r.publisher.settle()  # its error, if any, is the run's
+    except KeyboardInterrupt:
+        interrupted, stop_reason = True, "interrupted"
+    except BaseException as e:
+        # A failed run (a diverged learner, a bug) writes nothing more: the checkpoint on disk
+        # is the last good one, and a crashed resume must not replace it.
+        _close_failed_run(r)
+        if isinstance(e, DivergedError):
+            raise _where_it_diverged(e, r) from None
+        raise
+    return _finish(cfg, r, interrupted, stop_reason)
+
+
+def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loaded | None) -> _Run:
+    """Open the run directory, make (or restore) the learner, start the backend with the first
+    snapshot published, and the loggers; the run's clock starts last."""
     target = cfg.target_return if cfg.target_return is not None else registered_threshold(cfg.env)
     run_dir = open_run_dir(cfg)
 
@@ -148,96 +194,119 @@ def _train(
         logger.log(c.env_steps, warm)
     publisher.publish(c, first)
 
-    start_wall = time.perf_counter() - c.wall_time_s
-    interrupted, stop_reason = False, "budget"
-    try:
-        while not past_budget:  # past it: not one env step or update, only the summary
-            if stop.requested:
-                raise KeyboardInterrupt
-            t_poll = time.perf_counter()
-            batch = backend.next_batch()
-            interval.add_episodes(backend.drain_episodes())
-            turn = 0
-            while batch is not None:  # up to updates_per_turn while the replay rule allows
-                t_update = time.perf_counter()
-                # metrics stay with the learner (on its device) until read: no sync per update
-                learner.learn(batch)
-                c.updates += 1
-                turn += 1
-                interval.update_s += time.perf_counter() - t_update
-                if c.updates % cfg.publish_every == 0:
-                    publisher.publish(c)  # refuses non-finite weights
-                if c.updates % cfg.checkpoint_every == 0:
-                    interval.add_metrics(learner.read_metrics(), c.updates)
-                    c.env_steps = backend.env_steps()
-                    c.wall_time_s = time.perf_counter() - start_wall  # time to target on resume
-                    checkpointer.save()
-                batch = backend.ready_batch() if turn < cfg.updates_per_turn else None
-            c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
-            now = time.perf_counter()
-            if turn == 0:  # the poll found no batch: the learner waited for data
-                interval.wait_s += now - t_poll
-            if evaluator.due(c.env_steps):
-                publisher.publish_for_evaluation(c)
-                reached = evaluator.run(publisher.latest, c, now - start_wall)
-                if keep_if_best(c, checkpointer):
-                    progress.print(f"  the best so far: kept in {RunDir(run_dir).best}")
-                if reached and cfg.stop_at_target:
-                    stop_reason = "target"
-                    break
-            if c.env_steps >= cfg.total_steps:
-                break
-            if interval.due(now, cfg.log_every):
-                interval.add_metrics(learner.read_metrics(), c.updates)
-                info = log_interval(now, c, backend, interval, publisher, energy, progress)
-                if callback is not None and callback(info) is False:
-                    stop_reason = "callback"
-                    break
-        if not past_budget:  # the last interval's metrics, before the final checkpoint
-            interval.add_metrics(learner.read_metrics(), c.updates)
-        publisher.settle()  # its error, if any, is the run's
-    except KeyboardInterrupt:
-        interrupted, stop_reason = True, "interrupted"
-    except BaseException as e:
-        # A failed run (a diverged learner, a bug) writes nothing more: the checkpoint on disk
-        # is the last good one, and a crashed resume must not replace it.
-        publisher.close()
-        _close_failed_run(stop, energy, backend, progress)
-        if isinstance(e, DivergedError):
-            if (checkpointer.dir / ckpt.MANIFEST).is_file():
-                kept = f", the last finite checkpoint is kept in {checkpointer.dir}"
-            else:  # nothing to point at: say so, and what usually fixes it
-                kept = (
-                    " before its first checkpoint, so none was written (lower the learning "
-                    "rate or --max-grad-norm)"
-                )
-            raise DivergedError(f"{e}; stopped at {c.env_steps} env steps{kept}") from None
-        raise
-    stop.restore()
-    publisher.close()
-    try:
-        st = backend.stats()
-        reading = energy.stop() if energy is not None else None  # the run, not the report
-        c.env_steps = st.env_steps
-        if not interrupted and not past_budget:  # past it, the run's own end already ran
-            _finish_learner(learner, logger, c)
-        c.wall_time_s = time.perf_counter() - start_wall
-        # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
-        states = final_states(replay, cfg.seed)
-        final = publisher.snapshot(c.version + 1)
-        checkpointer.save()
-    finally:
-        backend.close()
-        progress.stop()
+    return _Run(
+        run_dir=run_dir,
+        learner=learner,
+        io=io,
+        c=c,
+        target=target,
+        fp32_bytes=fp32_bytes,
+        publisher=publisher,
+        energy=energy,
+        stop=stop,
+        backend=backend,
+        checkpointer=checkpointer,
+        logger=logger,
+        progress=progress,
+        evaluator=evaluator,
+        interval=interval,
+        past_budget=past_budget,
+        start_wall=time.perf_counter() - c.wall_time_s,  # the run's clock, after the publish
+    )
 
-    result = final_report(cfg, io, final, states, c, st, publisher, target, fp32_bytes)
+
+def _loop(
+    cfg: ExperimentConfig, r: _Run, callback: Callable[[dict[str, Any]], bool | None] | None
+) -> str:
+    """Train until the budget, the target or the callback stops the run; returns which
+    (``"budget"``, ``"target"``, ``"callback"``). A stop signal raises KeyboardInterrupt."""
+    c, backend, interval = r.c, r.backend, r.interval
+    while not r.past_budget:  # past it: not one env step or update, only the summary
+        if r.stop.requested:
+            raise KeyboardInterrupt
+        t_poll = time.perf_counter()
+        batch = backend.next_batch()
+        interval.add_episodes(backend.drain_episodes())
+        turn = _learn(cfg, r, batch)
+        c.env_steps = backend.env_steps()  # cheap: the full stats are read per log interval
+        now = time.perf_counter()
+        if turn == 0:  # the poll found no batch: the learner waited for data
+            interval.wait_s += now - t_poll
+        if r.evaluator.due(c.env_steps):
+            reached = _evaluate(r, now)
+            if reached and cfg.stop_at_target:
+                return "target"
+        if c.env_steps >= cfg.total_steps:
+            break
+        if interval.due(now, cfg.log_every):
+            interval.add_metrics(r.learner.read_metrics(), c.updates)
+            info = log_interval(now, c, backend, interval, r.publisher, r.energy, r.progress)
+            if callback is not None and callback(info) is False:
+                return "callback"
+    return "budget"
+
+
+def _learn(cfg: ExperimentConfig, r: _Run, batch: Any) -> int:
+    """Update on ``batch``, then on each batch the replay rule has ready, up to
+    ``updates_per_turn``; publish and checkpoint on their schedules. Returns the updates made."""
+    c = r.c
+    turn = 0
+    while batch is not None:
+        t_update = time.perf_counter()
+        # metrics stay with the learner (on its device) until read: no sync per update
+        r.learner.learn(batch)
+        c.updates += 1
+        turn += 1
+        r.interval.update_s += time.perf_counter() - t_update
+        if c.updates % cfg.publish_every == 0:
+            r.publisher.publish(c)  # refuses non-finite weights
+        if c.updates % cfg.checkpoint_every == 0:
+            r.interval.add_metrics(r.learner.read_metrics(), c.updates)
+            c.env_steps = r.backend.env_steps()
+            c.wall_time_s = time.perf_counter() - r.start_wall  # time to target on resume
+            r.checkpointer.save()
+        batch = r.backend.ready_batch() if turn < cfg.updates_per_turn else None
+    return turn
+
+
+def _evaluate(r: _Run, now: float) -> bool:
+    """Evaluate the actors' latest snapshot greedily and keep it if it is the best so far;
+    returns whether the target is newly reached (and confirmed)."""
+    r.publisher.publish_for_evaluation(r.c)
+    reached = r.evaluator.run(r.publisher.latest, r.c, now - r.start_wall)
+    if keep_if_best(r.c, r.checkpointer):
+        r.progress.print(f"  the best so far: kept in {RunDir(r.run_dir).best}")
+    return reached
+
+
+def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str) -> TrainResult:
+    """Stop the actors, let the learner finish, write the final checkpoint and the summary."""
+    c = r.c
+    r.stop.restore()
+    r.publisher.close()
+    try:
+        st = r.backend.stats()
+        reading = r.energy.stop() if r.energy is not None else None  # the run, not the report
+        c.env_steps = st.env_steps
+        if not interrupted and not r.past_budget:  # past it, the run's own end already ran
+            _finish_learner(r.learner, r.logger, c)
+        c.wall_time_s = time.perf_counter() - r.start_wall
+        # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
+        states = final_states(r.backend.replay, cfg.seed)
+        final = r.publisher.snapshot(c.version + 1)
+        r.checkpointer.save()
+    finally:
+        r.backend.close()
+        r.progress.stop()
+
+    result = final_report(cfg, r.io, final, states, c, st, r.publisher, r.target, r.fp32_bytes)
     result = dataclasses.replace(
         result,
         interrupted=interrupted,
-        eval_time_s=evaluator.seconds,
+        eval_time_s=r.evaluator.seconds,
         **(reading.as_summary() if reading is not None else {}),
     )
-    write_summary(result, stop_reason, logger, run_dir, c.env_steps)
+    write_summary(result, stop_reason, r.logger, r.run_dir, c.env_steps)
     return result
 
 
@@ -268,16 +337,27 @@ def _prepare_learner(
     return learner, io, c, rng, warm
 
 
-def _close_failed_run(
-    stop: StopOnSignal, energy: EnergyTracker | None, backend: Backend, progress: Progress
-) -> None:
+def _close_failed_run(r: _Run) -> None:
     """Stop what a failed run started, writing nothing (no checkpoint, no summary)."""
-    stop.restore()
+    r.publisher.close()
+    r.stop.restore()
     with contextlib.suppress(Exception):
-        if energy is not None:
-            energy.stop()
-    backend.close()
-    progress.stop()
+        if r.energy is not None:
+            r.energy.stop()
+    r.backend.close()
+    r.progress.stop()
+
+
+def _where_it_diverged(e: DivergedError, r: _Run) -> DivergedError:
+    """``e`` with where the run stopped and what is left of it on disk."""
+    if (r.checkpointer.dir / ckpt.MANIFEST).is_file():
+        kept = f", the last finite checkpoint is kept in {r.checkpointer.dir}"
+    else:  # nothing to point at: say so, and what usually fixes it
+        kept = (
+            " before its first checkpoint, so none was written (lower the learning "
+            "rate or --max-grad-norm)"
+        )
+    return DivergedError(f"{e}; stopped at {r.c.env_steps} env steps{kept}")
 
 
 def _finish_learner(learner: Learner, logger: MetricLogger, c: Counters) -> None:

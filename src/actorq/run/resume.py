@@ -20,7 +20,7 @@ from actorq.config import ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, first_line
-from actorq.run import load_run_config
+from actorq.run.directory import run_config_from_json
 from actorq.rundir import RunDir
 from actorq.settings import flat_items
 
@@ -60,8 +60,10 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
             f"--resume {resume_dir} continues in that directory; --run-dir {cfg.run_dir} "
             "names another (drop --run-dir, or copy the run directory first)"
         )
-    saved = load_run_config(resume_dir, device="cpu")  # where it computes is decided below
-    saved.device = resume_device(cfg, resume_dir)
+    run = RunDir(resume_dir)
+    saved_json = run.read_config_json()  # once: the config, and the device it trained on
+    saved = run_config_from_json(run, saved_json, device="cpu")  # where: decided here
+    saved.device = resume_device(cfg, resume_dir, saved_json.get("device", "cpu"))
     if saved.agent != cfg.agent:
         raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
     conflicts = resume_conflicts(cfg, saved)
@@ -75,7 +77,7 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
             setattr(saved, f, getattr(cfg, f))
     saved.ray.ray_address = cfg.ray.ray_address or saved.ray.ray_address  # a cluster's may move
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
-    if not RunDir(resume_dir).has_checkpoint():
+    if not run.has_checkpoint():
         raise CheckpointError(f"{resume_dir} has no checkpoint to resume from")
     saved.validate()
     validate_env_id(saved.env)
@@ -93,15 +95,15 @@ _RESUME_FREE = (
 )  # fmt: skip
 
 
-def resume_device(cfg: ExperimentConfig, resume_dir: Path) -> str:
+def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
     """Where a resumed run's learner computes: ``--device`` when given; else the device the run
-    trained on, if this machine has it; else the CPU, with a warning (a run trained on a GPU
-    goes on on a machine without one). Checkpoints hold CPU tensors, so weights and optimizer
-    state load onto either; updates on another device differ in the last bits."""
+    trained on (``ran_on``, as its config.json says), if this machine has it; else the CPU, with
+    a warning (a run trained on a GPU goes on on a machine without one). Checkpoints hold CPU
+    tensors, so weights and optimizer state load onto either; updates on another device differ
+    in the last bits."""
     if cfg.device != type(cfg)().device:
         return cfg.device  # validated with the rest of the config
     path = RunDir(resume_dir).config_file
-    ran_on = RunDir(resume_dir).read_config_json().get("device", "cpu")
     if not is_device_name(ran_on):
         raise CheckpointError(f"{path}: device must be cpu, cuda or cuda:N, got {ran_on!r}")
     problem = device_problem(ran_on)

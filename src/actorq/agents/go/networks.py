@@ -51,7 +51,8 @@ from actorq.agents.go.inputs import (
     priorities,
 )
 from actorq.graphopt.envs import PRIORITY_LEVELS
-from actorq.quant.onnx import OnnxBuilder, host
+from actorq.quant.onnx import host
+from actorq.quant.onnx_builder import OnnxBuilder
 
 # ---- the torch model --------------------------------------------------------------------------
 
@@ -414,16 +415,26 @@ def input_width(config: GOPolicyConfig) -> int:
     )
 
 
-def _onnx_model(model: GOPolicy, precision: str) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _GraphSizes:
+    """Per-graph tensors every part of the ONNX graph reuses: the op count ``n`` (as a 1-d
+    shape and as a scalar), zero buffers to scatter messages into, the edge endpoints as
+    ``ScatterND`` indices, and the inverse in- and out-degrees (at least 1) of GraphSAGE's mean."""
+
+    n1: str
+    n_scalar: str
+    zeros_nd: str
+    src_i: str
+    dst_i: str
+    one: str
+    inv_in: str
+    inv_out: str
+
+
+def _graph_sizes(b: OnnxBuilder, d: int) -> _GraphSizes:
     from onnx import TensorProto, helper
 
-    c = model.config
-    d, s, nh = c.hidden, c.segment, c.heads
-    dh = d // nh
-    b = OnnxBuilder(precision)
     op, const = b.op, b.const
-
-    # sizes: n (1-d), n as a scalar, shapes of per-node buffers
     n1 = op("Shape", "x", start=0, end=1)
     n_scalar = op("Squeeze", n1, const([0]))
     zeros_nd = op("ConstantOfShape", op("Concat", n1, const([d]), axis=0))
@@ -439,13 +450,19 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
     inv_out = op(
         "Reciprocal", op("Max", op("ScatterND", zeros_n1, src_i, ones_m1, reduction="add"), one)
     )
+    return _GraphSizes(n1, n_scalar, zeros_nd, src_i, dst_i, one, inv_in, inv_out)
 
-    # input embedding: type embedding ++ the other features
+
+def _onnx_embed(b: OnnxBuilder, model: GOPolicy) -> str:
+    """The input embedding (:meth:`GOPolicy.forward`'s first step): the op type's embedding ++
+    the other features (++ sinusoidal position and depth features), a dense layer, LayerNorm."""
+    from onnx import TensorProto
+
+    op, const, c = b.op, b.const, model.config
     typ = op("Cast", op("Slice", "x", const([0]), const([1]), const([1])), to=TensorProto.INT64)
     typ = op("Squeeze", typ, const([1]))
     emb = op("Gather", const(host(model.type_emb.weight)), typ, axis=0)
-    width = input_width(c)
-    rest = op("Slice", "x", const([1]), const([width]), const([1]))
+    rest = op("Slice", "x", const([1]), const([input_width(c)]), const([1]))
     parts = [emb, rest]
     if c.pos_freqs:  # (n, 2, 1) * (k,) -> (n, 2k): position's octaves, then depth's
         cols = op("Unsqueeze", op("Gather", "x", const(_POS_COLS), axis=1), const([2]))
@@ -453,75 +470,102 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
         pos = op("Reshape", pos, const([0, 2 * c.pos_freqs]))
         parts += [op("Sin", pos), op("Cos", pos)]
     h = b.linear(op("Concat", *parts, axis=1), model.inp, quantize=False)
-    h = b.layer_norm(h, model.inp_norm)
+    return b.layer_norm(h, model.inp_norm)
 
-    for layer in model.sage:
-        assert isinstance(layer, SAGELayer)
-        e_in = op("Mul", "edge_attr", const(host(layer.edge_in)))
-        e_out = op("Mul", "edge_attr", const(host(layer.edge_out)))
-        msg_in = op("Add", op("Gather", h, "src", axis=0), e_in)
-        msg_out = op("Add", op("Gather", h, "dst", axis=0), e_out)
-        agg_in = op("Mul", op("ScatterND", zeros_nd, dst_i, msg_in, reduction="add"), inv_in)
-        agg_out = op("Mul", op("ScatterND", zeros_nd, src_i, msg_out, reduction="add"), inv_out)
-        h_anc = op("Gather", h, "anchor", axis=0)
-        z = b.linear(op("Concat", h, agg_in, agg_out, h_anc, axis=1), layer.lin, quantize=True)
-        h = b.layer_norm(op("Add", h, op("Relu", z)), layer.norm)
 
-    if len(model.attn):
-        # pad the topologically ordered rows to G whole segments: the only dynamic dim is G
-        pad = op("Mod", op("Sub", const([s]), op("Mod", n1, const([s]))), const([s]))
-        pads = op("Concat", const([0, 0]), pad, const([0]), axis=0)
-        t = op("Pad", op("Gather", h, "order", axis=0), pads)
-        p_scalar = op("Squeeze", op("Add", n1, pad), const([0]))
-        pos = op("Range", const(np.array(0, np.int64)), p_scalar, const(np.array(1, np.int64)))
-        mem_ok = op(
-            "Reshape", op("GreaterOrEqual", pos, const(np.array(s, np.int64))), const([-1, s])
-        )
-        cur_ok = op("Reshape", op("Less", pos, n_scalar), const([-1, s]))
-        valid = op("Concat", mem_ok, cur_ok, axis=1)
-        bias = op(
-            "Where", valid, const(np.array(0.0, np.float32)), const(np.array(_MASK, np.float32))
-        )
-        bias = op("Unsqueeze", bias, const([1, 2]))  # (G, 1, 1, 2S)
-        zero_seg = const(np.zeros((1, s, d), np.float32))
-        for block in model.attn:
-            assert isinstance(block, SegmentAttention)
+def _onnx_sage(b: OnnxBuilder, g: _GraphSizes, h: str, layer: SAGELayer) -> str:
+    """One :class:`SAGELayer`: mean messages from predecessors and from successors (as
+    ``Gather`` + ``ScatterND(reduction="add")`` times the inverse degree), and the anchor's."""
+    op, const = b.op, b.const
+    e_in = op("Mul", "edge_attr", const(host(layer.edge_in)))
+    e_out = op("Mul", "edge_attr", const(host(layer.edge_out)))
+    msg_in = op("Add", op("Gather", h, "src", axis=0), e_in)
+    msg_out = op("Add", op("Gather", h, "dst", axis=0), e_out)
+    agg_in = op("Mul", op("ScatterND", g.zeros_nd, g.dst_i, msg_in, reduction="add"), g.inv_in)
+    agg_out = op("Mul", op("ScatterND", g.zeros_nd, g.src_i, msg_out, reduction="add"), g.inv_out)
+    h_anc = op("Gather", h, "anchor", axis=0)
+    z = b.linear(op("Concat", h, agg_in, agg_out, h_anc, axis=1), layer.lin, quantize=True)
+    return b.layer_norm(op("Add", h, op("Relu", z)), layer.norm)
 
-            def with_memory(k2: str) -> str:  # (P, d) -> (G, 2S, heads, dh): memory first
-                k3 = op("Reshape", k2, const([-1, s, d]))
-                prev = op("Slice", k3, const([0]), const([-1]), const([0]))
-                mem = op("Concat", zero_seg, prev, axis=0)
-                return op("Reshape", op("Concat", mem, k3, axis=1), const([-1, 2 * s, nh, dh]))
 
-            # one (d, 3d) product for q, k and v: int8 quantizes the shared input once (per-row
-            # scales and per-column weight scales are the same as for three separate layers)
-            qkv_w = [host(lin.weight).T for lin in (block.q, block.k, block.v)]
-            qkv_b = [host(lin.bias) for lin in (block.q, block.k, block.v)]
-            qkv = b.dense(t, np.concatenate(qkv_w, axis=1), np.concatenate(qkv_b), quantize=True)
-            q2, k2, v2 = (b.name() for _ in range(3))
-            b.nodes.append(helper.make_node("Split", [qkv, const([d, d, d])], [q2, k2, v2], axis=1))
-            q2 = op("Mul", q2, const(np.array(1.0 / math.sqrt(dh), np.float32)))
-            q = op("Transpose", op("Reshape", q2, const([-1, s, nh, dh])), perm=[0, 2, 1, 3])
-            k = op("Transpose", with_memory(k2), perm=[0, 2, 3, 1])
-            v = op("Transpose", with_memory(v2), perm=[0, 2, 1, 3])
-            att = op("Softmax", op("Add", op("MatMul", q, k), bias), axis=-1)
-            a = op(
-                "Reshape", op("Transpose", op("MatMul", att, v), perm=[0, 2, 1, 3]), const([-1, d])
-            )
-            t = b.layer_norm(op("Add", t, b.linear(a, block.o, quantize=True)), block.norm1)
-            f = op("Relu", b.linear(t, block.ff1, quantize=True))
-            f = b.linear(f, block.ff2, quantize=True, nonnegative=True)
-            t = b.layer_norm(op("Add", t, f), block.norm2)
-        h = op("Gather", t, "rank", axis=0)
+def _onnx_attention(b: OnnxBuilder, g: _GraphSizes, h: str, model: GOPolicy) -> str:
+    """The segment attention blocks: the topologically ordered rows padded to ``G`` whole
+    segments of ``S`` (``G`` is the only dynamic dimension), each segment attending to itself
+    and to the previous one; the rows back in op order at the end."""
+    op, const = b.op, b.const
+    s = model.config.segment
+    pad = op("Mod", op("Sub", const([s]), op("Mod", g.n1, const([s]))), const([s]))
+    pads = op("Concat", const([0, 0]), pad, const([0]), axis=0)
+    t = op("Pad", op("Gather", h, "order", axis=0), pads)
+    p_scalar = op("Squeeze", op("Add", g.n1, pad), const([0]))
+    pos = op("Range", const(np.array(0, np.int64)), p_scalar, const(np.array(1, np.int64)))
+    mem_ok = op("Reshape", op("GreaterOrEqual", pos, const(np.array(s, np.int64))), const([-1, s]))
+    cur_ok = op("Reshape", op("Less", pos, g.n_scalar), const([-1, s]))
+    valid = op("Concat", mem_ok, cur_ok, axis=1)
+    bias = op("Where", valid, const(np.array(0.0, np.float32)), const(np.array(_MASK, np.float32)))
+    bias = op("Unsqueeze", bias, const([1, 2]))  # (G, 1, 1, 2S)
+    zero_seg = const(np.zeros((1, s, model.config.hidden), np.float32))
+    for block in model.attn:
+        assert isinstance(block, SegmentAttention)
+        t = _onnx_attention_block(b, t, block, bias, zero_seg, model.config)
+    return op("Gather", t, "rank", axis=0)
 
-    g = op("ReduceMean", h, axes=[0], keepdims=1)
+
+def _onnx_attention_block(
+    b: OnnxBuilder,
+    t: str,
+    block: SegmentAttention,
+    bias: str,
+    zero_seg: str,
+    c: GOPolicyConfig,
+) -> str:
+    """One :class:`SegmentAttention` block on the padded rows ``t`` ``(P, d)``: attention over
+    the segment and its memory (the previous segment's keys and values; zeros for the first),
+    then the feed-forward layer, each with a residual and LayerNorm."""
+    from onnx import helper
+
+    op, const = b.op, b.const
+    d, s, nh = c.hidden, c.segment, c.heads
+    dh = d // nh
+
+    def with_memory(k2: str) -> str:  # (P, d) -> (G, 2S, heads, dh): memory first
+        k3 = op("Reshape", k2, const([-1, s, d]))
+        prev = op("Slice", k3, const([0]), const([-1]), const([0]))
+        mem = op("Concat", zero_seg, prev, axis=0)
+        return op("Reshape", op("Concat", mem, k3, axis=1), const([-1, 2 * s, nh, dh]))
+
+    # one (d, 3d) product for q, k and v: int8 quantizes the shared input once (per-row
+    # scales and per-column weight scales are the same as for three separate layers)
+    qkv_w = [host(lin.weight).T for lin in (block.q, block.k, block.v)]
+    qkv_b = [host(lin.bias) for lin in (block.q, block.k, block.v)]
+    qkv = b.dense(t, np.concatenate(qkv_w, axis=1), np.concatenate(qkv_b), quantize=True)
+    q2, k2, v2 = (b.name() for _ in range(3))
+    b.nodes.append(helper.make_node("Split", [qkv, const([d, d, d])], [q2, k2, v2], axis=1))
+    q2 = op("Mul", q2, const(np.array(1.0 / math.sqrt(dh), np.float32)))
+    q = op("Transpose", op("Reshape", q2, const([-1, s, nh, dh])), perm=[0, 2, 1, 3])
+    k = op("Transpose", with_memory(k2), perm=[0, 2, 3, 1])
+    v = op("Transpose", with_memory(v2), perm=[0, 2, 1, 3])
+    att = op("Softmax", op("Add", op("MatMul", q, k), bias), axis=-1)
+    a = op("Reshape", op("Transpose", op("MatMul", att, v), perm=[0, 2, 1, 3]), const([-1, d]))
+    t = b.layer_norm(op("Add", t, b.linear(a, block.o, quantize=True)), block.norm1)
+    f = op("Relu", b.linear(t, block.ff1, quantize=True))
+    f = b.linear(f, block.ff2, quantize=True, nonnegative=True)
+    return b.layer_norm(op("Add", t, f), block.norm2)
+
+
+def _onnx_heads(b: OnnxBuilder, g: _GraphSizes, h: str, model: GOPolicy) -> None:
+    """The three task heads, each FiLM-conditioned on the graph's mean embedding and its task
+    embedding, written as the graph's outputs (placement, priority, fusion), plus the priority
+    score (the expected priority level)."""
+    op, const, c, d = b.op, b.const, model.config, model.config.hidden
+    mean = op("ReduceMean", h, axes=[0], keepdims=1)
     task_emb = host(model.task_emb)
     outputs = {}
     for i, task in enumerate(TASKS):
-        cond = op("Concat", g, const(task_emb[i : i + 1]), axis=1)
+        cond = op("Concat", mean, const(task_emb[i : i + 1]), axis=1)
         cond = op("Relu", b.linear(cond, model.cond, quantize=False))
         film = b.linear(cond, model.film, quantize=False)
-        gamma = op("Add", op("Slice", film, const([0]), const([d]), const([1])), one)
+        gamma = op("Add", op("Slice", film, const([0]), const([d]), const([1])), g.one)
         beta = op("Slice", film, const([d]), const([2 * d]), const([1]))
         head = model.heads[task]
         assert isinstance(head, TaskHead)
@@ -537,9 +581,25 @@ def _onnx_model(model: GOPolicy, precision: str) -> Any:
     levels = const(np.linspace(0.0, 1.0, c.priority_levels, dtype=np.float32))
     b.op("MatMul", op("Softmax", outputs["priority"], axis=-1), levels, out="priority_score")
 
+
+def _onnx_model(model: GOPolicy, precision: str) -> Any:
+    """:meth:`GOPolicy.forward` as an ONNX graph, op for op (see :func:`export_onnx`)."""
+    from onnx import TensorProto, helper
+
+    c = model.config
+    b = OnnxBuilder(precision)
+    g = _graph_sizes(b, c.hidden)
+    h = _onnx_embed(b, model)
+    for layer in model.sage:
+        assert isinstance(layer, SAGELayer)
+        h = _onnx_sage(b, g, h, layer)
+    if len(model.attn):
+        h = _onnx_attention(b, g, h, model)
+    _onnx_heads(b, g, h, model)
+
     f32, i64 = TensorProto.FLOAT, TensorProto.INT64
     inputs = [
-        helper.make_tensor_value_info("x", f32, ["nodes", width]),
+        helper.make_tensor_value_info("x", f32, ["nodes", input_width(c)]),
         helper.make_tensor_value_info("edge_attr", f32, ["edges", len(EDGE_FEATURES)]),
         *(helper.make_tensor_value_info(k, i64, ["edges"]) for k in ("src", "dst")),
         *(helper.make_tensor_value_info(k, i64, ["nodes"]) for k in ("anchor", "order", "rank")),

@@ -36,7 +36,8 @@ from torch import nn
 
 from actorq.chip.env import PLACED_FEATURES, STATIC_FEATURES, ChipPlacementEnv
 from actorq.chip.netlist import PORT, SOFT_MACRO, STDCELL
-from actorq.quant.onnx import OnnxBuilder, host
+from actorq.quant.onnx import host
+from actorq.quant.onnx_builder import OnnxBuilder
 
 MASKED_LOGIT = -1e9
 """Logit of an illegal cell. Finite so that no inf or NaN can appear (``0 · -inf`` in an
@@ -402,7 +403,7 @@ class ChipValue(nn.Module):
 
 class _ChipOnnx:
     """Writes :class:`ChipPolicy`'s forward op for op on actorq's ONNX builder
-    (:class:`actorq.quant.onnx.OnnxBuilder`: dense layers at fp32, or int8 with
+    (:class:`actorq.quant.onnx_builder.OnnxBuilder`: dense layers at fp32, or int8 with
     ``MatMulInteger``), plus, if asked, int8 convolutions with ``ConvInteger``."""
 
     def __init__(self, precision: str, int8_convs: bool) -> None:
@@ -425,7 +426,7 @@ class _ChipOnnx:
 
     def conv(self, x: str, conv: nn.Conv2d, *, quantize: bool) -> str:
         """``conv(x)`` for a nonnegative ``x`` (the input planes, or after a ReLU); int8 (with
-        ``int8_convs``) as :meth:`actorq.quant.onnx.OnnxBuilder.conv` writes it."""
+        ``int8_convs``) as :meth:`actorq.quant.onnx_builder.OnnxBuilder.conv` writes it."""
         assert isinstance(conv.padding, tuple) and conv.bias is not None
         ph, pw = (int(v) for v in conv.padding)
         return self.b.conv(
