@@ -73,7 +73,10 @@ class EnvSpec:
     def from_spaces(cls, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> EnvSpec:
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(f"{env_id}: only Box observation spaces are supported, got {obs_space}")
-        obs = ArraySpec(tuple(obs_space.shape), "float32")
+        # Pixels (uint8) stay bytes from the emulator to the learner's device (a quarter of
+        # float32's channel, replay and copy traffic); every other observation is float32.
+        dtype = "uint8" if obs_space.dtype == np.uint8 else "float32"
+        obs = ArraySpec(tuple(obs_space.shape), dtype)
         if isinstance(act_space, gym.spaces.Discrete):
             return cls(env_id, obs, ArraySpec((), "int64"), num_actions=int(act_space.n))
         if isinstance(act_space, gym.spaces.Box):

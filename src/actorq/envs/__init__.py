@@ -34,6 +34,8 @@ class EnvFamily:
     """An id of the family, for error messages."""
     extra: str | None = None
     """The pip extra the family needs (named when its packages are missing)."""
+    eval_kwargs: tuple[tuple[str, Any], ...] = ()
+    """``make`` keyword arguments evaluations add (Atari: full games on the raw score)."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
@@ -53,6 +55,13 @@ ENV_FAMILIES: dict[str, EnvFamily] = {
     ),
     "chip": EnvFamily(
         "actorq.chip.env:validate_chip_id", "actorq.chip.env:make_chip_env", "chip:ariane133"
+    ),
+    "atari": EnvFamily(
+        "actorq.envs.atari:validate_atari_id",
+        "actorq.envs.atari:make_atari_env",
+        "atari:Pong",
+        "atari",
+        (("mode", "eval"),),
     ),
 }
 
@@ -83,6 +92,13 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     load(family.validate)(name)
     env: gym.Env = load(family.make)(name, **kwargs)
     return env
+
+
+def eval_env_kwargs(env_id: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``kwargs`` for an evaluation's environments: the family's ``eval_kwargs`` added (an
+    Atari evaluation plays full games on the raw score; other families evaluate as they train)."""
+    family, _ = _split(env_id)
+    return {**(kwargs or {}), **dict(family.eval_kwargs)}
 
 
 def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
@@ -141,6 +157,7 @@ __all__ = [
     "checked_make",
     "env_factory",
     "env_spec",
+    "eval_env_kwargs",
     "make_env",
     "make_vector_env",
     "validate_env_id",
