@@ -52,7 +52,7 @@ def test_ppo_heads_share_one_trunk_whose_parameters_are_the_policys() -> None:
     x = torch.from_numpy(frames(2))
     assert policy(x).shape == (2, 6) and value(x).shape == (2, 1)
     value(x).sum().backward()
-    assert policy.trunk.fc.weight.grad is not None  # the value loss trains the shared trunk
+    assert policy.torso.fc.weight.grad is not None  # the value loss trains the shared trunk
 
 
 def test_onnx_export_runs_uint8_frames_as_torch_does() -> None:

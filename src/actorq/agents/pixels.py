@@ -11,17 +11,32 @@ value over one trunk).
 Pixels arrive as uint8 (actors, channels and replay move bytes) and become floats in [0, 1]
 inside the network, on the learner's device: ``x / 255``. The exported ONNX model does the
 same in its graph (input ``obs`` uint8), so actors feed it the env's frames as they are.
+
+The network is not an MLP, so it is not quantized layer by layer: each publish exports the whole
+acting network (:func:`cnn_onnx`) as an :data:`~actorq.quant.runtimes.OBS_LOGITS` model snapshot
+with the agent's head (``q``: DQN, actions ε-greedy; ``categorical``: PPO, sampled), which actors
+(:class:`~actorq.core.loop.VectorActor`) run in onnxruntime (:class:`PixelPolicyIO`). fp32 only
+for now: int8 convolutions are the next step of issue 50 (``benchmarks/atari_conv_speed.py``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
+from actorq.agents.policy_io import Comparison, compare_policies
+from actorq.config import ExperimentConfig
+from actorq.core.evaluation import evaluate
+from actorq.errors import ConfigError
+from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.onnx import OnnxBuilder, host
+from actorq.quant.runtimes import MODEL_HEADS, OBS_LOGITS, decode_snapshot, make_runtime
 from actorq.types import EnvSpec
 
 #: (out channels, kernel, stride) of the three convolutions (Mnih et al. 2015)
@@ -94,3 +109,83 @@ def cnn_onnx(torso: NatureCNN, head: tuple[np.ndarray, np.ndarray], out: str, do
         doc,
     )
     return bytes(model.SerializeToString())
+
+
+#: precisions a convolutional policy is published at today
+PIXEL_PRECISIONS: tuple[str, ...] = ("fp32",)
+
+
+def check_pixel_config(cfg: ExperimentConfig, spec: EnvSpec) -> None:
+    """One :class:`ConfigError` line for settings the pixel path does not run yet (called from
+    a builder's ``env_spec``: before the run directory is written)."""
+    if cfg.precision not in PIXEL_PRECISIONS:
+        raise ConfigError(
+            f"{spec.env_id}: actors run the convolutional network in fp32 for now, not "
+            f"--precision {cfg.precision} (int8 convolutions: issue 50)"
+        )
+    if cfg.runtime != "ort":
+        raise ConfigError(
+            f"{spec.env_id}: actors run the exported ONNX network (--runtime ort), "
+            f"not --runtime {cfg.runtime}"
+        )
+    if getattr(cfg, "normalize_obs", None):
+        raise ConfigError(f"{spec.env_id}: pixels are scaled by 1/255, not --normalize-obs")
+
+
+class PixelNetwork(Protocol):
+    """An acting network over pixels: the Nature-CNN ``torso`` and one linear output layer."""
+
+    torso: NatureCNN
+
+    def export_head(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def parameters(self) -> Iterator[nn.Parameter]: ...
+
+
+def pixel_snapshot(net: PixelNetwork, version: int, spec: EnvSpec, head: str) -> ModelSnapshot:
+    """``net`` exported in fp32 as an :data:`OBS_LOGITS` snapshot with ``head``."""
+    model = net
+    if next(net.parameters()).device.type != "cpu":  # the exporter reads host arrays
+        model = copy.deepcopy(net)
+        assert isinstance(model, nn.Module)
+        model.cpu()
+    with torch.no_grad():
+        data = cnn_onnx(model.torso, model.export_head(), MODEL_HEADS[head], f"actorq v{version}")
+    meta = {"obs_dim": spec.obs_dim, "num_actions": spec.num_actions, "env": spec.env_id}
+    return ModelSnapshot(version, "fp32", OBS_LOGITS, data, {**meta, "head": head})
+
+
+class PixelPolicyIO:
+    """:class:`~actorq.agents.policy_io.PolicyIO` of a Nature-CNN policy (DQN's Q-network,
+    PPO's policy): snapshots are :func:`pixel_snapshot`; evaluations are greedy episodes with
+    the actors' runtime on the env family's evaluation settings (Atari: full games, raw
+    score); quantized vs fp32 is compared on replay's states (identical while both are fp32)."""
+
+    def __init__(self, cfg: ExperimentConfig, spec: EnvSpec, net: PixelNetwork, head: str) -> None:
+        self.cfg, self.spec, self.net, self.head = cfg, spec, net, head
+        self.eval_label = "held-out, {episodes} ep"
+
+    def is_finite(self) -> bool:
+        return all(bool(torch.isfinite(p).all()) for p in self.net.parameters())
+
+    def snapshot(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> bytes:
+        if precision not in PIXEL_PRECISIONS:
+            raise ConfigError(f"a convolutional policy is published in fp32, not {precision}")
+        return pixel_snapshot(self.net, version, self.spec, self.head).to_bytes()
+
+    def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
+        snap = decode_snapshot(data)
+        assert isinstance(snap, ModelSnapshot)
+        rt = make_runtime(snap, "ort", self.cfg.actor_threads)
+        return evaluate(rt, self.cfg.env, episodes, seed, self.cfg.env_kwargs())
+
+    def compare(
+        self, quant: bytes, fp32: bytes, states: np.ndarray | None, seed: int
+    ) -> Comparison:
+        if states is None:
+            states = np.zeros((0, *self.spec.observation.shape), np.uint8)
+        a, b = decode_snapshot(quant), decode_snapshot(fp32)
+        agree, _, gap = compare_policies(a, b, states, self.cfg.envs_per_actor, seed)
+        return Comparison(agree, len(states), "replay states", None, gap)

@@ -8,11 +8,11 @@ import numpy as np
 
 from actorq.core.exploration import to_env_action
 from actorq.envs import eval_env_kwargs, make_vector_env
-from actorq.quant.runtimes import PolicyRuntime
+from actorq.quant.runtimes import ModelRuntime, PolicyRuntime
 
 
 def evaluate(
-    runtime: PolicyRuntime,
+    runtime: PolicyRuntime | ModelRuntime,
     env_id: str,
     episodes: int = 10,
     seed: int = 10_000,
@@ -27,7 +27,7 @@ def evaluate(
     (:func:`~actorq.envs.eval_env_kwargs`: Atari plays full games on the raw score).
     """
     env = make_vector_env(env_id, episodes, **eval_env_kwargs(env_id, env_kwargs))
-    head = runtime.spec.policy_head
+    head = runtime.head if isinstance(runtime, ModelRuntime) else runtime.spec.policy_head
     try:
         space = env.single_action_space
         low = np.asarray(getattr(space, "low", -1.0), np.float32)

@@ -69,7 +69,7 @@ class DQNLearner(TorchLearner, MLPLearner):
             copy_params_(self.target, self.q)
 
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        if not isinstance(self.q, MLP):  # the CNN is exported whole (agents/dqn/pixels.py)
+        if not isinstance(self.q, MLP):  # the CNN is exported whole (agents/pixels.py)
             raise TypeError("a convolutional Q-network has no MLP layers")
         return self.q.export_layers()
 

@@ -86,13 +86,13 @@ class NatureCNNPolicy(nn.Module):
 
     def __init__(self, obs_shape: tuple[int, ...], out_dim: int) -> None:
         super().__init__()
-        self.trunk = NatureCNN(obs_shape, ortho_init=True)
+        self.torso = NatureCNN(obs_shape, ortho_init=True)
         self.head = nn.Linear(NATURE_FEATURES, out_dim)
         nn.init.orthogonal_(self.head.weight, 0.01)
         nn.init.zeros_(self.head.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.head(self.trunk(x))
+        out: torch.Tensor = self.head(self.torso(x))
         return out
 
     @torch.no_grad()
@@ -112,13 +112,13 @@ class NatureCNNValue(nn.Module):
 
     def __init__(self, policy: NatureCNNPolicy) -> None:
         super().__init__()
-        self._trunk = [policy.trunk]  # a list: not registered as this module's parameters
+        self._torso = [policy.torso]  # a list: not registered as this module's parameters
         self.head = nn.Linear(NATURE_FEATURES, 1)
         nn.init.orthogonal_(self.head.weight, 1.0)
         nn.init.zeros_(self.head.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.head(self._trunk[0](x))
+        out: torch.Tensor = self.head(self._torso[0](x))
         return out
 
 
