@@ -38,6 +38,10 @@ class EnvSpec:
     num_actions: int = 0
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    #: Observations are the last ``frame_stack`` frames along the first axis, oldest first, a
+    #: new episode's padded with its first frame (Gymnasium's ``FrameStackObservation``, padding
+    #: "reset"): pixel replay can then store each frame once. 0: not such a stack.
+    frame_stack: int = 0
 
     @property
     def discrete(self) -> bool:
@@ -56,6 +60,7 @@ class EnvSpec:
             "num_actions": self.num_actions,
             "action_low": list(self.action_low),
             "action_high": list(self.action_high),
+            "frame_stack": self.frame_stack,
         }
 
     @classmethod
@@ -67,6 +72,7 @@ class EnvSpec:
             int(d["num_actions"]),
             tuple(float(x) for x in d.get("action_low", ())),
             tuple(float(x) for x in d.get("action_high", ())),
+            int(d.get("frame_stack", 0)),
         )
 
     @classmethod

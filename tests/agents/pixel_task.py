@@ -8,23 +8,28 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.wrappers import FrameStackObservation
 
 ENV = "actorq-test/Pixels-v0"
+#: the same task seen through Gymnasium's FrameStackObservation (4 frames): the frame replay's
+ENV_STACKED = "actorq-test/PixelFrames-v0"
 
 
 class Pixels(gym.Env[np.ndarray, np.int64]):
-    """A bright bar at a random row of a dark 4×36×36 stack; action 1 earns 1 when the bar is in
-    the top half, action 0 when it is in the bottom half. Episodes of 8 steps."""
+    """A bright bar at a random row of a dark ``shape`` image (every channel of a 4×36×36 one);
+    action 1 earns 1 when the bar is in the top half, action 0 when it is in the bottom half.
+    Episodes of 8 steps."""
 
-    def __init__(self) -> None:
-        self.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    def __init__(self, shape: tuple[int, ...] = (4, 36, 36)) -> None:
+        self.shape = shape
+        self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
         self.action_space = gym.spaces.Discrete(2)
         self.row, self.t = 0, 0
 
     def _obs(self) -> np.ndarray:
         self.row = int(self.np_random.integers(36))
-        o = np.zeros((4, 36, 36), np.uint8)
-        o[:, self.row] = 255
+        o = np.zeros(self.shape, np.uint8)
+        o[..., self.row, :] = 255
         return o
 
     def reset(
@@ -40,12 +45,18 @@ class Pixels(gym.Env[np.ndarray, np.int64]):
         return self._obs(), reward, False, self.t >= 8, {}
 
 
+def stacked() -> gym.Env[np.ndarray, np.int64]:
+    return FrameStackObservation(Pixels((36, 36)), 4)
+
+
 @pytest.fixture
-def pixel_env() -> Iterator[str]:
-    """The task registered with Gymnasium while a test runs; yields its ``gym:`` id."""
+def pixel_env() -> Iterator[None]:
+    """The tasks registered with Gymnasium while a test runs."""
     gym.register(ENV, entry_point=Pixels)
-    yield f"gym:{ENV}"
+    gym.register(ENV_STACKED, entry_point=stacked)
+    yield
     gym.registry.pop(ENV)
+    gym.registry.pop(ENV_STACKED)
 
 
 #: Settings a pixel learning test shares: in-process fp32 actors, one evaluation at the end on

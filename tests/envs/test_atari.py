@@ -86,7 +86,7 @@ def test_evaluation_plays_full_games_on_the_raw_score() -> None:
 def test_spec_keeps_pixels_uint8() -> None:
     spec = env_spec("atari:Pong")
     assert spec.observation.shape == (4, 84, 84) and spec.observation.dtype == "uint8"
-    assert spec.num_actions == 6
+    assert spec.num_actions == 6 and spec.frame_stack == 4  # the frame replay applies
 
 
 @pytest.mark.parametrize(

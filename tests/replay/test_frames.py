@@ -12,7 +12,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import FrameStackObservation
 
 from actorq.replay.adders import NStepAdder
-from actorq.replay.frames import FrameAdder, FrameStackReplay
+from actorq.replay.frames import FrameAdder, FrameStackReplay, record_specs
 from actorq.replay.ring import ReplayBuffer
 from actorq.types import ArraySpec, Batch, transition_specs
 from actorq.types import EnvSpec as Spec
@@ -201,3 +201,33 @@ def test_save_load_round_trip_and_layout_check(tmp_path: Any) -> None:
     other = FrameStackReplay(3 * 60, 3, FRAME, ACTION, 4, 1, 0.9)
     with pytest.raises(ValueError, match="n\\] = \\[3, 60, 4, 3\\]"):
         other.load(tmp_path / "r.npz")
+
+
+def test_frame_stacks_are_recognised_only_with_reset_padding() -> None:
+    from actorq.envs import frame_stack
+
+    assert frame_stack(FrameStackObservation(Flicker(), 4)) == 4
+    assert frame_stack(gym.wrappers.TimeLimit(FrameStackObservation(Flicker(), 3), 5)) == 3
+    assert frame_stack(FrameStackObservation(Flicker(), 4, padding_type="zero")) == 0
+    assert frame_stack(Flicker()) == 0
+
+
+def test_the_frames_table_rebuilds_batches_behind_the_ratio_rule() -> None:
+    from actorq.replay.rate_limiter import SampleToInsertRatio
+    from actorq.replay.specs import FramesSpec, adder_from_json, table_from_json
+
+    spec = FramesSpec(3 * 200, 16, SampleToInsertRatio(1.0, 50, 100.0), 3, 4, 3, 0.9)
+    again = table_from_json(spec.to_json())
+    assert again == spec
+    adder = adder_from_json({"kind": "frames"}).build(3, SPEC, actor=0)
+    assert isinstance(adder, FrameAdder)
+    table = spec.build(record_specs(FRAME, ACTION))
+    assert table.kind == "frames" and spec.ring_capacity() is None
+    naive, records = run(60)
+    for rec in records:
+        table.insert(rec)
+    assert table.inserts == sum(len(r["stream"]) for r in records)
+    batch = table.next_batch(np.random.default_rng(0))
+    assert batch is not None and batch["obs"].shape == (16, 4, 5, 5)
+    assert set(keyed(batch)) <= set(keyed(naive))
+    assert table.sample_states(8, np.random.default_rng(1)).shape == (8, 4, 5, 5)

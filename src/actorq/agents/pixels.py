@@ -128,6 +128,8 @@ def check_pixel_config(cfg: ExperimentConfig, spec: EnvSpec) -> None:
             f"{spec.env_id}: actors run the exported ONNX network (--runtime ort), "
             f"not --runtime {cfg.runtime}"
         )
+    if cfg.backend == "ray":
+        raise ConfigError(f"{spec.env_id}: pixels run on the sync and local backends for now")
     if getattr(cfg, "normalize_obs", None):
         raise ConfigError(f"{spec.env_id}: pixels are scaled by 1/255, not --normalize-obs")
 

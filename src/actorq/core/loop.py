@@ -22,6 +22,7 @@ from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime, decode_snapshot, make_runtime
 from actorq.registry import load
 from actorq.replay.adders import NStepAdder, TrajectoryAdder
+from actorq.replay.frames import FrameAdder
 from actorq.replay.specs import AdderSpec, GateSpec, adder_from_json
 from actorq.types import Batch, EnvSpec
 
@@ -125,7 +126,7 @@ class VectorActor(Actor):
         seed: int,
         source: ParameterSource,
         behaviour: Behaviour,
-        adder: NStepAdder | TrajectoryAdder,
+        adder: NStepAdder | TrajectoryAdder | FrameAdder,
         runtime: str = "ort",
         threads: int = 1,
         env_kwargs: dict[str, Any] | None = None,

@@ -124,11 +124,27 @@ def env_spec(env_id: str) -> EnvSpec:
     support (e.g. discrete observations)."""
     env = checked_make(env_id)
     try:
-        return EnvSpec.from_spaces(env_id, env.observation_space, env.action_space)
+        spec = EnvSpec.from_spaces(env_id, env.observation_space, env.action_space)
+        return dataclasses.replace(spec, frame_stack=frame_stack(env))
     except TypeError as e:
         raise EnvIdError(str(e)) from None
     finally:
         env.close()
+
+
+def frame_stack(env: gym.Env) -> int:
+    """``k`` if ``env``'s observations are its last ``k`` frames stacked by Gymnasium's
+    ``FrameStackObservation`` with "reset" padding (Atari's; under wrappers that keep its
+    observations, e.g. ``gym.make``'s own), else 0."""
+    from gymnasium.wrappers import FrameStackObservation
+
+    inner: Any = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, FrameStackObservation):
+            same = inner.observation_space == env.observation_space
+            return int(inner.stack_size) if same and inner.padding_type == "reset" else 0
+        inner = inner.env
+    return 0
 
 
 def checked_make(env_id: str, **kwargs: Any) -> gym.Env:

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.tables import UniformTable
 from actorq.types import ArraySpec, Batch
 
 #: slot flags: the slot's frame starts an episode / is an episode's final observation (no action
@@ -192,6 +194,8 @@ class FrameStackReplay:
             self.flags[s, slot] = fl & (FIRST | END)
             self.written[s] = w + 1
 
+    add = insert  # the ring's name (UniformTable files items with ``ring.add``)
+
     # -- rebuilding transitions ------------------------------------------------------------------
     def _flag(self, s: np.ndarray, a: np.ndarray, bit: int) -> np.ndarray:
         return np.asarray(self.flags[s, a % self.slots] & bit, bool)
@@ -342,3 +346,31 @@ class FrameStackReplay:
         for k, v in data.items():
             want[k][...] = v
         self.inserts = int(inserts)
+
+
+class FrameTable(UniformTable):
+    """The ``frames`` replay kind: :class:`UniformTable`'s samples-per-insert rule over a
+    :class:`FrameStackReplay` (DQN on frame-stacked pixels). Items inserted are
+    :class:`FrameAdder` records (about one per transition); batches are n-step transitions.
+    Host memory only (no device mirror: a batch's stacks are gathered on the host)."""
+
+    kind = "frames"
+
+    def __init__(
+        self,
+        replay: FrameStackReplay,
+        specs: dict[str, ArraySpec],
+        limiter: SampleToInsertRatio,
+        batch_size: int,
+    ) -> None:
+        self.ring = replay  # type: ignore[assignment]  # the ring's methods, another layout
+        self.frames = replay
+        self.specs = dict(specs)
+        self.limiter, self.batch_size = limiter, batch_size
+        self.inserts = self.samples = 0
+
+    def sample(self, n: int, rng: np.random.Generator) -> Batch:
+        return self.frames.sample(n, rng)
+
+    def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.frames.sample_states(n, rng)

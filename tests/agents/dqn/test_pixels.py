@@ -16,7 +16,7 @@ from actorq.agents.pixels import pixel_snapshot
 from actorq.errors import ConfigError
 from actorq.quant.runtimes import ModelRuntime, decode_snapshot, make_runtime, snapshot_head
 from actorq.types import ArraySpec, EnvSpec
-from tests.agents.pixel_task import PIXEL_RUN, pixel_env  # noqa: F401 (the fixture)
+from tests.agents.pixel_task import ENV, ENV_STACKED, PIXEL_RUN, pixel_env  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("pixel_env")
 
@@ -36,10 +36,15 @@ def test_q_snapshot_runs_uint8_frames_with_a_q_head() -> None:
     np.testing.assert_allclose(rt(frames), want, rtol=1e-4, atol=1e-5)
 
 
-def test_learns_a_pixel_task_end_to_end(tiny: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("env", "stored"), [(ENV, "obs"), (ENV_STACKED, "frames")], ids=["stacks", "frames"]
+)
+def test_learns_a_pixel_task_end_to_end(tiny: Any, tmp_path: Path, env: str, stored: str) -> None:
+    # a frame-stacked env goes through the frame replay (each frame stored once), another
+    # image env through the ring of uint8 stacks
     cfg = tiny(
         "dqn",
-        **PIXEL_RUN,
+        **{**PIXEL_RUN, "env": f"gym:{env}"},
         replay_size=2000,
         min_replay_size=200,
         batch_size=32,
@@ -52,7 +57,7 @@ def test_learns_a_pixel_task_end_to_end(tiny: Any, tmp_path: Path) -> None:
     assert r.publishes > 5 and r.action_agreement == 1.0  # fp32 actors: the learner's policy
     assert r.eval_return >= 7.5, r  # greedy on held-out seeds: (nearly) every step right
     with np.load(tmp_path / "run/checkpoint/replay.npz") as z:
-        assert z["obs"].dtype == np.uint8 and z["obs"].shape[1:] == (4, 36, 36)
+        assert z[stored].dtype == np.uint8 and z[stored].shape[-2:] == (36, 36)
 
 
 @pytest.mark.parametrize(("kw", "needle"), [({"precision": "int8"}, "fp32 for now")])
