@@ -38,6 +38,10 @@ class EnvSpec:
     num_actions: int = 0
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    #: Observations are the last ``frame_stack`` frames along the first axis, oldest first, a
+    #: new episode's padded with its first frame (Gymnasium's ``FrameStackObservation``, padding
+    #: "reset"): pixel replay can then store each frame once. 0: not such a stack.
+    frame_stack: int = 0
 
     @property
     def discrete(self) -> bool:
@@ -56,6 +60,7 @@ class EnvSpec:
             "num_actions": self.num_actions,
             "action_low": list(self.action_low),
             "action_high": list(self.action_high),
+            "frame_stack": self.frame_stack,
         }
 
     @classmethod
@@ -67,13 +72,17 @@ class EnvSpec:
             int(d["num_actions"]),
             tuple(float(x) for x in d.get("action_low", ())),
             tuple(float(x) for x in d.get("action_high", ())),
+            int(d.get("frame_stack", 0)),
         )
 
     @classmethod
     def from_spaces(cls, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> EnvSpec:
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(f"{env_id}: only Box observation spaces are supported, got {obs_space}")
-        obs = ArraySpec(tuple(obs_space.shape), "float32")
+        # Pixels (uint8) stay bytes from the emulator to the learner's device (a quarter of
+        # float32's channel, replay and copy traffic); every other observation is float32.
+        dtype = "uint8" if obs_space.dtype == np.uint8 else "float32"
+        obs = ArraySpec(tuple(obs_space.shape), dtype)
         if isinstance(act_space, gym.spaces.Discrete):
             return cls(env_id, obs, ArraySpec((), "int64"), num_actions=int(act_space.n))
         if isinstance(act_space, gym.spaces.Box):

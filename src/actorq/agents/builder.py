@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Protocol
 
+from actorq.agents.pixels import check_pixel_config, is_pixels
 from actorq.agents.policy_io import MLPPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
@@ -57,12 +58,16 @@ class Builder(Protocol):
 
 class MLPBuilder(abc.ABC):
     """What agents whose actors run an MLP :class:`PolicySnapshot` on a Gymnasium environment
-    (DQN, D4PG, PPO) share."""
+    (DQN, D4PG, PPO) share; on pixels, DQN and PPO export a Nature-CNN whole instead
+    (:mod:`actorq.agents.pixels`)."""
 
     def env_spec(self, cfg: ExperimentConfig) -> EnvSpec:
         from actorq.envs import env_spec
 
-        return env_spec(cfg.env)
+        spec = env_spec(cfg.env)
+        if is_pixels(spec):  # a setting the pixel path does not run yet: one line, up front
+            check_pixel_config(cfg, spec)
+        return spec
 
     @abc.abstractmethod
     def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec: ...

@@ -12,8 +12,9 @@ import numpy as np
 from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.config import OffPolicyConfig
 from actorq.core.loop import ActorSetup
+from actorq.replay.frames import record_specs
 from actorq.replay.rate_limiter import SampleToInsertRatio
-from actorq.replay.specs import NStepSpec, RatioGateSpec, UniformSpec
+from actorq.replay.specs import FrameAdderSpec, FramesSpec, NStepSpec, RatioGateSpec, UniformSpec
 from actorq.types import ArraySpec, EnvSpec, transition_specs
 
 
@@ -34,10 +35,25 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
         """One exploration parameter per environment instance (actors × envs)."""
 
     def data_specs(self, cfg: OffPolicyConfig, spec: EnvSpec) -> dict[str, ArraySpec]:
+        if spec.frame_stack:  # frame records: each frame crosses and is stored once
+            frame = ArraySpec(spec.observation.shape[1:], spec.observation.dtype)
+            return record_specs(frame, spec.action)
         return transition_specs(spec)
 
-    def table_config(self, cfg: OffPolicyConfig, spec: EnvSpec) -> UniformSpec:
-        return UniformSpec(cfg.replay_size, cfg.batch_size, make_rate_limiter(cfg))
+    def table_config(self, cfg: OffPolicyConfig, spec: EnvSpec) -> UniformSpec | FramesSpec:
+        limiter = make_rate_limiter(cfg)
+        if spec.frame_stack:  # pixels (Atari): 7 KB a transition, not 56 (replay/frames.py)
+            streams = max(cfg.actors, 1) * cfg.envs_per_actor
+            return FramesSpec(
+                cfg.replay_size,
+                cfg.batch_size,
+                limiter,
+                streams,
+                spec.frame_stack,
+                cfg.n_step,
+                cfg.gamma,
+            )
+        return UniformSpec(cfg.replay_size, cfg.batch_size, limiter)
 
     def actor_setup(self, cfg: OffPolicyConfig, spec: EnvSpec) -> ActorSetup:
         # Exploratory to near-greedy across instances, interleaved so every actor gets the
@@ -51,6 +67,6 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
             spec,
             self.behaviour,
             per_actor,
-            NStepSpec(cfg.n_step, cfg.gamma),
+            FrameAdderSpec() if spec.frame_stack else NStepSpec(cfg.n_step, cfg.gamma),
             RatioGateSpec(table.limiter),
         )

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 
 from actorq.core.exploration import to_env_action
-from actorq.envs import make_vector_env
-from actorq.quant.runtimes import PolicyRuntime
+from actorq.envs import eval_env_kwargs, make_vector_env
+from actorq.quant.runtimes import ModelRuntime, PolicyRuntime
 
 
 def evaluate(
-    runtime: PolicyRuntime,
+    runtime: PolicyRuntime | ModelRuntime,
     env_id: str,
     episodes: int = 10,
     seed: int = 10_000,
@@ -23,10 +23,11 @@ def evaluate(
 
     Actions are the head's greedy ones (:mod:`actorq.quant.heads`: argmax for discrete heads;
     the action, or a Gaussian's mean, clipped to [-1, 1] and mapped to the environment's
-    bounds as the actors do, for continuous ones).
+    bounds as the actors do, for continuous ones). The env family's evaluation settings apply
+    (:func:`~actorq.envs.eval_env_kwargs`: Atari plays full games on the raw score).
     """
-    env = make_vector_env(env_id, episodes, **(env_kwargs or {}))
-    head = runtime.spec.policy_head
+    env = make_vector_env(env_id, episodes, **eval_env_kwargs(env_id, env_kwargs))
+    head = runtime.head if isinstance(runtime, ModelRuntime) else runtime.spec.policy_head
     try:
         space = env.single_action_space
         low = np.asarray(getattr(space, "low", -1.0), np.float32)
@@ -35,7 +36,7 @@ def evaluate(
         returns = np.zeros(episodes)
         alive = np.ones(episodes, bool)
         while alive.any():
-            out = runtime(np.asarray(obs, np.float32))
+            out = runtime(np.asarray(obs))  # uint8 pixels stay bytes; runtimes cast
             action = head.greedy(out)
             if not head.discrete:
                 action = to_env_action(action, low, high)

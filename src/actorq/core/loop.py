@@ -22,6 +22,7 @@ from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime, decode_snapshot, make_runtime
 from actorq.registry import load
 from actorq.replay.adders import NStepAdder, TrajectoryAdder
+from actorq.replay.frames import FrameAdder
 from actorq.replay.specs import AdderSpec, GateSpec, adder_from_json
 from actorq.types import Batch, EnvSpec
 
@@ -125,7 +126,7 @@ class VectorActor(Actor):
         seed: int,
         source: ParameterSource,
         behaviour: Behaviour,
-        adder: NStepAdder | TrajectoryAdder,
+        adder: NStepAdder | TrajectoryAdder | FrameAdder,
         runtime: str = "ort",
         threads: int = 1,
         env_kwargs: dict[str, Any] | None = None,
@@ -151,7 +152,8 @@ class VectorActor(Actor):
         self.adder = adder
         obs, _ = self.env.reset(seed=seed)
         self.env.action_space.seed(seed)
-        self.obs = np.asarray(obs, np.float32)
+        self._obs_dtype = np.dtype(spec.observation.dtype)  # uint8 pixels stay bytes
+        self.obs = np.asarray(obs, self._obs_dtype)
         self.adder.observe_first(self.obs)
         self._ret = np.zeros(num_envs, np.float64)
         self._len = np.zeros(num_envs, np.int64)
@@ -233,7 +235,7 @@ class VectorActor(Actor):
         t = time.perf_counter()
         obs, rew, term, trunc, info = self.env.step(env_action)
         self.env_s += time.perf_counter() - t
-        obs = np.asarray(obs, np.float32)  # no copy for float32 envs
+        obs = np.asarray(obs, self._obs_dtype)  # no copy for float32 (or uint8 pixel) envs
         done = term | trunc
         final_arr = None
         episodes: list[tuple[float, int]] = []
@@ -244,7 +246,7 @@ class VectorActor(Actor):
             # the ended episodes' last ones are in info["final_obs"] (None for other envs).
             ended = np.flatnonzero(done)
             final_arr = obs.copy()
-            final_arr[ended] = np.stack([info["final_obs"][i] for i in ended]).astype(np.float32)
+            final_arr[ended] = np.stack([info["final_obs"][i] for i in ended])
             for i in ended:
                 episodes.append((float(self._ret[i]), int(self._len[i])))
             self._ret[ended], self._len[ended] = 0.0, 0

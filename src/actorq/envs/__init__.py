@@ -34,6 +34,8 @@ class EnvFamily:
     """An id of the family, for error messages."""
     extra: str | None = None
     """The pip extra the family needs (named when its packages are missing)."""
+    eval_kwargs: tuple[tuple[str, Any], ...] = ()
+    """``make`` keyword arguments evaluations add (Atari: full games on the raw score)."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
@@ -57,6 +59,13 @@ ENV_FAMILIES: dict[str, EnvFamily] = {
     ),
     "chip": EnvFamily(
         "actorq.chip.env:validate_chip_id", "actorq.chip.env:make_chip_env", "chip:ariane133"
+    ),
+    "atari": EnvFamily(
+        "actorq.envs.atari:validate_atari_id",
+        "actorq.envs.atari:make_atari_env",
+        "atari:Pong",
+        "atari",
+        (("mode", "eval"),),
     ),
 }
 
@@ -89,6 +98,13 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     return env
 
 
+def eval_env_kwargs(env_id: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``kwargs`` for an evaluation's environments: the family's ``eval_kwargs`` added (an
+    Atari evaluation plays full games on the raw score; other families evaluate as they train)."""
+    family, _ = _split(env_id)
+    return {**(kwargs or {}), **dict(family.eval_kwargs)}
+
+
 def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
     validate_env_id(env_id)
     return lambda: make_env(env_id, **kwargs)
@@ -112,11 +128,27 @@ def env_spec(env_id: str) -> EnvSpec:
     support (e.g. discrete observations)."""
     env = checked_make(env_id)
     try:
-        return EnvSpec.from_spaces(env_id, env.observation_space, env.action_space)
+        spec = EnvSpec.from_spaces(env_id, env.observation_space, env.action_space)
+        return dataclasses.replace(spec, frame_stack=frame_stack(env))
     except TypeError as e:
         raise EnvIdError(str(e)) from None
     finally:
         env.close()
+
+
+def frame_stack(env: gym.Env) -> int:
+    """``k`` if ``env``'s observations are its last ``k`` frames stacked by Gymnasium's
+    ``FrameStackObservation`` with "reset" padding (Atari's; under wrappers that keep its
+    observations, e.g. ``gym.make``'s own), else 0."""
+    from gymnasium.wrappers import FrameStackObservation
+
+    inner: Any = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, FrameStackObservation):
+            same = inner.observation_space == env.observation_space
+            return int(inner.stack_size) if same and inner.padding_type == "reset" else 0
+        inner = inner.env
+    return 0
 
 
 def checked_make(env_id: str, **kwargs: Any) -> gym.Env:
@@ -145,6 +177,7 @@ __all__ = [
     "checked_make",
     "env_factory",
     "env_spec",
+    "eval_env_kwargs",
     "make_env",
     "make_vector_env",
     "validate_env_id",

@@ -184,12 +184,17 @@ class TorchRuntime:
         return result
 
 
-#: :class:`ModelSnapshot` kind of a whole-model policy over flat observations: input ``obs``
-#: ``(batch, obs_dim)`` float32, output ``logits`` ``(batch, num_actions)`` float32 of a categorical
-#: policy (illegal actions may carry a very negative finite logit); ``meta`` holds ``obs_dim``
-#: and ``num_actions``. What PPO's ``--network chip`` publishes (:mod:`actorq.agents.ppo.chip`).
+#: :class:`ModelSnapshot` kind of a whole-model policy: input ``obs`` (``(batch, obs_dim)``
+#: float32, or pixels ``(batch, C, H, W)`` uint8), output ``logits`` ``(batch, num_actions)``
+#: float32 of a categorical policy (illegal actions may carry a very negative finite logit), or
+#: with ``meta["head"] == "q"`` output ``q``, action values; ``meta`` holds ``obs_dim`` (the
+#: observation's size) and ``num_actions``. What PPO's ``--network chip``
+#: (:mod:`actorq.agents.ppo.chip`) and DQN on pixels (:mod:`actorq.agents.dqn.pixels`) publish.
 OBS_LOGITS = "obs-logits"
 OBS_LOGITS_INPUTS: tuple[str, ...] = ("obs",)
+#: The heads an :data:`OBS_LOGITS` model may have (``meta["head"]``, default categorical), and
+#: the name of the output each one reads.
+MODEL_HEADS: dict[str, str] = {"categorical": "logits", "q": "q"}
 
 #: Either snapshot format an actor of kind "vector" can run.
 AnySnapshot = PolicySnapshot | ModelSnapshot
@@ -211,6 +216,8 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> AnySnapshot:
         v = snap.meta.get(key)
         if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
             raise SnapshotError(f"{OBS_LOGITS} snapshot: meta[{key!r}] = {v!r}, not a size")
+    if snap.meta.get("head", "categorical") not in MODEL_HEADS:
+        raise SnapshotError(f"{OBS_LOGITS} snapshot: unknown head {snap.meta.get('head')!r}")
     return snap
 
 
@@ -221,14 +228,16 @@ def snapshot_head(snap: AnySnapshot) -> Head:
         return snap.spec.policy_head
     if snap.kind != OBS_LOGITS:
         raise ValueError(f"a {snap.kind!r} model snapshot has no head an actor can sample")
-    return head("categorical")
+    return head(str(snap.meta.get("head", "categorical")))
 
 
 class ModelRuntime:
     """onnxruntime CPU session over an :data:`OBS_LOGITS` :class:`ModelSnapshot`: ``obs (B,
-    obs_dim) -> logits (B, num_actions)``. One intra-op thread by default (one actor per core),
-    as :class:`OrtRuntime`. A model onnxruntime cannot load, or whose output is not ``logits``,
-    is a :class:`SnapshotError` (an actor refuses it and keeps its last good one)."""
+    ...) -> logits (B, num_actions)`` (or ``q``, by the head). Observations are cast to the
+    model's input type (float32, or uint8 pixels as they are). One intra-op thread by default
+    (one actor per core), as :class:`OrtRuntime`. A model onnxruntime cannot load, or without
+    its head's output, is a :class:`SnapshotError` (an actor refuses it and keeps its last good
+    one)."""
 
     def __init__(self, snap: ModelSnapshot, threads: int = 1) -> None:
         import onnxruntime as ort
@@ -236,7 +245,8 @@ class ModelRuntime:
         if snap.kind != OBS_LOGITS:
             raise SnapshotError(f"model snapshot of kind {snap.kind!r}; expected {OBS_LOGITS!r}")
         self.version, self.precision, self.kind = snap.version, snap.precision, snap.kind
-        self.head = head("categorical")
+        self.head = snapshot_head(snap)
+        self._out = MODEL_HEADS[self.head.name]
         self.obs_dim = int(snap.meta["obs_dim"])
         self.num_actions = int(snap.meta["num_actions"])
         so = ort.SessionOptions()
@@ -248,12 +258,14 @@ class ModelRuntime:
             self._sess = ort.InferenceSession(snap.model, so, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime's own error types (InvalidGraph, Fail, ...)
             raise SnapshotError(f"{OBS_LOGITS} snapshot: onnxruntime cannot load it: {e}") from None
-        if "logits" not in {o.name for o in self._sess.get_outputs()}:
-            raise SnapshotError(f"{OBS_LOGITS} snapshot: the model has no output 'logits'")
+        if self._out not in {o.name for o in self._sess.get_outputs()}:
+            raise SnapshotError(f"{OBS_LOGITS} snapshot: the model has no output {self._out!r}")
+        inputs = {i.name: i.type for i in self._sess.get_inputs()}
+        self._dtype = np.uint8 if inputs.get("obs") == "tensor(uint8)" else np.float32
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(obs, dtype=np.float32)
-        out: np.ndarray = self._sess.run(["logits"], {"obs": x})[0]
+        x = np.ascontiguousarray(obs, dtype=self._dtype)
+        out: np.ndarray = self._sess.run([self._out], {"obs": x})[0]
         return out
 
 

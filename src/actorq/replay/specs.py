@@ -21,6 +21,7 @@ from actorq.replay.tables import QueueGate, RatioGate, TrajectoryQueue, UniformT
 
 if TYPE_CHECKING:
     from actorq.replay.adders import NStepAdder, TrajectoryAdder
+    from actorq.replay.frames import FrameAdder, FrameTable
     from actorq.types import ArraySpec, EnvSpec
 
 
@@ -88,7 +89,54 @@ class QueueSpec:
         return cls(int(d["batch_items"]), int(d["max_lag"]))
 
 
-TableSpec = UniformSpec | QueueSpec
+@dataclasses.dataclass(frozen=True)
+class FramesSpec(UniformSpec):
+    """Off-policy on frame-stacked pixels (DQN on Atari): the ``uniform`` rule over a replay
+    that stores each frame once (:mod:`actorq.replay.frames`): ``capacity`` slots over
+    ``streams`` environment instances, rebuilt into ``stack``-frame, ``n``-step transitions."""
+
+    streams: int = 1
+    stack: int = 4
+    n: int = 1
+    gamma: float = 0.99
+    kind: ClassVar[str] = "frames"
+
+    def ring_capacity(self) -> int | None:
+        return None  # no device mirror: stacks are rebuilt on the host
+
+    def build(self, specs: dict[str, ArraySpec], device: str | None = None) -> FrameTable:
+        from actorq.replay.frames import FrameStackReplay, FrameTable
+
+        replay = FrameStackReplay(
+            self.capacity,
+            self.streams,
+            specs["frame"],
+            specs["action"],
+            self.stack,
+            self.n,
+            self.gamma,
+        )
+        return FrameTable(replay, specs, self.limiter, self.batch_size)
+
+    def to_json(self) -> dict[str, Any]:
+        layout = {"streams": self.streams, "stack": self.stack, "n": self.n, "gamma": self.gamma}
+        return {**super().to_json(), **layout}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FramesSpec:
+        base = UniformSpec.from_json(d)
+        return cls(
+            base.capacity,
+            base.batch_size,
+            base.limiter,
+            int(d["streams"]),
+            int(d["stack"]),
+            int(d["n"]),
+            float(d["gamma"]),
+        )
+
+
+TableSpec = UniformSpec | QueueSpec | FramesSpec
 
 
 # -- adders: what an actor's steps become ------------------------------------------------------
@@ -141,6 +189,27 @@ class TrajectorySpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class FrameAdderSpec:
+    """Frame records of stacked-pixel steps (:class:`~actorq.replay.frames.FrameAdder`): actor
+    ``i``'s environments are streams ``i * K .. i * K + K - 1``."""
+
+    kind: ClassVar[str] = "frames"
+    items_per_env_step: ClassVar[int] = 2  # an ending episode: its final frame, the next first
+
+    def build(self, num_envs: int, spec: EnvSpec, actor: int = 0) -> FrameAdder:
+        from actorq.replay.frames import FrameAdder
+
+        return FrameAdder(num_envs, actor * num_envs, spec.action)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FrameAdderSpec:
+        return cls()
+
+
+@dataclasses.dataclass(frozen=True)
 class NoAdderSpec:
     """An actor that writes its items itself (GO's one-shot graph decisions)."""
 
@@ -158,7 +227,7 @@ class NoAdderSpec:
         return cls()
 
 
-AdderSpec = NStepSpec | TrajectorySpec | NoAdderSpec
+AdderSpec = NStepSpec | TrajectorySpec | FrameAdderSpec | NoAdderSpec
 
 
 # -- gates: the actor's side of the table's rule -----------------------------------------------
@@ -218,13 +287,17 @@ class QueueGateSpec:
 
 GateSpec = RatioGateSpec | QueueGateSpec
 
-_TABLES: dict[str, type[UniformSpec] | type[QueueSpec]] = {
+_TABLES: dict[str, type[UniformSpec] | type[QueueSpec] | type[FramesSpec]] = {
     "uniform": UniformSpec,
     "queue": QueueSpec,
+    "frames": FramesSpec,
 }
-_ADDERS: dict[str, type[NStepSpec] | type[TrajectorySpec] | type[NoAdderSpec]] = {
+_ADDERS: dict[
+    str, type[NStepSpec] | type[TrajectorySpec] | type[FrameAdderSpec] | type[NoAdderSpec]
+] = {
     "nstep": NStepSpec,
     "trajectory": TrajectorySpec,
+    "frames": FrameAdderSpec,
     "none": NoAdderSpec,
 }
 _GATES: dict[str, type[RatioGateSpec] | type[QueueGateSpec]] = {

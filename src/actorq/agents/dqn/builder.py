@@ -7,7 +7,12 @@ import numpy as np
 from actorq.agents.common import OffPolicyBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
+from actorq.agents.dqn.networks import NatureQNetwork
+from actorq.agents.pixels import PixelPolicyIO, is_pixels
+from actorq.agents.policy_io import PolicyIO
+from actorq.config import ExperimentConfig
 from actorq.core.exploration import apex_epsilons
+from actorq.core.interfaces import Learner
 from actorq.errors import ConfigError
 from actorq.quant.snapshot import PolicySpec
 from actorq.types import EnvSpec
@@ -22,6 +27,12 @@ class DQNBuilder(OffPolicyBuilder):
                 f"{spec.env_id} has a continuous action space; DQN needs discrete actions "
                 "(use a continuous-control agent such as D4PG or PPO)"
             )
+
+    def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
+        if is_pixels(spec):  # the Nature-CNN, exported whole
+            assert isinstance(learner, DQNLearner) and isinstance(learner.q, NatureQNetwork)
+            return PixelPolicyIO(cfg, spec, learner.q, "q")
+        return super().policy_io(cfg, spec, learner)
 
     def policy_spec(self, cfg: DQNConfig, spec: EnvSpec) -> PolicySpec:
         return PolicySpec(spec.obs_dim, cfg.hidden, spec.num_actions, head="q")

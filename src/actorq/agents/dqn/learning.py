@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from actorq.agents.dqn.config import DQNConfig
-from actorq.agents.dqn.networks import MLP
+from actorq.agents.dqn.networks import MLP, make_q_network
 from actorq.agents.optim import adam
 from actorq.agents.state import pack, unpack
 from actorq.agents.step import TorchLearner, copy_params_
@@ -30,7 +30,8 @@ class DQNLearner(TorchLearner, MLPLearner):
         self.cfg = cfg
         self.device = torch.device(cfg.device)
         torch.manual_seed(cfg.seed)
-        self.q = MLP(spec.obs_dim, cfg.hidden, spec.num_actions, dueling=cfg.dueling)
+        # an MLP, or the Nature-CNN for pixels (uint8 batches, /255 on this device)
+        self.q = make_q_network(spec, cfg.hidden, cfg.dueling)
         self.q.to(self.device)
         self.target = copy.deepcopy(self.q)
         self.target.requires_grad_(False)
@@ -68,6 +69,8 @@ class DQNLearner(TorchLearner, MLPLearner):
             copy_params_(self.target, self.q)
 
     def policy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        if not isinstance(self.q, MLP):  # the CNN is exported whole (agents/pixels.py)
+            raise TypeError("a convolutional Q-network has no MLP layers")
         return self.q.export_layers()
 
     # -- checkpointing: tensors go to safetensors, the rest to JSON ---------------------------

@@ -6,9 +6,11 @@ placement network (:mod:`actorq.agents.ppo.chip`)."""
 from __future__ import annotations
 
 from actorq.agents.builder import MLPBuilder, base_actor_setup
+from actorq.agents.pixels import PixelPolicyIO, is_pixels
 from actorq.agents.policy_io import PolicyIO
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import MLPPPOLearner, PPOLearner, resolve_auto
+from actorq.agents.ppo.networks import NatureCNNPolicy
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.core.loop import ActorSetup
@@ -55,9 +57,13 @@ class PPOBuilder(MLPBuilder):
 
     def make_learner(self, cfg: PPOConfig, spec: EnvSpec) -> PPOLearner:
         # only the MLP has layers for the quantizer; the chip network is exported whole
-        return MLPPPOLearner(cfg, spec) if cfg.network == "mlp" else PPOLearner(cfg, spec)
+        mlp = cfg.network == "mlp" and not is_pixels(spec)
+        return MLPPPOLearner(cfg, spec) if mlp else PPOLearner(cfg, spec)
 
     def policy_io(self, cfg: ExperimentConfig, spec: EnvSpec, learner: Learner) -> PolicyIO:
+        if is_pixels(spec):  # the Nature-CNN policy, exported whole
+            assert isinstance(learner, PPOLearner) and isinstance(learner.policy, NatureCNNPolicy)
+            return PixelPolicyIO(cfg, spec, learner.policy, "categorical")
         if isinstance(cfg, PPOConfig) and cfg.network == "chip":
             from actorq.agents.ppo.chip import ChipPolicyIO
 

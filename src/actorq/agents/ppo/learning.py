@@ -100,6 +100,7 @@ class PPOLearner(TorchLearner, Learner):
         self.cfg = cfg
         self.device = torch.device(cfg.device)
         self.discrete = spec.discrete
+        self.obs_shape = spec.observation.shape  # (obs_dim,), or pixels (C, H, W)
         self.network = cfg.network
         torch.manual_seed(cfg.seed)
         act_dim = spec.num_actions if spec.discrete else int(np.prod(spec.action.shape))
@@ -129,8 +130,8 @@ class PPOLearner(TorchLearner, Learner):
         return torch.as_tensor(np.ascontiguousarray(x), device=self.device)
 
     def _norm_obs(self, obs: np.ndarray) -> np.ndarray:
-        if not self.normalize_obs:
-            return np.asarray(obs, np.float32)
+        if not self.normalize_obs:  # pixels stay uint8 (the network scales them on its device)
+            return obs if obs.dtype == np.uint8 else np.asarray(obs, np.float32)
         x = (obs - self.obs_rms.mean) / self.obs_rms.std()
         return np.clip(x, -self.cfg.obs_clip, self.cfg.obs_clip).astype(np.float32)
 
@@ -151,16 +152,16 @@ class PPOLearner(TorchLearner, Learner):
         return np.clip(scaled, -self.cfg.reward_clip, self.cfg.reward_clip).astype(np.float32)
 
     def _values(self, obs: np.ndarray, chunk: int = 4096) -> np.ndarray:
-        """``V(obs)`` for ``(N, T, obs_dim)`` observations, as ``(N, T)``, without gradients;
+        """``V(obs)`` for ``(N, T, *obs_shape)`` observations, as ``(N, T)``, without gradients;
         in chunks of ``chunk`` states, so a large batch of a convolutional network (the chip
         value's canvas maps) does not hold every state's activations at once."""
-        flat = obs.reshape(-1, obs.shape[-1])
+        flat = obs.reshape(-1, *self.obs_shape)
         with torch.no_grad():
             parts = [
                 self.value(self._t(flat[i : i + chunk])).reshape(-1).cpu().numpy()
                 for i in range(0, len(flat), chunk)
             ]
-        return np.concatenate(parts).reshape(obs.shape[:-1])
+        return np.concatenate(parts).reshape(obs.shape[: obs.ndim - len(self.obs_shape)])
 
     def _dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         out = self.policy(obs)
@@ -203,7 +204,7 @@ class PPOLearner(TorchLearner, Learner):
         ret = adv + value
 
         # flatten (N, T) -> N*T
-        b_obs = self._t(obs.reshape(n * t, -1))
+        b_obs = self._t(obs.reshape(n * t, *self.obs_shape))
         b_act = self._t(batch["action"].reshape(n * t, *batch["action"].shape[2:]))
         b_logp = self._t(batch["log_prob"].reshape(-1))
         b_adv, b_ret = self._t(adv.reshape(-1)), self._t(ret.reshape(-1))

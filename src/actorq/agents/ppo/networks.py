@@ -2,6 +2,8 @@
 
 * ``mlp``: a policy MLP that exports one-to-one onto a snapshot's plain MLP layers, and a
   separate value MLP that never leaves the learner;
+* ``mlp`` with pixel observations ``(C, H, W)``: the Nature-CNN (Mnih et al. 2015), one
+  trunk with a policy and a value head (:class:`NatureCNNPolicy`, :class:`NatureCNNValue`);
 * ``chip``: the macro placement policy and value networks of :mod:`actorq.agents.ppo.chip_networks`
   (Mirhoseini et al., Nature 2021), built for the netlist of ``chip:<netlist>``; the policy is
   exported whole to ONNX for the actors (:mod:`actorq.agents.ppo.chip`).
@@ -21,6 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from actorq.agents.pixels import NATURE_FEATURES, NatureCNN, is_pixels
+from actorq.quant.onnx import host
 from actorq.types import EnvSpec
 
 if TYPE_CHECKING:
@@ -75,6 +79,49 @@ class MLP(nn.Module):
         ]
 
 
+class NatureCNNPolicy(nn.Module):
+    """PPO's policy for pixels (CleanRL's ``ppo_atari.py``): the Nature-CNN trunk
+    (:class:`~actorq.agents.pixels.NatureCNN`, Mnih et al. 2015, orthogonal init) and a linear
+    policy head (gain 0.01). The value head (:class:`NatureCNNValue`) reads the same trunk."""
+
+    def __init__(self, obs_shape: tuple[int, ...], out_dim: int) -> None:
+        super().__init__()
+        self.torso = NatureCNN(obs_shape, ortho_init=True)
+        self.head = nn.Linear(NATURE_FEATURES, out_dim)
+        nn.init.orthogonal_(self.head.weight, 0.01)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self.torso(x))
+        return out
+
+    @torch.no_grad()
+    def export_head(self) -> tuple[np.ndarray, np.ndarray]:
+        """The policy head over the trunk's features, fp32 ``(W (512, out), b)``."""
+        return (
+            host(self.head.weight).T.astype(np.float32),
+            host(self.head.bias).astype(np.float32),
+        )
+
+
+class NatureCNNValue(nn.Module):
+    """The value head (gain 1) over :class:`NatureCNNPolicy`'s trunk: one trunk for both heads
+    (a shared torso, as CleanRL's Atari PPO). The trunk is not a submodule here, so its
+    parameters belong to the policy alone (optimized and checkpointed once); gradients of the
+    value loss still reach it."""
+
+    def __init__(self, policy: NatureCNNPolicy) -> None:
+        super().__init__()
+        self._torso = [policy.torso]  # a list: not registered as this module's parameters
+        self.head = nn.Linear(NATURE_FEATURES, 1)
+        nn.init.orthogonal_(self.head.weight, 1.0)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self._torso[0](x))
+        return out
+
+
 def make_networks(cfg: PPOConfig, spec: EnvSpec) -> tuple[nn.Module, nn.Module]:
     """``(policy, value)`` for ``cfg.network``, on the CPU (the learner moves them), initialised
     from torch's current generator (the learner seeds it first).
@@ -97,6 +144,9 @@ def make_networks(cfg: PPOConfig, spec: EnvSpec) -> tuple[nn.Module, nn.Module]:
         finally:
             env.close()
     act_dim = spec.num_actions if spec.discrete else int(np.prod(spec.action.shape))
+    if is_pixels(spec):
+        cnn = NatureCNNPolicy(spec.observation.shape, act_dim)
+        return cnn, NatureCNNValue(cnn)
     policy = MLP(spec.obs_dim, cfg.policy_hidden(), act_dim, cfg.activation, cfg.ortho_init, 0.01)
     value = MLP(spec.obs_dim, tuple(cfg.value_hidden_sizes), 1, cfg.activation, cfg.ortho_init, 1.0)
     return policy, value

@@ -1,0 +1,170 @@
+"""Atari 2600 games through the Arcade Learning Environment: ``make_env("atari:Pong")``.
+
+Bellemare et al., "The Arcade Learning Environment" (JAIR 2013); the preprocessing is DQN's
+(Mnih et al., "Human-level control through deep reinforcement learning", Nature 2015) as
+Gymnasium, Stable-Baselines3 and CleanRL apply it. ``atari:<Game>`` is ``ALE/<Game>-v5`` (the
+game names of ale-py 0.12, e.g. ``Pong``, ``Breakout``, ``SpaceInvaders``), needing the
+``[atari]`` extra (ale-py with its ROMs, and OpenCV for the resize Gymnasium's
+:class:`~gymnasium.wrappers.AtariPreprocessing` uses).
+
+Preprocessing, in this order (the Gymnasium wrappers where they exist, so frames are identical
+to ``AtariPreprocessing`` + ``FrameStackObservation`` on the same seed,
+``tests/envs/test_atari.py``):
+
+- **no-op starts**: a random 1..30 no-ops after each reset (``noop_max``);
+- **frame skip 4 with max-pooling** of the last two frames (the emulator's flicker);
+- **84×84 grayscale** (ALE's grayscale screen, ``cv2.INTER_AREA``), uint8 (never scaled here:
+  the learner divides by 255 on its device, so actors, channels and replay move bytes);
+- **training only** (``mode="train"``, the default): *episodic life* — losing a life ends the
+  learner's episode (``terminated``), but the game goes on and the next reset only steps a
+  no-op (SB3's and CleanRL's ``EpisodicLifeEnv``; Gymnasium's ``terminal_on_life_loss`` would
+  restart the game instead) — and *reward clipping* to {-1, 0, +1} (the sign);
+- **FIRE on reset** for games whose second action is FIRE (Breakout would otherwise wait for
+  it; SB3's and CleanRL's ``FireResetEnv``), in both modes (``fire_reset``);
+- **4-frame stack**, observations ``(4, 84, 84)`` uint8, a new episode's stack padded with its
+  first frame (``FrameStackObservation``'s ``padding_type="reset"``).
+
+``mode="eval"`` keeps full games and the raw score: what evaluations report
+(:data:`~actorq.envs.ENV_FAMILIES`' ``eval_kwargs``).
+
+**Sticky actions are off** (``repeat_action_probability=0``, where ``-v5`` defaults to 0.25,
+Machado et al. 2018): the scores actorq is compared with — rl-baselines3-zoo's and CleanRL's
+Atari tables, Pong +18 and Breakout 200 — were measured on ``<Game>NoFrameskip-v4``, which has
+none. Pass ``sticky=0.25`` (``env_kwargs``) for Machado et al.'s protocol. Episodes are cut at
+v5's 108,000 emulator frames (27,000 agent steps, ``truncated``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from actorq.errors import EnvIdError
+
+ATARI_EXTRA_HINT = "atari: environments need the [atari] extra: pip install 'actorq[atari]'"
+
+
+def _ale() -> Any:
+    try:
+        import ale_py
+    except ImportError:
+        raise EnvIdError(ATARI_EXTRA_HINT) from None
+    gym.register_envs(ale_py)
+    return ale_py
+
+
+def atari_games() -> list[str]:
+    """The game names ``atari:`` accepts (ale-py's ``ALE/<Game>-v5`` ids)."""
+    _ale()
+    return sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
+
+
+def validate_atari_id(name: str) -> None:
+    """Raise :class:`EnvIdError` (one line) unless ``name`` is a game of ale-py
+    (``Pong``, ``Breakout``; the nearest names as a hint)."""
+    games = atari_games()
+    if name not in games:
+        close = difflib.get_close_matches(name, games, n=3, cutoff=0.5)
+        close += [g for g in games if g.lower() == name.lower() and g not in close]
+        hint = f"; did you mean {', '.join(repr(f'atari:{g}') for g in close)}?" if close else ""
+        raise EnvIdError(
+            f"unknown Atari game {name!r} in {'atari:' + name!r} (ale-py's ALE/<Game>-v5 "
+            f"names, e.g. atari:Pong, atari:Breakout){hint}"
+        )
+
+
+class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
+    """A lost life ends the learner's episode, not the game (Mnih et al. 2015; SB3's
+    ``EpisodicLifeEnv``): ``terminated`` on a life loss, and a reset that follows one only
+    steps a no-op, so the agent sees every life of a game from the start of that life."""
+
+    def __init__(self, env: gym.Env[np.ndarray, int]) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = bool(terminated or truncated)
+        lives = int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if self.game_over or seed is not None:
+            obs, info = self.env.reset(seed=seed, options=options)
+        else:  # a life was lost: go on from where the game is
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:  # the no-op ended the game (rare): start a new one
+                obs, info = self.env.reset(options=options)
+        self.game_over = False
+        self.lives = int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
+        return obs, info
+
+
+class FireReset(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
+    """Press FIRE (then action 2) after a reset, for games that wait for it (SB3's and
+    CleanRL's ``FireResetEnv``; Breakout serves the ball only then)."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset(options=options)
+        return obs, info
+
+
+class ClipReward(gym.RewardWrapper[np.ndarray, int]):
+    """Rewards to their sign, {-1, 0, +1} (Mnih et al. 2015): one learning rate for every
+    game's score scale. Training only; evaluations report the raw score."""
+
+    def reward(self, reward: SupportsFloat) -> float:
+        return float(np.sign(float(reward)))
+
+
+def make_atari_env(
+    name: str,
+    mode: Literal["train", "eval"] = "train",
+    sticky: float = 0.0,
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    frame_stack: int = 4,
+    fire_reset: bool = True,
+) -> gym.Env[np.ndarray, int]:
+    """``make_env("atari:<Game>")``: the preprocessed game (see the module docstring);
+    ``mode="eval"`` for full games on the raw score."""
+    if mode not in ("train", "eval"):
+        raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {mode!r}")
+    validate_atari_id(name)
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    env: gym.Env[Any, Any] = gym.make(
+        f"ALE/{name}-v5", frameskip=1, repeat_action_probability=float(sticky)
+    )
+    try:
+        env = AtariPreprocessing(
+            env, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size
+        )
+    except gym.error.DependencyNotInstalled:  # OpenCV
+        env.close()
+        raise EnvIdError(f"{ATARI_EXTRA_HINT} (OpenCV is missing)") from None
+    if mode == "train":
+        env = EpisodicLife(env)
+    ale_env: Any = env.unwrapped  # AtariEnv (gymnasium types unwrapped as a plain Env)
+    meanings = ale_env.get_action_meanings()
+    if fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
+        env = FireReset(env)
+    if mode == "train":
+        env = ClipReward(env)
+    return FrameStackObservation(env, frame_stack)

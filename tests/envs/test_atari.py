@@ -1,0 +1,109 @@
+"""``atari:`` ids: the standard DQN preprocessing, frame for frame as Gymnasium's wrappers make it,
+training-only life and reward handling, and one line for a bad id or a missing extra."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from actorq.envs import ENV_FAMILIES, env_spec, eval_env_kwargs, make_env, validate_env_id
+from actorq.errors import EnvIdError
+
+ale_py = pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+
+def _reference(game: str) -> gym.Env:
+    """Gymnasium's own wrappers, as its docs compose them (no episodic life, raw rewards)."""
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    gym.register_envs(ale_py)
+    env = gym.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+    return FrameStackObservation(AtariPreprocessing(env, noop_max=30), 4)
+
+
+def test_frames_match_gymnasium_atari_preprocessing() -> None:
+    # eval mode without FIRE on reset is exactly AtariPreprocessing + FrameStackObservation
+    ours = make_env("atari:Pong", mode="eval", fire_reset=False)
+    ref = _reference("Pong")
+    o1, _ = ours.reset(seed=3)
+    o2, _ = ref.reset(seed=3)
+    assert o1.shape == (4, 84, 84) and o1.dtype == np.uint8
+    np.testing.assert_array_equal(o1, o2)
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        a = int(rng.integers(ours.action_space.n))
+        s1, s2 = ours.step(a), ref.step(a)
+        np.testing.assert_array_equal(s1[0], s2[0])
+        assert s1[1:4] == s2[1:4]
+        if s1[2] or s1[3]:
+            break
+    assert not np.array_equal(s1[0][0], s1[0][3])  # the game moved: the test compared frames
+
+
+def test_noop_starts_differ_by_seed_and_repeat_for_a_seed() -> None:
+    env = make_env("atari:Pong", mode="eval")
+    a, _ = env.reset(seed=1)
+    b, _ = env.reset(seed=1)
+    np.testing.assert_array_equal(a, b)
+    firsts = {env.reset(seed=s)[0].tobytes() for s in range(6)}
+    assert len(firsts) > 1  # 1..30 no-ops drawn per seed
+
+
+def test_training_clips_rewards_and_ends_an_episode_per_life() -> None:
+    train = make_env("atari:Breakout")  # 5 lives; FIRE on reset serves the ball
+    train.reset(seed=0)
+    rng = np.random.default_rng(0)
+    rewards, lives_at_end = [], []
+    for _ in range(3000):
+        _, r, term, trunc, info = train.step(int(rng.integers(train.action_space.n)))
+        rewards.append(r)
+        if term or trunc:
+            lives_at_end.append(info["lives"])
+            if len(lives_at_end) == 2:
+                break
+            train.reset()
+    assert set(np.unique(rewards)) <= {-1.0, 0.0, 1.0}
+    assert lives_at_end[:2] == [4, 3]  # two lost lives, two learner episodes, one game
+
+
+def test_evaluation_plays_full_games_on_the_raw_score() -> None:
+    assert eval_env_kwargs("atari:Breakout") == {"mode": "eval"}
+    assert eval_env_kwargs("gym:CartPole-v1", {"x": 1}) == {"x": 1}
+    env = make_env("atari:Breakout", **eval_env_kwargs("atari:Breakout"))
+    env.reset(seed=0)
+    rng = np.random.default_rng(1)
+    lives = []
+    for _ in range(5000):
+        _, _, term, trunc, info = env.step(int(rng.integers(env.action_space.n)))
+        lives.append(info["lives"])
+        if term or trunc:
+            break
+    assert term and lives[-1] == 0 and max(lives) == 5  # one episode: every life of the game
+
+
+def test_spec_keeps_pixels_uint8() -> None:
+    spec = env_spec("atari:Pong")
+    assert spec.observation.shape == (4, 84, 84) and spec.observation.dtype == "uint8"
+    assert spec.num_actions == 6 and spec.frame_stack == 4  # the frame replay applies
+
+
+@pytest.mark.parametrize(
+    ("env_id", "needle"),
+    [("atari:Pongg", "did you mean 'atari:Pong'"), ("atari:pong", "'atari:Pong'")],
+)
+def test_bad_ids_are_one_line(env_id: str, needle: str) -> None:
+    with pytest.raises(EnvIdError) as e:
+        validate_env_id(env_id)
+    assert "\n" not in str(e.value) and needle in str(e.value)
+
+
+def test_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py now raises ImportError
+    with pytest.raises(EnvIdError) as e:
+        env_spec("atari:Pong")
+    assert "\n" not in str(e.value) and "pip install 'actorq[atari]'" in str(e.value)
+    assert ENV_FAMILIES["atari"].extra == "atari"
