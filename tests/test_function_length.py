@@ -23,7 +23,6 @@ ALLOWED = {
     # timed interleaved with the kernel on 8xgpu-pcie decisions (contiguous, random,
     # random+fuse); with numba's inline="always" the split does not compile.
     "actorq.graphopt.simulator._simulate": "numba kernel, measured",
-    "actorq.bench.spec.load_spec": "split on another branch; remove on merge",
 }
 
 

@@ -35,7 +35,8 @@ from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
 from actorq.errors import ConfigError
 from actorq.quant.model_snapshot import ModelSnapshot
-from actorq.quant.onnx import OnnxBuilder, host
+from actorq.quant.onnx import host
+from actorq.quant.onnx_builder import OnnxBuilder
 from actorq.quant.runtimes import MODEL_HEADS, OBS_LOGITS, decode_snapshot, make_runtime
 from actorq.types import EnvSpec
 
@@ -191,3 +192,6 @@ class PixelPolicyIO:
         a, b = decode_snapshot(quant), decode_snapshot(fp32)
         agree, _, gap = compare_policies(a, b, states, self.cfg.envs_per_actor, seed)
         return Comparison(agree, len(states), "replay states", None, gap)
+
+    def summary_rows(self, data: bytes) -> list[tuple[str, str]]:
+        return []  # the evaluation's return is the game's raw score

@@ -302,6 +302,20 @@ def go_run_config(source: str | None) -> ExperimentConfig | None:
         raise GraphError(f"--policy {shown(Path(source))}: {first_line(e)}") from None
 
 
+def _judged(task: Any, actions: Any) -> dict[str, Any]:
+    """One simulated placement of ``task`` (a :class:`GraphTask`) as ``place`` reports it."""
+    from actorq.agents.go.pretrained import finite_or_none
+
+    _, _, res = task.judge(actions)
+    return {
+        "step_time_s": finite_or_none(float(res["step_time"])),
+        "score_s": float(res["score"]),  # penalised when infeasible: what ranks them
+        "feasible": bool(res["feasible"]),
+        "reason": res["reason"],
+        "devices_used": len(set(actions[:, 0].tolist())),
+    }
+
+
 def place(a: PlaceArgs) -> dict[str, Any]:
     """The policy's greedy placement and the fastest of ``a.samples`` sampled ones on
     ``a.graph``: JSON-able, with the placement as ``{op name: device}``."""
@@ -312,7 +326,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     from actorq.agents.go.actor import GraphTask
     from actorq.agents.go.inputs import InputSpec, OnnxGOPolicy
     from actorq.agents.go.networks import onnx_bytes
-    from actorq.agents.go.pretrained import finite_or_none, load_policy, run_best_placement
+    from actorq.agents.go.pretrained import load_policy, run_best_placement
     from actorq.graphopt.cluster import get_cluster
     from actorq.graphopt.suite import get_graph
 
@@ -335,14 +349,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     )
 
     def judged(actions: np.ndarray) -> dict[str, Any]:
-        _, _, res = task.judge(actions)
-        return {
-            "step_time_s": finite_or_none(float(res["step_time"])),
-            "score_s": float(res["score"]),  # penalised when infeasible: what ranks them
-            "feasible": bool(res["feasible"]),
-            "reason": res["reason"],
-            "devices_used": len(set(actions[:, 0].tolist())),
-        }
+        return _judged(task, actions)
 
     greedy_actions, _ = task.decide(out, None)
     greedy = judged(greedy_actions)
