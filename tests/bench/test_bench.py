@@ -390,3 +390,22 @@ def test_a_finished_cell_run_with_other_settings_is_refused_not_reported(tmp_pat
     assert calls == [] and all(is_finished(results / c.name) for c in spec.cells)
     out = run_matrix(spec, results, lambda c, d, t: calls.append(c.name) or 0, progress=False)
     assert calls == [] and len(out.skipped) == len(spec.cells)  # the same spec: all finished
+
+
+def test_a_failed_cell_says_why_not_just_its_exit_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A diverging learner in a cell printed only "exit status 1": the run's one error line
+    now comes with the status, on the console and in failed.json."""
+    spec = load_spec(_spec(tmp_path, GOOD))
+    results = tmp_path / "results"
+    why = "the learner diverged (loss is nan at update 12); stopped at 300 env steps"
+
+    def runner(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+        (cell_dir / "log.txt").write_text(f"run dir: {cell_dir}\nactorq: error: {why}\n")
+        return 2
+
+    out = run_matrix(spec, results, runner, progress=True)
+    failed = json.loads((results / out.failed[0] / "failed.json").read_text())
+    assert failed["why"] == f"exit status 2: {why}"
+    assert why in " ".join(capsys.readouterr().out.split())

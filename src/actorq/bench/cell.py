@@ -34,12 +34,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"actorq: error: {e}", file=sys.stderr)
         return 2
     framework = cell.get("framework", NATIVE)
-    if framework != NATIVE:  # another framework's cell, through its adapter
-        get_adapter(framework).run(cfg, cell, path.parent)
-        return 0
     from actorq.experiment import train
 
-    result = train(cfg)
+    try:
+        if framework != NATIVE:  # another framework's cell, through its adapter
+            get_adapter(framework).run(cfg, cell, path.parent)
+            return 0
+        result = train(cfg)
+    except ActorQError as e:  # a diverging learner, a run dir it cannot write: the runner
+        print(f"actorq: error: {e}", file=sys.stderr)  # shows this line beside the status
+        return 2
     return 130 if result.interrupted else 0
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     ResultsError,
@@ -210,10 +212,25 @@ def _fresh_dir(cell_dir: Path) -> None:
         raise ResultsError(f"cannot make {cell_dir}: {e.strerror or e}") from None
 
 
+def _last_error(cell_dir: Path) -> str:
+    """``": <the run's error line>"`` from a failed cell's log (a diverging learner, a bad
+    setting), or "" if its log has none: the console says why, not just a status."""
+    try:
+        lines = (cell_dir / "log.txt").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [ln for ln in lines if ln.startswith("actorq: error:")]
+    if not errors:
+        return ""
+    return ": " + errors[-1].removeprefix("actorq: error:").strip()[:300]
+
+
 def _outcome(cell_dir: Path, status: int) -> tuple[dict[str, Any] | None, str]:
     """The summary of a cell that finished, or None and why it did not."""
     if status != 0:
-        return None, "timed out" if status == TIMEOUT_STATUS else f"exit status {status}"
+        if status == TIMEOUT_STATUS:
+            return None, "timed out"
+        return None, f"exit status {status}{_last_error(cell_dir)}"
     try:
         summary = read_summary(cell_dir)
     except ResultsError as e:  # the run wrote a summary the report could not read
@@ -296,7 +313,8 @@ def _run_plan(
                     cell_dir / "failed.json",
                     json.dumps({"status": status, "why": why, "log_tail": _log_tail(cell_dir)}),
                 )
-                bar.print(f"  [red]failed[/] {cell.name}: {why} (see {cell_dir / 'log.txt'})")
+                where = escape(f"{cell.name}: {why} (see {cell_dir / 'log.txt'})")
+                bar.print(f"  [red]failed[/] {where}")
             bar.advance(len(out.failed))
     finally:
         term.restore()
