@@ -225,3 +225,17 @@ def test_missing_and_mistyped_arguments_are_named(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert line in err and "\n" not in err and err.startswith("actorq: error: ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [(["eval"], "RUN_DIR"), (["export"], "RUN_DIR"), (["chip", "cost"], "NETLIST"),
+     (["bench"], "SPEC.toml"), (["report"], "RESULTS_DIR")],
+)  # fmt: skip
+def test_help_names_positional_arguments_not_their_type(
+    argv: list[str], name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    usage = capsys.readouterr().out.splitlines()[0]
+    assert name in usage.split() and "STR" not in usage.split(), usage

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import tyro
 
@@ -16,7 +17,7 @@ class BenchArgs:
     """Run a benchmark matrix (agent × env × precision × seed × policy width) from a TOML spec,
     one fresh process per cell; finished cells are skipped, so it resumes where it stopped."""
 
-    spec: tyro.conf.Positional[str]
+    spec: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="SPEC.toml")]
     """The TOML spec (see docs/bench.md; e.g. benchmarks/specs/smoke.toml)."""
     results: str | None = None
     """Results directory; default runs/bench-<spec name>."""
@@ -37,7 +38,7 @@ class BenchArgs:
 class ReportArgs:
     """Write RESULTS/report.md with PNG plots from a results directory of `actorq bench`."""
 
-    results: tyro.conf.Positional[str]
+    results: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RESULTS_DIR")]
     """Results directory (one run directory per cell)."""
     reps: int = 2000
     """Bootstrap resamples for the 95% confidence intervals (rliable's stratified bootstrap),

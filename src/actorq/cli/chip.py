@@ -31,7 +31,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import tyro
 
@@ -55,7 +55,7 @@ class PlaceArgs:
     then the soft macros by force-directed placement; write a .plc with the costs in its
     header."""
 
-    netlist: tyro.conf.Positional[str]
+    netlist: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="NETLIST")]
     """Shipped netlist name or a netlist file (.pb.txt, optionally .gz)."""
     out: str
     """Output .plc file (written whole or not at all; an existing file only with --force)."""
@@ -89,7 +89,7 @@ class ShowArgs:
     """Draw a placement: canvas, hard macros (blue), soft macros and standard cells (green),
     ports (red) and a heat map."""
 
-    plc: tyro.conf.Positional[str]
+    plc: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="PLC")]
     """The .plc file to draw."""
     netlist: str
     """Shipped netlist name or netlist file the .plc places."""
@@ -106,9 +106,9 @@ class ShowArgs:
 class CostArgs:
     """Print the proxy cost of a placement (wirelength, density, congestion)."""
 
-    netlist: tyro.conf.Positional[str]
+    netlist: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="NETLIST")]
     """Shipped netlist name or netlist file."""
-    plc: tyro.conf.Positional[str]
+    plc: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="PLC")]
     """The .plc file."""
     density_weight: float = 0.5
     """Weight of the density cost in the proxy."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 
@@ -26,9 +26,9 @@ from actorq.quant.formats import Precision
 
 @dataclasses.dataclass
 class EvalArgs:
-    """Greedy evaluation of a run's latest checkpoint."""
+    """Greedy evaluation of a run's latest (or best, --which best) checkpoint."""
 
-    run_dir: tyro.conf.Positional[str]
+    run_dir: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
     """Run directory (holds config.json and checkpoint/)."""
     precision: Precision | None = None
     """Precision to evaluate at; default: the run's."""
@@ -46,7 +46,7 @@ class EvalArgs:
 class ExportArgs:
     """Export a run's policy as a standalone ONNX model for deployment."""
 
-    run_dir: tyro.conf.Positional[str]
+    run_dir: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
     """Run directory (holds config.json and checkpoint/)."""
     out: str = "policy.onnx"
     """Output file (not overwritten unless --force)."""
