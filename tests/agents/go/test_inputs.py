@@ -26,17 +26,7 @@ def test_workload_written_before_a_switch_existed_means_off() -> None:
 @pytest.mark.parametrize("spec", SPECS)
 def test_policy_config_round_trip(spec: InputSpec) -> None:
     config = GOPolicyConfig(num_devices=4, **spec.policy_switches())
-    assert not config.start_input and not config.cost_input
     assert InputSpec.of_policy(config) == spec
-
-
-@pytest.mark.parametrize(
-    "switch, knob", [("start_input", "--start"), ("cost_input", "--cost-input")]
-)
-def test_a_policy_reading_a_retired_input_is_refused(switch: str, knob: str) -> None:
-    config = GOPolicyConfig(num_devices=4, **{switch: True})  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=f"retired \\({knob}"):
-        InputSpec.of_policy(config)
 
 
 def test_switches_name_policy_config_fields() -> None:

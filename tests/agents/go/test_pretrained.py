@@ -291,6 +291,24 @@ def _set_config(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
+@pytest.mark.parametrize(
+    ("switch", "knob"), [("start_input", "--start"), ("cost_input", "--cost-input")]
+)
+def test_policy_files_of_earlier_releases_load_unless_they_read_a_retired_input(
+    tmp_path: Path, switch: str, knob: str
+) -> None:
+    """The shipped files of earlier releases carry ``start_input: false`` and
+    ``cost_input: false`` (inputs retired after their experiments): they load as before; one
+    that switched either on is refused in one line naming the retired flag."""
+    data = _valid_bytes(tmp_path)
+    off, on = tmp_path / "off.safetensors", tmp_path / "on.safetensors"
+    off.write_bytes(_with_header(data, _set_config(switch, False)))
+    on.write_bytes(_with_header(data, _set_config(switch, True)))
+    load_policy_file(off)
+    with pytest.raises(GraphError, match=rf"retired \({knob}, .*run it from commit"):
+        load_policy_file(on)
+
+
 def _nan_weight(data: bytes) -> bytes:
     (n,) = struct.unpack("<Q", data[:8])
     head = json.loads(data[8 : 8 + n])

@@ -270,17 +270,10 @@ def _forward_prefix(g: Graph, w: np.ndarray) -> np.ndarray:
     return cum
 
 
-#: Columns of the retired cost input (``GOPolicyConfig.cost_input``, ``--cost-input``: no better
-#: in docs/go-transfer.md); a policy file that has them is refused (:meth:`InputSpec.of_policy`).
-COST_FEATURES: tuple[str, ...] = ("time_share", "time_prefix", "transfer_share")
-
-
 class PolicySwitches(TypedDict):
     """:class:`~actorq.agents.go.networks.GOPolicyConfig`'s fields an :class:`InputSpec` sets."""
 
-    start_input: bool
     memory_input: bool
-    cost_input: bool
     priority_levels: int
 
 
@@ -289,11 +282,7 @@ class PolicySwitchesLike(Protocol):
     :meth:`InputSpec.of_policy` reads (the network module imports this one, not back)."""
 
     @property
-    def start_input(self) -> bool: ...
-    @property
     def memory_input(self) -> bool: ...
-    @property
-    def cost_input(self) -> bool: ...
     @property
     def priority_levels(self) -> int: ...
 
@@ -333,21 +322,14 @@ class InputSpec:
     def policy_switches(self) -> PolicySwitches:
         """The matching :class:`~actorq.agents.go.networks.GOPolicyConfig` fields."""
         return {
-            "start_input": False,
             "memory_input": self.memory,
-            "cost_input": False,
             "priority_levels": self.priority_levels,
         }
 
     @classmethod
     def of_policy(cls, config: PolicySwitchesLike) -> InputSpec:
-        """What a trained policy reads: its config's switches. A policy trained with a
-        retired input (a start placement, the costs as shares) is refused (ValueError)."""
-        for switch, knob in (("start_input", "--start"), ("cost_input", "--cost-input")):
-            if getattr(config, switch):
-                raise ValueError(
-                    f"its policy reads an input that was retired ({knob}, docs/go-transfer.md)"
-                )
+        """What a trained policy reads: its config's switches (a policy file with a retired
+        input is refused when it is read: :func:`actorq.agents.go.pretrained.load_policy`)."""
         return cls(config.memory_input, config.priority_levels)
 
 

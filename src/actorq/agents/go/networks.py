@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorq.agents.go.inputs import (
-    COST_FEATURES,
     EDGE_FEATURES,
     LOG_SCALE,  # noqa: F401 - re-exported
     MEMORY_FEATURES,
@@ -94,24 +93,11 @@ class GOPolicyConfig:
     smooth boundaries along the graph; with octaves it can give any run of ops its own device,
     so imitation and distillation fit a split exactly (Tancik et al., NeurIPS 2020, "Fourier
     features let networks learn high frequency functions"; Vaswani et al. 2017's sinusoids)."""
-    start_input: bool = False
-    """Whether the policy decides *from* a start placement (Placeto's formulation: Addanki et
-    al., NeurIPS 2019): each op's device in it, one-hot, is ``num_devices`` more input columns
-    (after :data:`NODE_FEATURES`: :func:`~actorq.agents.go.inputs.encode_graph`'s ``start``),
-    and the placement logits add ``start_gain`` times that one-hot, so keeping the start is one
-    learned scalar and the network learns where to leave it. The start of a graph the policy has
-    never seen costs a few simulator calls (a classical baseline), where GO's one-shot policy
-    decides from the graph alone (docs/go-transfer.md, "Why zero-shot is slow")."""
     memory_input: bool = False
     """Whether the policy reads how the graph's memory compares with a device's capacity: two
-    more input columns after the start's (:func:`~actorq.agents.go.inputs.memory_columns`: the
+    more input columns after the node features (:func:`~actorq.agents.go.inputs.memory_columns`: the
     whole graph's need and the need accumulated along the forward order, in device
     capacities), so it can tell a graph that must be spread from one that fits on one device."""
-    cost_input: bool = False
-    """Whether the policy reads the graph's costs relative to its own total: three more input
-    columns after the memory ones (:func:`~actorq.agents.go.inputs.cost_columns`: each op's share
-    of the one-device work, the work accumulated along the forward order, and the share its
-    output's transfer over a link costs), scale-free where the node features are absolute."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -281,8 +267,6 @@ class GOPolicy(nn.Module):
             "levels", torch.linspace(0.0, 1.0, c.priority_levels), persistent=False
         )
         self.register_buffer("freqs", fourier_freqs(c.pos_freqs), persistent=False)
-        if c.start_input:  # 0 at first: the network's own logits, until training says otherwise
-            self.start_gain = nn.Parameter(torch.zeros(1))
 
     def encode(
         self,
@@ -334,10 +318,6 @@ class GOPolicy(nn.Module):
             cond = torch.relu(self.cond(torch.cat([g, self.task_emb[i : i + 1]], dim=1)))
             film = self.film(cond)
             out[task] = self.heads[task](h, film[:, :d], film[:, d:])
-        if self.config.start_input:
-            f = len(NODE_FEATURES)
-            start = x[:, f : f + self.config.num_devices]
-            out["placement"] = out["placement"] + self.start_gain * start
         out["priority_score"] = torch.softmax(out["priority"], dim=-1) @ self.levels
         return out
 
@@ -405,14 +385,8 @@ def entropy(
 
 def input_width(config: GOPolicyConfig) -> int:
     """Columns of the node features ``x`` a policy of ``config`` reads: :data:`NODE_FEATURES`,
-    then the start placement's one-hot with ``start_input``, then :data:`MEMORY_FEATURES` with
-    ``memory_input``, then :data:`COST_FEATURES` with ``cost_input``."""
-    return (
-        len(NODE_FEATURES)
-        + (config.num_devices if config.start_input else 0)
-        + (len(MEMORY_FEATURES) if config.memory_input else 0)
-        + (len(COST_FEATURES) if config.cost_input else 0)
-    )
+    then :data:`MEMORY_FEATURES` with ``memory_input``."""
+    return len(NODE_FEATURES) + (len(MEMORY_FEATURES) if config.memory_input else 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,11 +546,6 @@ def _onnx_heads(b: OnnxBuilder, g: _GraphSizes, h: str, model: GOPolicy) -> None
         hk = op("Add", op("Mul", h, gamma), beta)
         z = op("Relu", b.linear(hk, head.hidden, quantize=True))
         outputs[task] = b.linear(z, head.out, quantize=False)  # output layers stay fp32
-        if task == "placement" and c.start_input:
-            nf = len(NODE_FEATURES)
-            one_hot = op("Slice", "x", const([nf]), const([nf + c.num_devices]), const([1]))
-            gain = const(host(model.start_gain).astype(np.float32))
-            outputs[task] = op("Add", outputs[task], op("Mul", one_hot, gain))
         b.op("Identity", outputs[task], out=task)
     levels = const(np.linspace(0.0, 1.0, c.priority_levels, dtype=np.float32))
     b.op("MatMul", op("Softmax", outputs["priority"], axis=-1), levels, out="priority_score")

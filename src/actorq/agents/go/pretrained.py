@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from actorq.config import ARCHIVE_COMMIT
 from actorq.errors import ActorQError, GraphError, first_line, short, shown
 
 if TYPE_CHECKING:
@@ -47,7 +48,10 @@ _SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "pos_freqs": (0, 30),
 }
 #: The config's switches (JSON booleans).
-_FLAGS = ("start_input", "memory_input", "cost_input")
+_FLAGS = ("memory_input",)
+#: Inputs a policy file of an earlier release may switch on, retired after their experiments
+#: (docs/go-transfer.md, "What was tried"): off, the key is dropped; on, the file is refused.
+_RETIRED_SWITCHES = {"start_input": "--start", "cost_input": "--cost-input"}
 _META_KEYS = ("format", "format_version", "config", "task", "cluster", "trained_on", "command")
 
 
@@ -117,6 +121,13 @@ def _policy_config(raw: Any, where: str) -> Any:
 
     if not isinstance(raw, dict):
         raise GraphError(f"{where}: its policy config is not a JSON object")
+    raw = dict(raw)
+    for switch, knob in _RETIRED_SWITCHES.items():
+        if switch in raw and raw.pop(switch) is not False:
+            raise GraphError(
+                f"{where}: its policy reads an input that was retired ({knob}, "
+                f"docs/go-transfer.md); run it from commit {ARCHIVE_COMMIT}"
+            )
     fields = {f.name for f in dataclasses.fields(GOPolicyConfig)}
     unknown = sorted(set(raw) - fields)
     if unknown:
@@ -207,18 +218,12 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
     if reference not in REFERENCES:
         raise GraphError(f"{where}: metadata reference {short(reference)} is not a baseline")
     from actorq.agents.go.config import retired_why
-    from actorq.agents.go.inputs import InputSpec
-    from actorq.config import ARCHIVE_COMMIT
 
     config = _policy_config(raw_config, where)
     if meta.get("start", "none") != "none":
         raise GraphError(
             f"{where}: its policy decides from a start placement ({retired_why('start')})"
         )
-    try:
-        InputSpec.of_policy(config)
-    except ValueError as e:
-        raise GraphError(f"{where}: {e}; run it from commit {ARCHIVE_COMMIT}") from None
     model = _checked_model(config, tensors, where)
     info = PolicyInfo(
         str(path),
