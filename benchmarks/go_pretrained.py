@@ -1,28 +1,13 @@
 """Train, package and judge the GO placement policy that ships with actorq.
 
-``actorq graphopt place`` runs, without ``--policy``, the policy file
-``src/actorq/agents/go/pretrained/go-placement-<N>dev.safetensors`` for a cluster of N devices.
-This script makes that file and says how good it is:
+``train``: ``actorq train go`` (placement, int8 actors, deterministic for a seed) on each
+family's smallest graph and ``--train-extra``'s graphs but ``--hold-out``'s, ``--steps``
+decisions; arguments after ``--`` go to ``actorq train go``. ``package``: the final weights to
+the policy file (``--policy-out``, default the shipped path; <= 10 MB). ``judge``: through
+``actorq graphopt place``, on the training graphs, each family's second-smallest and the extra
+graphs: greedy, guided, best of ``--samples``, and the baselines (``--budget`` calls). Resumable;
+one JSON per graph under ``--results``, then ``report.md``.
 
-1. ``train``: ``actorq train go`` (placement, int8 actors, the sync backend: deterministic for a
-   seed) on the smallest graph of each of the suite's six families and, with ``--train-extra
-   DIR ...``, on the folders' ``.npz`` graphs but ``--hold-out``'s (file stems), ``--steps``
-   whole-graph decisions; resumable (run the command again). Arguments after ``--`` go to
-   ``actorq train go`` unchanged (e.g. ``-- --learning-rate 1e-4``).
-2. ``package``: the run's final weights and how they were trained go to the policy file
-   (:func:`actorq.agents.go.pretrained.save_policy`), which must stay <= 10 MB.
-3. ``judge``: through ``actorq graphopt place``'s own code, on the six training graphs, on the
-   second-smallest graph of each family (not trained on) and on ``--train-extra``'s graphs
-   (each marked trained on or held out): the greedy int8 placement, the guided one, the fastest
-   of ``--samples`` sampled ones, and the placement baselines (the searches with ``--budget``
-   simulator calls). One JSON per graph under ``--results`` (resumable), then a Markdown table
-   to stdout and ``report.md``.
-
-Judging an older file on other graphs (``--rejudge``, ``--judge-extra``), seeded variants in
-training (``--variants``) and the side-by-side comparison of several files
-(``go_pretrained_compare.py``) are in ``git show 85997d5:benchmarks/``.
-
-    .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
         --results /tmp/go_pretrained_smoke --policy-out /tmp/smoke.safetensors   # smoke run
 """
@@ -38,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_info
-from go_transfer import FAMILIES, geomean, say, write_json_atomic
+from _machine import machine_info, say, write_json_atomic
+from go_transfer import FAMILIES, geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,28 +1,15 @@
 """The learner's physical limit on a device, beside the same learner inside ``train()``.
 
+*Limit*: the update alone (DQN, D4PG, PPO's minibatch step; widths 64×64, 256×256, 3×2048;
+batches 32/128/256) on device-resident batches in a tight loop, per mode that runs there
+(``eager``, ``compile``, ``graph``); the fastest is the limit. *System*: the same learner inside
+``train()`` beside ``--actors`` actor processes for ``--system-seconds``: updates/s, its share
+of the limit, the learner's wait for data; paths ``fast`` (the default loop), ``fast-k1`` (one
+update per turn) and ``eager-host`` (the loop as it was). Writes ``OUT/<device>.json`` and
+``.md``; resumable (rows in the JSON are kept); ``--render JSON`` only rewrites its table.
+
     .venv/bin/python benchmarks/learner_limit.py                     # this machine's CPU
     python3 benchmarks/learner_limit.py --device cuda --actors 15    # on a GPU machine
-
-*Limit*: the update alone (forward, backward, clip, Adam, the target copy when due, metrics
-kept on the device) on a batch already on the device, in a tight loop, in each mode that
-runs there (``eager``, ``compile``: torch.compile, ``graph``: the whole update as one CUDA
-graph); the fastest is the limit. DQN (CartPole's 4 → 2), D4PG (cartpole-balance's 5 → 1:
-its critic and policy, both target nets) and PPO (CartPole; its row is one minibatch step of
-the update's epochs, so ``batch`` is the minibatch) at widths 64×64, 256×256 and 3×2048
-(every hidden layer of every network of the agent), batches 32/128/256.
-
-*System*: the learner inside ``train()`` with ``--actors`` actor processes (local backend,
-int8 snapshots, the same widths and batch; DQN and PPO on CartPole-v1, D4PG on Pendulum-v1)
-for ``--system-seconds`` after a warm-up; updates/s, its share of the limit, and the
-fraction of the learner's time spent waiting for data (``perf/learner_wait_frac``). The
-fast path is the default (``--learner-mode auto``, the replay on a CUDA learner's device, 8
-updates per loop turn; ``fast-k1``: one per turn); the ``eager-host`` path is the loop as it
-was (eager updates, one per turn, batches from the host ring; metrics are deferred in all
-three), for a before/after in one run.
-
-Writes ``OUT/<device>.json`` (rows ``{"agent", "hidden", "batch", "device",
-"limit_updates_s", "system_updates_s", "learner_wait_frac", ...}``, device as ``cpu-<model>``
-or the GPU's name) and ``OUT/<device>.md``. Resumable: rows already in the JSON are kept.
 """
 
 from __future__ import annotations
@@ -72,7 +59,6 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-# -- the limit ----------------------------------------------------------------------------------
 def make_case(
     agent: str, hidden: tuple[int, ...], batch: int, device: str, mode: str
 ) -> tuple[TorchLearner, Callable[[], None]]:
@@ -178,12 +164,10 @@ def linear_flops(module: torch.nn.Module) -> int:
 
 
 def gflop_per_update(agent: str, hidden: tuple[int, ...], batch: int) -> float:
-    """The matrix work of one update (a backward pass counted as two forwards), the yardstick
-    for how close a limit is to the device's arithmetic rate. DQN: the online net forward and
-    backward on s, forward on s' (double Q's argmax), the target forward on s'. D4PG: the
-    target policy and critic on s', the critic forward and backward, then the policy and the
-    critic forward and backward again (the policy's gradient flows through the critic). PPO:
-    policy and value forward and backward on the minibatch."""
+    """The matrix work of one update (a backward pass counts as two forwards). DQN: online net
+    forward + backward on s, forward on s', target on s'. D4PG: target policy and critic on s',
+    critic forward + backward, policy and critic forward + backward. PPO: both nets' forward +
+    backward on the minibatch."""
     if agent == "dqn":
         q = linear_flops(DQNLearner(DQNConfig(hidden=hidden), CARTPOLE).q)
         per_sample = 5 * q
@@ -222,7 +206,6 @@ def annotate(rows: list[dict[str, Any]]) -> None:
             r["limit_tflop_s"] = round(cache[key] * r["limit_updates_s"] / 1e3, 3)
 
 
-# -- the system ---------------------------------------------------------------------------------
 def measure_system(
     agent: str,
     hidden: tuple[int, ...],
@@ -300,7 +283,6 @@ def measure_system(
     }
 
 
-# -- report -------------------------------------------------------------------------------------
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
         "| agent | hidden | batch | limit updates/s (mode) | eager | compile | graph "
@@ -349,7 +331,7 @@ def write_doc(path: Path, doc: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--agents", nargs="+", default=["dqn", "d4pg", "ppo"])
     ap.add_argument("--hidden", nargs="+", default=list(WIDTHS), choices=list(WIDTHS))
@@ -433,19 +415,8 @@ def main() -> None:
             print(f"  system {key} {sp} ({a.actors} actors)", flush=True)
             r["limit_updates_s"] = limit
             try:
-                r.update(
-                    measure_system(
-                        agent,
-                        WIDTHS[hname],
-                        int(batch_s),
-                        a.device,
-                        a.actors,
-                        a.system_seconds,
-                        a.system_warmup,
-                        sp,
-                        a.runs,
-                    )
-                )
+                r.update(measure_system(agent, WIDTHS[hname], int(batch_s), a.device, a.actors,
+                                        a.system_seconds, a.system_warmup, sp, a.runs))  # fmt: skip
             except Exception as e:  # recorded; the other rows still run
                 r["system_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
                 print(f"    failed: {r['system_error']}", flush=True)
