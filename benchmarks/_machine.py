@@ -34,9 +34,8 @@ def machine_info() -> dict[str, Any]:
     return {
         **machine.machine_info(),
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "load_avg": [round(x, 2) for x in os.getloadavg()],
-        "versions": versions,
-    }
+        "load_avg": [round(x, 2) for x in os.getloadavg()], "versions": versions,
+    }  # fmt: skip
 
 
 def md_head(title: str, results: dict[str, Any]) -> list[str]:
@@ -44,12 +43,10 @@ def md_head(title: str, results: dict[str, Any]) -> list[str]:
     m = results["machine"]
     return [
         f"# {title}",
-        "",
-        f"`{results['command']}`",
-        "",
+        "", f"`{results['command']}`", "",
         f"- date: {m['date']}; CPU: {m['cpu_model']} ({m['cores_usable']} usable cores); "
         f"load average at start: {m.get('load_avg_at_start', m.get('load_avg'))}",
-    ]
+    ]  # fmt: skip
 
 
 def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:

@@ -39,19 +39,16 @@ from actorq.chip.netlist import get_netlist, netlist_dir, netlist_names
 from actorq.chip.plc import load_plc
 
 PUBLISHED = {
-    "SA best (MacroPlacement)": 0.7552,
-    "SA go-with-the-winners": 0.8005,
+    "SA best (MacroPlacement)": 0.7552, "SA go-with-the-winners": 0.8005,
     "circuit-training RL mean": 0.8419,
-}
+}  # fmt: skip
 
 
 def _costs(c: Any) -> dict[str, float]:
     return {
-        "wirelength_cost": c.wirelength_cost,
-        "density_cost": c.density_cost,
-        "congestion_cost": c.congestion_cost,
-        "proxy": c.proxy,
-    }
+        "wirelength_cost": c.wirelength_cost, "density_cost": c.density_cost,
+        "congestion_cost": c.congestion_cost, "proxy": c.proxy,
+    }  # fmt: skip
 
 
 def run_one(netlist: str, start: str, seed: int, steps: int, fd_every: int) -> dict[str, Any]:
@@ -69,24 +66,13 @@ def run_one(netlist: str, start: str, seed: int, steps: int, fd_every: int) -> d
     wall = time.perf_counter() - t
     final = pc.full_costs()
     return {
-        "netlist": netlist,
-        "start": start,
-        "seed": seed,
-        "steps": steps,
-        "fd_every": fd_every,
-        "start_costs": start_costs,
-        "proxy_before_fd": res.proxy_before_fd,
-        "proxy_after_fd": res.best_proxy,
-        "final_costs": _costs(final),
-        "cpu_s": res.cpu_seconds,
-        "wall_s": wall,
-        "evaluations": res.evaluations,
-        "fd_runs": res.fd_runs,
-        "fd_s": res.fd_seconds,
-        "accepted": res.accepted,
-        "illegal": res.illegal,
+        "netlist": netlist, "start": start, "seed": seed, "steps": steps, "fd_every": fd_every,
+        "start_costs": start_costs, "proxy_before_fd": res.proxy_before_fd,
+        "proxy_after_fd": res.best_proxy, "final_costs": _costs(final), "cpu_s": res.cpu_seconds,
+        "wall_s": wall, "evaluations": res.evaluations, "fd_runs": res.fd_runs,
+        "fd_s": res.fd_seconds, "accepted": res.accepted, "illegal": res.illegal,
         "history_every_1pct": res.history,
-    }
+    }  # fmt: skip
 
 
 def timing(netlist: str, repeats: int, episodes: int) -> dict[str, Any]:
@@ -107,14 +93,10 @@ def timing(netlist: str, repeats: int, episodes: int) -> dict[str, Any]:
             r = placer.place(FDConfig(seed=k))
             fd_rows.append(
                 {
-                    "plc": f,
-                    "seed": k,
-                    "wall_s": r.seconds,
-                    "cpu_s": time.process_time() - c,
-                    "before": _costs(r.before),
-                    "after": _costs(r.after),
+                    "plc": f, "seed": k, "wall_s": r.seconds, "cpu_s": time.process_time() - c,
+                    "before": _costs(r.before), "after": _costs(r.after),
                 }
-            )
+            )  # fmt: skip
     env = ChipPlacementEnv(netlist)
     macro_steps: list[float] = []
     last_steps: list[float] = []
@@ -141,9 +123,7 @@ def timing(netlist: str, repeats: int, episodes: int) -> dict[str, Any]:
         "netlist": netlist,
         "fd": fd_rows,
         "env": {
-            "episodes": episodes,
-            "macros": env.n,
-            "actions": int(env.action_space.n),
+            "episodes": episodes, "macros": env.n, "actions": int(env.action_space.n),
             "obs_size": int(env.observation_space.shape[0]),
             "macro_step_median_s": float(np.median(macro_steps)) if macro_steps else None,
             "last_step_median_s": float(np.median(last_steps)) if last_steps else None,
@@ -152,7 +132,7 @@ def timing(netlist: str, repeats: int, episodes: int) -> dict[str, Any]:
             "episode_cpu_s_median": float(np.median(episode_cpu)) if episode_cpu else None,
             "results": rewards,
         },
-    }
+    }  # fmt: skip
 
 
 PARSE_TARGET_S = 2.0
@@ -205,34 +185,23 @@ def measure(name: str, repeats: int, moves: int) -> dict[str, Any]:
     inc = pc.costs()
     ref = PlacementCost(nl, pc.canvas, None, pc.x, pc.y, pc.orientation).costs()
     err = max(
-        abs(inc.wirelength_cost - ref.wirelength_cost),
-        abs(inc.density_cost - ref.density_cost),
+        abs(inc.wirelength_cost - ref.wirelength_cost), abs(inc.density_cost - ref.density_cost),
         abs(inc.congestion_cost - ref.congestion_cost),
-    )
+    )  # fmt: skip
     return {
-        "netlist": name,
-        "nodes": nl.num_nodes,
-        "nets": nl.num_nets,
-        "hard_macros": len(nl.hard_macros),
-        "soft_macros": len(nl.soft_macros),
-        "grid": f"{pc.grid.cols}x{pc.grid.rows}",
-        "parse_s": parse_s,
-        "parse_min_s": parse_min_s,
-        "parse_cpu_s": parse_cpu_s,
-        "setup_s": setup_s,
-        "full_s": full_s,
-        "hard_move_s": hard_s,
+        "netlist": name, "nodes": nl.num_nodes, "nets": nl.num_nets,
+        "hard_macros": len(nl.hard_macros), "soft_macros": len(nl.soft_macros),
+        "grid": f"{pc.grid.cols}x{pc.grid.rows}", "parse_s": parse_s, "parse_min_s": parse_min_s,
+        "parse_cpu_s": parse_cpu_s, "setup_s": setup_s, "full_s": full_s, "hard_move_s": hard_s,
         "soft_move_s": soft_s,
         "initial_costs": {
-            "wirelength": c0.wirelength,
-            "wirelength_cost": c0.wirelength_cost,
-            "density_cost": c0.density_cost,
-            "congestion_cost": c0.congestion_cost,
+            "wirelength": c0.wirelength, "wirelength_cost": c0.wirelength_cost,
+            "density_cost": c0.density_cost, "congestion_cost": c0.congestion_cost,
             "proxy": c0.proxy,
         },
         "header_costs": plc.costs,
         "incremental_vs_full_max_abs_err": err,
-    }
+    }  # fmt: skip
 
 
 def cost_speed(a: argparse.Namespace, argv: list[str] | None) -> int:

@@ -51,27 +51,16 @@ def train_policy(
     pinned = ["--precision", "int8", *extra]
     base = parse(GOConfig, pinned, "go_pretrained.py -- (actorq train go settings)")
     cfg = dataclasses.replace(
-        base,
-        env=f"graphopt:placement/{graphs[0]}",
-        graphs=tuple(graphs[1:]),
-        cluster=args.cluster,
-        actors=0,
-        total_steps=args.steps,
-        eval_every=max(1, args.steps // 10),
-        seed=args.seed,
-        run_dir=str(run_dir),
-        progress=False,
-        energy=False,
-    )
+        base, env=f"graphopt:placement/{graphs[0]}", graphs=tuple(graphs[1:]), cluster=args.cluster,
+        actors=0, total_steps=args.steps, eval_every=max(1, args.steps // 10), seed=args.seed,
+        run_dir=str(run_dir), progress=False, energy=False,
+    )  # fmt: skip
     t0 = time.perf_counter()
     r = train(cfg)
     return {
-        "graphs": graphs,
-        "decisions": r.env_steps,
-        "updates": r.updates,
-        "train_gain": r.eval_return,
-        "seconds": time.perf_counter() - t0,
-    }
+        "graphs": graphs, "decisions": r.env_steps, "updates": r.updates,
+        "train_gain": r.eval_return, "seconds": time.perf_counter() - t0,
+    }  # fmt: skip
 
 
 def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
@@ -132,9 +121,7 @@ def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -
     calls = meta["samples"] + 1 + guided
     lines = [
         f"# The shipped GO placement policy ({meta['cluster']})",
-        "",
-        f"Command: `{meta['command']}`",
-        "",
+        "", f"Command: `{meta['command']}`", "",
         f"Policy file: `{meta['policy']}` ({meta['policy_bytes']:,} bytes); trained on "
         f"{', '.join(map(shown_name, meta['train']['graphs']))} for "
         f"{meta['train']['decisions']:,} decisions "
@@ -155,7 +142,7 @@ def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -
         + ("GO guided | " if guided else "")
         + f"GO best of {calls} | GO best vs expert | GO best vs best baseline |",
         "|---|---|" + "---:|" * (len(names) + 4 + guided),
-    ]
+    ]  # fmt: skip
     ratios: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in KINDS}
     for graph, kind, r in cells:
         rows = {b["baseline"]: b for b in r["baselines"]}
@@ -205,19 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/go_pretrained")
     ap.add_argument("--policy-out", type=Path, help="default: the shipped policy's path")
     ap.add_argument(
-        "--train-extra",
-        type=Path,
-        nargs="+",
-        metavar="DIR",
-        help="train also on every .npz graph in these folders but --hold-out's, and judge on "
-        "all of them",
-    )
+        "--train-extra", type=Path, nargs="+", metavar="DIR",
+        help="train also on every .npz graph in these folders but --hold-out's; judge on all",
+    )  # fmt: skip
     ap.add_argument(
-        "--hold-out",
-        default="",
-        metavar="NAMES",
+        "--hold-out", default="", metavar="NAMES",
         help="with --train-extra: comma-separated file stems in its folders not to train on",
-    )
+    )  # fmt: skip
     a = ap.parse_args(argv)
     if a.hold_out and not a.train_extra:
         say("--hold-out needs --train-extra")
@@ -295,10 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         cells.append((g, kind, res))
         say(f"  GO best {1e3 * res['best']['score_s']:.2f} ms, greedy "
             f"{1e3 * res['greedy']['score_s']:.2f} ms")  # fmt: skip
-    try:
-        shown = policy.relative_to(ROOT)
-    except ValueError:
-        shown = policy
+    shown = policy.relative_to(ROOT) if policy.is_relative_to(ROOT) else policy
     meta = {"cluster": a.cluster, "command": command, "policy": str(shown), "policy_bytes": size,
             "train": trained, "samples": a.samples, "budget": a.budget,
             "machine": machine_info()}  # fmt: skip

@@ -75,13 +75,9 @@ def pretrain_graphs(held_out: str, variants: int = 0) -> list[str]:
 
 
 def go_config(
-    args: argparse.Namespace,
-    run_dir: Path,
-    graphs: list[str],
-    steps: int,
-    imitate: bool = False,
+    args: argparse.Namespace, run_dir: Path, graphs: list[str], steps: int, imitate: bool = False,
     **kw: Any,
-) -> Any:
+) -> Any:  # fmt: skip
     from actorq.agents.go.config import GOConfig
 
     if imitate and args.imitate != "none":
@@ -97,19 +93,10 @@ def go_config(
         kw.setdefault("priority_levels", args.priority_levels)
     kw.setdefault("precision", "int8")  # the actors the committed results were made with
     return GOConfig(
-        env=f"graphopt:{args.task}/{graphs[0]}",
-        graphs=tuple(graphs[1:]),
-        cluster=args.cluster,
-        actors=0,
-        total_steps=steps,
-        eval_every=max(1, steps // CURVE_POINTS),
-        seed=args.seed,
-        run_dir=str(run_dir),
-        progress=False,
-        energy=False,
-        log_every=30.0,
-        **kw,
-    )
+        env=f"graphopt:{args.task}/{graphs[0]}", graphs=tuple(graphs[1:]), cluster=args.cluster,
+        actors=0, total_steps=steps, eval_every=max(1, steps // CURVE_POINTS), seed=args.seed,
+        run_dir=str(run_dir), progress=False, energy=False, log_every=30.0, **kw,
+    )  # fmt: skip
 
 
 def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
@@ -213,13 +200,9 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
 
 
 def held_out_run(
-    stage: str,
-    graph: str,
-    rd: Path,
-    pre_dir: Path,
-    args: argparse.Namespace,
+    stage: str, graph: str, rd: Path, pre_dir: Path, args: argparse.Namespace,
     warm_start: bool = True,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     """A fine-tuning (from ``pre_dir``) or from-scratch run on the held-out graph: greedy step
     times, curve, best decision found, warm start (``warm_start=False``: ``scratch-plain``)."""
     steps = args.finetune_steps if stage == "finetune" else args.scratch_steps
@@ -320,11 +303,10 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
             r = [ratios(c)[:4] for c in per]
             eq = [x[2] for x in r]
             out[seed] = (
-                geomean([x[0] for x in r]),
-                geomean([x[1] for x in r]),
+                geomean([x[0] for x in r]), geomean([x[1] for x in r]),
                 math.nan if None in eq else geomean([e for e in eq if e is not None]),
                 geomean([x[3] for x in r]),
-            )
+            )  # fmt: skip
     return out
 
 
@@ -538,17 +520,13 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         notes.append(f" Priority heads of {args.priority_levels} levels (--priority-levels).")
     head = [
         f"# GO transfer, leave one family out ({args.task}, {args.cluster}, seed {args.seed})",
-        "",
-        f"Command: `{command}`",
-        "",
-        "".join(notes),
-        "",
+        "", f"Command: `{command}`", "", "".join(notes), "",
         "| held-out family (graph) | " + " | ".join(numeric) + " "
         "| fine-tune decisions to reach scratch's final / scratch's |",
         "|---|" + "---:|" * len(numeric) + "---|",
         *rows,
         "",
-    ]
+    ]  # fmt: skip
     if ft_gain:
         head += [
             f"Geomean over {len(ft_gain)} families: fine-tuned GO is "
@@ -639,15 +617,16 @@ def main(argv: list[str] | None = None) -> int:
     add("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    if not 2 <= args.priority_levels <= 256 or not 0 <= args.pretrain_variants <= 1000:
-        say("--priority-levels: 2 to 256; --pretrain-variants: 0 to 1000 per family")
-        return 2
-    if args.finetune_imitate_steps is not None and not args.finetune_imitate:
-        say("--finetune-imitate-steps needs --finetune-imitate")
-        return 2
-    if args.finetune_imitate and args.imitate == "none":
-        say("--finetune-imitate needs --imitate")
-        return 2
+    for bad, msg in (
+        (not 2 <= args.priority_levels <= 256 or not 0 <= args.pretrain_variants <= 1000,
+         "--priority-levels: 2 to 256; --pretrain-variants: 0 to 1000 per family"),
+        (args.finetune_imitate_steps is not None and not args.finetune_imitate,
+         "--finetune-imitate-steps needs --finetune-imitate"),
+        (args.finetune_imitate and args.imitate == "none", "--finetune-imitate needs --imitate"),
+    ):  # fmt: skip
+        if bad:
+            say(msg)
+            return 2
     # ``best``'s candidates grew (the single device, heft-cut joined): the folder names them,
     # so a folder's cells never mix targets chosen among different candidates
     imitated = f"best{len(BEST_OF)}" if args.imitate == "best" else args.imitate
