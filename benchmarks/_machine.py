@@ -1,5 +1,5 @@
 """What the scripts here share: the machine facts recorded next to every result, a report's
-head, progress lines, atomic JSON writes and actorq's metrics.csv read back."""
+head and tables, the command line, progress lines, atomic JSON writes and metrics.csv read back."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import json
 import os
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,8 @@ from actorq.bench import machine
 from actorq.bench.machine import cpu_flags, cpu_model, git_commit
 
 __all__ = [
-    "cpu_flags", "cpu_model", "git_commit", "machine_info", "md_head", "num",
-    "read_metrics_csv", "say", "write_json_atomic",
+    "command", "cpu_flags", "cpu_model", "git_commit", "machine_info", "md_head", "md_table",
+    "num", "read_metrics_csv", "say", "write_json_atomic",
 ]  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,9 +34,8 @@ def machine_info() -> dict[str, Any]:
     return {
         **machine.machine_info(),
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "load_avg": [round(x, 2) for x in os.getloadavg()],
-        "versions": versions,
-    }
+        "load_avg": [round(x, 2) for x in os.getloadavg()], "versions": versions,
+    }  # fmt: skip
 
 
 def md_head(title: str, results: dict[str, Any]) -> list[str]:
@@ -43,12 +43,23 @@ def md_head(title: str, results: dict[str, Any]) -> list[str]:
     m = results["machine"]
     return [
         f"# {title}",
-        "",
-        f"`{results['command']}`",
-        "",
+        "", f"`{results['command']}`", "",
         f"- date: {m['date']}; CPU: {m['cpu_model']} ({m['cores_usable']} usable cores); "
         f"load average at start: {m.get('load_avg_at_start', m.get('load_avg'))}",
-    ]
+    ]  # fmt: skip
+
+
+def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: header, separator, one line per row."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def command(script: str, argv: list[str] | None = None) -> str:
+    """``python benchmarks/<script> <args>``: the command a result records (``argv`` or the
+    process's own arguments)."""
+    args = sys.argv[1:] if argv is None else argv
+    return f"python benchmarks/{script} {' '.join(args)}".strip()
 
 
 def say(msg: str) -> None:

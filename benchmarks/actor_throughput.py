@@ -1,20 +1,14 @@
 """Environment steps per second of ONE actor, by policy width, runtime and envs per actor.
 
-The real actor loop (:class:`actorq.core.loop.VectorActor`) on ``gym:CartPole-v1``: K envs
-stepped together, one batched inference per vector step, epsilon-greedy (eps 0.01) and the
-3-step adder, the snapshot fetched from an in-process cache as in the synchronous backend. Grid:
-policies ``4 → (W, W, W) → 2`` (W in ``--widths``, seeded random MLPs) × runtimes (torch fp32,
-ORT fp32, ORT int8 per channel, ORT int4 block 32) × K in ``--ks``. Each cell times a calibrated
-number of ``actor.step()`` calls (about ``--seconds``) in ``--trials`` trials; the median is
-reported. "Cost vs raw env": random-action vector-env steps/s ÷ actor steps/s; "cost vs its
-env.step": the loop's time over the simulator time of the same episodes (target ≤ 1.5 at width
-64). At 3×2048, K = 1 the targets are ORT int8 ≥ 4× torch fp32 and ≥ 3× ORT fp32. One thread.
+The real actor loop (``VectorActor``) on CartPole: K envs, one batched inference per vector
+step, epsilon-greedy and the 3-step adder, policies ``4 → 3×W → 2`` (seeded random) run by torch
+fp32 and ORT fp32 / int8 / int4; median of ``--trials`` trials of about ``--seconds`` each, one
+thread. Targets: at 3×2048, K = 1, ORT int8 ≥ 4× torch fp32 and ≥ 3× ORT fp32; at width 64 the
+loop costs ≤ 1.5× its env.step.
 
     .venv/bin/python benchmarks/actor_throughput.py                     # ~2 minutes
     .venv/bin/python benchmarks/actor_throughput.py --widths 64,256 --ks 1,16 --seconds 0.3 \
         --out /tmp/bench_smoke
-
-Results: ``<out>/actor_throughput.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,10 +28,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.console import Console
-from rich.table import Table
 
-from _machine import machine_info
+from _machine import machine_info, md_table
 from actorq.agents.dqn.networks import MLP
 from actorq.core.exploration import EpsilonGreedy
 from actorq.core.loop import VectorActor
@@ -56,11 +47,9 @@ DEPTH = 3
 
 #: (label, runtime kind for VectorActor, snapshot precision)
 RUNTIMES: tuple[tuple[str, str, str], ...] = (
-    ("torch fp32", "torch", "fp32"),
-    ("ORT fp32", "ort", "fp32"),
-    ("ORT int8", "ort", "int8"),
+    ("torch fp32", "torch", "fp32"), ("ORT fp32", "ort", "fp32"), ("ORT int8", "ort", "int8"),
     ("ORT int4", "ort", "int4"),
-)
+)  # fmt: skip
 TORCH_FP32, ORT_FP32, ORT_INT8 = (r[0] for r in RUNTIMES[:3])
 
 #: Targets checked at the end.
@@ -71,16 +60,13 @@ SMALL_WIDTH = 64
 LOOP_COST_MAX = 1.5
 
 
-# -- timing -----------------------------------------------------------------------------------
 def rates(n: int, k: int, times: list[float]) -> dict[str, Any]:
     """Steps/s and µs per vector step from the median of trials of ``n`` vector steps."""
     t_med = statistics.median(times)
     return {
-        "vector_steps": n,
-        "trial_s": times,
-        "env_steps_per_s": n * k / t_med,
+        "vector_steps": n, "trial_s": times, "env_steps_per_s": n * k / t_med,
         "us_per_vector_step": t_med / n * 1e6,
-    }
+    }  # fmt: skip
 
 
 def calibrate(run: Callable[[int], float], seconds: float, trials: int) -> int:
@@ -100,7 +86,6 @@ def timed_trials(run: Callable[[int], float], n: int, trials: int) -> list[float
     return [run(n) for _ in range(trials)]
 
 
-# -- the two things we time -------------------------------------------------------------------
 def raw_env_sps(k: int, seconds: float, trials: int) -> dict[str, Any]:
     """Steps/s of the bare vector env with precomputed random actions."""
     env = make_vector_env(ENV_ID, k)
@@ -157,10 +142,8 @@ def actor_sps(
     finally:
         actor.close()
     return {
-        **rates(n, k, times),
-        "inference_share": infer_share,
-        "cost_vs_own_env": cost_vs_own_env,
-    }
+        **rates(n, k, times), "inference_share": infer_share, "cost_vs_own_env": cost_vs_own_env,
+    }  # fmt: skip
 
 
 def snapshots_for(width: int) -> dict[str, PolicySnapshot]:
@@ -172,39 +155,21 @@ def snapshots_for(width: int) -> dict[str, PolicySnapshot]:
     return {p: make_snapshot(layers, spec, p, version=1) for p in ("fp32", "int8", "int4")}
 
 
-# -- reporting --------------------------------------------------------------------------------
 def fmt_x(x: float | None) -> str:
     return "—" if x is None else f"{x:.2f}×"
 
 
 def table_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
     return [
-        [
-            f"3×{c['width']}",
-            str(c["k"]),
-            c["runtime"],
-            f"{c['env_steps_per_s']:,.0f}",
-            f"{c['us_per_vector_step']:,.1f}",
-            fmt_x(c["cost_vs_raw"]),
-            fmt_x(c["cost_vs_own_env"]),
-            fmt_x(c["speedup_vs_torch_fp32"]),
-            fmt_x(c["speedup_vs_ort_fp32"]),
-        ]
+        [f"3×{c['width']}", str(c["k"]), c["runtime"], f"{c['env_steps_per_s']:,.0f}",
+         f"{c['us_per_vector_step']:,.1f}", fmt_x(c["cost_vs_raw"]), fmt_x(c["cost_vs_own_env"]),
+         fmt_x(c["speedup_vs_torch_fp32"]), fmt_x(c["speedup_vs_ort_fp32"])]
         for c in cells
-    ]
+    ]  # fmt: skip
 
 
-HEADERS = [
-    "width",
-    "K",
-    "runtime",
-    "env steps/s",
-    "µs / vector step",
-    "cost vs raw env",
-    "cost vs its env.step",
-    "speedup vs torch fp32",
-    "speedup vs ORT fp32",
-]
+HEADERS = ["width", "K", "runtime", "env steps/s", "µs / vector step", "cost vs raw env",
+           "cost vs its env.step", "speedup vs torch fp32", "speedup vs ORT fp32"]  # fmt: skip
 
 
 def check_targets(cells: list[dict[str, Any]], ks: list[int]) -> list[dict[str, Any]]:
@@ -218,14 +183,8 @@ def check_targets(cells: list[dict[str, Any]], ks: list[int]) -> list[dict[str, 
     for baseline, key, bound in big_targets:
         name = f"3×{BIG_WIDTH}, K=1: ORT int8 ≥ {bound:g}× {baseline}"
         value = None if big is None else big[key]
-        checks.append(
-            {
-                "target": name,
-                "value": value,
-                "bound": bound,
-                "holds": None if value is None else value >= bound,
-            }
-        )
+        checks.append({"target": name, "value": value, "bound": bound,
+                       "holds": None if value is None else value >= bound})  # fmt: skip
     for k in ks:
         for label, _, _ in RUNTIMES:
             c = by.get((SMALL_WIDTH, k, label))
@@ -234,15 +193,11 @@ def check_targets(cells: list[dict[str, Any]], ks: list[int]) -> list[dict[str, 
                 ("cost_vs_own_env", "its own env.step time (same episodes)"),
             ):
                 value = None if c is None else c[key]
-                checks.append(
-                    {
-                        "target": f"3×{SMALL_WIDTH}, K={k}, {label}: actor loop ≤ "
-                        f"{LOOP_COST_MAX:g}× {what}",
-                        "value": value,
-                        "bound": LOOP_COST_MAX,
-                        "holds": None if value is None else value <= LOOP_COST_MAX,
-                    }
-                )
+                checks.append({
+                    "target": f"3×{SMALL_WIDTH}, K={k}, {label}: actor loop ≤ "
+                    f"{LOOP_COST_MAX:g}× {what}", "value": value, "bound": LOOP_COST_MAX,
+                    "holds": None if value is None else value <= LOOP_COST_MAX,
+                })  # fmt: skip
     return checks
 
 
@@ -251,19 +206,12 @@ def verdict(holds: bool | None) -> str:
 
 
 def write_markdown(
-    path: Path,
-    machine: dict[str, Any],
-    config: dict[str, Any],
-    raw: dict[int, dict[str, Any]],
-    cells: list[dict[str, Any]],
-    checks: list[dict[str, Any]],
-) -> None:
+    path: Path, machine: dict[str, Any], config: dict[str, Any], raw: dict[int, dict[str, Any]],
+    cells: list[dict[str, Any]], checks: list[dict[str, Any]],
+) -> None:  # fmt: skip
     lines = [
         "# Actor throughput (one actor, one core)",
-        "",
-        f"`{config['command']}`",
-        "",
-        f"- date: {machine['date']}",
+        "", f"`{config['command']}`", "", f"- date: {machine['date']}",
         f"- CPU: {machine['cpu_model']} ({machine['cores']} cores; "
         f"flags: {', '.join(machine['cpu_flags']) or 'n/a'})",
         f"- load average at start: {machine['load_avg_at_start']}",
@@ -271,17 +219,13 @@ def write_markdown(
         f"onnxruntime {machine['onnxruntime']}, numpy {machine['numpy']}, "
         f"gymnasium {machine['gymnasium']}",
         f"- env {ENV_ID}, policy 4 → (W, W, W) → 2, eps {EPSILON}, n-step {N_STEP}, "
-        f"~{config['seconds']} s per cell in {config['trials']} trials (median)",
-        "",
-        "Raw env (precomputed random actions, no inference, no adder):",
-        "",
-        "| K | env steps/s | µs / vector step |",
-        "|---|---|---|",
-    ]
+        f"~{config['seconds']} s per cell in {config['trials']} trials (median)", "",
+        "Raw env (precomputed random actions, no inference, no adder):", "",
+        "| K | env steps/s | µs / vector step |", "|---|---|---|",
+    ]  # fmt: skip
     for k, r in raw.items():
         lines.append(f"| {k} | {r['env_steps_per_s']:,.0f} | {r['us_per_vector_step']:,.1f} |")
-    lines += ["", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(cells)]
+    lines += ["", *md_table(HEADERS, table_rows(cells))]  # fmt: skip
     lines += ["", "Targets:", ""]
     for c in checks:
         v = "—" if c["value"] is None else f"{c['value']:.2f}×"
@@ -311,34 +255,22 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--seconds and --trials must be positive")
 
     torch.set_num_threads(1)
-    console = Console(width=None if sys.stdout.isatty() else 132)  # no wrapping when piped
     args.out.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
     config = {
         "command": "python benchmarks/actor_throughput.py "
         f"--widths {','.join(map(str, args.widths))} --ks {','.join(map(str, args.ks))} "
-        f"--seconds {args.seconds:g} --trials {args.trials} --out {args.out}",
-        "env": ENV_ID,
-        "widths": args.widths,
-        "depth": DEPTH,
-        "ks": args.ks,
-        "seconds": args.seconds,
-        "trials": args.trials,
-        "epsilon": EPSILON,
-        "n_step": N_STEP,
-        "gamma": GAMMA,
-        "seed": SEED,
+        f"--seconds {args.seconds:g} --trials {args.trials} --out {args.out}", "env": ENV_ID,
+        "widths": args.widths, "depth": DEPTH, "ks": args.ks, "seconds": args.seconds,
+        "trials": args.trials, "epsilon": EPSILON, "n_step": N_STEP, "gamma": GAMMA, "seed": SEED,
         "threads": 1,
-    }
-    console.print(
-        f"[bold]actor throughput[/] on {machine['cpu_model']} "
-        f"({machine['cores']} cores, load {machine['load_avg_at_start']})"
-    )
+    }  # fmt: skip
+    print(f"actor throughput on {machine['cpu_model']} ({machine['cores']} cores)", flush=True)
 
     raw: dict[int, dict[str, Any]] = {}
     for k in args.ks:
         raw[k] = raw_env_sps(k, args.seconds, args.trials)
-        console.print(f"raw env K={k}: {raw[k]['env_steps_per_s']:,.0f} env steps/s")
+        print(f"raw env K={k}: {raw[k]['env_steps_per_s']:,.0f} env steps/s", flush=True)
 
     cells: list[dict[str, Any]] = []
     for width in args.widths:
@@ -348,53 +280,30 @@ def main(argv: list[str] | None = None) -> int:
             for label, kind, precision in RUNTIMES:
                 r = actor_sps(snaps[precision], kind, k, args.seconds, args.trials)
                 r.update(
-                    width=width,
-                    k=k,
-                    runtime=label,
-                    runtime_kind=kind,
-                    precision=precision,
+                    width=width, k=k, runtime=label, runtime_kind=kind, precision=precision,
                     snapshot_bytes=len(snaps[precision].to_bytes()),
                     raw_env_steps_per_s=raw[k]["env_steps_per_s"],
                     cost_vs_raw=raw[k]["env_steps_per_s"] / r["env_steps_per_s"],
-                )
+                )  # fmt: skip
                 row[label] = r
-                console.print(
-                    f"  3×{width} K={k} {label}: {r['env_steps_per_s']:,.0f} env steps/s",
-                    highlight=False,
-                )
+                print(f"  3×{width} K={k} {label}: {r['env_steps_per_s']:,.0f} env steps/s")
             for r in row.values():
                 sps = r["env_steps_per_s"]
                 r["speedup_vs_torch_fp32"] = sps / row[TORCH_FP32]["env_steps_per_s"]
                 r["speedup_vs_ort_fp32"] = sps / row[ORT_FP32]["env_steps_per_s"]
                 cells.append(r)
 
-    table = Table(title=f"One actor on {ENV_ID}, 1 thread (policy 4 → (W, W, W) → 2)")
-    for h in HEADERS:
-        table.add_column(h, justify="left" if h == "runtime" else "right")
-    for row_cells in table_rows(cells):
-        table.add_row(*row_cells)
-    console.print(table)
-
     checks = check_targets(cells, args.ks)
-    console.print("[bold]targets[/]")
-    for c in checks:
-        v = "—" if c["value"] is None else f"{c['value']:.2f}×"
-        color = {True: "green", False: "red", None: "yellow"}[c["holds"]]
-        console.print(f"  [{color}]{verdict(c['holds'])}[/] {c['target']} (measured {v})")
 
     results = {
-        "benchmark": "actor_throughput",
-        "machine": machine,
-        "config": config,
-        "raw_env": list(raw.values()),
-        "cells": cells,
-        "targets": checks,
-    }
+        "benchmark": "actor_throughput", "machine": machine, "config": config,
+        "raw_env": list(raw.values()), "cells": cells, "targets": checks,
+    }  # fmt: skip
     json_path = args.out / "actor_throughput.json"
     md_path = args.out / "actor_throughput.md"
     json_path.write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(md_path, machine, config, raw, cells, checks)
-    console.print(f"wrote {json_path} and {md_path}")
+    print(md_path.read_text() + f"wrote {json_path} and {md_path}")
     return 0
 
 

@@ -1,40 +1,16 @@
 """PPO trains the chip macro placement policy through the actor-learner loop, int8 or fp32 actors.
 
-What it measures
-----------------
-One cell per (netlist, precision, seed): ``train(PPOConfig(env="chip:<netlist>", network="chip",
-precision=...))`` — the circuit-training-style policy of :mod:`actorq.agents.ppo.chip_networks`
-(Mirhoseini et al., Nature 594, 2021) trained with PPO (Schulman et al., 2017), the actors sampling
-from the exported int8 (or fp32) ONNX policy — for a budget of environment steps (one step = one
-macro placed), with synchronous PPO and one in-process actor
-(``actors=0``: deterministic for a seed). Recorded per cell:
-
-* the final policy's **greedy proxy cost** (its argmax placement, soft macros by FD; the env
-  is deterministic, so one episode is the greedy placement) at the run's precision and at fp32,
-  with its wirelength / density / congestion terms, and the greedy proxy of the untrained
-  policy (same seed) and over training (every ``eval_every`` steps);
-* **baselines** in the same action space (macro centres on grid-cell centres, netlist
-  orientations): random legal placements (mean, std, best); on the small netlists also
-  simulated annealing (:mod:`actorq.chip.anneal`, from ``initial.plc``, FD at the end), which
-  moves macros anywhere and flips them — not the policy's action space — so its proxy is given
-  both as is and with its macros snapped to the nearest legal cells in the env (like for
-  like); on ariane133 see ``benchmarks/chip_anneal.py`` (docs/chip.md);
-* **speed**: wall time of the training loop, env steps/s, learner updates, int8-vs-fp32
-  greedy agreement and log-prob gap on the last batch's states, snapshot bytes.
-
-Commands (results: one JSON per cell under ``--out``, default ``benchmarks/results/chip_ppo``,
-written atomically when the cell is done; a cell whose file exists is skipped, so a killed run
-resumes where it stopped)::
+One cell per (netlist, precision, seed): ``train(PPOConfig(env="chip:<netlist>", network="chip"))``
+(circuit-training's policy, Mirhoseini et al., Nature 2021, trained by PPO with one in-process
+actor: deterministic for a seed) for ``SETTINGS``' env steps (macros placed; ``--steps``
+overrides). Recorded: the final greedy proxy at the run's precision and fp32, untrained and over
+training; random legal placements and, on the small netlists, annealing (also snapped to the
+policy's grid); speed, int8-vs-fp32 agreement, snapshot bytes. One JSON per cell under ``--out``,
+skipped when it exists; ``--report`` prints the table.
 
     .venv/bin/python benchmarks/chip_ppo.py                       # small netlists, int8 + fp32
-    .venv/bin/python benchmarks/chip_ppo.py --netlists ariane133  # the long run (hours)
     .venv/bin/python benchmarks/chip_ppo.py --netlists ariane133 --steps 1064 \\
         --out /tmp/chip_ppo_smoke                                 # a one-update smoke run
-
-Per-netlist settings (``SETTINGS``; ``--steps`` overrides the budget): chunks of
-``num_steps`` steps per env (the macro count on multi-macro netlists: one whole placement per
-env per chunk), minibatches of one chunk, 4 epochs, γ = 1 (circuit-training's undiscounted
-return: the only reward is the last step's).
 """
 
 from __future__ import annotations
@@ -47,16 +23,13 @@ import argparse
 import dataclasses
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
-from _machine import machine_info
+from _machine import command, machine_info, md_table, write_json_atomic
 from actorq import PPOConfig, train
 from actorq.agents.ppo.chip import ChipPolicyIO
 from actorq.agents.ppo.learning import PPOLearner
@@ -111,13 +84,9 @@ def random_legal(env: ChipPlacementEnv, episodes: int, seed: int) -> dict[str, A
     t = time.perf_counter()
     p = random_legal_proxies(env, episodes, seed)
     return {
-        "episodes": episodes,
-        "mean": float(p.mean()),
-        "std": float(p.std()),
-        "min": float(p.min()),
-        "p10": float(np.percentile(p, 10)),
-        "s_per_episode": (time.perf_counter() - t) / episodes,
-    }
+        "episodes": episodes, "mean": float(p.mean()), "std": float(p.std()), "min": float(p.min()),
+        "p10": float(np.percentile(p, 10)), "s_per_episode": (time.perf_counter() - t) / episodes,
+    }  # fmt: skip
 
 
 def annealing(netlist: str, env: ChipPlacementEnv, steps: int, seed: int) -> dict[str, Any]:
@@ -140,12 +109,10 @@ def annealing(netlist: str, env: ChipPlacementEnv, steps: int, seed: int) -> dic
         if term or trunc:
             break
     return {
-        "steps": steps,
-        "proxy": float(res.best_proxy),
-        "cpu_s": float(res.cpu_seconds),
+        "steps": steps, "proxy": float(res.best_proxy), "cpu_s": float(res.cpu_seconds),
         "snapped_proxy": float(info["proxy"]) if "proxy" in info else None,
         "snapped_reason": info.get("reason"),
-    }
+    }  # fmt: skip
 
 
 def _eval_history(run_dir: Path) -> list[tuple[int, float]]:
@@ -158,26 +125,12 @@ def run_cell(
     run_dir = out / "runs" / f"{netlist}-{precision}-s{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)  # a cell killed midway starts again
     cfg = PPOConfig(
-        env=f"chip:{netlist}",
-        network="chip",
-        precision=precision,
-        seed=seed,
-        actors=actors,
-        envs_per_actor=s.envs,
-        num_steps=s.num_steps,
-        minibatch_size=s.minibatch,
-        learning_rate=s.lr,
-        update_epochs=s.epochs,
-        ent_coef=s.ent_coef,
-        gamma=1.0,
-        total_steps=s.steps,
-        eval_every=s.eval_every,
-        stop_at_target=False,
-        progress=False,
-        log_every=30.0,
-        energy=False,
-        run_dir=str(run_dir),
-    )
+        env=f"chip:{netlist}", network="chip", precision=precision, seed=seed, actors=actors,
+        envs_per_actor=s.envs, num_steps=s.num_steps, minibatch_size=s.minibatch,
+        learning_rate=s.lr, update_epochs=s.epochs, ent_coef=s.ent_coef, gamma=1.0,
+        total_steps=s.steps, eval_every=s.eval_every, stop_at_target=False, progress=False,
+        log_every=30.0, energy=False, run_dir=str(run_dir),
+    )  # fmt: skip
     # time the learner's updates (the rest of the loop is the actor: env steps and inference)
     update_s: list[float] = []
     plain_update = PPOLearner.update
@@ -204,58 +157,42 @@ def run_cell(
     env = make_env(cfg.env)
     assert isinstance(env, ChipPlacementEnv)
     row: dict[str, Any] = {
-        "netlist": netlist,
-        "precision": precision,
-        "seed": seed,
-        "actors": actors,
-        "settings": dataclasses.asdict(s),
-        "macros": env.n,
-        "grid": [env.rows, env.cols],
-        "env_steps": r.env_steps,
-        "placements": r.env_steps // max(env.n, 1),
-        "updates": r.updates,
-        "wall_s": r.wall_time_s,
-        "eval_s": r.eval_time_s,
+        "netlist": netlist, "precision": precision, "seed": seed, "actors": actors,
+        "settings": dataclasses.asdict(s), "macros": env.n, "grid": [env.rows, env.cols],
+        "env_steps": r.env_steps, "placements": r.env_steps // max(env.n, 1), "updates": r.updates,
+        "wall_s": r.wall_time_s, "eval_s": r.eval_time_s,
         "env_steps_per_s": r.env_steps / r.wall_time_s,
-        "ms_per_env_step": 1e3 * r.wall_time_s / r.env_steps,
-        "learner_s": float(sum(update_s)),
+        "ms_per_env_step": 1e3 * r.wall_time_s / r.env_steps, "learner_s": float(sum(update_s)),
         "s_per_update": float(np.mean(update_s)) if update_s else None,
         # what is left of the loop: the actor (env steps with FD, inference, sampling)
         "actor_ms_per_env_step": 1e3
         * (r.wall_time_s - sum(update_s) - r.eval_time_s)
-        / r.env_steps,
-        "greedy": trained[precision],
-        "greedy_fp32_weights": trained["fp32"],
+        / r.env_steps, "greedy": trained[precision], "greedy_fp32_weights": trained["fp32"],
         "untrained_greedy": _greedy(untrained_io, 0, precision),
-        "eval_history_proxy": _eval_history(run_dir),
-        "action_agreement": r.action_agreement,
-        "agreement_states": r.agreement_states,
-        "logprob_gap": r.logprob_gap,
-        "snapshot_bytes": r.snapshot_bytes,
-        "fp32_snapshot_bytes": r.fp32_snapshot_bytes,
-        "publish_ms": r.publish_ms,
-        "random_legal": random_legal(env, s.random_episodes, seed + 1),
-    }
+        "eval_history_proxy": _eval_history(run_dir), "action_agreement": r.action_agreement,
+        "agreement_states": r.agreement_states, "logprob_gap": r.logprob_gap,
+        "snapshot_bytes": r.snapshot_bytes, "fp32_snapshot_bytes": r.fp32_snapshot_bytes,
+        "publish_ms": r.publish_ms, "random_legal": random_legal(env, s.random_episodes, seed + 1),
+    }  # fmt: skip
     if s.sa_steps:
         row["sa"] = annealing(netlist, env, s.sa_steps, seed)
     return row
 
 
-def report(out: Path) -> None:
+def report(out: Path) -> None:  # fmt: skip
     cells = sorted(out.glob("*.json"))
-    t = Table(title=f"PPO --network chip ({out}); proxy cost, lower is better")
+    print(f"PPO --network chip ({out}); proxy cost, lower is better")
+    rows = []
     cols = ["netlist", "prec", "seed", "env steps", "placements", "greedy proxy", "wl", "den"]
     cols += ["cong", "fp32 weights", "untrained", "random mean±std (best)", "SA (snapped)"]
     cols += ["wall s", "steps/s", "agree", "logp gap"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("netlist", "prec") else "right")
     for path in cells:
         r = json.loads(path.read_text())
         g, rnd = r["greedy"], r["random_legal"]
         sa = r.get("sa")
         sa_txt = f"{sa['proxy']:.4f} ({sa['snapped_proxy']:.4f})" if sa else "-"
         gap = r["logprob_gap"]
-        t.add_row(
+        rows.append([
             r["netlist"], r["precision"], str(r["seed"]), f"{r['env_steps']:,}",
             f"{r['placements']:,}", f"{g.get('proxy', float('nan')):.4f}",
             f"{g.get('wirelength_cost', float('nan')):.4f}",
@@ -266,8 +203,8 @@ def report(out: Path) -> None:
             f"{rnd['mean']:.4f}±{rnd['std']:.4f} ({rnd['min']:.4f})", sa_txt,
             f"{r['wall_s']:.0f}", f"{r['env_steps_per_s']:.1f}",
             f"{100 * r['action_agreement']:.1f}%", "-" if gap is None else f"{gap:.4f}",
-        )  # fmt: skip
-    Console(width=220).print(t)
+        ])  # fmt: skip
+    print("\n".join(md_table(cols, rows)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,13 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     print(f"running {path.name}: {s}", flush=True)
                     row = run_cell(netlist, precision, seed, s, a.actors, a.out)
-                    row["command"] = "python benchmarks/chip_ppo.py " + " ".join(
-                        sys.argv[1:] if argv is None else argv
-                    )
+                    row["command"] = command("chip_ppo.py", argv)
                     row["machine"] = machine_info()
-                    tmp = path.with_name(path.name + ".tmp")
-                    tmp.write_text(json.dumps(row, indent=1) + "\n")
-                    tmp.replace(path)  # a killed run never leaves a half-written cell
+                    write_json_atomic(path, row)  # never a half-written cell
     report(a.out)
     return 0
 

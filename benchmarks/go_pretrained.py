@@ -1,28 +1,13 @@
 """Train, package and judge the GO placement policy that ships with actorq.
 
-``actorq graphopt place`` runs, without ``--policy``, the policy file
-``src/actorq/agents/go/pretrained/go-placement-<N>dev.safetensors`` for a cluster of N devices.
-This script makes that file and says how good it is:
+``train``: ``actorq train go`` (placement, int8 actors, deterministic for a seed) on each
+family's smallest graph and ``--train-extra``'s graphs but ``--hold-out``'s, ``--steps``
+decisions; arguments after ``--`` go to ``actorq train go``. ``package``: the final weights to
+the policy file (``--policy-out``, default the shipped path; <= 10 MB). ``judge``: through
+``actorq graphopt place``, on the training graphs, each family's second-smallest and the extra
+graphs: greedy, guided, best of ``--samples``, and the baselines (``--budget`` calls). Resumable;
+one JSON per graph under ``--results``, then ``report.md``.
 
-1. ``train``: ``actorq train go`` (placement, int8 actors, the sync backend: deterministic for a
-   seed) on the smallest graph of each of the suite's six families and, with ``--train-extra
-   DIR ...``, on the folders' ``.npz`` graphs but ``--hold-out``'s (file stems), ``--steps``
-   whole-graph decisions; resumable (run the command again). Arguments after ``--`` go to
-   ``actorq train go`` unchanged (e.g. ``-- --learning-rate 1e-4``).
-2. ``package``: the run's final weights and how they were trained go to the policy file
-   (:func:`actorq.agents.go.pretrained.save_policy`), which must stay <= 10 MB.
-3. ``judge``: through ``actorq graphopt place``'s own code, on the six training graphs, on the
-   second-smallest graph of each family (not trained on) and on ``--train-extra``'s graphs
-   (each marked trained on or held out): the greedy int8 placement, the guided one, the fastest
-   of ``--samples`` sampled ones, and the placement baselines (the searches with ``--budget``
-   simulator calls). One JSON per graph under ``--results`` (resumable), then a Markdown table
-   to stdout and ``report.md``.
-
-Judging an older file on other graphs (``--rejudge``, ``--judge-extra``), seeded variants in
-training (``--variants``) and the side-by-side comparison of several files
-(``go_pretrained_compare.py``) are in ``git show 85997d5:benchmarks/``.
-
-    .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 12000
     .venv/bin/python benchmarks/go_pretrained.py --cluster 4xgpu-pcie --steps 256 \\
         --results /tmp/go_pretrained_smoke --policy-out /tmp/smoke.safetensors   # smoke run
 """
@@ -38,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_info
-from go_transfer import FAMILIES, geomean, say, write_json_atomic
+from _machine import machine_info, say, write_json_atomic
+from go_transfer import FAMILIES, geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,27 +51,16 @@ def train_policy(
     pinned = ["--precision", "int8", *extra]
     base = parse(GOConfig, pinned, "go_pretrained.py -- (actorq train go settings)")
     cfg = dataclasses.replace(
-        base,
-        env=f"graphopt:placement/{graphs[0]}",
-        graphs=tuple(graphs[1:]),
-        cluster=args.cluster,
-        actors=0,
-        total_steps=args.steps,
-        eval_every=max(1, args.steps // 10),
-        seed=args.seed,
-        run_dir=str(run_dir),
-        progress=False,
-        energy=False,
-    )
+        base, env=f"graphopt:placement/{graphs[0]}", graphs=tuple(graphs[1:]), cluster=args.cluster,
+        actors=0, total_steps=args.steps, eval_every=max(1, args.steps // 10), seed=args.seed,
+        run_dir=str(run_dir), progress=False, energy=False,
+    )  # fmt: skip
     t0 = time.perf_counter()
     r = train(cfg)
     return {
-        "graphs": graphs,
-        "decisions": r.env_steps,
-        "updates": r.updates,
-        "train_gain": r.eval_return,
-        "seconds": time.perf_counter() - t0,
-    }
+        "graphs": graphs, "decisions": r.env_steps, "updates": r.updates,
+        "train_gain": r.eval_return, "seconds": time.perf_counter() - t0,
+    }  # fmt: skip
 
 
 def judge(graph: str, args: argparse.Namespace, policy: Path) -> dict[str, Any]:
@@ -148,9 +121,7 @@ def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -
     calls = meta["samples"] + 1 + guided
     lines = [
         f"# The shipped GO placement policy ({meta['cluster']})",
-        "",
-        f"Command: `{meta['command']}`",
-        "",
+        "", f"Command: `{meta['command']}`", "",
         f"Policy file: `{meta['policy']}` ({meta['policy_bytes']:,} bytes); trained on "
         f"{', '.join(map(shown_name, meta['train']['graphs']))} for "
         f"{meta['train']['decisions']:,} decisions "
@@ -171,7 +142,7 @@ def report(cells: list[tuple[str, str, dict[str, Any]]], meta: dict[str, Any]) -
         + ("GO guided | " if guided else "")
         + f"GO best of {calls} | GO best vs expert | GO best vs best baseline |",
         "|---|---|" + "---:|" * (len(names) + 4 + guided),
-    ]
+    ]  # fmt: skip
     ratios: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in KINDS}
     for graph, kind, r in cells:
         rows = {b["baseline"]: b for b in r["baselines"]}
@@ -221,19 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/go_pretrained")
     ap.add_argument("--policy-out", type=Path, help="default: the shipped policy's path")
     ap.add_argument(
-        "--train-extra",
-        type=Path,
-        nargs="+",
-        metavar="DIR",
-        help="train also on every .npz graph in these folders but --hold-out's, and judge on "
-        "all of them",
-    )
+        "--train-extra", type=Path, nargs="+", metavar="DIR",
+        help="train also on every .npz graph in these folders but --hold-out's; judge on all",
+    )  # fmt: skip
     ap.add_argument(
-        "--hold-out",
-        default="",
-        metavar="NAMES",
+        "--hold-out", default="", metavar="NAMES",
         help="with --train-extra: comma-separated file stems in its folders not to train on",
-    )
+    )  # fmt: skip
     a = ap.parse_args(argv)
     if a.hold_out and not a.train_extra:
         say("--hold-out needs --train-extra")
@@ -311,10 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         cells.append((g, kind, res))
         say(f"  GO best {1e3 * res['best']['score_s']:.2f} ms, greedy "
             f"{1e3 * res['greedy']['score_s']:.2f} ms")  # fmt: skip
-    try:
-        shown = policy.relative_to(ROOT)
-    except ValueError:
-        shown = policy
+    shown = policy.relative_to(ROOT) if policy.is_relative_to(ROOT) else policy
     meta = {"cluster": a.cluster, "command": command, "policy": str(shown), "policy_bytes": size,
             "train": trained, "samples": a.samples, "budget": a.budget,
             "machine": machine_info()}  # fmt: skip

@@ -1,35 +1,13 @@
-"""GO's transfer protocol, leave one family out: pre-train on five model families, then place
-the sixth zero-shot and fine-tuned, against a policy trained from scratch and the baselines.
+"""GO's transfer protocol, leave one family out (Zhou et al., NeurIPS 2020): pre-train on five
+model families, place the sixth zero-shot and fine-tuned, against from-scratch and the baselines.
 
-GO (Zhou et al., NeurIPS 2020) pre-trains one policy on graphs of several families and reports
-it on a held-out one, zero-shot and after fine-tuning. Per held-out family F of the suite's six,
-on each family's smallest graph (docs/go-transfer.md has the protocol and the final tables):
-
-* ``pretrain``: ``actorq train go`` on the five other families' graphs (``--pretrain-steps``
-  whole-graph decisions, int8 actors, the sync backend: deterministic for a seed), with
-  ``--pretrain-variants K`` also on K seeded variants of each (``<family>-v0`` ...);
-* ``zeroshot``: that policy's greedy decision on F's graph (no simulator call on it), and its
-  device logits decoded through HEFT's list scheduler (``GraphTask.guided``);
-* ``finetune``: ``--init-from`` the pre-trained run, ``--finetune-steps`` decisions on F's graph;
-* ``scratch``: a fresh policy, ``--scratch-steps`` decisions on F's graph;
-* ``baselines``: the classical placements (single device, expert split, METIS+cp, HEFT, HEFT
-  with a cut cost, m-ETF; in the joint task greedy fusion on the best of them too) and the
-  searches (random, annealing, hill climbing, ``heft-search``) at from-scratch's and at
-  fine-tuning's (``@ft``) number of simulator calls;
-* ``scratch-plain`` (only when named in ``--stages``): GO's own from-scratch baseline, the
-  ``scratch`` settings without the imitation warm start.
-
-The GO settings (``--imitate``, ``--learning-rate``, ``--sil-coef``, ``--reference``,
-``--explore``, ``--distill-steps``, ``--finetune-pos-freqs``, ``--priority-levels``) are
-``actorq train go``'s (``GOConfig``); each non-default one is spelled in the results folder's
-name, so cells of different settings never mix.
-
-Cells (one JSON per (family, stage, seed), written atomically) make the run resumable; a cell
-that exists is skipped. Then a Markdown report goes to stdout and ``<folder>/report.md``
-(``report-sN.md`` for ``--seed N``), with the spread over the folder's finished seeds. Flags
-and stages whose results are no longer claimed (larger held-out graphs, start placements,
-memory and cost inputs, guided or per-edge moves, extra pre-training graphs, another folder's
-pre-training reused) are in ``git show 85997d5:benchmarks/go_transfer.py``.
+Per held-out family, on each family's smallest graph (docs/go-transfer.md: protocol, tables):
+``pretrain`` (``actorq train go`` on the other five), ``zeroshot`` (its greedy decision, and its
+logits decoded by HEFT), ``finetune`` (``--init-from`` it), ``scratch``, ``baselines`` (at
+from-scratch's and at fine-tuning's simulator calls) and, only when named in ``--stages``,
+``scratch-plain`` (no imitation warm start). GO settings are ``GOConfig``'s; each non-default
+one is spelled in the results folder's name. One JSON cell per (family, stage, seed), skipped
+when it exists; then the report to stdout and ``<folder>/report.md`` (``report-sN.md``).
 
     .venv/bin/python benchmarks/go_transfer.py --families gnmt --pretrain-steps 64 \\
         --finetune-steps 16 --scratch-steps 32 --results /tmp/go_smoke   # a quick smoke run
@@ -41,7 +19,6 @@ import argparse
 import functools
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -49,20 +26,17 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_info
+from _machine import machine_info, say, write_json_atomic
 from actorq.agents.go.targets import BEST_OF, CHOICES
 from actorq.graphopt.baselines import REFERENCES, SEARCH
 from actorq.logging import read_metrics
 
 FAMILIES = ("inception", "resnet", "gnmt", "transformer-xl", "wavenet", "rnnlm")
-#: The classical baselines (cells from before heft-cut joined lack it: reports skip what a cell
-#: lacks)
+#: The classical baselines (reports skip what an older cell lacks)
 BASELINES = ("single", "expert", "metis+cp", "heft", "heft-cut", "m-etf")
 #: ``beta`` of the zero-shot decision decoded by HEFT guided by the policy (``GraphTask.guided``)
 GUIDE_BETAS = (0.25, 1.0, 4.0)
-#: The joint task decides fusion too: its table adds greedy fusion of the best classical
-#: decision, and annealing starts from that (``run_baselines``' order).
+#: The joint task's extra baseline: greedy fusion of the best classical decision.
 FUSED = ("best+fuse",)
 #: Evaluations per run (its curve's points).
 CURVE_POINTS = 10
@@ -72,26 +46,13 @@ CURVE_POINTS = 10
 PRETTY = {"metis+cp": "METIS+cp", "heft": "HEFT", "heft-cut": "HEFT-cut", "m-etf": "m-ETF"}
 
 
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """``data`` to ``path`` through a temporary file and a rename: never half a cell."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
 def baseline_names(task: str) -> tuple[str, ...]:
     return (*BASELINES, *(FUSED if task == "joint" else ()))
 
 
 @functools.cache
 def num_ops(name: str) -> int:
-    """A suite graph's op count (the graph built and cached on first use; read once per
-    process: sorting a family by size would otherwise load its 107k-op graphs again)."""
+    """A suite graph's op count, read once per process (its largest graphs are 107k ops)."""
     from actorq.graphopt.suite import get_graph
 
     return get_graph(name).num_ops
@@ -105,8 +66,7 @@ def smallest(family: str) -> str:
 
 
 def pretrain_graphs(held_out: str, variants: int = 0) -> list[str]:
-    """Pre-training's graphs: each other family's smallest, then ``variants`` seeded variants of
-    each other family (``<family>-v0`` ..., :func:`actorq.graphopt.suite.variant`)."""
+    """Each other family's smallest graph, then ``variants`` seeded variants of each."""
     from actorq.graphopt.suite import PREFIX
 
     others = [f for f in FAMILIES if f != held_out]
@@ -115,13 +75,9 @@ def pretrain_graphs(held_out: str, variants: int = 0) -> list[str]:
 
 
 def go_config(
-    args: argparse.Namespace,
-    run_dir: Path,
-    graphs: list[str],
-    steps: int,
-    imitate: bool = False,
+    args: argparse.Namespace, run_dir: Path, graphs: list[str], steps: int, imitate: bool = False,
     **kw: Any,
-) -> Any:
+) -> Any:  # fmt: skip
     from actorq.agents.go.config import GOConfig
 
     if imitate and args.imitate != "none":
@@ -137,24 +93,14 @@ def go_config(
         kw.setdefault("priority_levels", args.priority_levels)
     kw.setdefault("precision", "int8")  # the actors the committed results were made with
     return GOConfig(
-        env=f"graphopt:{args.task}/{graphs[0]}",
-        graphs=tuple(graphs[1:]),
-        cluster=args.cluster,
-        actors=0,
-        total_steps=steps,
-        eval_every=max(1, steps // CURVE_POINTS),
-        seed=args.seed,
-        run_dir=str(run_dir),
-        progress=False,
-        energy=False,
-        log_every=30.0,
-        **kw,
-    )
+        env=f"graphopt:{args.task}/{graphs[0]}", graphs=tuple(graphs[1:]), cluster=args.cluster,
+        actors=0, total_steps=steps, eval_every=max(1, steps // CURVE_POINTS), seed=args.seed,
+        run_dir=str(run_dir), progress=False, energy=False, log_every=30.0, **kw,
+    )  # fmt: skip
 
 
 def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
-    """A GO run's final policy on one graph (``env``, graphopt:<task>/<graph>): the
-    :class:`~actorq.agents.go.actor.GraphTask` it decides on and the policy's snapshot maker."""
+    """A GO run's final policy on ``env``: its ``GraphTask`` and the policy's snapshot maker."""
     import dataclasses
 
     from actorq.agents.go.builder import BUILDER
@@ -168,8 +114,7 @@ def run_policy_on(run_dir: Path, env: str) -> tuple[Any, Any]:
 
 
 def step_times(run_dir: Path, graph: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The run's final policy, greedy at int8 and fp32, on ``graph``: penalised step times and
-    the number of devices each decision uses."""
+    """The run's final greedy decision on ``graph`` at int8 and fp32: step times, devices used."""
     from actorq.agents.go.actor import decode_snapshot
     from actorq.agents.go.inputs import OnnxGOPolicy
 
@@ -210,9 +155,7 @@ def curve(run_dir: Path, reference_time: float) -> list[list[float]]:
 
 
 def train_or_resume(cfg: Any) -> Any:
-    """``train(cfg)``, or its resume where a cell was stopped mid-run (its run directory holds
-    a checkpoint): a stopped cell goes on from its last checkpoint instead of failing on the
-    run directory it left behind."""
+    """``train(cfg)``, resumed where a stopped cell left a checkpoint."""
     import dataclasses
 
     from actorq.experiment import train
@@ -257,17 +200,11 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
 
 
 def held_out_run(
-    stage: str,
-    graph: str,
-    rd: Path,
-    pre_dir: Path,
-    args: argparse.Namespace,
+    stage: str, graph: str, rd: Path, pre_dir: Path, args: argparse.Namespace,
     warm_start: bool = True,
-) -> dict[str, Any]:
-    """A fine-tuning (from ``pre_dir``'s policy) or from-scratch run on one held-out graph,
-    with the command's settings for the held-out graph's runs; its greedy step times, curve,
-    best decision found and warm start (``warm_start=False``: a from-scratch run without the
-    imitation warm start, GO's own from-scratch baseline)."""
+) -> dict[str, Any]:  # fmt: skip
+    """A fine-tuning (from ``pre_dir``) or from-scratch run on the held-out graph: greedy step
+    times, curve, best decision found, warm start (``warm_start=False``: ``scratch-plain``)."""
     steps = args.finetune_steps if stage == "finetune" else args.scratch_steps
     kw: dict[str, Any] = {}
     if stage == "finetune":
@@ -294,8 +231,7 @@ def held_out_run(
 def baseline_times(
     graph: str, args: argparse.Namespace, budget: int, search_only: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """Each baseline's penalised step time on ``graph`` (the search ones given ``budget``
-    simulator calls, from the best classical start; ``search_only``: only those)."""
+    """Each baseline's penalised step time on ``graph``, searches given ``budget`` calls."""
     from actorq.graphopt import Simulator, get_cluster
     from actorq.graphopt.baselines import penalized, run_baselines
     from actorq.graphopt.suite import get_graph
@@ -310,16 +246,12 @@ def baseline_times(
 
 
 def pretrain_config(args: argparse.Namespace, run_dir: Path, graphs: list[str]) -> Any:
-    """The pre-training run's configuration: the imitation warm start, no exploration (its
-    search results are specific to its graphs; pulling the policy toward them made its greedy
-    decisions worse)."""
+    """Pre-training: the imitation warm start, no exploration (it made greedy decisions worse)."""
     return go_config(args, run_dir, graphs, args.pretrain_steps, imitate=True)
 
 
 STAGES = ("baselines", "pretrain", "zeroshot", "finetune", "scratch")
-#: GO's own from-scratch baseline, run only when named in --stages: the same settings as
-#: ``scratch`` but a fresh network without the imitation warm start (``--imitate``), so the
-#: reach goal is also judged against a policy that learns the graph from nothing, as GO's did.
+#: GO's own from-scratch baseline (only when named in --stages): no imitation warm start.
 PLAIN = "scratch-plain"
 
 
@@ -340,14 +272,11 @@ def read_cells(root: Path, fam: str, seed: int) -> dict[str, Any]:
 def ratios(
     cells: dict[str, Any],
 ) -> tuple[float, float, float | None, float, float | None]:
-    """One family's (expert / fine-tuned, best baseline / fine-tuned, the same at fine-tuning's
-    simulator calls (None for cells from before ``anneal_ft``), zero-shot / fine-tuned, and the
-    best of the protocol's baselines / fine-tuned: the classical ones, random search and
-    annealing at fine-tuning's calls; hill climbing and ``heft-search``, added here, left out)."""
+    """One family's expert, best baseline, best at fine-tuning's calls (None before
+    ``anneal_ft``), zero-shot and best protocol baseline (classical, random, anneal at
+    fine-tuning's calls), each over fine-tuned's step time."""
     b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
-    # cells from before the joint task's fused baseline simply lack it
     fused = tuple(n for n in FUSED if n in b)
-    # cells from before hill climbing joined the baselines lack it
     search = tuple(n for n in SEARCH if n in b)
     classical = tuple(n for n in BASELINES[1:] if n in b)
     best = min(b[n]["time"] for n in (*classical, *fused, *search))
@@ -365,9 +294,7 @@ def ratios(
 
 
 def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, float, float, float]]:
-    """Per seed whose every family is done: the geomean speedup of fine-tuned GO over the expert
-    split, over the best baseline and over the best at fine-tuning's simulator calls (NaN for
-    cells from before those were run), and zero-shot's step time over fine-tuned's."""
+    """Per finished seed: the geomeans of :func:`ratios`' first four (NaN where cells lack one)."""
     seeds = sorted({int(p.stem.rsplit("-s", 1)[1]) for p in root.glob("*-finetune-s*.json")})
     out = {}
     for seed in seeds:
@@ -376,24 +303,21 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
             r = [ratios(c)[:4] for c in per]
             eq = [x[2] for x in r]
             out[seed] = (
-                geomean([x[0] for x in r]),
-                geomean([x[1] for x in r]),
+                geomean([x[0] for x in r]), geomean([x[1] for x in r]),
                 math.nan if None in eq else geomean([e for e in eq if e is not None]),
                 geomean([x[3] for x in r]),
-            )
+            )  # fmt: skip
     return out
 
 
 def decisions_to_reach(zs: dict[str, Any], ft: dict[str, Any], target: float) -> float | None:
-    """Fine-tuning's decisions until its greedy step time first reaches ``target`` (zero-shot
-    is its curve's start, at 0), or None if it never does."""
+    """Fine-tuning's decisions until its greedy step time reaches ``target`` (zero-shot at 0)."""
     ft_curve = [[0.0, zs["time_int8"]], *ft["curve"]]
     return next((s for s, t in ft_curve if t <= target * 1.0001), None)
 
 
 def plain_report(root: Path, args: argparse.Namespace) -> list[str]:
-    """The reach goal judged against GO's own from-scratch baseline (``scratch-plain`` cells:
-    a fresh network without the imitation warm start), where a family's cells have one."""
+    """The reach goal against ``scratch-plain`` cells, where a family has one."""
     rows, hits, every = [], 0, 0.0
     for fam in args.families:
         cells = read_cells(root, fam, args.seed)
@@ -407,8 +331,7 @@ def plain_report(root: Path, args: argparse.Namespace) -> list[str]:
         reach = decisions_to_reach(zs, ft, plain["time_int8"])
         tenth = reach is not None and reach <= plain["decisions"] / 10
         hits += tenth
-        # the warm-started from-scratch run's decisions to the same step time: how much of
-        # fine-tuning's lead the warm start alone gives, without pre-training
+        # the warm-started from-scratch run's decisions to the same: the warm start's share
         warm = next((x for x, t in sc["curve"] if t <= plain["time_int8"] * 1.0001), None)
         every = max(every, sc["curve"][0][0] if sc["curve"] else 0.0)
         rows.append(
@@ -445,9 +368,7 @@ def plain_report(root: Path, args: argparse.Namespace) -> list[str]:
 
 
 def guided_report(root: Path, args: argparse.Namespace) -> list[str]:
-    """Zero-shot through HEFT guided by the policy (``guided_int8`` in the zero-shot cells,
-    written since that decoding exists) beside the argmax, HEFT, the best classical
-    decision and fine-tuned, where a family's cells have them."""
+    """Zero-shot decoded by HEFT guided by the policy beside argmax, HEFT, best classical."""
     rows, gaps = [], []
     betas = [f"{b:g}" for b in GUIDE_BETAS]
     for fam in args.families:
@@ -486,8 +407,7 @@ def guided_report(root: Path, args: argparse.Namespace) -> list[str]:
 
 
 def whole_command(argv: list[str]) -> str:
-    """The command that makes every cell of a report: ``argv`` without ``--stages`` and
-    ``--families``, which only pick what one invocation runs now."""
+    """The command that makes every cell of a report: ``argv`` less --stages and --families."""
     keep, skipping = [], False
     for a in argv:
         if a.startswith("--"):
@@ -500,10 +420,7 @@ def whole_command(argv: list[str]) -> str:
 def report(root: Path, args: argparse.Namespace, command: str) -> str:
     rows, ft_gain, ft_best, zs_gap, ft_equal, ft_named = [], [], [], [], [], []
     found: list[float] = []  # fine-tuning's best decision per family (its search result)
-    # the table's numeric columns: every baseline's (HEFT with a cut cost, and the fusing
-    # baselines of the joint task, included), the searches', then GO's
-    # searches: (heading, cell key), at from-scratch's budget and at fine-tuning's ("-" where
-    # an older cell lacks one)
+    # numeric columns: the baselines, the searches (heading, key) at both budgets, then GO's
     searches = [(n + at, n + key) for n in SEARCH for at, key in (("", ""), (" @ft", "_ft"))]
     numeric = [PRETTY.get(n, n) for n in baseline_names(args.task)]
     numeric += [head for head, _ in searches] + ["GO zero-shot"]
@@ -603,17 +520,13 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         notes.append(f" Priority heads of {args.priority_levels} levels (--priority-levels).")
     head = [
         f"# GO transfer, leave one family out ({args.task}, {args.cluster}, seed {args.seed})",
-        "",
-        f"Command: `{command}`",
-        "",
-        "".join(notes),
-        "",
+        "", f"Command: `{command}`", "", "".join(notes), "",
         "| held-out family (graph) | " + " | ".join(numeric) + " "
         "| fine-tune decisions to reach scratch's final / scratch's |",
         "|---|" + "---:|" * len(numeric) + "---|",
         *rows,
         "",
-    ]
+    ]  # fmt: skip
     if ft_gain:
         head += [
             f"Geomean over {len(ft_gain)} families: fine-tuned GO is "
@@ -681,13 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = ap.add_argument  # GO settings are actorq train go's (GOConfig); defaults: off
     add("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
-    add(
-        "--stages",
-        nargs="+",
-        default=list(STAGES),
-        choices=(*STAGES, PLAIN),
-        help=f"run only these stages' cells now; {PLAIN} runs only when named",
-    )
+    add("--stages", nargs="+", default=list(STAGES), choices=(*STAGES, PLAIN))
     add("--cluster", default="4xgpu-pcie")
     add("--task", default="placement", choices=("placement", "joint"))
     add("--pretrain-steps", type=int, default=6_000)
@@ -710,15 +617,16 @@ def main(argv: list[str] | None = None) -> int:
     add("--results", type=Path, default=Path("benchmarks/results/go_transfer"))
     args = ap.parse_args(argv)
     command = "python benchmarks/go_transfer.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    if not 2 <= args.priority_levels <= 256 or not 0 <= args.pretrain_variants <= 1000:
-        say("--priority-levels: 2 to 256; --pretrain-variants: 0 to 1000 per family")
-        return 2
-    if args.finetune_imitate_steps is not None and not args.finetune_imitate:
-        say("--finetune-imitate-steps needs --finetune-imitate")
-        return 2
-    if args.finetune_imitate and args.imitate == "none":
-        say("--finetune-imitate needs --imitate")
-        return 2
+    for bad, msg in (
+        (not 2 <= args.priority_levels <= 256 or not 0 <= args.pretrain_variants <= 1000,
+         "--priority-levels: 2 to 256; --pretrain-variants: 0 to 1000 per family"),
+        (args.finetune_imitate_steps is not None and not args.finetune_imitate,
+         "--finetune-imitate-steps needs --finetune-imitate"),
+        (args.finetune_imitate and args.imitate == "none", "--finetune-imitate needs --imitate"),
+    ):  # fmt: skip
+        if bad:
+            say(msg)
+            return 2
     # ``best``'s candidates grew (the single device, heft-cut joined): the folder names them,
     # so a folder's cells never mix targets chosen among different candidates
     imitated = f"best{len(BEST_OF)}" if args.imitate == "best" else args.imitate

@@ -1,41 +1,25 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, as one script for a short GPU lease (an H100/H200 machine with 16
-# CPU cores, Python 3.12 and a CUDA PyTorch already installed, no network), in the order that
-# spends a short window best (issue 47):
-#   1. limit:  benchmarks/learner_limit.py --device cuda: each agent's update alone on the GPU
-#      (eager, CUDA graph, torch.compile on one row), then the learner inside train() beside 15
-#      actors, the fast path and, for DQN 3x2048, the old one (OUT/learner_limit.{json,md});
-#   2. tests:  tests/test_cuda.py: every agent's learner on CUDA, graph updates == eager ones,
-#      no sync between metric reads, the device replay's batches == the host ring's, learning,
-#      snapshots byte-identical to a CPU learner's, a GPU-trained run read back without a GPU;
-#   3. quarl:  QuaRL's DQN rows with the fast learner and 15 CPU actors
-#      (benchmarks/specs/quarl_dqn_gpu.toml) into benchmarks/results/quarl_dqn_gpu_<gpu>_fast,
-#      resumable by cell across windows: unpack OUT/bench.tgz at the repository's root and
-#      append OUT/power.csv to that directory's power.csv (nvidia-smi's samples every 0.5 s;
-#      CPU energy has no counter on that machine), then `actorq report` and gpu_energy.py it.
-#
-#   4. d4pg:   QuaRL's D4PG rows (benchmarks/specs/quarl_d4pg_gpu.toml, dmc:cartpole-balance)
-#      the same way (D4PG_SECONDS, default QUARL_SECONDS).
+# The checks that need a GPU, as one script for a short GPU lease (an H100/H200 machine, 16 CPU
+# cores, Python 3.12 and CUDA PyTorch installed, no network), in the order that spends it best:
+#   1. limit:  learner_limit.py --device cuda (each update alone, then inside train() beside 15
+#      actors), resuming benchmarks/results/learner_limit/<GPU>.json: copy OUT/learner_limit.json
+#      back over it;
+#   2. tests:  tests/test_cuda.py (PYTEST_K=EXPR: only those);
+#   3. quarl:  specs/quarl_dqn_gpu.toml with 15 CPU actors into results/quarl_dqn_gpu_<gpu>_fast,
+#      resumable by cell: unpack OUT/bench.tgz at the root, append OUT/power.csv (nvidia-smi's
+#      samples) to its power.csv, then `actorq report` and gpu_energy.py it;
+#   4. d4pg:   specs/quarl_d4pg_gpu.toml the same way (D4PG_SECONDS, default QUARL_SECONDS).
 #
 #   bash benchmarks/gpu_checks.sh --wheels              # here, first: .whl/ for `carry`
 #   bash benchmarks/gpu_checks.sh OUT [QUARL_SECONDS]   # there, with carry [".whl"]
 #
-# STEPS="limit tests quarl" (the default; add d4pg) runs only the steps named; PYTEST_K=EXPR
-# only the CUDA tests that match. Each step has its own time limit, so a 10-minute call always
-# returns what it measured. The limit step resumes the committed table of the same GPU kind
-# (benchmarks/results/learner_limit/<GPU>.json): copy OUT/learner_limit.json back over it.
-# What the image lacks comes from .whl/ (--wheels, below): wheels installed into /tmp/site, and
-# .whl/site (dm-control, cut to the suite) on PYTHONPATH. Results:
-# OUT/learner_limit.json and .md, OUT/limit.txt (its log), OUT/pytest.txt, OUT/bench.tgz (the
-# QuaRL results directories), OUT/power.csv, OUT/machine.txt, OUT/steps.txt (each step's start
-# and end): eight files, what a call brings back at most.
+# STEPS="limit tests quarl" (the default; add d4pg) picks steps; each has its own time limit.
+# Results: OUT/learner_limit.{json,md}, limit.txt, pytest.txt, bench.tgz, power.csv,
+# machine.txt, steps.txt.
 set -u
-# --wheels, run here: what the GPU machine's image lacks, gathered for `carry` (it has no
-# network): pure-Python wheels of gymnasium and tyro with their needs, and, for D4PG on the
-# DeepMind Control Suite, MuJoCo's cp312 wheel with dm-control's needs and dm-control itself cut
-# to what the suite uses (its wheel is 56 MB, over what a call may carry with the tree; the cut
-# drops the locomotion and dog assets and the tests: 3 MB). dm-control and MuJoCo are Apache-2.0.
-# Writes .whl/ (ignored by git; ~35 MB).
+# --wheels: what the image lacks, for `carry`: gymnasium and tyro wheels with their needs, and
+# MuJoCo's cp312 wheel with dm-control cut to the suite (its wheel is 56 MB; cut: 3 MB).
+# dm-control and MuJoCo are Apache-2.0. Writes .whl/ (ignored by git; ~35 MB).
 if [[ ${1:-} == --wheels ]]; then
   set -e
   py=${PYTHON:-.venv/bin/python}

@@ -1,10 +1,8 @@
 """The GPU's energy per bench cell, from the power samples `benchmarks/gpu_checks.sh` records.
 
-On the lent GPU machines the only energy counter is the GPU's own (nvidia-smi's power.draw,
-sampled every 0.5 s into `power.csv`); the CPU has none there, so `actorq report` says "not
-recorded". This integrates the GPU's power over each cell's training loop (the first to the
-last row of its metrics.csv, wall-clock) and prints, beside it, the columns a reader of QuaRL's
-table wants per cell: time and env steps to the target, learner updates/s, publish cost.
+Integrates nvidia-smi's power.draw (``power.csv``, every 0.5 s; the lent machines' CPU has no
+energy counter) over each cell's training loop (its metrics.csv's wall-clock span), beside
+QuaRL's per-cell columns: time and steps to target, updates/s, publish cost.
 
     .venv/bin/python benchmarks/gpu_energy.py benchmarks/results/quarl_dqn_gpu_h200
 
@@ -69,20 +67,15 @@ def main() -> None:
         s = json.loads((cell / "summary.json").read_text())
         span = cell_interval(cell)
         e = energy(ts, watts, *span) if span else None
-        rows.append(
-            {
-                "cell": cell.name,
-                "precision": s["precision"],
-                "time_to_target_s": s.get("time_to_target_s"),
-                "steps_to_target": s.get("steps_to_target"),
-                "updates_per_s": s["updates"] / s["wall_time_s"],
-                "run_s_per_1k_steps": 1000 * s["wall_time_s"] / s["env_steps"],
-                "publish_ms": s.get("publish_ms"),
-                "publish_blocked_ms": s.get("publish_blocked_ms"),
-                "gpu_wh": e[0] if e else None,
-                "gpu_mean_w": e[1] if e else None,
-            }
-        )
+        rows.append({
+            "cell": cell.name, "precision": s["precision"],
+            "time_to_target_s": s.get("time_to_target_s"),
+            "steps_to_target": s.get("steps_to_target"),
+            "updates_per_s": s["updates"] / s["wall_time_s"],
+            "run_s_per_1k_steps": 1000 * s["wall_time_s"] / s["env_steps"],
+            "publish_ms": s.get("publish_ms"), "publish_blocked_ms": s.get("publish_blocked_ms"),
+            "gpu_wh": e[0] if e else None, "gpu_mean_w": e[1] if e else None,
+        })  # fmt: skip
 
     def f(v: float | None, fmt: str) -> str:
         return "" if v is None else format(v, fmt)

@@ -1,28 +1,12 @@
 """Classical placement baselines on the whole graph suite, on 2, 4 and 8 GPUs.
 
-What it measures
-----------------
-For every suite graph (``actorq graphopt list``) and every cluster (``2xgpu-pcie``,
-``4xgpu-pcie``, ``8xgpu-pcie`` by default), the rows of ``actorq graphopt baselines``: each
-baseline's simulated step time, peak memory per device, feasibility (peak <= 16 GiB on every
-device) and the time it took to decide. The tables report the **speedup over the best single
-device** (its step time divided by the baseline's; the single device is the reference even when
-the graph does not fit on it, as GO reports) with infeasible cells marked, and which feasible
-baseline wins each graph.
+For every suite graph and cluster, the rows of ``actorq graphopt baselines`` (step time, peak
+memory, feasibility within 16 GiB, decision time), reported as the speedup over the best single
+device with infeasible cells marked, and each graph's winner. Resumable: cells in
+``<out>/graphopt_baselines.json`` are kept (``--fresh`` redoes all).
 
-Resumable: cells already in ``<out>/graphopt_baselines.json`` are kept (``--fresh`` redoes all).
-
-Command (full benchmark: tens of minutes on 2 cores, most of it annealing and random search on
-the >80k-op graphs)::
-
-    .venv/bin/python benchmarks/graphopt_baselines.py
-
-Quick smoke run::
-
-    .venv/bin/python benchmarks/graphopt_baselines.py --graphs gnmt-s,txl-s --budget 5 \
-        --out /tmp/bench_smoke
-
-Results go to ``<out>/graphopt_baselines.json`` and ``<out>/graphopt_baselines.md``.
+    .venv/bin/python benchmarks/graphopt_baselines.py --graphs gnmt-s,txl-s --budget 5 \\
+        --out /tmp/bench_smoke                                  # a smoke run
 """
 
 from __future__ import annotations
@@ -33,13 +17,12 @@ os.environ["OMP_NUM_THREADS"] = "1"
 
 import argparse
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_info, md_head
+from _machine import command, machine_info, md_head
 from actorq.cli.graphopt import baseline_rows
 from actorq.graphopt.baselines import NAMES, SEARCH
 from actorq.graphopt.suite import SUITE
@@ -73,10 +56,9 @@ def write_md(path: Path, results: dict[str, Any]) -> None:
     for cl in results["clusters"]:
         lines += [
             f"## {cl}",
-            "",
-            "| graph | ops | single ms | " + " | ".join(NAMES[1:]) + " | winner |",
+            "", "| graph | ops | single ms | " + " | ".join(NAMES[1:]) + " | winner |",
             "|---|---|---|" + "---|" * len(NAMES),
-        ]
+        ]  # fmt: skip
         wins: Counter[str] = Counter()
         for g in results["graphs"]:
             cell = cells.get(f"{g}@{cl}")
@@ -116,16 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(jpath.read_text())
         if old.get("budget") == a.budget and old.get("seed") == a.seed:
             cells = old["cells"]
-    argv_s = " ".join(sys.argv[1:] if argv is None else argv)
     results: dict[str, Any] = {
-        "command": f"python benchmarks/graphopt_baselines.py {argv_s}".strip(),
-        "machine": machine_info(),
-        "budget": a.budget,
-        "seed": a.seed,
-        "graphs": graphs,
-        "clusters": clusters,
-        "cells": cells,
-    }
+        "command": command("graphopt_baselines.py", argv), "machine": machine_info(),
+        "budget": a.budget, "seed": a.seed, "graphs": graphs, "clusters": clusters, "cells": cells,
+    }  # fmt: skip
     for g in graphs:
         for cl in clusters:
             key = f"{g}@{cl}"

@@ -1,41 +1,15 @@
 """GO policy inference speed and memory: the ONNX policy on one CPU thread, 1k to 80k+ ops.
 
-What it measures
-----------------
-The default :class:`actorq.agents.go.networks.GOPolicy` (random weights, seed 0: speed does not
-depend on training), exported with :func:`~actorq.agents.go.networks.export_onnx` at fp32 and int8,
-run by onnxruntime's CPU provider with ``intra_op_num_threads=1`` (one actor per core) on:
+The default ``GOPolicy`` (random weights, seed 0), exported at fp32 and int8 and run by
+onnxruntime on one thread, on synthetic DAGs of 1k, 10k and 80k ops and suite graphs of about
+those sizes (``inception-s``, ``rnnlm-m``, ``rnnlm-xl``). Each (graph, precision) runs in a fresh
+subprocess importing only numpy and onnxruntime, so its peak RSS (``VmHWM``) is the inference's:
+session time, first call, median of ``--repeats`` calls, peak RSS and its increase; also the
+time to encode the graph and int8's argmax agreement with fp32. Check: >= 80k ops in <= 10 s
+per decision at both precisions.
 
-* seeded synthetic layered DAGs of 1k, 10k and 80k ops (:mod:`actorq.graphopt.synthetic`), and
-* suite graphs of about the same sizes: ``inception-s`` (1,134 ops), ``rnnlm-m`` (11,025) and
-  ``rnnlm-xl`` (82,525), real training-step graphs traced from PyTorch (the suite builds and
-  caches them the first time: about a minute for ``rnnlm-xl``).
-
-Each (graph, precision) runs in a fresh subprocess that imports only numpy and onnxruntime and
-loads the policy's inputs (:func:`~actorq.agents.go.networks.encode_graph`, saved by this process),
-so that its peak RSS (``VmHWM``, the kernel's high-water mark of the process's resident memory;
-tracemalloc cannot see onnxruntime's allocations, and ``getrusage``'s ``ru_maxrss`` survives
-``exec``, so a worker would inherit this torch-importing process's peak) is the inference's.
-Reported: session creation time, the first call, the median of ``--repeats`` further calls,
-peak RSS and its increase over the process's RSS just before the session was created (the model
-plus every intermediate tensor).
-Also: the time to compute the inputs from the IR (once per graph, not per decision) and, for
-int8, how often its device argmax agrees with fp32's and the mean |logit difference|.
-
-The check: a graph of >= 80k ops runs in <= 10 s per decision on one core, at both precisions.
-
-Command::
-
-    .venv/bin/python benchmarks/graphopt_policy_speed.py
-
-Quick smoke run::
-
-    .venv/bin/python benchmarks/graphopt_policy_speed.py --no-suite --sizes 1000 \
-        --repeats 1 --out /tmp/go_policy_smoke
-
-Results go to ``<out>/graphopt_policy_speed.json``. The per-op-type profile (``--op-profile``),
-the network with position octaves (``--pos-freqs``) and onnxruntime's memory patterns
-(``--mem-pattern``) were measured with ``git show 85997d5:benchmarks/graphopt_policy_speed.py``.
+    .venv/bin/python benchmarks/graphopt_policy_speed.py --no-suite --sizes 1000 \\
+        --repeats 1 --out /tmp/go_policy_smoke                         # a smoke run
 """
 
 from __future__ import annotations
@@ -69,11 +43,8 @@ def _rss_mib() -> float:
 
 
 def _maxrss_mib() -> float:
-    """Peak RSS of this process's address space, MiB: ``VmHWM`` from /proc/self/status.
-
-    Not ``getrusage(...).ru_maxrss``: Linux carries that across ``exec``, so a worker forked
-    from this (torch-importing) process would report the parent's peak (measured: 324 MiB for a
-    1k-op run whose own peak is 75 MiB). ``ru_maxrss`` is the fallback off Linux."""
+    """Peak RSS, MiB: ``VmHWM`` (``ru_maxrss`` survives ``exec``: a worker would report its
+    torch-importing parent's peak; it is the fallback off Linux)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -114,29 +85,19 @@ def worker(model: Path, inputs: Path, repeats: int, outputs: Path | None) -> dic
         np.savez(outputs, **dict(zip(names, outs, strict=True)))
     peak = _maxrss_mib()
     return {
-        "session_s": session_s,
-        "first_s": first_s,
-        "median_s": statistics.median(ts) if ts else first_s,
-        "times_s": ts,
-        "peak_rss_mib": peak,
-        "rss_before_session_mib": base_rss,
-        "peak_rss_before_session_mib": base_max,
+        "session_s": session_s, "first_s": first_s,
+        "median_s": statistics.median(ts) if ts else first_s, "times_s": ts, "peak_rss_mib": peak,
+        "rss_before_session_mib": base_rss, "peak_rss_before_session_mib": base_max,
         # if loading the inputs had peaked higher than inference, this would overstate it; the
         # two peaks are recorded so that can be seen
         "peak_increase_mib": peak - base_rss,
-    }
+    }  # fmt: skip
 
 
 def run_worker(model: Path, inputs: Path, repeats: int, outputs: Path) -> dict[str, Any]:
     cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        str(model),
-        str(inputs),
-        str(repeats),
-        str(outputs),
-    ]
+        sys.executable, __file__, "--worker", str(model), str(inputs), str(repeats), str(outputs),
+    ]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise RuntimeError(f"worker failed: {r.stderr.strip()[-2000:]}")
@@ -157,11 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     import torch
-    from rich.console import Console
-    from rich.table import Table
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from _machine import machine_info
+    from _machine import command, machine_info, md_table
     from actorq.agents.go.networks import GOPolicy, GOPolicyConfig, encode_graph, export_onnx
     from actorq.graphopt.suite import get_graph
     from actorq.graphopt.synthetic import layered_dag
@@ -178,9 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_suite:
         makers += [lambda s=s: get_graph(s) for s in SUITE_GRAPHS]
     rows: list[dict[str, Any]] = []
-    table = Table(title="GO policy, onnxruntime CPU, 1 thread")
-    for col in ("graph", "ops", "edges", "precision", "first s", "median s", "peak MiB", "+MiB"):
-        table.add_column(col, justify="left" if col in ("graph", "precision") else "right")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         models = {p: export_onnx(model, tmp / f"go_{p}.onnx", p) for p in PRECISIONS}
@@ -196,19 +151,10 @@ def main(argv: list[str] | None = None) -> int:
                 outs[prec] = tmp / f"out_{prec}.npz"
                 r = run_worker(models[prec], feeds, a.repeats, outs[prec])
                 row = {
-                    "graph": g.name,
-                    "ops": g.num_ops,
-                    "edges": g.num_edges,
-                    "precision": prec,
-                    "encode_s": encode_s,
-                    **r,
-                }
+                    "graph": g.name, "ops": g.num_ops, "edges": g.num_edges, "precision": prec,
+                    "encode_s": encode_s, **r,
+                }  # fmt: skip
                 rows.append(row)
-                table.add_row(
-                    g.name, f"{g.num_ops:,}", f"{g.num_edges:,}", prec, f"{r['first_s']:.2f}",
-                    f"{r['median_s']:.2f}", f"{r['peak_rss_mib']:.0f}",
-                    f"{r['peak_increase_mib']:.0f}",
-                )  # fmt: skip
                 print(
                     f"  {g.name} ({g.num_ops:,} ops) {prec}: median {r['median_s']:.2f} s, "
                     f"peak RSS {r['peak_rss_mib']:.0f} MiB (+{r['peak_increase_mib']:.0f})",
@@ -219,11 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                 err = float(np.abs(f32["placement"] - i8["placement"]).mean())
                 mag = float(np.abs(f32["placement"]).mean())
             rows[-1].update(
-                int8_device_argmax_agreement=agree,
-                int8_mean_abs_logit_error=err,
+                int8_device_argmax_agreement=agree, int8_mean_abs_logit_error=err,
                 fp32_mean_abs_logit=mag,
-            )
-    Console(width=120).print(table)
+            )  # fmt: skip
+    cols = ["graph", "ops", "edges", "precision", "first s", "median s", "peak MiB", "+MiB"]
+    print("\n".join(md_table(cols, [[
+        r["graph"], f"{r['ops']:,}", f"{r['edges']:,}", r["precision"], f"{r['first_s']:.2f}",
+        f"{r['median_s']:.2f}", f"{r['peak_rss_mib']:.0f}", f"{r['peak_increase_mib']:.0f}"]
+        for r in rows])))  # fmt: skip
     big = [r for r in rows if r["ops"] >= BIG]
     worst = max((r["median_s"] for r in big), default=float("nan"))
     passed = worst <= TARGET_S if big else None
@@ -233,20 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         "passed": passed,
     }
     print({True: "PASS: ", False: "FAIL: ", None: "SKIPPED: "}[passed] + check["text"])
-    argv_s = " ".join(sys.argv[1:] if argv is None else argv)
     import onnxruntime
 
     results = {
-        "command": f"python benchmarks/graphopt_policy_speed.py {argv_s}".strip(),
-        "machine": machine,
-        "onnxruntime": onnxruntime.__version__,
-        "threads": 1,
-        "mem_pattern": False,
-        "repeats": a.repeats,
-        "model": {**dataclasses.asdict(model.config), "parameters": n_params},
-        "rows": rows,
-        "check": check,
-    }
+        "command": command("graphopt_policy_speed.py", argv), "machine": machine,
+        "onnxruntime": onnxruntime.__version__, "threads": 1, "mem_pattern": False,
+        "repeats": a.repeats, "model": {**dataclasses.asdict(model.config), "parameters": n_params},
+        "rows": rows, "check": check,
+    }  # fmt: skip
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "graphopt_policy_speed.json"
     path.write_text(json.dumps(results, indent=2) + "\n")

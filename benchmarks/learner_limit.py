@@ -1,28 +1,19 @@
 """The learner's physical limit on a device, beside the same learner inside ``train()``.
 
+*Limit*: the update alone (DQN, D4PG, PPO's minibatch step; widths 64×64, 256×256, 3×2048;
+batches 32/128/256) on device-resident batches in a tight loop, per mode that runs there
+(``eager``, ``compile``, ``graph``); the fastest is the limit. *System*: the same learner inside
+``train()`` beside ``--actors`` actor processes for ``--system-seconds``: updates/s, its share
+of the limit, the learner's wait for data; paths ``fast`` (the default loop), ``fast-k1`` (one
+update per turn) and ``eager-host`` (the loop as it was). Writes ``OUT/<device>.json`` and
+``.md``; resumable (rows in the JSON are kept); ``--render JSON`` only rewrites its table.
+
+``go``: one GO learner update (Zhou et al., NeurIPS 2020: PPO with self-imitation over
+whole-graph decisions, 1k to 80k ops) and one int8 publish, per graph and device (``--devices``).
+
     .venv/bin/python benchmarks/learner_limit.py                     # this machine's CPU
     python3 benchmarks/learner_limit.py --device cuda --actors 15    # on a GPU machine
-
-*Limit*: the update alone (forward, backward, clip, Adam, the target copy when due, metrics
-kept on the device) on a batch already on the device, in a tight loop, in each mode that
-runs there (``eager``, ``compile``: torch.compile, ``graph``: the whole update as one CUDA
-graph); the fastest is the limit. DQN (CartPole's 4 → 2), D4PG (cartpole-balance's 5 → 1:
-its critic and policy, both target nets) and PPO (CartPole; its row is one minibatch step of
-the update's epochs, so ``batch`` is the minibatch) at widths 64×64, 256×256 and 3×2048
-(every hidden layer of every network of the agent), batches 32/128/256.
-
-*System*: the learner inside ``train()`` with ``--actors`` actor processes (local backend,
-int8 snapshots, the same widths and batch; DQN and PPO on CartPole-v1, D4PG on Pendulum-v1)
-for ``--system-seconds`` after a warm-up; updates/s, its share of the limit, and the
-fraction of the learner's time spent waiting for data (``perf/learner_wait_frac``). The
-fast path is the default (``--learner-mode auto``, the replay on a CUDA learner's device, 8
-updates per loop turn; ``fast-k1``: one per turn); the ``eager-host`` path is the loop as it
-was (eager updates, one per turn, batches from the host ring; metrics are deferred in all
-three), for a before/after in one run.
-
-Writes ``OUT/<device>.json`` (rows ``{"agent", "hidden", "batch", "device",
-"limit_updates_s", "system_updates_s", "learner_wait_frac", ...}``, device as ``cpu-<model>``
-or the GPU's name) and ``OUT/<device>.md``. Resumable: rows already in the JSON are kept.
+    .venv/bin/python benchmarks/learner_limit.py go --devices cpu --sizes 1000 10000
 """
 
 from __future__ import annotations
@@ -33,6 +24,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -45,9 +37,13 @@ import torch
 from actorq.agents.d4pg.learning import D4PGLearner
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
+from actorq.agents.go.actor import HEADS
+from actorq.agents.go.builder import BUILDER
+from actorq.agents.go.config import GOConfig
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.agents.step import TorchLearner, resolve_mode
+from actorq.bench import machine
 from actorq.bench.machine import cpu_model, git_commit
 from actorq.types import ArraySpec, EnvSpec
 
@@ -72,7 +68,6 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-# -- the limit ----------------------------------------------------------------------------------
 def make_case(
     agent: str, hidden: tuple[int, ...], batch: int, device: str, mode: str
 ) -> tuple[TorchLearner, Callable[[], None]]:
@@ -87,22 +82,19 @@ def make_case(
         cfg = DQNConfig(hidden=hidden, device=device, learner_mode=mode)
         learner = DQNLearner(cfg, CARTPOLE)
         b = {
-            "obs": rand(batch, 4),
-            "next_obs": rand(batch, 4),
+            "obs": rand(batch, 4), "next_obs": rand(batch, 4),
             "action": torch.randint(0, 2, (batch,), generator=g).to(device),
             "reward": torch.ones(batch, device=device),
             "discount": torch.full((batch,), 0.97, device=device),
-        }
+        }  # fmt: skip
         return learner, lambda: learner.learn(b)
     if agent == "d4pg":
         learner = D4PGLearner(5, 1, hidden, hidden, device=device, learner_mode=mode)
         b = {
-            "obs": rand(batch, 5),
-            "next_obs": rand(batch, 5),
-            "action": rand(batch, 1).clamp(-1, 1),
-            "reward": torch.ones(batch, device=device),
+            "obs": rand(batch, 5), "next_obs": rand(batch, 5),
+            "action": rand(batch, 1).clamp(-1, 1), "reward": torch.ones(batch, device=device),
             "discount": torch.full((batch,), 0.97, device=device),
-        }
+        }  # fmt: skip
         return learner, lambda: learner.learn(b)
     if agent == "ppo":
         pcfg = PPOConfig(
@@ -110,13 +102,10 @@ def make_case(
         )
         ppo = PPOLearner(pcfg, CARTPOLE)
         mb = {
-            "obs": rand(batch, 4),
-            "action": torch.randint(0, 2, (batch,), generator=g).to(device),
-            "log_prob": torch.full((batch,), -math.log(2.0), device=device),
-            "adv": rand(batch),
-            "ret": rand(batch),
-            "value": rand(batch),
-        }
+            "obs": rand(batch, 4), "action": torch.randint(0, 2, (batch,), generator=g).to(device),
+            "log_prob": torch.full((batch,), -math.log(2.0), device=device), "adv": rand(batch),
+            "ret": rand(batch), "value": rand(batch),
+        }  # fmt: skip
         return ppo, lambda: ppo.metrics.add(ppo.runner(mb))
     raise ValueError(agent)
 
@@ -162,10 +151,8 @@ def measure_limit(
     ok = {m: r for m, r in rates.items() if isinstance(r, float)}
     best = max(ok, key=lambda m: ok[m]) if ok else None
     return {
-        "limit_updates_s": ok[best] if best else None,
-        "limit_mode": best,
-        "modes_updates_s": rates,
-    }
+        "limit_updates_s": ok[best] if best else None, "limit_mode": best, "modes_updates_s": rates,
+    }  # fmt: skip
 
 
 def linear_flops(module: torch.nn.Module) -> int:
@@ -178,12 +165,10 @@ def linear_flops(module: torch.nn.Module) -> int:
 
 
 def gflop_per_update(agent: str, hidden: tuple[int, ...], batch: int) -> float:
-    """The matrix work of one update (a backward pass counted as two forwards), the yardstick
-    for how close a limit is to the device's arithmetic rate. DQN: the online net forward and
-    backward on s, forward on s' (double Q's argmax), the target forward on s'. D4PG: the
-    target policy and critic on s', the critic forward and backward, then the policy and the
-    critic forward and backward again (the policy's gradient flows through the critic). PPO:
-    policy and value forward and backward on the minibatch."""
+    """The matrix work of one update (a backward pass counts as two forwards). DQN: online net
+    forward + backward on s, forward on s', target on s'. D4PG: target policy and critic on s',
+    critic forward + backward, policy and critic forward + backward. PPO: both nets' forward +
+    backward on the minibatch."""
     if agent == "dqn":
         q = linear_flops(DQNLearner(DQNConfig(hidden=hidden), CARTPOLE).q)
         per_sample = 5 * q
@@ -222,18 +207,10 @@ def annotate(rows: list[dict[str, Any]]) -> None:
             r["limit_tflop_s"] = round(cache[key] * r["limit_updates_s"] / 1e3, 3)
 
 
-# -- the system ---------------------------------------------------------------------------------
 def measure_system(
-    agent: str,
-    hidden: tuple[int, ...],
-    batch: int,
-    device: str,
-    actors: int,
-    seconds: float,
-    warmup: float,
-    path: str,
-    run_root: Path,
-) -> dict[str, Any]:
+    agent: str, hidden: tuple[int, ...], batch: int, device: str, actors: int, seconds: float,
+    warmup: float, path: str, run_root: Path,
+) -> dict[str, Any]:  # fmt: skip
     """The learner inside train(): means over the log intervals after ``warmup`` seconds."""
     from actorq.agents.d4pg.config import D4PGConfig
     from actorq.experiment import train
@@ -291,16 +268,12 @@ def measure_system(
         extra = {"system_ppo_updates_s": ups, "minibatch_steps_per_update": steps}
         ups = round(ups * steps, 1)
     return {
-        **extra,
-        "system_updates_s": ups,
-        "learner_wait_frac": mean("perf/learner_wait_frac"),
-        "actor_wait_frac": mean("perf/actor_wait_frac"),
-        "actor_sps": mean("perf/actor_sps"),
+        **extra, "system_updates_s": ups, "learner_wait_frac": mean("perf/learner_wait_frac"),
+        "actor_wait_frac": mean("perf/actor_wait_frac"), "actor_sps": mean("perf/actor_sps"),
         "system_intervals": len(rows),
-    }
+    }  # fmt: skip
 
 
-# -- report -------------------------------------------------------------------------------------
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
         "| agent | hidden | batch | limit updates/s (mode) | eager | compile | graph "
@@ -349,7 +322,7 @@ def write_doc(path: Path, doc: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--agents", nargs="+", default=["dqn", "d4pg", "ppo"])
     ap.add_argument("--hidden", nargs="+", default=list(WIDTHS), choices=list(WIDTHS))
@@ -405,8 +378,7 @@ def main() -> None:
         annotate(rows)
         doc.update(
             device=dev, commit=git_commit(), torch=torch.__version__, python=sys.version.split()[0],
-            command="python benchmarks/learner_limit.py " + " ".join(sys.argv[1:]),
-            rows=rows,
+            command="python benchmarks/learner_limit.py " + " ".join(sys.argv[1:]), rows=rows,
         )  # fmt: skip
         write_doc(path, doc)
 
@@ -433,19 +405,8 @@ def main() -> None:
             print(f"  system {key} {sp} ({a.actors} actors)", flush=True)
             r["limit_updates_s"] = limit
             try:
-                r.update(
-                    measure_system(
-                        agent,
-                        WIDTHS[hname],
-                        int(batch_s),
-                        a.device,
-                        a.actors,
-                        a.system_seconds,
-                        a.system_warmup,
-                        sp,
-                        a.runs,
-                    )
-                )
+                r.update(measure_system(agent, WIDTHS[hname], int(batch_s), a.device, a.actors,
+                                        a.system_seconds, a.system_warmup, sp, a.runs))  # fmt: skip
             except Exception as e:  # recorded; the other rows still run
                 r["system_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
                 print(f"    failed: {r['system_error']}", flush=True)
@@ -458,5 +419,116 @@ def main() -> None:
     print(table(rows))
 
 
+# ---- go: what one GO learner update costs on the CPU and on a GPU
+
+
+def _go_batch(learner: Any, k: int, rng: np.random.Generator) -> dict[str, Any]:
+    """``k`` decisions sampled from the learner's policy on its graph, random rewards."""
+    task = learner.tasks[0]
+    with torch.no_grad():
+        out = {h: v.cpu().numpy() for h, v in learner.model(**learner._inputs[0]).items()}
+    n = task.num_ops
+    actions = np.zeros((k, n, len(HEADS)), np.int8)
+    logp = np.zeros((k, n, len(HEADS)), np.float32)
+    for j in range(k):
+        actions[j], logp[j] = task.decide(out, rng)
+    reward = -np.sqrt(rng.uniform(0.5, 1.5, k)).astype(np.float32)
+    return {"graph": np.zeros(k, np.int32), "actions": actions, "log_prob": logp,
+            "reward": reward}  # fmt: skip
+
+
+def go_measure(graph: str, device: str, a: argparse.Namespace) -> dict[str, Any]:
+    cfg = GOConfig(
+        env=f"graphopt:placement/{graph}", actors=0, device=device, batch_graphs=a.decisions,
+        envs_per_actor=a.decisions, sil_coef=1.0, progress=False, energy=False,
+        precision="int8",  # the publishes the committed results timed
+    )  # fmt: skip
+    cfg.validate()
+    t0 = time.perf_counter()
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    io = BUILDER.policy_io(cfg, spec, learner)
+    setup_s = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    batches = [_go_batch(learner, a.decisions, rng) for _ in range(2)]
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    for i in range(a.warmup):
+        learner.update(batches[i % 2])
+    times = []
+    for i in range(a.updates):
+        sync(device)
+        t = time.perf_counter()
+        learner.update(batches[i % 2])
+        sync(device)
+        times.append(time.perf_counter() - t)
+    publish = []
+    for i in range(a.updates):
+        t = time.perf_counter()
+        io.snapshot(i, "int8")
+        publish.append(time.perf_counter() - t)
+    update_s = statistics.median(times)
+    return {
+        "graph": graph, "ops": learner.tasks[0].num_ops, "device": device,
+        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+        "threads": torch.get_num_threads(), "update_ms": 1e3 * update_s,
+        "update_ms_all": [1e3 * t for t in times], "decisions_per_s": a.decisions / update_s,
+        "publish_ms": 1e3 * statistics.median(publish),
+        "peak_gpu_mib": (
+            torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
+        ),
+        "setup_s": setup_s,
+    }  # fmt: skip
+
+
+def main_go() -> None:
+    ap = argparse.ArgumentParser(description="GO's learner update and publish on CPU and GPU")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 80000],
+                    help="synthetic graphs of these many ops (synthetic-N-s0)")  # fmt: skip
+    ap.add_argument("--graphs", nargs="*", default=[], help="more graphs by name")
+    ap.add_argument("--devices", nargs="+", default=["cpu", "cuda"])
+    ap.add_argument("--decisions", type=int, default=32, help="decisions per update")
+    ap.add_argument("--updates", type=int, default=5, help="timed updates (and publishes)")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: all cores)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/go_learner_device"))
+    a = ap.parse_args()
+    for d in a.devices:
+        if d.startswith("cuda") and not torch.cuda.is_available():
+            ap.error(f"--devices {d}: torch sees no CUDA device here")
+    threads = a.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    graphs = [f"synthetic-{n}-s0" for n in a.sizes] + list(a.graphs)
+    rows = []
+    for g in graphs:
+        for d in a.devices:
+            r = go_measure(g, d, a)
+            rows.append(r)
+            print(f"{g} on {d}: {r['update_ms']:.1f} ms per update, "
+                  f"{r['publish_ms']:.1f} ms per publish", flush=True)  # fmt: skip
+    cpu = {r["graph"]: r["update_ms"] for r in rows if r["device"] == "cpu"}
+    lines = [
+        "| graph | ops | device | ms / update | decisions / s | vs CPU | ms / publish | "
+        "peak GPU MiB |", "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]  # fmt: skip
+    for r in rows:
+        ratio = cpu.get(r["graph"])
+        vs = f"{ratio / r['update_ms']:.1f}x" if ratio else "-"
+        mem = "-" if r["peak_gpu_mib"] is None else f"{r['peak_gpu_mib']:.0f}"
+        cells = [r["graph"], f"{r['ops']:,}", r["device_name"], f"{r['update_ms']:.1f}",
+                 f"{r['decisions_per_s']:.0f}", vs, f"{r['publish_ms']:.1f}", mem]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    print("\n".join(lines))
+    a.out.mkdir(parents=True, exist_ok=True)
+    res = {"args": {k: str(v) for k, v in vars(a).items()}, "machine": machine.machine_info(),
+           "rows": rows}  # fmt: skip
+    (a.out / "go_learner_device.json").write_text(json.dumps(res, indent=1))
+    (a.out / "go_learner_device.md").write_text("\n".join(lines) + "\n")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["go"]:
+        sys.argv.pop(1)
+        main_go()
+    else:
+        main()

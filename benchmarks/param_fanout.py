@@ -1,24 +1,13 @@
 """Parameter fan-out: does the learner slow down as actors multiply? (Menger's first finding.)
 
-A learner doing real DQN updates of the paper's 3×2048 policy (batch 32, one torch thread)
-publishes every ``--publish-every`` updates through actorq's parameter tier
-(:class:`actorq.distributed.ray_backend.ParameterTier`); N light Ray actors (no torch) poll every
-``--poll-ms``, fetch through the sources real actors use and step CartPole ``--env-steps`` times
-per poll. Per N, cache mode (``off``: published to nobody, the control; ``node``: one node cache;
-``none``: pulls from the parameter server) and precision: learner updates/s (vs 1 actor and vs
-``off``), fetch latency p50/p99, learner egress per publish and version reads served.
+A learner doing real DQN updates of the paper's 3×2048 policy publishes every ``--publish-every``
+updates through actorq's parameter tier; N light Ray actors poll, fetch and step CartPole. Per N,
+cache mode (``off``: the control; ``node``: a node cache; ``none``: the parameter server) and
+precision: learner updates/s, fetch latency, egress per publish (docs/distributed.md). On one
+machine the learner has core 0, the actors core 1 (``--no-pin``: off; ``--pin-daemons``: Ray's
+daemons and the kdamond thread too); ``--ray-address`` spreads actors over a cluster's nodes.
 
-On one 2-core machine the learner (and with ``cache=none`` its server) is pinned to core 0,
-actors and caches to core 1 (``--no-pin`` to turn off); ``--pin-daemons`` also moves, once the
-actors are up, Ray's daemons, every thread of every actor worker and the kernel's kdamond thread
-to core 1. fp32 cells stop at ``--fp32-max-actors`` (64): 256 fp32 copies do not fit 24 GB.
-
-    .venv/bin/python benchmarks/param_fanout.py                 # ~20 min, 256 actors ~18 GB
     .venv/bin/python benchmarks/param_fanout.py --actors 1,4 --seconds 5 --out /tmp/fanout
-    .venv/bin/python benchmarks/param_fanout.py --ray-address HEAD:6379 --no-pin   # a cluster
-
-With ``--ray-address`` the actors go round-robin to the cluster's other nodes, one node cache per
-node (docs/distributed.md). Results: ``<out>/param_fanout.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -39,10 +28,8 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from rich.console import Console
-from rich.table import Table
 
-from _machine import machine_info
+from _machine import machine_info, md_table
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
 from actorq.distributed.ray_backend import ParameterTier, cpu_nodes, init_ray, node_affinity
@@ -86,12 +73,8 @@ class LightActor:
 
     def detach(self) -> dict[str, Any]:
         with self.lock:
-            out = {
-                "version": self.version,
-                "latencies": self.latencies,
-                "steps": self.steps,
-                "where": self.where,
-            }
+            out = {"version": self.version, "latencies": self.latencies, "steps": self.steps,
+                   "where": self.where}  # fmt: skip
             self.source = None
             self._reset()  # a cell without a tier (cache=off) must not report these again
             return out
@@ -166,11 +149,6 @@ def _pin_kernel_threads(names: tuple[str, ...], cpu: int) -> None:
                     os.sched_setaffinity(int(d.name), {cpu})
 
 
-def _pin_ray_workers(name: str, cpu: int) -> None:
-    """Pin Ray worker processes whose title names ``name`` (e.g. ray::ParameterServer)."""
-    _pin_procs((f"ray::{name}",), cpu)
-
-
 def make_tiers(modes: list[str], capacity: int, pin: bool) -> dict[str, ParameterTier]:
     """One tier per cache mode, made before the actors: a Ray worker started later, with
     hundreds of actors sharing its core, can take minutes to import actorq."""
@@ -179,22 +157,16 @@ def make_tiers(modes: list[str], capacity: int, pin: bool) -> dict[str, Paramete
         if mode != "off":
             tiers[mode] = ParameterTier(mode, cpu_nodes(), capacity, f"fanout-{os.getpid()}-{mode}")
     if pin:
-        _pin_ray_workers("ParameterServer", 0)  # naive: the learner's side serves reads
-        _pin_ray_workers("NodeCache", 1)  # the actors' node
+        _pin_procs(("ray::ParameterServer",), 0)  # naive: the learner's side serves reads
+        _pin_procs(("ray::NodeCache",), 1)  # the actors' node
     return tiers
 
 
 def run_cell(
-    actors: list[Any],
-    mode: str,
-    precision: str,
-    learner: DQNLearner,
-    pspec: PolicySpec,
-    batch: dict[str, np.ndarray],
-    args: argparse.Namespace,
-    tier: ParameterTier | None,
+    actors: list[Any], mode: str, precision: str, learner: DQNLearner, pspec: PolicySpec,
+    batch: dict[str, np.ndarray], args: argparse.Namespace, tier: ParameterTier | None,
     versions: itertools.count[int],
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     layers = learner.policy_layers()
     snap = make_snapshot(layers, pspec, precision, 0).to_bytes()
     egress0: dict[str, float] = {}
@@ -235,19 +207,13 @@ def run_cell(
     key = "comm/learner_egress_bytes"
     sent = egress1.get(key, 0.0) - egress0.get(key, 0.0)
     return {
-        "actors": len(actors),
-        "cache": mode,
-        "precision": precision,
-        "snapshot_bytes": len(snap),
-        "updates_per_s": updates / elapsed,
-        "learner_cpu_share": cpu_share,
+        "actors": len(actors), "cache": mode, "precision": precision, "snapshot_bytes": len(snap),
+        "updates_per_s": updates / elapsed, "learner_cpu_share": cpu_share,
         "actor_core_busy": core1_busy,  # core 1: the actors' core when pinned
-        "publishes": publishes,
-        "publish_ms": 1e3 * publish_s / max(publishes, 1),
+        "publishes": publishes, "publish_ms": 1e3 * publish_s / max(publishes, 1),
         "fetch_p50_ms": float(np.percentile(lat, 50) * 1e3) if lat.size else None,
         "fetch_p99_ms": float(np.percentile(lat, 99) * 1e3) if lat.size else None,
-        "fetches": int(lat.size),
-        "egress_bytes_per_publish": sent / max(publishes, 1),
+        "fetches": int(lat.size), "egress_bytes_per_publish": sent / max(publishes, 1),
         "server_version_reads": egress1.get("comm/server_requests", 0.0)
         - egress0.get("comm/server_requests", 0.0),
         "actor_env_steps_per_s": sum(o["steps"] for o in out) / elapsed,
@@ -255,7 +221,7 @@ def run_cell(
         if tier is None or version < 0
         else float(version - np.mean([o["version"] for o in out])),
         "reads_from": sorted({o["where"] for o in out}),
-    }
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -265,27 +231,15 @@ def main() -> None:
     p.add_argument("--precisions", default="int8,fp32")
     p.add_argument("--hidden", default="2048,2048,2048")
     p.add_argument("--seconds", type=float, default=30.0, help="measured window per cell")
-    p.add_argument(
-        "--rounds", type=int, default=1, help="repeat every cell, interleaved; report medians"
-    )
+    p.add_argument("--rounds", type=int, default=1, help="interleaved repeats (medians)")
     p.add_argument("--publish-every", type=int, default=50, help="learner updates per publish")
-    p.add_argument("--fp32-max-actors", type=int, default=64, help="memory: see the docstring")
+    p.add_argument("--fp32-max-actors", type=int, default=64, help="256 fp32 copies need > 24 GB")
     p.add_argument("--poll-ms", type=float, default=50.0)
     p.add_argument("--env-steps", type=int, default=10, help="CartPole steps per poll")
     p.add_argument("--actor-cpus", type=float, default=0.001)
     p.add_argument("--no-pin", action="store_true")
-    p.add_argument(
-        "--pin-daemons",
-        action="store_true",
-        help="once the actors are up, move Ray's daemons, all actor-worker threads and this "
-        "process's Ray threads to the actors' core (the learner's core runs only the learner)",
-    )
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        help="join a running cluster (HEAD:PORT or auto) instead of starting Ray here; actors "
-        "go round-robin to the nodes other than this one",
-    )
+    p.add_argument("--pin-daemons", action="store_true", help="Ray's threads to core 1 too")
+    p.add_argument("--ray-address", default=None, help="join a cluster (HEAD:PORT or auto)")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
     pin = not args.no_pin and (os.cpu_count() or 1) >= 2
@@ -298,13 +252,10 @@ def main() -> None:
     learner = DQNLearner(cfg, spec)
     pspec = PolicySpec(4, hidden, 2, head="q")
     rng = np.random.default_rng(0)
-    batch = {
-        "obs": rng.standard_normal((32, 4)).astype(np.float32),
-        "action": rng.integers(0, 2, 32),
-        "reward": rng.standard_normal(32).astype(np.float32),
-        "discount": np.full(32, 0.97, np.float32),
-        "next_obs": rng.standard_normal((32, 4)).astype(np.float32),
-    }
+    batch = {"obs": rng.standard_normal((32, 4)).astype(np.float32),
+             "action": rng.integers(0, 2, 32), "reward": rng.standard_normal(32).astype(np.float32),
+             "discount": np.full(32, 0.97, np.float32),
+             "next_obs": rng.standard_normal((32, 4)).astype(np.float32)}  # fmt: skip
     learner.update(batch)  # warm-up (allocations, Adam state)
 
     if args.ray_address:
@@ -316,7 +267,6 @@ def main() -> None:
     if pin:
         _pin(0)  # after ray.init: Ray's daemons (children of this process) are not inherited
 
-    console = Console()
     modes = args.modes.split(",")
     fp32_bytes = len(make_snapshot(learner.policy_layers(), pspec, "fp32", 0).to_bytes())
     tiers = make_tiers(modes, int(fp32_bytes * 1.2) + 65536, pin)
@@ -340,16 +290,11 @@ def main() -> None:
                     node = actor_nodes[len(pool) % len(actor_nodes)]
                     placed = {} if node is None else {"scheduling_strategy": node_affinity(node)}
                     here = node is None  # pin only this machine's actors
-                    pool.append(
-                        remote_actor.options(num_cpus=args.actor_cpus, **placed).remote(
-                            1 if pin and here else None,
-                            args.poll_ms / 1e3,
-                            args.env_steps,
-                            len(pool),
-                        )
-                    )
+                    pool.append(remote_actor.options(num_cpus=args.actor_cpus, **placed).remote(
+                        1 if pin and here else None, args.poll_ms / 1e3, args.env_steps, len(pool)
+                    ))  # fmt: skip
                 _wait_ready(pool[batch_start:])
-            console.print(f"{n} actors up in {time.perf_counter() - t:.1f}s")
+            print(f"{n} actors up in {time.perf_counter() - t:.1f}s", flush=True)
             if pin and args.pin_daemons:
                 # Ray's node daemons (raylet, GCS, helpers) serve the actors' processes: with
                 # the actors, as on actor machines. Only once the actors are up: pinned before,
@@ -363,7 +308,7 @@ def main() -> None:
                     for prec in args.precisions.split(","):
                         if prec == "fp32" and n > args.fp32_max_actors:
                             if rnd == 0:
-                                console.print(f"  {mode:>4} {prec:>4}: skipped (memory, --help)")
+                                print(f"  {mode:>4} {prec:>4}: skipped (memory)")
                             continue
                         try:
                             r = run_cell(
@@ -372,7 +317,7 @@ def main() -> None:
                             )  # fmt: skip
                         except Exception as e:  # e.g. Ray's memory monitor killing workers
                             reason = str(e).strip().splitlines()[0][:160]
-                            console.print(f"  {mode:>4} {prec:>4}: FAILED: {reason}")
+                            print(f"  {mode:>4} {prec:>4}: FAILED: {reason}", flush=True)
                             rows.append({"actors": n, "cache": mode, "precision": prec,
                                          "failed": f"{type(e).__name__}: {reason}"})  # fmt: skip
                             _write(rows, args, hidden, out)
@@ -380,11 +325,9 @@ def main() -> None:
                             break
                         rows.append({**r, "round": rnd})
                         p50, out_b = r["fetch_p50_ms"], r["egress_bytes_per_publish"]
-                        console.print(
-                            f"  round {rnd} {mode:>4} {prec:>4}: {r['updates_per_s']:.2f} "
-                            f"updates/s, fetch p50 {p50 or 0:.2f} ms, "
-                            f"{out_b / 1e6:.1f} MB out per publish"
-                        )
+                        print(f"  round {rnd} {mode:>4} {prec:>4}: {r['updates_per_s']:.2f} "
+                              f"updates/s, fetch p50 {p50 or 0:.2f} ms, {out_b / 1e6:.1f} MB "
+                              "per publish", flush=True)  # fmt: skip
                         _write(rows, args, hidden, out)  # results so far survive a crash
                     if damaged:
                         break
@@ -394,8 +337,8 @@ def main() -> None:
         for t in tiers.values():
             t.close()
         ray.shutdown()
-    console.print(_write(rows, args, hidden, out))
-    console.print(f"wrote {out / 'param_fanout.json'} and {out / 'param_fanout.md'}")
+    print(_write(rows, args, hidden, out))
+    print(f"wrote {out / 'param_fanout.json'} and {out / 'param_fanout.md'}")
 
 
 def _wait_ready(actors: list[Any], tries: int = 5) -> None:
@@ -438,7 +381,7 @@ def _pct(x: float | None) -> float | None:
 
 
 def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[int, ...],
-           out: Path) -> Table:  # fmt: skip
+           out: Path) -> str:  # fmt: skip
     raw = rows
     rows = _medians(rows)
     ok = [r for r in rows if "failed" not in r]
@@ -449,14 +392,10 @@ def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[i
         r["updates_vs_1_actor"] = r["updates_per_s"] / b if b else None
         o = off.get((r["actors"], r["precision"]))
         r["updates_vs_off"] = r["updates_per_s"] / o if o else None
-    table = Table(title=f"parameter fan-out · learner 3×{hidden[0]} DQN, publish every "
-                  f"{args.publish_every} updates · poll {args.poll_ms:g} ms")  # fmt: skip
     cols = ["actors", "cache", "prec", "updates/s", "vs 1 actor", "vs off", "fetch p50 ms",
             "fetch p99 ms", "MB out / publish", "server reads", "learner on CPU",
             "core 1 busy"]  # fmt: skip
-    for c in cols:
-        table.add_column(c, justify="right")
-    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md = md_table(cols, [])
 
     def f(x: float | None, fmt: str, unit: str = "") -> str:
         return "-" if x is None else format(x, fmt) + unit
@@ -467,29 +406,19 @@ def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[i
         else:
             vs1, vso = r["updates_vs_1_actor"], r["updates_vs_off"]
             cells = [
-                str(r["actors"]),
-                r["cache"],
-                r["precision"],
-                f(r["updates_per_s"], ".2f"),
+                str(r["actors"]), r["cache"], r["precision"], f(r["updates_per_s"], ".2f"),
                 f(None if vs1 is None else 100 * vs1, ".0f", "%"),
-                f(None if vso is None else 100 * vso, ".0f", "%"),
-                f(r["fetch_p50_ms"], ".2f"),
-                f(r["fetch_p99_ms"], ".2f"),
-                f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
+                f(None if vso is None else 100 * vso, ".0f", "%"), f(r["fetch_p50_ms"], ".2f"),
+                f(r["fetch_p99_ms"], ".2f"), f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
                 f(r["server_version_reads"], ".0f"),
                 f(_pct(r.get("learner_cpu_share")), ".0f", "%"),
                 f(_pct(r.get("actor_core_busy")), ".0f", "%"),
-            ]
-        table.add_row(*cells)
+            ]  # fmt: skip
         md.append("| " + " | ".join(cells) + " |")
-    (out / "param_fanout.json").write_text(
-        json.dumps(
-            {"args": vars(args), "machine": machine_info(), "rows": rows, "raw_rows": raw},
-            indent=1,
-        )
-    )
+    res = {"args": vars(args), "machine": machine_info(), "rows": rows, "raw_rows": raw}
+    (out / "param_fanout.json").write_text(json.dumps(res, indent=1))
     (out / "param_fanout.md").write_text("\n".join(md) + "\n")
-    return table
+    return "\n".join(md)
 
 
 if __name__ == "__main__":

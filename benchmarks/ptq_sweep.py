@@ -1,24 +1,14 @@
 """Post-training quantization sweep: a trained policy's greedy return at fp32 and 2..8 bits.
 
-QuaRL's post-training study (Lam et al., TMLR 2022): the fp32 weights of a run (loaded as
-``actorq eval`` loads them) rounded to b bits in ``--bits`` after training
-(:func:`actorq.quant.ptq.fake_quantize`: symmetric, per output channel, dequantized), every
-layer (``all``, QuaRL's setting) or hidden layers only (``hidden``, how actorq deploys), plus the
-real int8/int4 snapshots (``--snapshots``), each evaluated greedily on the same ``--episodes``
-× ``--seeds`` episodes (env seeds ``20000 + 1000 * s + i``) and compared with fp32 on up to
-``--states`` replay states (discrete: same greedy action; continuous: |Δa| within 0.05).
+QuaRL's post-training study (Lam et al., TMLR 2022): a run's fp32 weights rounded to b bits
+(:func:`actorq.quant.ptq.fake_quantize`), every layer (``all``) or hidden layers only
+(``hidden``), and the real int8/int4 snapshots, each evaluated greedily on the same episodes and
+compared with fp32 on replay states. ``autoselect``: inference latency by precision at each
+actor batch K and what ``select_precision`` picks, on random MLPs and, with ``--run-dir``, a
+trained policy.
 
     .venv/bin/python benchmarks/ptq_sweep.py runs/ptq-dqn-cartpole --name dqn_cartpole
-
-Results: ``<out>/ptq_sweep_<name>.json``, ``.md`` and ``.png`` (return vs bits).
-
-``ptq_sweep.py autoselect [--run-dir RUN]``: policy inference latency by precision (fp32, fp16,
-int8, int4) at each actor batch K in ``--ks`` and what ``actorq.quant.autoselect.select_precision``
-picks (the fastest precision with agreement >= ``--min-agreement`` and >= ``--min-speedup`` x
-fp32's speed), ``--rounds`` times so that noise shows. Policies: seeded random MLPs 4 -> 3x256 -> 2
-and the paper's 24 -> 3x2048 -> 6 (agreement on Gaussian observations: pessimistic), and with
-``--run-dir`` a trained policy (agreement on 10,000 replay states; round-to-nearest and GPTQ).
-Results go to ``<out>/precision_autoselect.json`` and ``.md``.
+    .venv/bin/python benchmarks/ptq_sweep.py autoselect --run-dir runs/ptq-dqn-cartpole
 """
 
 from __future__ import annotations
@@ -37,10 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
-from _machine import machine_info
+from _machine import machine_info, md_table
 from actorq.core.evaluation import evaluate
 from actorq.quant.autoselect import select_precision
 from actorq.quant.ptq import fake_quantize
@@ -89,25 +77,18 @@ def evaluate_runtime(
     ]
     rets = np.concatenate(per_seed)
     return {
-        "mean": float(rets.mean()),
-        "std": float(rets.std()),
-        "min": float(rets.min()),
+        "mean": float(rets.mean()), "std": float(rets.std()), "min": float(rets.min()),
         "seed_means": [float(r.mean()) for r in per_seed],
-        "seed_means_std": float(np.std([r.mean() for r in per_seed])),
-        "returns": rets.tolist(),
-    }
+        "seed_means_std": float(np.std([r.mean() for r in per_seed])), "returns": rets.tolist(),
+    }  # fmt: skip
 
 
 def fmt_row(r: dict[str, Any], head: str) -> list[str]:
     close = "—" if head == "q" else f"{r['mean_abs_da']:.4f}"
     return [
-        r["label"],
-        f"{r['mean']:.1f} ± {r['std']:.1f}",
-        f"{r['min']:.0f}",
-        ", ".join(f"{m:.1f}" for m in r["seed_means"]),
-        f"{r['agreement']:.2%}",
-        close,
-    ]
+        r["label"], f"{r['mean']:.1f} ± {r['std']:.1f}", f"{r['min']:.0f}",
+        ", ".join(f"{m:.1f}" for m in r["seed_means"]), f"{r['agreement']:.2%}", close,
+    ]  # fmt: skip
 
 
 def headers(head: str) -> list[str]:
@@ -129,13 +110,10 @@ def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) ->
         if not rs:
             continue
         ax.errorbar(
-            [r["bits"] for r in rs],
-            [r["mean"] for r in rs],
-            yerr=[r["seed_means_std"] for r in rs],
-            fmt=style,
-            capsize=3,
+            [r["bits"] for r in rs], [r["mean"] for r in rs],
+            yerr=[r["seed_means_std"] for r in rs], fmt=style, capsize=3,
             label="every layer" if variant == "all" else "hidden layers (I/O fp32)",
-        )
+        )  # fmt: skip
     for r in rows:
         if r["variant"] == SNAPSHOT and r["bits"] <= max(bits):
             ax.plot(r["bits"], r["mean"], "*", ms=11, label=r["label"])
@@ -164,10 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bits", type=parse_ints, default=list(range(MIN_BITS, MAX_BITS + 1)))
     ap.add_argument("--variants", default="all,hidden", help="all (every layer), hidden")
     ap.add_argument(
-        "--snapshots",
-        default="int8,int8+gptq,int4,int4+gptq",
+        "--snapshots", default="int8,int8+gptq,int4,int4+gptq",
         help="also evaluate these snapshots (+gptq: GPTQ on replay states)",
-    )
+    )  # fmt: skip
     ap.add_argument("--episodes", type=int, default=10, help="episodes per seed")
     ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
     ap.add_argument("--states", type=int, default=10_000, help="replay states for agreement")
@@ -187,7 +164,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes <= 0 or not args.seeds:
         ap.error("--episodes must be positive and --seeds non-empty")
 
-    console = Console(width=None if sys.stdout.isatty() else 140)
     name = args.name or args.run_dir.name
     cfg, spec, layers, replay_obs = load_run(args.run_dir)
     states = calib = None
@@ -203,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         f"--episodes {args.episodes} --seeds {','.join(map(str, args.seeds))} "
         f"--states {args.states} --out {args.out}"
     )
-    console.print(f"[bold]PTQ sweep[/] {cfg.env} {spec.dims} ({spec.head} head): {command}")
+    print(f"PTQ sweep {cfg.env} {spec.dims} ({spec.head} head): {command}", flush=True)
 
     fp32_runtime = make_runtime(make_snapshot(layers, spec, "fp32", 0))
     ref_out = fp32_runtime(states) if states is not None else None
@@ -225,62 +201,41 @@ def main(argv: list[str] | None = None) -> int:
             runtime = make_runtime(make_snapshot(lay, spec, "fp32", 0))
             label = f"{bits}-bit, {variant}"
         r: dict[str, Any] = {
-            "bits": bits,
-            "variant": variant,
-            "label": label,
+            "bits": bits, "variant": variant, "label": label,
             **evaluate_runtime(runtime, cfg, args.episodes, args.seeds),
-        }
+        }  # fmt: skip
         if ref_out is not None and states is not None:
             r.update(agreement(spec, ref_out, runtime(states)))
         else:
             r.update(agreement=float("nan"), mean_abs_da=float("nan"))
         r["eval_s"] = time.perf_counter() - t0
         rows.append(r)
-        console.print(
-            f"  {r['label']}: {r['mean']:.1f} ± {r['std']:.1f} "
-            f"(agreement {r['agreement']:.2%}, {r['eval_s']:.1f} s)",
-            highlight=False,
-        )
+        print(f"  {r['label']}: {r['mean']:.1f} ± {r['std']:.1f} (agreement "
+              f"{r['agreement']:.2%}, {r['eval_s']:.1f} s)", flush=True)  # fmt: skip
 
     title = (
         f"PTQ sweep: {cfg.env}, policy {'→'.join(map(str, spec.dims))}, "
         f"{len(args.seeds)}×{args.episodes} episodes"
     )
-    table = Table(title=title)
-    for h in headers(spec.head):
-        table.add_column(h, justify="left" if h == "weights" else "right")
-    for r in rows:
-        table.add_row(*fmt_row(r, spec.head))
-    console.print(table)
-
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"ptq_sweep_{name}"
     result = {
-        "benchmark": "ptq_sweep",
-        "machine": machine,
+        "benchmark": "ptq_sweep", "machine": machine,
         "config": {
-            "command": command,
-            "run_dir": str(args.run_dir),
-            "env": cfg.env,
-            "agent": getattr(cfg, "agent", None),
-            "policy_dims": list(spec.dims),
-            "head": spec.head,
-            "bits": args.bits,
-            "variants": variants,
-            "episodes_per_seed": args.episodes,
-            "seeds": args.seeds,
+            "command": command, "run_dir": str(args.run_dir), "env": cfg.env,
+            "agent": getattr(cfg, "agent", None), "policy_dims": list(spec.dims),
+            "head": spec.head, "bits": args.bits, "variants": variants,
+            "episodes_per_seed": args.episodes, "seeds": args.seeds,
             "env_seeds": f"{SEED_BASE} + {SEED_STRIDE} * seed + episode",
             "agreement_states": 0 if states is None else len(states),
             "quantization": "uniform symmetric per-channel weights, dequantized; biases fp32",
         },
         "rows": rows,
-    }
+    }  # fmt: skip
     Path(f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
         f"# {title}",
-        "",
-        f"`{command}`",
-        "",
+        "", f"`{command}`", "",
         f"- date: {machine['date']}; run {args.run_dir} ({cfg.env}, policy "
         f"{'→'.join(map(str, spec.dims))}, {spec.head} head)",
         "- weights: uniform symmetric per-channel, dequantized to fp32 (biases fp32); `all` = "
@@ -289,15 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         "layers; int8: per-channel weights, per-row uint8 activations; int4: 32 weights per "
         "scale, MatMulNBits with int8 activations per block); `+gptq`: rounded with GPTQ on "
         f"{CALIBRATION_STATES} other replay states (as int8 training publishes at ≤ 512 wide)",
-        f"- agreement on {0 if states is None else len(states):,} replay states",
-        "",
-        "| " + " | ".join(h.replace("|", "\\|") for h in headers(spec.head)) + " |",
-        "|" + "---|" * len(headers(spec.head)),
-        *("| " + " | ".join(fmt_row(r, spec.head)) + " |" for r in rows),
-    ]
-    Path(f"{stem}.md").write_text("\n".join(lines) + "\n")
+        f"- agreement on {0 if states is None else len(states):,} replay states", "",
+        *md_table([h.replace("|", "\\|") for h in headers(spec.head)],
+                  [fmt_row(r, spec.head) for r in rows]),
+    ]  # fmt: skip
+    Path(f"{stem}.md").write_text("\n".join(lines) + "\n")  # fmt: skip
     plot(Path(f"{stem}.png"), rows, title, sorted(args.bits))
-    console.print(f"wrote {stem}.json, .md and .png")
+    print(Path(f"{stem}.md").read_text() + f"wrote {stem}.json, .md and .png")
     return 0
 
 
@@ -332,7 +285,6 @@ def main_autoselect(argv: list[str] | None = None) -> int:
     if args.rounds <= 0 or not args.ks or any(k <= 0 for k in args.ks):
         ap.error("--rounds and --ks must be positive")
 
-    console = Console(width=None if sys.stdout.isatty() else 140)
     machine = machine_info()
     rng = np.random.default_rng(SEED)
     Layers = list[tuple[np.ndarray, np.ndarray]]
@@ -359,38 +311,27 @@ def main_autoselect(argv: list[str] | None = None) -> int:
         + (f" --run-dir {args.run_dir}" if args.run_dir else "")
         + f" --out {args.out}"
     )
-    console.print(f"[bold]precision auto-select[/] on {machine['cpu_model']}: {command}")
+    print(f"precision auto-select on {machine['cpu_model']}: {command}", flush=True)
 
     cells: list[dict[str, Any]] = []
     for label, spec, layers, obs, calib in policies:
         for k in args.ks:
             rounds = [
-                select_precision(
-                    layers,
-                    obs,
-                    k,
-                    spec=spec,
-                    min_agreement=args.min_agreement,
-                    min_speedup=args.min_speedup,
-                    calibration=calib,
-                )
+                select_precision(layers, obs, k, spec=spec, min_agreement=args.min_agreement,
+                                 min_speedup=args.min_speedup, calibration=calib)
                 for _ in range(args.rounds)
-            ]
-            console.print(f"\n{label}, K={k}\n{rounds[-1].table()}", highlight=False)
+            ]  # fmt: skip
+            print(f"\n{label}, K={k}\n{rounds[-1].table()}", flush=True)
             for i, cand in enumerate(rounds[0].candidates):
                 us = [r.candidates[i].latency_us for r in rounds]
                 cells.append(
                     {
-                        "policy": label,
-                        "k": k,
-                        "precision": cand.precision,
-                        "latency_us_median": statistics.median(us),
-                        "latency_us_rounds": us,
-                        "agreement": cand.agreement,
-                        "snapshot_bytes": cand.snapshot_bytes,
+                        "policy": label, "k": k, "precision": cand.precision,
+                        "latency_us_median": statistics.median(us), "latency_us_rounds": us,
+                        "agreement": cand.agreement, "snapshot_bytes": cand.snapshot_bytes,
                         "chosen_in_rounds": sum(r.precision == cand.precision for r in rounds),
                     }
-                )
+                )  # fmt: skip
     for c in cells:
         fp32 = next(
             x
@@ -403,18 +344,15 @@ def main_autoselect(argv: list[str] | None = None) -> int:
     heads += ["agreement vs fp32", "snapshot bytes", f"chosen (of {args.rounds})"]
     lines = [
         "# Policy inference latency by precision, and the auto-select choice",
-        "",
-        f"`{command}`",
-        "",
+        "", f"`{command}`", "",
         f"- date: {machine['date']}; CPU: {machine['cpu_model']} ({machine['cores']} cores); "
         f"load average at start: {machine['load_avg_at_start']}",
         "- onnxruntime, 1 intra-op thread; one call at batch K: 10 warm-up calls, median of 31; "
         f"choice: fastest with agreement ≥ {args.min_agreement:.0%} and ≥ "
         f"{args.min_speedup:g}× faster than fp32",
         "",
-        "| " + " | ".join(heads) + " |",
-        "|" + "---|" * len(heads),
-    ]
+        *md_table(heads, []),
+    ]  # fmt: skip
     for c in cells:
         lines.append(
             f"| {c['policy']} | {c['k']} | {c['precision']} | {c['latency_us_median']:,.1f} | "
@@ -429,7 +367,7 @@ def main_autoselect(argv: list[str] | None = None) -> int:
     result["command"] = command
     result["cells"] = cells
     (args.out / "precision_autoselect.json").write_text(json.dumps(result, indent=2) + "\n")
-    console.print(f"\nwrote {md} and precision_autoselect.json")
+    print(f"\nwrote {md} and precision_autoselect.json")
     return 0
 
 

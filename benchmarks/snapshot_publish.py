@@ -1,28 +1,14 @@
 """Snapshot size and publish/decode/swap cost, by policy size and precision.
 
-Policies ``4 → (W, W, W) → 2`` for W in 64, 256, 1024, 2048 and the paper's ``24 → 3×2048 → 6``
-(seeded random actorq MLPs), at fp32, fp16, int8 per channel / per tensor / with GPTQ rounding,
-and int4 (block 32): snapshot bytes and their share of fp32; publish ms (export + quantize +
-serialize: what the learner pays); decode ms (``PolicySnapshot.from_bytes``) and ORT build ms
-(the rest of an actor's swap). Medians over ``--repeats`` after a warm-up, one thread. Check:
-the int8 snapshot of a 3×2048 policy is at most 27% of the fp32 bytes.
+Seeded random MLPs ``4 → 3×W → 2`` (W in 64 … 2048) and the paper's ``24 → 3×2048 → 6`` at fp32,
+fp16, int8 (per channel, per tensor, GPTQ) and int4: bytes, publish ms (export + quantize +
+serialize), decode and ORT build ms (an actor's swap); medians over ``--repeats``, one thread.
+``learner-step``: one DQN update (torch's Adam, fused) and one publish, in ms. ``publish-async``:
+a 3×2048 DQN learner publishing not at all, in line or in the background, updates/s per mode.
 
-    .venv/bin/python benchmarks/snapshot_publish.py [--repeats 1 --out /tmp/bench_smoke]
-
-Results: ``<out>/snapshot_publish.json`` and ``.md``.
-
-Two more measurements of the learner's side, one process on one thread:
-
-``snapshot_publish.py learner-step``: one DQN learner update (torch's Adam and the fused one) and
-one publish (fp32, int8 rounded to nearest, int8 with GPTQ on 1,024 states), medians over
-interleaved repeats; the numbers behind DQN's defaults (fused Adam, a publish every 100
-updates). Writes benchmarks/results/learner_step.json.
-
-``snapshot_publish.py publish-async [--device cuda]``: a DQN learner (3x2048, int8) updating on
-random batches and publishing every ``--publish-every`` updates through the run's Publisher
-into the actors' node cache: not at all, in line, or in the background (``publish_async``), the
-modes interleaved per repeat. Per mode: updates/s and its ratio to none, what a publish cost the
-learner's thread, publishes made and skipped. Writes ``<out>/publish_async.{json,md}``.
+    .venv/bin/python benchmarks/snapshot_publish.py --repeats 1 --out /tmp/bench_smoke
+    .venv/bin/python benchmarks/snapshot_publish.py learner-step --out /tmp/learner_step.json
+    .venv/bin/python benchmarks/snapshot_publish.py publish-async --updates 60 --repeats 6
 """
 
 from __future__ import annotations
@@ -43,10 +29,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.console import Console
-from rich.table import Table
 
-from _machine import machine_info
+from _machine import machine_info, md_table
 from actorq.agents import builder_for
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
@@ -70,10 +54,6 @@ class Policy:
     hidden: tuple[int, ...]
     out_dim: int
 
-    @property
-    def spec(self) -> PolicySpec:
-        return PolicySpec(obs_dim=self.obs_dim, hidden=self.hidden, out_dim=self.out_dim)
-
 
 POLICIES: tuple[Policy, ...] = (
     *(Policy(f"4→3×{w}→2", 4, (w, w, w), 2) for w in (64, 256, 1024, 2048)),
@@ -82,32 +62,25 @@ POLICIES: tuple[Policy, ...] = (
 
 #: (label, precision, granularity, GPTQ-calibrated rounding)
 PRECISIONS: tuple[tuple[str, str, Granularity, bool], ...] = (
-    ("fp32", "fp32", "per_channel", False),
-    ("fp16", "fp16", "per_channel", False),
+    ("fp32", "fp32", "per_channel", False), ("fp16", "fp16", "per_channel", False),
     ("int8 per_channel", "int8", "per_channel", False),
     ("int8 per_tensor", "int8", "per_tensor", False),
     ("int8 per_channel + GPTQ", "int8", "per_channel", True),
     ("int4 block32", "int4", "per_channel", False),  # granularity does not apply to int4
-)
+)  # fmt: skip
 #: Calibration states per publish (DQNConfig.calibration_states' default).
 CALIBRATION_STATES = 1024
 
 
-# -- machine info -----------------------------------------------------------------------------
-# -- measurement ------------------------------------------------------------------------------
 def ms(seconds: list[float]) -> float:
     return statistics.median(seconds) * 1e3
 
 
 def measure(
-    net: MLP,
-    policy: Policy,
-    precision: str,
-    granularity: Granularity,
-    repeats: int,
+    net: MLP, policy: Policy, precision: str, granularity: Granularity, repeats: int,
     gptq: bool = False,
-) -> dict[str, Any]:
-    spec = policy.spec
+) -> dict[str, Any]:  # fmt: skip
+    spec = PolicySpec(obs_dim=policy.obs_dim, hidden=policy.hidden, out_dim=policy.out_dim)
     calib = None
     if gptq:
         rng = np.random.default_rng(0)
@@ -131,90 +104,51 @@ def measure(
         del runtime, decoded, snap, layers
         if i == 0:
             continue
-        parts["export"].append(t1 - t0)
-        parts["quantize"].append(t2 - t1)
-        parts["serialize"].append(t3 - t2)
-        parts["publish"].append(t3 - t0)
-        parts["decode"].append(t4 - t3)
-        parts["ort_build"].append(t5 - t4)
+        spans = (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3, t5 - t4)
+        for v, k in zip(spans, parts, strict=True):  # parts' order
+            parts[k].append(v)
     result: dict[str, Any] = {
-        "policy": policy.label,
-        "obs_dim": policy.obs_dim,
-        "hidden": list(policy.hidden),
-        "out_dim": policy.out_dim,
-        "num_params": spec.num_params,
-        "precision": precision,
+        "policy": policy.label, "obs_dim": policy.obs_dim, "hidden": list(policy.hidden),
+        "out_dim": policy.out_dim, "num_params": spec.num_params, "precision": precision,
         "granularity": {"int8": granularity, "int4": "block32"}.get(precision),
-        "bytes": len(data),
-        "repeats": repeats,
-    }
+        "bytes": len(data), "repeats": repeats,
+    }  # fmt: skip
     for k, v in parts.items():
         result[f"{k}_ms"] = ms(v)
     result["swap_ms"] = result["decode_ms"] + result["ort_build_ms"]
     return result
 
 
-# -- reporting --------------------------------------------------------------------------------
-HEADERS = [
-    "policy",
-    "params",
-    "precision",
-    "bytes",
-    "vs fp32",
-    "publish ms",
-    "(export / quantize / serialize)",
-    "decode ms",
-    "ORT build ms",
-    "swap ms",
-]
+HEADERS = ["policy", "params", "precision", "bytes", "vs fp32", "publish ms",
+           "(export / quantize / serialize)", "decode ms", "ORT build ms", "swap ms"]  # fmt: skip
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [
-        [
-            r["policy"],
-            f"{r['num_params']:,}",
-            r["label"],
-            f"{r['bytes']:,}",
-            f"{r['ratio_to_fp32']:.1%}",
-            f"{r['publish_ms']:.2f}",
-            f"{r['export_ms']:.2f} / {r['quantize_ms']:.2f} / {r['serialize_ms']:.2f}",
-            f"{r['decode_ms']:.2f}",
-            f"{r['ort_build_ms']:.2f}",
-            f"{r['swap_ms']:.2f}",
-        ]
+        [r["policy"], f"{r['num_params']:,}", r["label"], f"{r['bytes']:,}",
+         f"{r['ratio_to_fp32']:.1%}", f"{r['publish_ms']:.2f}",
+         f"{r['export_ms']:.2f} / {r['quantize_ms']:.2f} / {r['serialize_ms']:.2f}",
+         f"{r['decode_ms']:.2f}", f"{r['ort_build_ms']:.2f}", f"{r['swap_ms']:.2f}"]
         for r in rows
-    ]
+    ]  # fmt: skip
 
 
 def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    checks = []
-    for r in rows:
-        if r["precision"] == "int8" and r["hidden"] == [CHECK_WIDTH] * 3:
-            checks.append(
-                {
-                    "target": f"{r['policy']} {r['label']}: bytes ≤ {INT8_MAX_RATIO:.0%} of fp32",
-                    "value": r["ratio_to_fp32"],
-                    "bound": INT8_MAX_RATIO,
-                    "holds": r["ratio_to_fp32"] <= INT8_MAX_RATIO,
-                }
-            )
-    return checks
+    return [
+        {"target": f"{r['policy']} {r['label']}: bytes ≤ {INT8_MAX_RATIO:.0%} of fp32",
+         "value": r["ratio_to_fp32"], "bound": INT8_MAX_RATIO,
+         "holds": r["ratio_to_fp32"] <= INT8_MAX_RATIO}
+        for r in rows if r["precision"] == "int8" and r["hidden"] == [CHECK_WIDTH] * 3
+    ]  # fmt: skip
 
 
 def write_markdown(
-    path: Path,
-    machine: dict[str, Any],
-    config: dict[str, Any],
-    rows: list[dict[str, Any]],
+    path: Path, machine: dict[str, Any], config: dict[str, Any], rows: list[dict[str, Any]],
     checks: list[dict[str, Any]],
-) -> None:
+) -> None:  # fmt: skip
     lines = [
         "# Snapshot size and publish / decode / swap cost",
-        "",
-        f"`{config['command']}`",
-        "",
-        f"- date: {machine['date']}",
+        "", f"`{config['command']}`", "", f"- date: {machine['date']}",
         f"- CPU: {machine['cpu_model']} ({machine['cores']} cores), 1 thread",
         f"- load average at start: {machine['load_avg_at_start']}",
         f"- python {machine['python']}, torch {machine['torch']}, "
@@ -222,15 +156,11 @@ def write_markdown(
         f"- times: median of {config['repeats']} repeats after one warm-up; publish = "
         "export_layers + make_snapshot + to_bytes; swap = from_bytes + OrtRuntime",
         "",
-        "| " + " | ".join(HEADERS) + " |",
-        "|" + "---|" * len(HEADERS),
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(rows)]
+        *md_table(HEADERS, table_rows(rows)),
+    ]  # fmt: skip
     lines += ["", "Checks:", ""]
-    for c in checks:
-        lines.append(
-            f"- {'PASS' if c['holds'] else 'FAIL'}: {c['target']} (measured {c['value']:.1%})"
-        )
+    lines += [f"- {'PASS' if c['holds'] else 'FAIL'}: {c['target']} (measured {c['value']:.1%})"
+              for c in checks]  # fmt: skip
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -243,21 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeats must be positive")
 
     torch.set_num_threads(1)
-    console = Console(width=None if sys.stdout.isatty() else 160)  # no wrapping when piped
     args.out.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
     config = {
         "command": f"python benchmarks/snapshot_publish.py --repeats {args.repeats} "
-        f"--out {args.out}",
-        "repeats": args.repeats,
-        "seed": SEED,
-        "threads": 1,
+        f"--out {args.out}", "repeats": args.repeats, "seed": SEED, "threads": 1,
         "policies": [dataclasses.asdict(p) for p in POLICIES],
-    }
-    console.print(
-        f"[bold]snapshot publish[/] on {machine['cpu_model']} "
-        f"({machine['cores']} cores, load {machine['load_avg_at_start']})"
-    )
+    }  # fmt: skip
+    print(f"snapshot publish on {machine['cpu_model']} ({machine['cores']} cores)", flush=True)
 
     rows: list[dict[str, Any]] = []
     for policy in POLICIES:
@@ -272,40 +195,27 @@ def main(argv: list[str] | None = None) -> int:
             r["label"] = label
             r["ratio_to_fp32"] = r["bytes"] / fp32_bytes
             rows.append(r)
-            console.print(
-                f"  {policy.label} {label}: {r['bytes']:,} B, publish {r['publish_ms']:.2f} ms",
-                highlight=False,
+            print(
+                f"  {policy.label} {label}: {r['bytes']:,} B, {r['publish_ms']:.2f} ms", flush=True
             )
 
-    table = Table(title="Policy snapshots: size and cost (1 thread, median ms)")
-    for h in HEADERS:
-        table.add_column(h, justify="left" if h in ("policy", "precision") else "right")
-    for row_cells in table_rows(rows):
-        table.add_row(*row_cells)
-    console.print(table)
-
     checks = check_targets(rows)
-    console.print("[bold]checks[/]")
-    for c in checks:
-        color = "green" if c["holds"] else "red"
-        console.print(
-            f"  [{color}]{'PASS' if c['holds'] else 'FAIL'}[/] {c['target']} "
-            f"(measured {c['value']:.1%})"
-        )
-
-    results = {
-        "benchmark": "snapshot_publish",
-        "machine": machine,
-        "config": config,
-        "rows": rows,
-        "checks": checks,
-    }
+    results = {"benchmark": "snapshot_publish", "machine": machine, "config": config,
+               "rows": rows, "checks": checks}  # fmt: skip
     json_path = args.out / "snapshot_publish.json"
     md_path = args.out / "snapshot_publish.md"
     json_path.write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(md_path, machine, config, rows, checks)
-    console.print(f"wrote {json_path} and {md_path}")
+    print(md_path.read_text() + f"wrote {json_path} and {md_path}")
     return 0
+
+
+def _batch(rng: np.random.Generator, b: int) -> dict[str, np.ndarray]:
+    return {
+        "obs": rng.normal(size=(b, 4)).astype(np.float32),
+        "next_obs": rng.normal(size=(b, 4)).astype(np.float32), "action": rng.integers(0, 2, b),
+        "reward": np.ones(b, np.float32), "discount": np.full(b, 0.97, np.float32),
+    }  # fmt: skip
 
 
 # ---- learner-step: one update and one publish (see the module docstring)
@@ -323,13 +233,7 @@ def main_learner_step() -> None:
     spec = env_spec("gym:CartPole-v1")
     rng = np.random.default_rng(0)
     b = a.batch
-    batch = {
-        "obs": rng.normal(size=(b, 4)).astype(np.float32),
-        "next_obs": rng.normal(size=(b, 4)).astype(np.float32),
-        "action": rng.integers(0, 2, b),
-        "reward": np.ones(b, np.float32),
-        "discount": np.full(b, 0.97, np.float32),
-    }
+    batch = _batch(rng, b)
     calib = rng.normal(size=(1024, 4)).astype(np.float32)
     pspec = PolicySpec(4, hidden, 2, head="q")
     learners = {}
@@ -353,14 +257,12 @@ def main_learner_step() -> None:
         return lambda: make_snapshot(layers, pspec, precision, 1, "per_channel", cal).to_bytes()
 
     rows: dict[str, Callable[[], None]] = {
-        "Adam step, torch default": adam_step("default"),
-        "Adam step, fused": adam_step("fused"),
-        "update, default Adam": update("default"),
-        "update, fused Adam": update("fused"),
+        "Adam step, torch default": adam_step("default"), "Adam step, fused": adam_step("fused"),
+        "update, default Adam": update("default"), "update, fused Adam": update("fused"),
         "publish fp32": publish("fp32", False),
         "publish int8, round to nearest": publish("int8", False),
         "publish int8, GPTQ (1,024 states)": publish("int8", True),
-    }
+    }  # fmt: skip
     inner = {k: (3 if k.startswith("publish int8, G") else 50) for k in rows}
     times: dict[str, list[float]] = {k: [] for k in rows}
     for _ in range(a.repeats):
@@ -370,13 +272,9 @@ def main_learner_step() -> None:
                 fn()
             times[k].append((time.perf_counter() - t) / inner[k])
     ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
-    t = Table(title=f"DQN learner, {'x'.join(map(str, hidden))}, batch {b}, one thread")
-    t.add_column("what")
-    t.add_column("ms (median)", justify="right")
-    t.add_column("in updates (fused)", justify="right")
-    for k, v in ms.items():
-        t.add_row(k, f"{v:.3f}", f"{v / ms['update, fused Adam']:.2f}")
-    Console(width=120).print(t)
+    print(f"DQN learner, {'x'.join(map(str, hidden))}, batch {b}, one thread")
+    rows_ms = [[k, f"{v:.3f}", f"{v / ms['update, fused Adam']:.2f}"] for k, v in ms.items()]
+    print("\n".join(md_table(["what", "ms (median)", "in updates (fused)"], rows_ms)))
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(
         json.dumps({"machine": machine_info(), "hidden": hidden, "batch": b, "ms": ms}, indent=1)
@@ -387,16 +285,6 @@ def main_learner_step() -> None:
 # ---- publish-async: publishing in line and in the background
 
 MODES = ("none", "in line", "background")
-
-
-def _batch(rng: np.random.Generator, b: int) -> dict[str, np.ndarray]:
-    return {
-        "obs": rng.normal(size=(b, 4)).astype(np.float32),
-        "next_obs": rng.normal(size=(b, 4)).astype(np.float32),
-        "action": rng.integers(0, 2, b),
-        "reward": np.ones(b, np.float32),
-        "discount": np.full(b, 0.97, np.float32),
-    }
 
 
 def run_mode(mode: str, cfg: DQNConfig, updates: int, name: str) -> dict[str, Any]:
@@ -428,13 +316,8 @@ def run_mode(mode: str, cfg: DQNConfig, updates: int, name: str) -> dict[str, An
         if cfg.device.startswith("cuda"):
             torch.cuda.synchronize()
         dt = time.perf_counter() - t
-        return {
-            "ups": updates / dt,
-            "blocked_ms": pub.blocked_ms,
-            "publish_ms": pub.mean_ms,
-            "publishes": c.publishes,
-            "skipped": pub.skipped,
-        }
+        return {"ups": updates / dt, "blocked_ms": pub.blocked_ms, "publish_ms": pub.mean_ms,
+                "publishes": c.publishes, "skipped": pub.skipped}  # fmt: skip
     finally:
         pub.close()
         cache.file.unlink()
@@ -463,45 +346,27 @@ def main_publish_async() -> None:
             runs[m].append(run_mode(m, cfg, a.updates, f"actorq-pubbench-{os.getpid()}-{r}"))
             print(f"repeat {r} {m}: {runs[m][-1]['ups']:.2f} updates/s", flush=True)
     ups = {m: statistics.median(x["ups"] for x in v) for m, v in runs.items()}
-    rows = []
-    for m, v in runs.items():
-        rows.append(
-            {
-                "mode": m,
-                "updates_per_s": ups[m],
-                "vs_none": ups[m] / ups["none"],
-                "blocked_ms": statistics.median(x["blocked_ms"] for x in v),
-                "publish_ms": statistics.median(x["publish_ms"] for x in v),
-                "publishes": sum(x["publishes"] for x in v),
-                "skipped": sum(x["skipped"] for x in v),
-            }
-        )
+    rows = [
+        {"mode": m, "updates_per_s": ups[m], "vs_none": ups[m] / ups["none"],
+         "blocked_ms": statistics.median(x["blocked_ms"] for x in v),
+         "publish_ms": statistics.median(x["publish_ms"] for x in v),
+         "publishes": sum(x["publishes"] for x in v), "skipped": sum(x["skipped"] for x in v)}
+        for m, v in runs.items()
+    ]  # fmt: skip
     title = (
         f"DQN learner {'x'.join(map(str, hidden))} on {a.device}, {a.precision} snapshots, "
         f"a publish every {a.publish_every} updates ({a.updates} updates x {a.repeats} repeats)"
     )
-    t = Table(title=title)
     head = ["mode", "updates/s", "vs none", "learner ms per publish", "publish ms", "made", "skip"]
-    for h in head:
-        t.add_column(h, justify="left" if h == "mode" else "right")
-    md = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        cells = [
-            row["mode"], f"{row['updates_per_s']:.2f}", f"{row['vs_none']:.2f}x",
-            f"{row['blocked_ms']:.1f}", f"{row['publish_ms']:.1f}", str(row["publishes"]),
-            str(row["skipped"]),
-        ]  # fmt: skip
-        t.add_row(*cells)
-        md.append("| " + " | ".join(cells) + " |")
-    Console(width=140).print(t)
+    md = [f"# {title}", "", *md_table(head, [[
+        row["mode"], f"{row['updates_per_s']:.2f}", f"{row['vs_none']:.2f}x",
+        f"{row['blocked_ms']:.1f}", f"{row['publish_ms']:.1f}", str(row["publishes"]),
+        str(row["skipped"])] for row in rows])]  # fmt: skip
+    print("\n".join(md))
     a.out.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "machine": machine_info(),
-        "config": dataclasses.asdict(cfg),
-        "args": {k: str(v) for k, v in vars(a).items()},
-        "rows": rows,
-        "runs": runs,
-    }
+    payload = {"machine": machine_info(), "config": dataclasses.asdict(cfg),
+               "args": {k: str(v) for k, v in vars(a).items()},
+               "rows": rows, "runs": runs}  # fmt: skip
     (a.out / "publish_async.json").write_text(json.dumps(payload, indent=1, default=str))
     (a.out / "publish_async.md").write_text("\n".join(md) + "\n")
     print(f"wrote {a.out}/publish_async.json and .md")
