@@ -16,7 +16,7 @@ $(RUN_STAMP): pyproject.toml
 	touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,control,graph,distributed,bench,hf]'
+	$(BIN)/python -m pip install -q -e '.[dev,control,graph,distributed,bench,hf,atari]'
 	touch $(STAMP)
 
 # The main job: DQN with int8 actors on CartPole-v1, embedded local backend (no services).
