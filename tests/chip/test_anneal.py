@@ -53,6 +53,16 @@ def test_sa_is_deterministic_per_seed() -> None:
     assert len(ra.history) == 101
 
 
+def test_sa_reports_its_progress_a_hundred_times_with_the_best_so_far() -> None:
+    calls: list[tuple[int, int, float]] = []
+    res = anneal(_initial("sample_clustered"), AnnealConfig(steps=300, seed=3),
+                 lambda step, steps, best: calls.append((step, steps, best)))  # fmt: skip
+    assert [c[0] for c in calls] == [3 * (i + 1) for i in range(100)]
+    assert all(c[1] == 300 for c in calls)
+    bests = [c[2] for c in calls]
+    assert bests == sorted(bests, reverse=True) and bests[-1] == pytest.approx(res.best_proxy)
+
+
 def test_random_legal_placement() -> None:
     pc = _initial("macro_tiles_10x10")
     assert random_legal_placement(pc, seed=0)

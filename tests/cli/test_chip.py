@@ -61,6 +61,23 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def test_place_shows_annealing_progress_and_refuses_steps_that_cannot_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import actorq.cli.chip
+    import actorq.resources
+
+    monkeypatch.setattr(actorq.cli.chip._AnnealProgress.__init__, "__defaults__", (0.0,))
+    code, text, err = run("chip", "place", TOY, "--out", str(tmp_path / "a.plc"), "--steps", "200")
+    assert code == 0, err
+    assert "annealing: step 2 of 200, best proxy" in text
+    monkeypatch.setattr(actorq.resources, "available_memory", lambda: (1 << 30, "available"))
+    code, _, err = run("chip", "place", TOY, "--out", str(tmp_path / "b.plc"),
+                       "--steps", "1000000000")  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and "annealing steps (--steps)" in err
+    assert not (tmp_path / "b.plc").exists()
+
+
 def test_cost_prints_the_costs() -> None:
     code, out, _ = run("chip", "cost", "sample_clustered", SAMPLE_PLC)
     assert code == 0

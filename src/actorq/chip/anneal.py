@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -293,9 +294,14 @@ def _auto_t0(
     return (t0 if t0 > 0 else 1e-3), len(deltas)
 
 
-def anneal(pc: PlacementCost, config: AnnealConfig | None = None) -> AnnealResult:
+def anneal(
+    pc: PlacementCost,
+    config: AnnealConfig | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> AnnealResult:
     """Simulated annealing of ``pc``'s macros; ``pc`` ends at the best placement found (with
-    ``config.fd``, its soft macros re-placed by FD)."""
+    ``config.fd``, its soft macros re-placed by FD). ``progress(step, steps, best proxy)`` is
+    called a hundred times along the way (a long run can say how far it is)."""
     cfg = config or AnnealConfig()
     cpu0 = time.process_time()
     rng = np.random.default_rng(cfg.seed)
@@ -365,6 +371,8 @@ def anneal(pc: PlacementCost, config: AnnealConfig | None = None) -> AnnealResul
                 _apply(pc, prop[1])
         if step % every == every - 1:
             history.append(cur)
+            if progress is not None:
+                progress(step + 1, cfg.steps, best)
     pc.x[:], pc.y[:], pc.orientation[:] = best_state
     pc.reset()  # the best state, recomputed from scratch (also clears rounding drift)
     before_fd = pc.proxy()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -237,6 +238,19 @@ def _place_by_policy(
     return env.pc, note
 
 
+class _AnnealProgress:
+    """A line every 10 s while annealing runs (a long ``--steps`` shows how far it is)."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s, self.last = every_s, time.monotonic()
+
+    def __call__(self, step: int, steps: int, best: float) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every_s and step < steps:
+            self.last = now
+            print(f"  annealing: step {step:,} of {steps:,}, best proxy {best:.4f}", flush=True)
+
+
 def cmd_place(a: PlaceArgs) -> int:
     from actorq.chip.anneal import AnnealConfig, anneal, random_legal_placement
     from actorq.chip.force import FDConfig, ForcePlacer
@@ -247,6 +261,10 @@ def cmd_place(a: PlaceArgs) -> int:
     if not 0 <= a.seed <= MAX_SEED:
         raise NetlistError(f"--seed must be in [0, {MAX_SEED}], got {a.seed}")
     _check_method_flags(a)
+    if a.method == "sa":  # the move kinds are drawn up front: 8 bytes a step
+        from actorq.resources import check_memory
+
+        check_memory({f"{a.steps:,} annealing steps (--steps)": 8 * a.steps}, "this placement")
     weights = _weights(a.density_weight, a.congestion_weight)
     out = check_output(a.out, "--out", force=a.force, suffixes=(".plc",), error=NetlistError)
     nl, default_plc = load_netlist_arg(a.netlist)
@@ -267,7 +285,7 @@ def cmd_place(a: PlaceArgs) -> int:
                 ForcePlacer(pc).place(fd)
             note = f"random legal placement, seed {a.seed}" + (", then FD" if fd else "")
         else:
-            res = anneal(pc, AnnealConfig(steps=a.steps, seed=a.seed, fd=fd))
+            res = anneal(pc, AnnealConfig(steps=a.steps, seed=a.seed, fd=fd), _AnnealProgress())
             note = (
                 f"simulated annealing, {a.steps} steps, seed {a.seed}: proxy {start:.4f} -> "
                 f"{res.proxy_before_fd if fd else res.best_proxy:.4f}"
