@@ -349,16 +349,13 @@ def place(a: PlaceArgs) -> dict[str, Any]:
         flush=True,
     )
 
-    def judged(actions: np.ndarray) -> dict[str, Any]:
-        return _judged(task, actions)
-
     greedy_actions, _ = task.decide(out, None)
-    greedy = judged(greedy_actions)
+    greedy = _judged(task, greedy_actions)
     best, best_actions, best_at = greedy, greedy_actions, 0
     rng = np.random.default_rng(a.seed)
     for k in range(1, a.samples + 1):
         actions, _ = task.decide(out, rng)
-        r = judged(actions)
+        r = _judged(task, actions)
         if r["score_s"] < best["score_s"]:
             best, best_actions, best_at = r, actions, k
     g, ref_prio = task.env.graph, task.env.reference.priority
@@ -366,7 +363,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
     guided = None
     if a.guide > 0:
         guided_actions = task.guided(out, a.guide)
-        guided = judged(guided_actions)
+        guided = _judged(task, guided_actions)
         calls += 1
         if guided["score_s"] < best["score_s"]:
             best, best_actions, best_at = guided, guided_actions, -2
@@ -380,7 +377,7 @@ def place(a: PlaceArgs) -> dict[str, Any]:
         if found is not None:
             actions = greedy_actions.copy()
             actions[:, 0] = found
-            run_best = judged(actions)
+            run_best = _judged(task, actions)
             calls += 1
             if run_best["score_s"] < best["score_s"]:
                 best, best_actions, best_at = run_best, actions, -1

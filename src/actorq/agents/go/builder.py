@@ -141,9 +141,11 @@ class GOPolicyIO:
         meta = {"num_devices": model.config.num_devices, "task": self.cfg.task()}
         return ModelSnapshot(version, precision, SNAPSHOT_KIND, data, meta).to_bytes()
 
-    def _outputs(self, data: bytes) -> list[dict[str, np.ndarray]]:
+    def _outputs(
+        self, data: bytes, tasks: list[GraphTask] | None = None
+    ) -> list[dict[str, np.ndarray]]:
         rt = OnnxGOPolicy(decode_snapshot(data).model, self.cfg.actor_threads)
-        return [rt(t.inputs) for t in self.learner.tasks]
+        return [rt(t.inputs) for t in (self.learner.tasks if tasks is None else tasks)]
 
     def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
         """Improvement over the reference of the greedy decision, per training graph
@@ -184,8 +186,8 @@ class GOPolicyIO:
         """The greedy decision's simulated step time on each training graph beside the
         reference's (the first eight graphs; the evaluation row has the mean gain)."""
         rows = []
-        tasks = self.learner.tasks
-        for task, o in list(zip(tasks, self._outputs(data), strict=True))[:8]:
+        tasks, shown = self.learner.tasks, self.learner.tasks[:8]
+        for task, o in zip(shown, self._outputs(data, shown), strict=True):
             actions, _ = task.decide(o, None)
             _, gain, info = task.judge(actions)
             ref = 1e3 * float(info["reference_time"])
