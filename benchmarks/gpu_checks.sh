@@ -13,9 +13,15 @@
 #   bash benchmarks/gpu_checks.sh --wheels              # here, first: .whl/ for `carry`
 #   bash benchmarks/gpu_checks.sh OUT [QUARL_SECONDS]   # there, with carry [".whl"]
 #
-# STEPS="limit tests quarl" (the default; add d4pg) picks steps; each has its own time limit.
-# Results: OUT/learner_limit.{json,md}, limit.txt, pytest.txt, bench.tgz, power.csv,
-# machine.txt, steps.txt.
+# STEPS="limit tests quarl" (the default; add d4pg) picks steps; each has its own time limit,
+# cut to what is left of GPU_BUDGET_S (default 540: under the device tool's 600 s per call, with
+# room to pack). Results: OUT/learner_limit.{json,md}, limit.txt, pytest.txt, bench.tgz,
+# power.csv, machine.txt, steps.txt. bench.tgz is rewritten after each step (a call cut short
+# still brings back what finished), and holds each cell's files but its checkpoints, best policy,
+# TensorBoard and actor logs (a 3x2048 checkpoint is ~100 MB: the tool returns 16 MiB a file).
+# The cells run in /tmp/actorq-gpu/<results>, seeded from the committed results: a second call
+# on the same warm machine resumes there (the tool's copy of the tree removes files git does not
+# know, so results left in the tree by an earlier call are gone).
 set -u
 # --wheels: what the image lacks, for `carry`: gymnasium and tyro wheels with their needs, and
 # MuJoCo's cp312 wheel with dm-control cut to the suite (its wheel is 56 MB; cut: 3 MB).
@@ -46,6 +52,11 @@ out=${1:?usage: gpu_checks.sh OUT [QUARL_SECONDS]}
 quarl_s=${2:-100}
 steps=" ${STEPS:-limit tests quarl} "
 mkdir -p "$out"
+deadline=$(($(date +%s) + ${GPU_BUDGET_S:-540}))
+left() {  # left WANT: WANT seconds, or what is left before the deadline (30 s kept to pack)
+  local rest=$((deadline - $(date +%s) - 30))
+  ((rest < $1)) && echo $((rest > 1 ? rest : 1)) || echo "$1"
+}
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
@@ -71,7 +82,7 @@ if [[ $steps == *" limit "* ]]; then
   mkdir -p "$out/ll"
   name=$(python3 -c "import re, torch; print(re.sub(r'[^A-Za-z0-9._-]+', '_', torch.cuda.get_device_name()).strip('_'))")
   cp "benchmarks/results/learner_limit/$name.json" "$out/ll/" 2>/dev/null
-  timeout 270 python3 benchmarks/learner_limit.py --device cuda --seconds 0.6 \
+  timeout "$(left 270)" python3 benchmarks/learner_limit.py --device cuda --seconds 0.6 \
     --compile-rows dqn:3x2048:128 --system-seconds 12 --system-warmup 6 --actors 15 \
     --system dqn:3x2048:128:fast+eager-host dqn:256x256:128:fast d4pg:256x256:128:fast \
       ppo:64x64:256:fast \
@@ -87,24 +98,36 @@ fi
 # 2. the CUDA tests (four workers of four threads: the learning tests run side by side)
 if [[ $steps == *" tests "* ]]; then
   mark tests-start
-  OMP_NUM_THREADS=4 timeout 170 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_cuda.py \
+  OMP_NUM_THREADS=4 timeout "$(left 170)" python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_cuda.py \
     ${PYTEST_K:+-k "$PYTEST_K"} >"$out/pytest.txt" 2>&1
   echo "pytest exit $?" >>"$out/pytest.txt"
   mark tests-end
   tail -25 "$out/pytest.txt"
 fi
 
+pack() {  # every cell's own files from /tmp/actorq-gpu into OUT/bench.tgz
+  [[ -d /tmp/actorq-gpu ]] || return 0
+  tar czf "$out/bench.tgz.part" -C /tmp/actorq-gpu --exclude=checkpoint --exclude=checkpoint.old \
+    --exclude=best --exclude=tb --exclude=actors --exclude="*.tmp" . &&
+    mv "$out/bench.tgz.part" "$out/bench.tgz"
+}
+
 quarl() {  # spec seconds: QuaRL cells into the committed results of this GPU kind
-  local spec=$1 secs=$2 gpu results
+  local spec=$1 secs gpu name results
+  secs=$(left "$2")
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($2)}')
-  results=benchmarks/results/$(basename "$spec" .toml)_${gpu}_fast
-  mkdir -p "$results"
+  name=$(basename "$spec" .toml)_${gpu}_fast
+  results=/tmp/actorq-gpu/benchmarks/results/$name
+  if [[ ! -d $results ]]; then
+    mkdir -p "$results"
+    [[ -d benchmarks/results/$name ]] && cp -r "benchmarks/results/$name/." "$results/"
+  fi
   timeout -s INT "$secs" python3 -m actorq.cli bench "$spec" --results "$results" \
     --override device=cuda --override actors=15 --no-progress >"$out/quarl.txt" 2>&1
   echo "bench exit $?" >>"$out/quarl.txt"
   grep -v "^│\|^┃\|^┏\|^┗\|^┡\|^└\|^├" "$out/quarl.txt" | tail -15
   cat "$out/quarl.txt" >>"$results/bench_log.txt" && rm -f "$out/quarl.txt"
-  tar rf "$out/bench.tar" --exclude=checkpoint --exclude=tb --exclude=actors "$results"
+  pack
 }
 
 # 3. the QuaRL DQN cells with the fast learner (resumable: a later window goes on)
@@ -120,6 +143,5 @@ if [[ $steps == *" d4pg "* ]]; then
   quarl benchmarks/specs/quarl_d4pg_gpu.toml "${D4PG_SECONDS:-$quarl_s}"
   mark d4pg-end
 fi
-[[ -f "$out/bench.tar" ]] && gzip -f "$out/bench.tar" && mv "$out/bench.tar.gz" "$out/bench.tgz"
 kill "$smi" 2>/dev/null
 ls -la "$out"

@@ -279,9 +279,13 @@ def test_graph_updates_equal_eager_updates_on_cuda(agent: str, tiny: Callable[..
         for learner in learners.values():
             learner.learn(b)
     me, mg = learners["eager"].read_metrics(), learners["graph"].read_metrics()
-    for k in me:  # |ratio - 1| near 0 amplifies float noise: a looser absolute bound
-        tol = 1e-3 if k == "quant/first_ratio_abs_dev" else 1e-4
-        assert mg[k] == pytest.approx(me[k], rel=1e-3, abs=tol), k
+    # |ratio - 1| and PPO's policy loss (a mean of ratio × normalized advantage, ~0) sit near
+    # 0, where float noise of the ratio (~1e-4: CUDA's atomics, Adam) is all their difference;
+    # an H200 measured 1.5e-4 and 2.4e-4 there on two leases: a bound on the ratio's scale
+    tol = {"quant/first_ratio_abs_dev": 1e-3, "losses/policy_loss": 1e-3}
+    for k in me:
+        tol_k = tol.get(k, 1e-4)
+        assert mg[k] == pytest.approx(me[k], rel=1e-3, abs=tol_k), k
     ea, ga = learners["eager"].runner._module_state(), learners["graph"].runner._module_state()
     for pa, pb in zip(ea, ga, strict=True):
         torch.testing.assert_close(pa, pb, rtol=1e-3, atol=1e-5)

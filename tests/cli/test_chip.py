@@ -295,7 +295,8 @@ def test_random_flag_values_are_one_line_or_success(
     import actorq.chip.anneal as anneal_mod
     import actorq.chip.force as force_mod
 
-    def fake_anneal(pc: PlacementCost, cfg: Any) -> AnnealResult:  # parsing only: no search
+    def fake_anneal(pc: PlacementCost, cfg: Any, progress: Any = None) -> AnnealResult:
+        # parsing only: no search
         p = pc.proxy()
         return AnnealResult(p, p, 0, 0, [p], p)
 
