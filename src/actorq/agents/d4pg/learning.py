@@ -85,7 +85,8 @@ class D4PGLearner(TorchLearner, MLPLearner):
         self.critic_opt.step()
 
         # Policy: maximize the expected return under the (just updated) critic.
-        q = (F.softmax(self.critic(obs, self.policy(obs)), dim=-1) * self.atoms).sum(-1)
+        act = self.policy(obs)
+        q = (F.softmax(self.critic(obs, act), dim=-1) * self.atoms).sum(-1)
         policy_loss = -q.mean()
         self.policy_opt.zero_grad(set_to_none=True)
         policy_loss.backward()
@@ -95,6 +96,9 @@ class D4PGLearner(TorchLearner, MLPLearner):
             "losses/critic_loss": critic_loss.detach(),
             "losses/policy_loss": policy_loss.detach(),
             "losses/q_values": q.detach().mean(),
+            # a tanh policy stuck at its bounds has no gradient left and acts the same in every
+            # state (a D4PG failure seen once on an H200: a flat evaluation return for 70k steps)
+            "policy/saturated_frac": (act.detach().abs() > 0.995).float().mean(),
         }
 
     def after_step(self) -> None:
