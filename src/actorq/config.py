@@ -119,6 +119,10 @@ class ExperimentConfig(Grouped):
 
     env: str = "gym:CartPole-v1"
     """Environment id: gym:<Gymnasium id> or dmc:<domain>-<task>."""
+    atari_engine: Literal["auto", "envpool", "ale"] = "auto"
+    """What steps the actors' games for atari: ids: envpool (EnvPool's C++ pool, the [envpool]
+    extra), ale (ale-py under Gymnasium's wrappers), or auto (envpool where it is installed). A
+    run saves the engine it started with: evaluations and resumes see the same frames."""
     precision: str = "int8"
     """Precision of the policy snapshots actors run: fp32, fp16, int8, int4, or auto (time each
     at the actors' batch on this machine, keep the fastest that acts like fp32; the learner always
@@ -208,13 +212,19 @@ class ExperimentConfig(Grouped):
 
     def env_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``make_env`` (e.g. a Control Suite task's action repeat)."""
-        return {}
+        return {"engine": self.atari_engine} if self.env.startswith("atari:") else {}
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` (one line) for the first invalid field."""
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
+        if self.env.startswith("atari:") and self.atari_engine == "auto":
+            from actorq.envs.atari_envpool import resolve_engine
+
+            # decided once, at the run's start, and saved with it: the engines' frames differ
+            # in their grayscale (a policy trained on one sees shifted pixels on the other)
+            self.atari_engine = resolve_engine("auto")
         if self.precision not in (*PRECISIONS, "auto"):
             raise ConfigError(
                 f"unknown precision {self.precision!r}; expected one of "

@@ -36,6 +36,9 @@ class EnvFamily:
     """The pip extra the family needs (named when its packages are missing)."""
     eval_kwargs: tuple[tuple[str, Any], ...] = ()
     """``make`` keyword arguments evaluations add (Atari: full games on the raw score)."""
+    vector: str | None = None
+    """``vector(name, num_envs, **kwargs)``: a vector env of the family's own engine (Atari:
+    EnvPool), or ``None`` for one ``make`` env per copy; :func:`make_vector_env` asks it first."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
@@ -66,6 +69,7 @@ ENV_FAMILIES: dict[str, EnvFamily] = {
         "atari:Pong",
         "atari",
         (("mode", "eval"),),
+        "actorq.envs.atari_envpool:make_atari_vector",
     ),
 }
 
@@ -110,12 +114,20 @@ def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
     return lambda: make_env(env_id, **kwargs)
 
 
-def make_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> SyncVectorEnv:
-    """K copies stepped together so an actor infers for all K in one batched call.
+def make_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
+    """K copies stepped together so an actor infers for all K in one batched call: the family's
+    own vector engine where it has one (:attr:`EnvFamily.vector`), else a
+    :class:`~gymnasium.vector.SyncVectorEnv` of K envs.
 
     Same-step autoreset: when an episode ends, ``step`` returns the first observation of the
     next episode and puts the last one in ``info["final_obs"]``, which the n-step adder needs.
     """
+    family, name = _split(env_id)
+    if family.vector is not None:
+        load(family.validate)(name)
+        vec = load(family.vector)(name, num_envs, **kwargs)
+        if vec is not None:
+            return vec
     factory = env_factory(env_id, **kwargs)
     return SyncVectorEnv(
         [factory for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP, copy=False

@@ -141,11 +141,16 @@ def make_atari_env(
     screen_size: int = 84,
     frame_stack: int = 4,
     fire_reset: bool = True,
+    engine: str = "auto",
 ) -> gym.Env[np.ndarray, int]:
     """``make_env("atari:<Game>")``: the preprocessed game (see the module docstring);
-    ``mode="eval"`` for full games on the raw score."""
+    ``mode="eval"`` for full games on the raw score. ``engine`` picks what vector envs step
+    (:mod:`actorq.envs.atari_envpool`); one env is always this one."""
+    from actorq.envs.atari_envpool import resolve_engine
+
     if mode not in ("train", "eval"):
         raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {mode!r}")
+    resolve_engine(engine)  # a bad or missing engine is one line wherever the env is made
     validate_atari_id(name)
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 

@@ -45,6 +45,8 @@ def run_config_from_json(
         agent = d.get("agent", "dqn")  # runs from before D4PG were all DQN
         if not isinstance(agent, str) or agent not in AGENTS:
             raise CheckpointError(f"{path}: unknown agent {agent!r}")
+        if str(d.get("env", "")).startswith("atari:"):  # before EnvPool, every game was ale's
+            d = {"atari_engine": "ale", **d}
         cfg = config_class(agent).from_json(d)
     except ConfigError as e:  # e.g. a retired setting at a value it no longer has
         raise CheckpointError(f"{path}: {e}") from None

@@ -78,6 +78,8 @@ def train(
     builder.check_spec(spec)
     check_run_memory(cfg, builder, spec)  # all input checked: from here on the run dir is written
     run = RunDir(Path(cfg.run_dir or ""))
+    if not cfg.resume and run.has_checkpoint():  # said before the lock file is made, too
+        raise ConfigError(f"{run} already holds a run; use --resume {run} or a new --run-dir")
     run.prepare()  # a run directory the run can write, or one line
     with run.lock():  # the one writer: a second train() into this directory is refused here
         loaded = run.load_checkpoint() if cfg.resume else None

@@ -52,10 +52,6 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
         run_dir = Path(out.run_dir) if out.run_dir else _default_run_dir(out)
         if run_dir.exists() and not run_dir.is_dir():
             raise ConfigError(f"--run-dir {run_dir} is a file, not a directory")
-        if RunDir(run_dir).has_checkpoint():  # said here too, before the lock file is made
-            raise ConfigError(
-                f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir"
-            )
         out.run_dir = str(run_dir)
         return out
     resume_dir = Path(cfg.resume)

@@ -74,7 +74,8 @@ class D4PGConfig(OffPolicyConfig):
     """Environment steps between greedy evaluations with the actors' snapshot."""
 
     def env_kwargs(self) -> dict[str, Any]:
-        return {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
+        extra = {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
+        return {**super().env_kwargs(), **extra}
 
     def validate(self) -> None:
         super().validate()

@@ -127,7 +127,8 @@ class PPOConfig(ExperimentConfig):
     """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
 
     def env_kwargs(self) -> dict[str, Any]:
-        return {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
+        extra = {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
+        return {**super().env_kwargs(), **extra}
 
     def batch_items(self) -> int:
         """Trajectory chunks per learner update."""

@@ -1,0 +1,164 @@
+"""EnvPool as the actors' Atari engine: the same games and preprocessing as
+:mod:`actorq.envs.atari`, stepped by EnvPool's C++ pool instead of Python wrappers.
+
+Weng et al., "EnvPool: A Highly Parallel Reinforcement Learning Environment Execution Engine"
+(NeurIPS 2022 Datasets and Benchmarks). EnvPool's Atari defaults are DQN's preprocessing as
+:mod:`actorq.envs.atari` applies it (1..30 no-op starts, frame skip 4 max-pooled, 84×84
+grayscale with ``INTER_AREA``, 4 stacked frames, FIRE on reset, 27,000 agent steps a game,
+no sticky actions); ``mode="train"`` adds episodic life and reward clipping, ``mode="eval"``
+plays full games on the raw score. One difference stays: EnvPool turns the RGB screen gray with
+OpenCV (as SB3's and CleanRL's ``WarpFrame`` do), the Python path takes ALE's own grayscale
+(Gymnasium's ``AtariPreprocessing``), so intensities differ (Pong's background: 107 against 87)
+where the layout agrees (Breakout's black screen: under 2% of pixels differ,
+``tests/envs/test_atari_envpool.py``). A policy trained on one engine sees shifted pixels on
+the other, so a run keeps the engine it started with (``--atari-engine``, saved in its config).
+
+The pool is a vector env with the interface the actors use (:class:`gymnasium.vector.
+SyncVectorEnv` in same-step autoreset mode): an episode that ends returns the next episode's
+first observation at once and its last one in ``info["final_obs"]``. EnvPool itself resets an
+ended env on that env's next step; :meth:`EnvPoolVector.step` takes that step for the ended
+envs alone (EnvPool steps a subset with ``env_id``) before returning, so a life lost under
+episodic life goes on with the same game, as :class:`~actorq.envs.atari.EpisodicLife` does.
+
+``engine`` (``--atari-engine``; an ``env_kwargs`` key of ``atari:`` ids): ``"envpool"``,
+``"ale"`` (the Python wrappers) or ``"auto"`` (the default: EnvPool where it is installed).
+EnvPool 1.2.5 is the newest with a wheel here (1.2.7 has none for Python 3.11); its package
+pulls ~750 MB of other suites' assets, so it is an extra of its own and CI runs without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from actorq.errors import EnvIdError
+
+ENGINES = ("auto", "envpool", "ale")
+ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
+
+
+def envpool_installed() -> bool:
+    return importlib.util.find_spec("envpool") is not None
+
+
+def resolve_engine(engine: str) -> Literal["envpool", "ale"]:
+    """``engine`` as the one that will run: ``auto`` is EnvPool where it is installed."""
+    if engine not in ENGINES:
+        raise EnvIdError(f"--atari-engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "auto":
+        return "envpool" if envpool_installed() else "ale"
+    if engine == "envpool" and not envpool_installed():
+        raise EnvIdError(ENVPOOL_HINT)
+    return "envpool" if engine == "envpool" else "ale"
+
+
+class EnvPoolVector:
+    """``num_envs`` copies of an Atari game in one EnvPool pool (one thread: an actor process
+    owns its core), with same-step autoreset (the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        num_envs: int,
+        mode: Literal["train", "eval"] = "train",
+        sticky: float = 0.0,
+        noop_max: int = 30,
+        frame_skip: int = 4,
+        screen_size: int = 84,
+        frame_stack: int = 4,
+        fire_reset: bool = True,
+    ) -> None:
+        if mode not in ("train", "eval"):
+            raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {mode!r}")
+        self.num_envs = num_envs
+        self._kwargs = {
+            "task_id": f"{name}-v5",
+            "env_type": "gymnasium",
+            "num_envs": num_envs,
+            "batch_size": num_envs,
+            "num_threads": 1,
+            "episodic_life": mode == "train",
+            "reward_clip": mode == "train",
+            "repeat_action_probability": float(sticky),
+            # EnvPool draws 1..noop_max no-ops (0..noop_max-1 where FIRE starts the game) and
+            # crashes at 0 (1.2.5): its 1 is "no random start", what 0 means here
+            "noop_max": max(1, int(noop_max)),
+            "frame_skip": int(frame_skip),
+            "img_height": int(screen_size),
+            "img_width": int(screen_size),
+            "stack_num": int(frame_stack),
+            "use_fire_reset": bool(fire_reset),
+        }
+        self._pool: Any = None
+        self._seed: int | None = None
+        probe = self._make(0)  # the spaces, and one error line for a game EnvPool lacks
+        self.single_observation_space = probe.observation_space
+        self.single_action_space = probe.action_space
+        probe.close()
+        n = int(self.single_action_space.n)
+        self.action_space = gym.spaces.MultiDiscrete(np.full(num_envs, n))
+
+    def _make(self, seed: int) -> Any:
+        import envpool
+
+        kw = dict(self._kwargs)
+        task = kw.pop("task_id")
+        if task not in envpool.list_all_envs():
+            raise EnvIdError(f"EnvPool has no Atari game {task!r}; use --atari-engine ale")
+        return envpool.make(task, seed=int(seed), **kw)
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """A new pool for a new seed (EnvPool seeds its envs when it makes them: env ``i`` with
+        ``seed + i``, so a list of seeds counts from its first); otherwise every env resets."""
+        first = seed[0] if isinstance(seed, list) else seed
+        if self._pool is None or (first is not None and first != self._seed):
+            if self._pool is not None:
+                self._pool.close()
+            self._seed = 0 if first is None else int(first)
+            self._pool = self._make(self._seed)
+        obs, _ = self._pool.reset()
+        return obs, {}
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, rew, term, trunc, got = self._pool.step(np.asarray(actions, np.int32))
+        done = np.logical_or(term, trunc)
+        info: dict[str, Any] = {}
+        lives = got.get("lives")
+        if done.any():
+            ended = np.flatnonzero(done).astype(np.int32)
+            final = np.empty(self.num_envs, object)
+            final[ended] = list(obs[ended])
+            # EnvPool's own reset of an ended env is its next step (the action is ignored):
+            # taken now for those envs alone, so the caller sees the new episode at once
+            first, _, _, _, again = self._pool.step(np.zeros(len(ended), np.int32), env_id=ended)
+            obs = obs.copy()
+            obs[ended] = first
+            info["final_obs"] = final
+            if lives is not None and "lives" in again:
+                lives = np.array(lives)
+                lives[ended] = again["lives"]
+        if lives is not None:
+            info["lives"] = np.asarray(lives)  # after a lost life: the same game's, one fewer
+        return obs, rew.astype(np.float64), term, trunc, info
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+def make_atari_vector(
+    name: str, num_envs: int, engine: str = "auto", **kwargs: Any
+) -> EnvPoolVector | None:
+    """The family's vector hook (:attr:`~actorq.envs.EnvFamily.vector`): an EnvPool pool when
+    ``engine`` resolves to it, else ``None`` (one Python env per copy)."""
+    if resolve_engine(engine) != "envpool":
+        return None
+    return EnvPoolVector(name, num_envs, **kwargs)
