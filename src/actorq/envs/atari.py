@@ -36,6 +36,7 @@ v5's 108,000 emulator frames (27,000 agent steps, ``truncated``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Any, Literal, SupportsFloat
 
@@ -132,44 +133,63 @@ class ClipReward(gym.RewardWrapper[np.ndarray, int]):
         return float(np.sign(float(reward)))
 
 
-def make_atari_env(
-    name: str,
-    mode: Literal["train", "eval"] = "train",
-    sticky: float = 0.0,
-    noop_max: int = 30,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    frame_stack: int = 4,
-    fire_reset: bool = True,
-    engine: str = "auto",
-) -> gym.Env[np.ndarray, int]:
-    """``make_env("atari:<Game>")``: the preprocessed game (see the module docstring);
-    ``mode="eval"`` for full games on the raw score. ``engine`` picks what vector envs step
-    (:mod:`actorq.envs.atari_envpool`); one env is always this one."""
+@dataclasses.dataclass(frozen=True)
+class AtariOptions:
+    """The preprocessing knobs of ``atari:`` envs (``env_kwargs``), one set for both engines
+    (this module's wrappers and :mod:`actorq.envs.atari_envpool`)."""
+
+    mode: Literal["train", "eval"] = "train"
+    """train: episodic life and clipped rewards; eval: full games on the raw score."""
+    sticky: float = 0.0
+    """Probability of repeating the previous action (Machado et al. 2018: 0.25)."""
+    noop_max: int = 30
+    """Random no-ops after a reset: 1..noop_max (0: none)."""
+    frame_skip: int = 4
+    screen_size: int = 84
+    frame_stack: int = 4
+    fire_reset: bool = True
+    """Press FIRE after a reset in games that wait for it."""
+
+    @classmethod
+    def parse(cls, kwargs: dict[str, Any]) -> AtariOptions:
+        """From ``env_kwargs``; one :class:`EnvIdError` line for an unknown key or bad mode."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise EnvIdError(f"atari: unknown option {unknown[0]!r} (known: {', '.join(known)})")
+        opts = cls(**kwargs)
+        if opts.mode not in ("train", "eval"):
+            raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {opts.mode!r}")
+        return opts
+
+
+def make_atari_env(name: str, engine: str = "auto", **options: Any) -> gym.Env[np.ndarray, int]:
+    """``make_env("atari:<Game>")``: the preprocessed game (see the module docstring) with
+    :class:`AtariOptions` (``mode="eval"`` for full games on the raw score). ``engine`` picks what
+    vector envs step (:mod:`actorq.envs.atari_envpool`); one env is always this one."""
     from actorq.envs.atari_envpool import resolve_engine
 
-    if mode not in ("train", "eval"):
-        raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {mode!r}")
+    o = AtariOptions.parse(options)
     resolve_engine(engine)  # a bad or missing engine is one line wherever the env is made
     validate_atari_id(name)
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     env: gym.Env[Any, Any] = gym.make(
-        f"ALE/{name}-v5", frameskip=1, repeat_action_probability=float(sticky)
+        f"ALE/{name}-v5", frameskip=1, repeat_action_probability=float(o.sticky)
     )
     try:
         env = AtariPreprocessing(
-            env, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size
+            env, noop_max=o.noop_max, frame_skip=o.frame_skip, screen_size=o.screen_size
         )
     except gym.error.DependencyNotInstalled:  # OpenCV
         env.close()
         raise EnvIdError(f"{ATARI_EXTRA_HINT} (OpenCV is missing)") from None
-    if mode == "train":
+    if o.mode == "train":
         env = EpisodicLife(env)
     ale_env: Any = env.unwrapped  # AtariEnv (gymnasium types unwrapped as a plain Env)
     meanings = ale_env.get_action_meanings()
-    if fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
+    if o.fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
         env = FireReset(env)
-    if mode == "train":
+    if o.mode == "train":
         env = ClipReward(env)
-    return FrameStackObservation(env, frame_stack)
+    return FrameStackObservation(env, o.frame_stack)

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from actorq.envs.atari import AtariOptions
 from actorq.errors import EnvIdError
 
 ENGINES = ("auto", "envpool", "ale")
@@ -59,20 +60,8 @@ class EnvPoolVector:
     """``num_envs`` copies of an Atari game in one EnvPool pool (one thread: an actor process
     owns its core), with same-step autoreset (the module docstring)."""
 
-    def __init__(
-        self,
-        name: str,
-        num_envs: int,
-        mode: Literal["train", "eval"] = "train",
-        sticky: float = 0.0,
-        noop_max: int = 30,
-        frame_skip: int = 4,
-        screen_size: int = 84,
-        frame_stack: int = 4,
-        fire_reset: bool = True,
-    ) -> None:
-        if mode not in ("train", "eval"):
-            raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {mode!r}")
+    def __init__(self, name: str, num_envs: int, **options: Any) -> None:
+        o = AtariOptions.parse(options)
         self.num_envs = num_envs
         self._kwargs = {
             "task_id": f"{name}-v5",
@@ -80,17 +69,17 @@ class EnvPoolVector:
             "num_envs": num_envs,
             "batch_size": num_envs,
             "num_threads": 1,
-            "episodic_life": mode == "train",
-            "reward_clip": mode == "train",
-            "repeat_action_probability": float(sticky),
+            "episodic_life": o.mode == "train",
+            "reward_clip": o.mode == "train",
+            "repeat_action_probability": float(o.sticky),
             # EnvPool draws 1..noop_max no-ops (0..noop_max-1 where FIRE starts the game) and
             # crashes at 0 (1.2.5): its 1 is "no random start", what 0 means here
-            "noop_max": max(1, int(noop_max)),
-            "frame_skip": int(frame_skip),
-            "img_height": int(screen_size),
-            "img_width": int(screen_size),
-            "stack_num": int(frame_stack),
-            "use_fire_reset": bool(fire_reset),
+            "noop_max": max(1, int(o.noop_max)),
+            "frame_skip": int(o.frame_skip),
+            "img_height": int(o.screen_size),
+            "img_width": int(o.screen_size),
+            "stack_num": int(o.frame_stack),
+            "use_fire_reset": bool(o.fire_reset),
         }
         self._pool: Any = None
         self._seed: int | None = None
