@@ -9,6 +9,11 @@ loop costs ≤ 1.5× its env.step.
     .venv/bin/python benchmarks/actor_throughput.py                     # ~2 minutes
     .venv/bin/python benchmarks/actor_throughput.py --widths 64,256 --ks 1,16 --seconds 0.3 \
         --out /tmp/bench_smoke
+
+``--atari Pong --ks 8``: Atari instead (issue 50), K envs in one process, one thread each side:
+the raw vector env, actorq's actor (the Nature-CNN PPO policy exported to ONNX, fp32, sampled,
+128-step trajectory chunks) and Stable-Baselines3's collection (a DummyVecEnv of the same env,
+PPO's CnnPolicy forward: action, value, log-prob; no learning, no rollout buffer), with ratios.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from _machine import machine_info, md_table
+from _machine import command, machine_info, md_head, md_table
 from actorq.agents.dqn.networks import MLP
 from actorq.core.exploration import EpsilonGreedy
 from actorq.core.loop import VectorActor
@@ -86,9 +91,9 @@ def timed_trials(run: Callable[[int], float], n: int, trials: int) -> list[float
     return [run(n) for _ in range(trials)]
 
 
-def raw_env_sps(k: int, seconds: float, trials: int) -> dict[str, Any]:
+def raw_env_sps(k: int, seconds: float, trials: int, env_id: str = ENV_ID) -> dict[str, Any]:
     """Steps/s of the bare vector env with precomputed random actions."""
-    env = make_vector_env(ENV_ID, k)
+    env = make_vector_env(env_id, k)
     env.reset(seed=SEED)
     num_actions = int(env.single_action_space.n)  # type: ignore[attr-defined]
     rng = np.random.default_rng(SEED)
@@ -120,6 +125,10 @@ def actor_sps(
     explore = EpsilonGreedy(np.full(k, EPSILON), spec.num_actions, SEED)
     adder = NStepAdder(N_STEP, GAMMA, k, spec.observation, spec.action)
     actor = VectorActor(ENV_ID, spec, k, SEED, cache, explore, adder, runtime=runtime, threads=1)
+    return time_actor(actor, k, seconds, trials)
+
+
+def time_actor(actor: VectorActor, k: int, seconds: float, trials: int) -> dict[str, Any]:
     if not actor.update() or actor.runtime is None:
         raise RuntimeError("actor did not load the snapshot")
 
@@ -243,6 +252,69 @@ def parse_ints(s: str) -> list[int]:
     return out
 
 
+def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
+    """Env steps/s at K envs: raw env, actorq's actor, SB3's collection (module docstring)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.utils import obs_as_tensor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from actorq.agents.pixels import pixel_snapshot
+    from actorq.agents.ppo.networks import NatureCNNPolicy
+    from actorq.core.exploration import PolicySampler
+    from actorq.envs import make_env
+    from actorq.replay.adders import TrajectoryAdder
+
+    env_id, spec = f"atari:{game}", env_spec(f"atari:{game}")
+    torch.manual_seed(SEED)
+    cache = _LocalCache()
+    net = NatureCNNPolicy(spec.observation.shape, spec.num_actions)
+    cache.publish(1, pixel_snapshot(net, 1, spec, "categorical").to_bytes())
+    adder = TrajectoryAdder(128, k, spec)
+    actor = VectorActor(env_id, spec, k, SEED, cache, PolicySampler(SEED), adder)
+    out = {"raw env": raw_env_sps(k, seconds, trials, env_id),
+           "actorq actor (ORT fp32)": time_actor(actor, k, seconds, trials)}  # fmt: skip
+    venv = DummyVecEnv([lambda: make_env(env_id)] * k)
+    model = PPO("CnnPolicy", venv, seed=SEED, device="cpu", n_steps=128)
+    obs = venv.reset()
+
+    def run(n: int) -> float:
+        nonlocal obs
+        t = time.perf_counter()
+        for _ in range(n):
+            with torch.no_grad():
+                actions, _, _ = model.policy(obs_as_tensor(obs, model.device))
+            obs, _, _, _ = venv.step(actions.numpy())
+        return time.perf_counter() - t
+
+    run(32)
+    out["SB3 collection (torch fp32)"] = rates(n := calibrate(run, seconds, trials), k,
+                                               timed_trials(run, n, trials))  # fmt: skip
+    venv.close()
+    return out
+
+
+def atari_main(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    results = {"benchmark": "actor_throughput --atari", "game": args.atari, "cells": rows,
+               "machine": machine_info(), "command": command("actor_throughput.py")}  # fmt: skip
+    for k in args.ks:
+        sps = atari(args.atari, k, args.seconds, args.trials)
+        sb3 = sps["SB3 collection (torch fp32)"]["env_steps_per_s"]
+        for what, r in sps.items():
+            rows.append({"k": k, "what": what, **r, "vs_sb3": r["env_steps_per_s"] / sb3})
+            print(f"K={k} {what}: {r['env_steps_per_s']:,.0f} env steps/s", flush=True)
+    table = [[str(c["k"]), c["what"], f"{c['env_steps_per_s']:,.0f}",
+              f"{4 * c['env_steps_per_s']:,.0f}", f"{c['vs_sb3']:.2f}×"] for c in rows]  # fmt: skip
+    head = ["K", "collector", "env steps/s", "frames/s (×4)", "vs SB3"]
+    title = f"Atari actor throughput, {args.atari} (one process, one thread)"
+    lines = [*md_head(title, results), "", *md_table(head, table)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "atari_throughput.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "atari_throughput.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--widths", type=parse_ints, default=[64, 256, 1024, 2048])
@@ -250,9 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell")
     ap.add_argument("--trials", type=int, default=3, help="the timed steps are split in trials")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--atari", metavar="GAME", help="Atari instead: actorq's actor vs SB3's")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.trials <= 0:
         ap.error("--seconds and --trials must be positive")
+    if args.atari:
+        return atari_main(args)
 
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -230,7 +230,8 @@ def test_the_agents_spec_holds_one_task_per_claim() -> None:
         ("n_envs = nan", "n_envs = nan: a number"),
         ("normalize = 1", "normalize = 1: true or false"),
         ('learning_rate = "exp_0.1"', "'lin_X'"),
-        ('policy = "CnnPolicy"', "only 'MlpPolicy'"),
+        ('policy = "LstmPolicy"', "'MlpPolicy' or 'CnnPolicy'"),
+        ("checkpoint_minutes = 0", "a positive number"),
         ('policy_kwargs = { activation_fn = "gelu" }', "activation_fn 'relu' or 'tanh'"),
         ("buffer_size = 1000", "unknown key 'buffer_size'"),  # a DQN key on a PPO task
     ],

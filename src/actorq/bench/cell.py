@@ -3,7 +3,8 @@
 A fresh process per cell, so a crash (or a leak, or a stuck actor) in one run is recorded as that
 cell's failure and the matrix goes on. Energy and CO2 are the run's own (``train`` tracks them
 with :class:`~actorq.energy.EnergyTracker` over its training loop, on the spec's grid), in
-``summary.json`` under the ``energy_*`` keys.
+``summary.json`` under the ``energy_*`` keys. A cell.json that says ``resume`` continues the
+run in its directory from its checkpoint (``train`` with ``resume``; an adapter's own resume).
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if framework != NATIVE:  # another framework's cell, through its adapter
-            get_adapter(framework).run(cfg, cell, path.parent)
-            return 0
+            return 130 if get_adapter(framework).run(cfg, cell, path.parent) else 0
         result = train(cfg)
     except ActorQError as e:  # a diverging learner, a run dir it cannot write: the runner
         print(f"actorq: error: {e}", file=sys.stderr)  # shows this line beside the status
@@ -71,6 +71,8 @@ def _load_cell(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
         raise ResultsError(f"{path}: missing config")
     cfg = run_config(agent, config, cell.get("country", DEFAULT_COUNTRY))
     cfg.run_dir = str(path.parent)
+    if cell.get("resume") and cell.get("framework", NATIVE) == NATIVE:
+        cfg.resume = cfg.run_dir  # the runner found its checkpoint (spec ``resume = true``)
     cfg.validate()
     framework = cell.get("framework", NATIVE)
     if framework != NATIVE and framework not in FRAMEWORKS:

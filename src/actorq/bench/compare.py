@@ -108,6 +108,11 @@ def framework_section(
     if len(sessions) > 1:
         lines += [f"**The cells ran in {len(sessions)} sessions**: timings of different "
                   "sessions are not one run's.", ""]  # fmt: skip
+    resumed = [r for r in runs if r.segments > 1]
+    if resumed:
+        lines += [f"{len(resumed)} run(s) resumed from a checkpoint (times summed over their "
+                  "segments, evaluation excluded; work since a run's last checkpoint redone).",
+                  ""]  # fmt: skip
     for (task, width), gs in groups.items():
         if all(r.framework == NATIVE for g in gs for r in g.runs):
             continue

@@ -43,8 +43,10 @@ class Adapter(Protocol):
     def check(self, agent: str, settings: dict[str, Any]) -> None:
         """Raise ActorQError for settings this adapter does not take (without importing it)."""
 
-    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> None:
-        """Train the cell ``cfg`` describes into ``run_dir`` (see the module docstring)."""
+    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> bool:
+        """Train the cell ``cfg`` describes into ``run_dir`` (see the module docstring);
+        continue from ``run_dir/checkpoint`` when ``cell["resume"]``. Returns whether it was
+        interrupted (Ctrl-C, SIGTERM: checkpointed, no summary)."""
 
 
 def get_adapter(name: str) -> Adapter:
@@ -75,9 +77,11 @@ class GreedyEval:
     ``episodes`` separately seeded envs stepped in lock-step (one batched ``predict`` per step)."""
 
     def __init__(self, env_id: str, episodes: int) -> None:
-        from actorq.envs import make_env
+        from actorq.envs import eval_env_kwargs, make_env
 
-        self.envs = [make_env(env_id) for _ in range(episodes)]
+        # the family's evaluation settings, as actorq's evaluations: Atari plays full games
+        # on the raw score
+        self.envs = [make_env(env_id, **eval_env_kwargs(env_id)) for _ in range(episodes)]
 
     def __call__(
         self,
@@ -103,6 +107,18 @@ class GreedyEval:
             env.close()
 
 
+def _metric_rows(path: Path, last_step: int) -> list[list[str]]:
+    """metrics.csv's rows (header dropped) at env steps up to ``last_step``; [] if absent."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))[1:]
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ActorQError(f"cannot read {path} to resume: {e}") from None
+    return [r for r in rows if len(r) == 4 and r[0].isdigit() and int(r[0]) <= last_step]
+
+
 class Record:
     """One cell's evaluations, written as actorq writes them: ``metrics.csv`` rows
     (``charts/eval_return`` and the cumulative ``perf/eval_s``) and, at the end, ``summary.json``
@@ -114,13 +130,34 @@ class Record:
         self.cfg, self.run_dir, self.framework = cfg, run_dir, framework
         self.eval_s = 0.0
         self.t0 = time.perf_counter()
+        self.prior_s = 0.0  # training seconds of earlier segments (a resumed cell)
         self.hit: tuple[int, float] | None = None  # (env steps, seconds) at the target
         self.csv = open(run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115 (closed in finish)
         self.rows = csv.writer(self.csv)
         self.rows.writerow(["step", "wall_time", "metric", "value"])
 
+    @classmethod
+    def resumed(
+        cls, cfg: ExperimentConfig, run_dir: Path, framework: str, state: dict[str, Any], step: int
+    ) -> Record:
+        """The record of a cell resumed at env step ``step`` with the counters ``state`` (of
+        :meth:`state`, checked): metrics.csv keeps its rows up to ``step`` (later ones are
+        redone), and the clock, evaluation seconds and target go on."""
+        rows = _metric_rows(run_dir / "metrics.csv", step)
+        self = cls(cfg, run_dir, framework)
+        self.rows.writerows(rows)
+        self.csv.flush()
+        self.prior_s, self.eval_s = state["wall_time_s"], state["eval_time_s"]
+        self.hit = None if state["hit"] is None else (int(state["hit"][0]), state["hit"][1])
+        return self
+
+    def state(self) -> dict[str, Any]:
+        """The counters a checkpoint keeps: seconds of training so far, of evaluation, target."""
+        return {"wall_time_s": time.perf_counter() - self.t0, "eval_time_s": self.eval_s,
+                "hit": None if self.hit is None else list(self.hit)}  # fmt: skip
+
     def start(self) -> None:
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter() - self.prior_s
 
     def evaluate(self, step: int, returns: Callable[[], np.ndarray]) -> bool:
         """Run one periodic evaluation at ``step``; True when it reached the target first."""

@@ -100,6 +100,7 @@ class Run:
     rows: list[tuple[int, float, str, float]]  # metrics.csv: (step, wall_time, metric, value)
     framework: str = NATIVE  # another framework's cell: ``precision`` is its name
     session: int | None = None  # which `actorq bench` ran it (machine.json's sessions)
+    segments: int = 1  # > 1: resumed from its checkpoint (spec ``resume = true``)
 
     @property
     def finished(self) -> bool:
@@ -187,6 +188,7 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
                 rows=rows,
                 framework=framework,
                 session=cell.get("session"),
+                segments=int(cell.get("segment", 1)),
             )
         )
     return runs

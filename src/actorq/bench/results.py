@@ -183,6 +183,8 @@ def read_cell_json(path: Path) -> dict[str, Any] | None:
         f.text(key)
     f.integer("seed")
     f.integer("session")
+    f.integer("segment", lo=1)  # 2, 3, ...: the cell resumed from its checkpoint
+    f.flag("resume")
     f.table("settings")
     frameworks = d.get("frameworks", [])
     if not isinstance(frameworks, list) or not all(isinstance(x, str) for x in frameworks):

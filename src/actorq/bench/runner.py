@@ -11,7 +11,11 @@ Layout of ``RESULTS/``::
 A cell is finished when its ``summary.json`` is complete (the run ended on its own, not by
 Ctrl-C); finished cells are skipped, so an interrupted matrix continues where it stopped. A cell
 directory without a complete summary is a partial run: it is cleared and the cell runs again
-from the start, so wall-clock times (time-to-target) never mix two sessions. A summary.json cut
+from the start, so wall-clock times (time-to-target) never mix two sessions; unless the spec
+says ``resume = true`` (cells of hours), where a partial cell that holds a checkpoint (actorq's
+``checkpoint/``, or an adapter's in the same place) and was run with the settings the spec gives
+now continues from it: its run's clock, evaluation seconds and time to target go on from the
+checkpoint's counters, so an interruption loses at most one checkpoint interval. A summary.json cut
 short is such a partial run; one that parses but is not what a run writes (a list, a missing or
 wrong-typed field) stops the matrix with one line naming it (:mod:`actorq.bench.results`), as
 does a damaged machine.json: both are read before anything is written.
@@ -43,7 +47,7 @@ from actorq.bench.results import (
 )
 from actorq.bench.spec import Cell, Spec
 from actorq.errors import shown
-from actorq.rundir import lock_file, unlock_file
+from actorq.rundir import RunDir, lock_file, unlock_file
 
 #: runs one cell into its directory, within a time limit; returns an exit status
 CellRunner = Callable[[Cell, Path, float | None], int]
@@ -66,6 +70,7 @@ class Plan:
     finished: list[Cell]
     todo: list[Cell]
     sessions: list[dict[str, Any]]  # machine.json's, to append this session to
+    resumes: set[str] = field(default_factory=set)  # todo cells that continue a checkpoint
 
 
 def plan_matrix(spec: Spec, results: Path) -> Plan:
@@ -76,12 +81,40 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
         raise ResultsError(f"results {results} is not a directory")
     finished: list[Cell] = []
     todo: list[Cell] = []
+    resumes: set[str] = set()
     for cell in spec.cells:
-        done = is_finished(results / cell.name)
+        cell_dir = results / cell.name
+        done = is_finished(cell_dir)
         if done:
-            _check_same_cell(cell, results / cell.name)
+            _check_same_cell(cell, cell_dir)
+        elif spec.resume and _can_resume(cell, cell_dir):
+            resumes.add(cell.name)
         (finished if done else todo).append(cell)
-    return Plan(finished, todo, read_sessions(results))
+    return Plan(finished, todo, read_sessions(results), resumes)
+
+
+def _can_resume(cell: Cell, cell_dir: Path) -> bool:
+    """Whether a partial cell holds a checkpoint of the run the spec asks now (the same
+    config, framework axis and framework settings as its cell.json records)."""
+    if not RunDir(cell_dir).has_checkpoint():
+        return False
+    old = read_cell_json(cell_dir / "cell.json")
+    if old is None or not isinstance(old.get("config"), dict):
+        return False
+    return old.get("framework", NATIVE) == cell.framework and _difference(cell, old) is None
+
+
+def _difference(cell: Cell, old: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first setting (key, then, now) where the cell.json ``old`` differs from ``cell``."""
+    # a cell from before the framework axis ran actorq alone
+    then = {**old["config"], "frameworks": old.get("frameworks", [NATIVE]),
+            "settings": old.get("settings", {})}  # fmt: skip
+    now = json.loads(json.dumps(
+        {**cell.config, "frameworks": list(cell.frameworks), "settings": cell.settings}
+    ))  # fmt: skip
+    keys = sorted(set(then) | set(now))
+    diff = next((k for k in keys if then.get(k) != now.get(k)), None)
+    return None if diff is None else (diff, then.get(diff), now.get(diff))
 
 
 def _check_same_cell(cell: Cell, cell_dir: Path) -> None:
@@ -92,18 +125,12 @@ def _check_same_cell(cell: Cell, cell_dir: Path) -> None:
     old = read_cell_json(cell_dir / "cell.json")
     if old is None or not isinstance(old.get("config"), dict):
         return  # a cell directory from before cell.json kept its config: nothing to compare
-    # a cell from before the framework axis ran actorq alone
-    then = {**old["config"], "frameworks": old.get("frameworks", [NATIVE]),
-            "settings": old.get("settings", {})}  # fmt: skip
-    now = json.loads(json.dumps(
-        {**cell.config, "frameworks": list(cell.frameworks), "settings": cell.settings}
-    ))  # fmt: skip
-    keys = sorted(set(then) | set(now))
-    diff = next((k for k in keys if then.get(k) != now.get(k)), None)
-    if diff is not None:
+    found = _difference(cell, old)
+    if found is not None:
+        diff, was, now = found
         raise ResultsError(
             f"{cell_dir} finished with other settings than the spec gives now ({diff}: "
-            f"{then.get(diff)!r} -> {now.get(diff)!r}); use a new --results directory, "
+            f"{was!r} -> {now!r}); use a new --results directory, "
             "or remove that cell to run it again"
         )
 
@@ -212,6 +239,37 @@ def _fresh_dir(cell_dir: Path) -> None:
         raise ResultsError(f"cannot make {cell_dir}: {e.strerror or e}") from None
 
 
+def _prepare_cell(spec: Spec, plan: Plan, cell: Cell, cell_dir: Path) -> bool:
+    """Make the cell's directory and its cell.json: a fresh directory, or, for a cell the plan
+    resumes, the one holding its checkpoint (cell.json then says ``resume`` and counts the
+    segments). Returns whether the cell resumes."""
+    resume = cell.name in plan.resumes
+    segment = 1
+    if resume:
+        old = read_cell_json(cell_dir / "cell.json") or {}
+        segment = int(old.get("segment", 1)) + 1
+        for stale in ("failed.json", "summary.json"):  # an interrupted segment's
+            (cell_dir / stale).unlink(missing_ok=True)
+    else:
+        _fresh_dir(cell_dir)
+    write_atomic(
+        cell_dir / "cell.json",
+        json.dumps(
+            {
+                "name": cell.name, "task": cell.task, "agent": cell.agent,
+                "env": cell.env, "precision": cell.precision, "seed": cell.seed,
+                "width": list(cell.width), "country": spec.country,
+                "spec": spec.name, "spec_sha256": spec.sha256, "config": cell.config,
+                "framework": cell.framework, "frameworks": list(cell.frameworks),
+                "settings": cell.settings, "session": len(plan.sessions),
+                "resume": resume, "segment": segment,
+            },
+            indent=1,
+        )
+    )  # fmt: skip
+    return resume
+
+
 def _last_error(cell_dir: Path) -> str:
     """``": <the run's error line>"`` from a failed cell's log (a diverging learner, a bad
     setting), or "" if its log has none: the console says why, not just a status."""
@@ -283,21 +341,8 @@ def _run_plan(
     try:
         for cell in todo:
             cell_dir = results / cell.name
-            _fresh_dir(cell_dir)
-            write_atomic(
-                cell_dir / "cell.json",
-                json.dumps(
-                    {
-                        "name": cell.name, "task": cell.task, "agent": cell.agent,
-                        "env": cell.env, "precision": cell.precision, "seed": cell.seed,
-                        "width": list(cell.width), "country": spec.country,
-                        "spec": spec.name, "spec_sha256": spec.sha256, "config": cell.config,
-                        "framework": cell.framework, "frameworks": list(cell.frameworks),
-                        "settings": cell.settings, "session": len(plan.sessions),
-                    },
-                    indent=1,
-                )
-            )  # fmt: skip
+            if _prepare_cell(spec, plan, cell, cell_dir):
+                bar.print(f"  resume {cell.name} from its checkpoint")
             bar.start(cell.name)
             status = runner(cell, cell_dir, spec.timeout_s)
             summary, why = _outcome(cell_dir, status)

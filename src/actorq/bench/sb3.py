@@ -7,7 +7,19 @@ as rl-baselines3-zoo writes them (``lin_X`` a linear schedule from X to 0, ``pol
 observations and rewards, ``gamma`` the algorithm's; evaluated on frozen training statistics).
 The cell's budget, evaluation interval and episodes, target and seed are the task's actorq
 config fields, so both frameworks run the same schedule; ``net_arch`` defaults to the cell's
-width. One process, one torch thread, on the CPU. Needs the ``[peers]`` extra.
+width (``MlpPolicy``). One process, one torch thread, on the CPU. Needs the ``[peers]`` extra.
+
+Atari (``atari:<Game>``, ``policy = "CnnPolicy"``): SB3 trains on actorq's own Atari env, the
+preprocessing of SB3's ``AtariWrapper`` + ``VecFrameStack(4)`` that rl-zoo's ``atari`` entries
+use (no-op starts, frame skip 4 with max-pooling, 84×84 grayscale, episodic life and clipped
+rewards in training, FIRE on reset, 4 frames stacked, no sticky actions:
+:mod:`actorq.envs.atari`), frames channel-first, which SB3's ``CnnPolicy`` takes as they are.
+Evaluations play full games on the raw score on actorq's seeds, as actorq's do.
+
+A cell checkpoints every ``checkpoint_minutes`` (default 10), before each evaluation and on
+Ctrl-C / SIGTERM, in safe formats (:mod:`actorq.bench.sb3_checkpoint`); a cell.json that says
+``resume`` rebuilds the model from these settings, loads the checkpoint and goes on with
+``learn(..., reset_num_timesteps=False)``.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from actorq.bench import sb3_checkpoint
 from actorq.bench.frameworks import (
     EVAL_SEED,
     FINAL_EVAL_SEED,
@@ -34,12 +47,15 @@ from actorq.errors import ActorQError
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
 
-_COMMON = {"policy", "learning_rate", "batch_size", "gamma", "max_grad_norm", "policy_kwargs"}
+_COMMON = {
+    "policy", "learning_rate", "batch_size", "gamma", "max_grad_norm", "policy_kwargs",
+    "checkpoint_minutes",
+}  # fmt: skip
 KEYS = {
     "dqn": frozenset(_COMMON | {
         "buffer_size", "learning_starts", "tau", "train_freq", "gradient_steps",
         "target_update_interval", "exploration_fraction", "exploration_initial_eps",
-        "exploration_final_eps",
+        "exploration_final_eps", "optimize_memory_usage",
     }),
     "ppo": frozenset(_COMMON | {
         "n_envs", "normalize", "n_steps", "n_epochs", "gae_lambda", "clip_range",
@@ -47,7 +63,11 @@ KEYS = {
     }),
 }  # fmt: skip
 _SCHEDULED = ("learning_rate", "clip_range")
-_FLAGS = ("normalize", "normalize_advantage")
+_FLAGS = ("normalize", "normalize_advantage", "optimize_memory_usage")
+_POLICIES = ("MlpPolicy", "CnnPolicy")
+#: the adapter's own keys (not SB3's arguments)
+_ENV_KEYS = ("n_envs", "normalize", "checkpoint_minutes")
+CHECKPOINT_MINUTES = 10.0
 _ACTIVATIONS = ("relu", "tanh")
 
 
@@ -93,22 +113,24 @@ class SB3:
                 if not isinstance(v, bool):
                     raise ActorQError(f"{key} = {v!r}: true or false")
             elif key == "policy":
-                if v != "MlpPolicy":
-                    raise ActorQError(f"policy = {v!r}: only 'MlpPolicy'")
+                if v not in _POLICIES:
+                    raise ActorQError(f"policy = {v!r}: {' or '.join(map(repr, _POLICIES))}")
             elif key == "policy_kwargs":
                 if not isinstance(v, dict) or v.get("activation_fn", "tanh") not in _ACTIVATIONS:
                     raise ActorQError("policy_kwargs: a table; activation_fn 'relu' or 'tanh'")
             # abs() <= 1e15: False for NaN and inf, and no float() of a huge int
             elif not isinstance(v, int | float) or isinstance(v, bool) or not abs(v) <= 1e15:
                 raise ActorQError(f"{key} = {v!r}: a number")
+            elif key == "checkpoint_minutes" and not v > 0:
+                raise ActorQError(f"checkpoint_minutes = {v!r}: a positive number")
 
     def kwargs(
         self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]
     ) -> dict[str, Any]:
-        """``settings`` as SB3's keyword arguments (env-side keys dropped)."""
+        """``settings`` as SB3's keyword arguments (the adapter's own keys dropped)."""
         import torch.nn as nn
 
-        kw = {k: v for k, v in settings.items() if k not in ("n_envs", "normalize")}
+        kw = {k: v for k, v in settings.items() if k not in _ENV_KEYS}
         kw.setdefault("policy", "MlpPolicy")
         for key in _SCHEDULED:
             if key in kw:
@@ -116,24 +138,25 @@ class SB3:
         pk = copy.deepcopy(kw.get("policy_kwargs", {}))
         if "activation_fn" in pk:
             pk["activation_fn"] = {"relu": nn.ReLU, "tanh": nn.Tanh}[pk["activation_fn"]]
-        pk.setdefault(
-            "net_arch",
-            list(width) if cfg.agent == "dqn" else {"pi": list(width), "vf": list(width)},
-        )
+        if kw["policy"] == "MlpPolicy":  # the CNN's is Nature's, whatever the width axis
+            pk.setdefault(
+                "net_arch",
+                list(width) if cfg.agent == "dqn" else {"pi": list(width), "vf": list(width)},
+            )
         kw["policy_kwargs"] = pk
+        if kw.get("optimize_memory_usage"):  # what rl-zoo passes with it (SB3 refuses both)
+            kw["replay_buffer_kwargs"] = {"handle_timeout_termination": False}
         return kw
 
-    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> None:
+    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> bool:
         import torch
         from stable_baselines3 import DQN, PPO
-        from stable_baselines3.common.callbacks import BaseCallback
         from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
         from actorq.envs import make_env
 
         torch.set_num_threads(1)
         settings = cell.get("settings", {})
-        record = Record(cfg, run_dir, "sb3")
         greedy = GreedyEval(cfg.env, cfg.eval_episodes)
         venv: Any = DummyVecEnv([lambda: make_env(cfg.env)] * int(settings.get("n_envs", 1)))
         if settings.get("normalize"):
@@ -141,29 +164,100 @@ class SB3:
         algo = DQN if cfg.agent == "dqn" else PPO
         model = algo(env=venv, seed=cfg.seed, device="cpu", verbose=0,
                      **self.kwargs(cfg, cell["width"], settings))  # fmt: skip
-
-        def returns(seed: int) -> np.ndarray:
-            return greedy(
-                lambda obs: model.predict(obs, deterministic=True)[0],
-                seed,
-                _frozen_normalizer(model.get_env()),
+        segment = _Segment(cfg, cell, run_dir, model)
+        try:
+            interrupted = segment.learn(
+                lambda seed: greedy(
+                    lambda obs: model.predict(obs, deterministic=True)[0],
+                    seed,
+                    _frozen_normalizer(model.get_env()),
+                ),
+                float(settings.get("checkpoint_minutes", CHECKPOINT_MINUTES)) * 60.0,
             )
+        finally:
+            greedy.close()
+            venv.close()
+        return interrupted
+
+
+class _Segment:
+    """One session's share of an SB3 cell: from the start or from its checkpoint, to the
+    budget, the target or a stop signal (then checkpointed)."""
+
+    def __init__(
+        self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path, model: Any
+    ) -> None:
+        self.cfg, self.run_dir, self.model = cfg, run_dir, model
+        self.next_eval = cfg.eval_every
+        self.refills: list[list[float]] = []
+        self.counters = sb3_checkpoint.algo_counters(model)  # at the collection's start
+        if cell.get("resume"):
+            state, extra = sb3_checkpoint.load(run_dir, model)
+            self.counters = sb3_checkpoint.algo_counters(model)
+            self.next_eval, self.refills = extra["next_eval"], extra["refills"]
+            self.record = Record.resumed(cfg, run_dir, "sb3", state, model.num_timesteps)
+            # new episodes on this segment's seeds (the first segment's were cfg.seed)
+            model.get_env().seed(cfg.seed + 1000 * int(cell.get("segment", 2)))
+            if cfg.agent == "dqn":  # its replay is not saved: refill it, off the budget
+                kw = model.replay_buffer.buffer_size, max(model.learning_starts, model.batch_size)
+                need = min(*kw, model.num_timesteps)
+                steps, secs = sb3_checkpoint.refill_replay(model, need, cfg.total_steps)
+                self.refills.append([steps, secs])
+        else:
+            self.record = Record(cfg, run_dir, "sb3")
+
+    def save(self) -> None:
+        extra = {"next_eval": self.next_eval, "refills": self.refills}
+        sb3_checkpoint.save(self.run_dir, self.model, self.counters, self.record.state(), extra)
+
+    def learn(self, returns: Callable[[int], np.ndarray], checkpoint_s: float) -> bool:
+        """Train to the budget; returns whether a stop signal interrupted it."""
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        from actorq.run.monitor import StopOnSignal
+
+        cfg, seg, stop = self.cfg, self, StopOnSignal()
 
         class Evaluate(BaseCallback):
-            """Every eval_every env steps: evaluate; stop at the target if the config says so."""
+            """Every eval_every env steps: checkpoint, evaluate, stop at the target if the
+            config says so; every checkpoint_s: checkpoint; on a stop signal: stop."""
 
-            next_eval = cfg.eval_every
+            last_save = time.monotonic()
+
+            def _on_rollout_start(self) -> None:
+                seg.counters = sb3_checkpoint.algo_counters(self.model)
 
             def _on_step(self) -> bool:
-                if self.num_timesteps < self.next_eval:
+                if stop.requested:
+                    return False
+                if time.monotonic() - self.last_save >= checkpoint_s:
+                    seg.save()
+                    self.last_save = time.monotonic()
+                if self.num_timesteps < seg.next_eval:
                     return True
-                self.next_eval = (self.num_timesteps // cfg.eval_every + 1) * cfg.eval_every
-                hit = record.evaluate(self.num_timesteps, lambda: returns(EVAL_SEED))
+                seg.save()  # an evaluation of Atari games takes minutes: never redone
+                self.last_save = time.monotonic()
+                seg.next_eval = (self.num_timesteps // cfg.eval_every + 1) * cfg.eval_every
+                hit = seg.record.evaluate(self.num_timesteps, lambda: returns(EVAL_SEED))
                 return not (hit and cfg.stop_at_target)
 
+        model, record = self.model, self.record
         record.start()
-        model.learn(total_timesteps=cfg.total_steps, callback=Evaluate(), progress_bar=False)
+        try:
+            left = cfg.total_steps - model.num_timesteps
+            if left > 0 and (record.hit is None or not cfg.stop_at_target):
+                model.learn(total_timesteps=left, callback=Evaluate(), progress_bar=False,
+                            reset_num_timesteps=not model.num_timesteps)  # fmt: skip
+        finally:
+            stop.restore()
+        if stop.requested:
+            self.save()
+            record.csv.close()
+            return True
         wall_s = time.perf_counter() - record.t0
-        record.finish(int(model.num_timesteps), wall_s, returns(FINAL_EVAL_SEED))
-        greedy.close()
-        venv.close()
+        extra: dict[str, Any] = {"segments": len(self.refills) + 1} if self.refills else {}
+        if self.refills:
+            extra["resume_refill_steps"] = int(sum(r[0] for r in self.refills))
+            extra["resume_refill_s"] = float(sum(r[1] for r in self.refills))
+        record.finish(int(model.num_timesteps), wall_s, returns(FINAL_EVAL_SEED), **extra)
+        return False

@@ -7,6 +7,7 @@ seeds; a spec names those tasks and axes once, and every cell is one ``actorq.tr
     precisions = ["fp32", "int8"]      # axes for every task (a task may override them)
     seeds = [0, 1]
     timeout_s = 900                    # optional: a cell running longer is killed, marked failed
+    resume = true                      # optional: a partial cell continues from its checkpoint
     country = "USA"                    # optional: grid for the CO2 of each run (actorq.energy)
 
     [defaults]                         # config fields for every cell
@@ -74,8 +75,9 @@ def _names(keys: set[str]) -> str:
 #: config fields the matrix sets itself
 RESERVED = frozenset({"env", "precision", "seed", "run_dir", "resume", "progress"})
 _TOP_KEYS = frozenset(
-    {"name", "precisions", "seeds", "frameworks", "timeout_s", "country", "defaults", "tasks"}
-)
+    {"name", "precisions", "seeds", "frameworks", "timeout_s", "country", "resume", "defaults",
+     "tasks"}
+)  # fmt: skip
 _TASK_KEYS = frozenset(
     {"agent", "env", "label", "widths", "precisions", "seeds", "frameworks", "config"}
 )
@@ -126,6 +128,9 @@ class Spec:
     timeout_s: float | None
     country: str
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # --override K=V
+    #: a partial cell with a checkpoint continues from it (its times span sessions) instead of
+    #: starting over: for cells that run for hours (``resume = true``; docs/bench.md)
+    resume: bool = False
 
     @property
     def sha256(self) -> str:
@@ -447,6 +452,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     country = raw.get("country", DEFAULT_COUNTRY)
     if not isinstance(country, str):
         raise SpecError(f"{path}: country must be an ISO 3166 alpha-3 code such as 'USA'")
+    resume = raw.get("resume", False)
+    if not isinstance(resume, bool):
+        raise SpecError(f"{path}: resume must be true or false, got {resume!r}")
     cells = [
         c for i, t in enumerate(raw["tasks"]) for c in _task_cells(f"{path}: tasks[{i}]", t, axes)
     ]
@@ -457,4 +465,4 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise SpecError(f"{path}: two cells named {dup[0]}; give the tasks distinct labels")
-    return Spec(name, path, text, cells, timeout_s, country, axes.overrides)
+    return Spec(name, path, text, cells, timeout_s, country, axes.overrides, resume)

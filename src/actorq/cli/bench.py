@@ -55,9 +55,13 @@ def cmd_bench(argv: list[str]) -> int:
     results = Path(a.results) if a.results else Path("runs") / f"bench-{spec.name}"
     if a.dry_run:
         # the same reads and checks as a run (summaries, machine.json), and no writes
-        finished = {c.name for c in plan_matrix(spec, results).finished}
+        plan = plan_matrix(spec, results)
+        finished = {c.name for c in plan.finished}
         for cell in spec.cells:
-            print(f"{cell.name}  ({'finished' if cell.name in finished else 'to run'})")
+            state = "finished" if cell.name in finished else "to run"
+            if cell.name in plan.resumes:
+                state = "to run on from its checkpoint"
+            print(f"{cell.name}  ({state})")
         print(f"{len(spec.cells)} cells -> {results}")
         return 0
     out = run_matrix(spec, results, progress=a.progress)

@@ -190,7 +190,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
             f"{cfg.total_steps:,}: nothing to train, summarising its checkpoint (raise "
             "--total-steps to go on)"
         )
-    evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps)
+    evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s)
     interval = IntervalLogger(logger, progress, c)
     if warm:
         logger.log(c.env_steps, warm)

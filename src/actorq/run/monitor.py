@@ -35,10 +35,11 @@ class Evaluator:
         logger: MetricLogger,
         say: Callable[[str], None],
         env_steps: int,
+        eval_s: float = 0.0,
     ) -> None:
         self.cfg, self.io, self.target, self.logger, self.say = cfg, io, target, logger, say
         self.next = (env_steps // cfg.eval_every + 1) * cfg.eval_every
-        self.seconds = 0.0  # time spent evaluating (periodic and confirmation)
+        self.seconds = eval_s  # time spent evaluating (periodic and confirmation), all segments
 
     def due(self, env_steps: int) -> bool:
         return env_steps >= self.next
@@ -66,6 +67,7 @@ class Evaluator:
                 c.time_to_target_s = elapsed
                 reached = True
         self.seconds += time.perf_counter() - t
+        c.eval_time_s = self.seconds  # checkpointed with the counters
         self.logger.log(c.env_steps, {"perf/eval_s": self.seconds})  # cumulative
         return reached
 

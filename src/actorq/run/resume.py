@@ -159,6 +159,9 @@ class Counters:
     version: int = 0
     episodes: int = 0
     wall_time_s: float = 0.0
+    #: of ``wall_time_s``, the seconds spent in periodic evaluations (carried over a resume,
+    #: so a resumed run's training time and time to target less evaluation stay whole)
+    eval_time_s: float = 0.0
     time_to_target_s: float | None = None
     steps_to_target: int | None = None
     last_eval: float | None = None

@@ -1,0 +1,199 @@
+"""`resume = true`: a partial cell holding a checkpoint continues from it on the next `actorq
+bench` (actorq's runs and SB3's), its counters and clock going on; without it, it starts over."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import actorq.experiment
+from actorq.bench import cell as bench_cell
+from actorq.bench.runner import plan_matrix, run_matrix
+from actorq.bench.sb3_checkpoint import check_counters
+from actorq.bench.spec import Cell, SpecError, load_spec
+
+DQN = """
+name = "resume"
+resume = true
+precisions = ["fp32"]
+seeds = [0]
+frameworks = ["{fw}"]
+[defaults]
+actors = 0
+energy = false
+[[tasks]]
+agent = "dqn"
+env = "gym:CartPole-v1"
+label = "cartpole"
+widths = ["16,16"]
+[tasks.config]
+envs_per_actor = 2
+total_steps = 1200
+eval_every = 400
+eval_episodes = 2
+target_return = 10000
+min_replay_size = 100
+replay_size = 2000
+checkpoint_every = 20
+log_every = 0.01
+"""
+SB3 = """[tasks.sb3]
+learning_starts = 100
+buffer_size = 2000
+train_freq = 4
+target_update_interval = 100
+exploration_fraction = 0.5
+"""
+
+
+def _spec(tmp_path: Path, text: str) -> Any:
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    spec = load_spec(path)
+    spec.validate()
+    return spec
+
+
+def _in_process(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+    return bench_cell.main([str(cell_dir / "cell.json")])
+
+
+def _state(cell_dir: Path) -> dict[str, Any]:
+    state: dict[str, Any] = json.loads((cell_dir / "checkpoint" / "state.json").read_text())
+    return state
+
+
+def test_an_interrupted_actorq_cell_continues_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _spec(tmp_path, DQN.format(fw="actorq"))
+    results, cell = tmp_path / "r", spec.cells[0]
+    real = actorq.experiment.train
+
+    def stop_midway(info: dict[str, Any]) -> None:
+        if info["env_steps"] >= 500:
+            raise KeyboardInterrupt  # what Ctrl-C / SIGTERM becomes in the learner loop
+
+    monkeypatch.setattr(actorq.experiment, "train", lambda cfg: real(cfg, callback=stop_midway))
+    out = run_matrix(spec, results, _in_process, progress=False)
+    assert out.failed == [cell.name]  # interrupted: no complete summary
+    first = _state(results / cell.name)["counters"]
+    assert 500 <= first["env_steps"] < 1200 and first["eval_time_s"] > 0
+
+    assert plan_matrix(spec, results).resumes == {cell.name}
+    monkeypatch.setattr(actorq.experiment, "train", real)
+    out = run_matrix(spec, results, _in_process, progress=False)
+    assert out.ran == [cell.name]
+    cell_dir = results / cell.name
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    assert summary["env_steps"] >= 1200 and not (cell_dir / "failed.json").exists()
+    assert summary["wall_time_s"] > first["wall_time_s"]  # the clock went on, not restarted
+    assert summary["eval_time_s"] > first["eval_time_s"]
+    assert json.loads((cell_dir / "cell.json").read_text())["segment"] == 2
+    steps = [int(line.split(",")[0]) for line in (cell_dir / "metrics.csv").read_text().split()
+             if ",charts/eval_return," in line]  # fmt: skip
+    assert steps[0] == 400 and steps[-1] >= 1200  # both segments' evaluations, one file
+
+
+class _StopAfter:
+    """StopOnSignal whose flag goes up at its ``n``-th look (an SB3 callback looks once a
+    step): a Ctrl-C in the middle of training, without a signal."""
+
+    n = 600
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    @property
+    def requested(self) -> bool:
+        self.looks += 1
+        return self.looks >= self.n
+
+    def restore(self) -> None:
+        pass
+
+
+def test_an_interrupted_sb3_cell_continues_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("stable_baselines3")
+    import actorq.run.monitor
+
+    spec = _spec(tmp_path, DQN.format(fw="sb3") + SB3)
+    results, cell = tmp_path / "r", spec.cells[0]
+    monkeypatch.setattr(actorq.run.monitor, "StopOnSignal", _StopAfter)
+    out = run_matrix(spec, results, _in_process, progress=False)
+    assert out.failed == [cell.name]
+    cell_dir = results / cell.name
+    first = _state(cell_dir)
+    steps = first["learner"]["counters"]["num_timesteps"]
+    assert 400 < steps < 1200 and first["counters"]["next_eval"] == 800
+    assert first["learner"]["counters"]["_n_updates"] > 0
+
+    monkeypatch.undo()
+    out = run_matrix(spec, results, _in_process, progress=False)
+    assert out.ran == [cell.name]
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 1200 and summary["segments"] == 2
+    assert summary["wall_time_s"] > first["counters"]["wall_time_s"]
+    assert summary["resume_refill_steps"] == 100  # learning_starts, off the budget
+    rows = (cell_dir / "metrics.csv").read_text().split()
+    evals = [int(r.split(",")[0]) for r in rows if ",charts/eval_return," in r]
+    assert evals == [400, 800, 1200]  # the interrupted segment's kept, none twice
+
+
+def test_without_resume_a_partial_cell_starts_over(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, DQN.format(fw="actorq").replace("resume = true\n", ""))
+    cell_dir = tmp_path / "r" / spec.cells[0].name
+    (cell_dir / "checkpoint").mkdir(parents=True)
+    assert plan_matrix(spec, tmp_path / "r").resumes == set()
+
+
+def test_a_partial_cell_with_other_settings_starts_over(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, DQN.format(fw="actorq"))
+    cell = spec.cells[0]
+    cell_dir = tmp_path / "r" / cell.name
+    (cell_dir / "checkpoint").mkdir(parents=True)
+    old = {"name": cell.name, "config": {**cell.config, "total_steps": 999}}
+    (cell_dir / "cell.json").write_text(json.dumps(old))
+    assert plan_matrix(spec, tmp_path / "r").resumes == set()
+    (cell_dir / "cell.json").write_text(json.dumps({**old, "config": cell.config}))
+    assert plan_matrix(spec, tmp_path / "r").resumes == {cell.name}
+
+
+@pytest.mark.parametrize("value", ["1", '"yes"', "[true]"])
+def test_a_bad_resume_key_is_one_line(value: str, tmp_path: Path) -> None:
+    path = tmp_path / "spec.toml"
+    path.write_text(DQN.format(fw="actorq").replace("resume = true", f"resume = {value}"))
+    with pytest.raises(SpecError, match="resume must be true or false"):
+        load_spec(path)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=12), kids),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["wall_time_s", "eval_time_s", "hit", "next_eval", "refills"]), _JSON
+    )
+    | _JSON
+)
+def test_sb3_checkpoint_counters_are_checked_or_refused_with_one_error(d: Any) -> None:
+    """Whatever a damaged state.json holds, the counters are read or refused with a
+    ValueError (one CheckpointError line for the cell), never another exception."""
+    try:
+        record, extra = check_counters(d)
+    except ValueError:
+        return
+    assert record["wall_time_s"] >= 0 and record["eval_time_s"] >= 0
+    assert isinstance(extra["next_eval"], int)
