@@ -91,9 +91,11 @@ def timed_trials(run: Callable[[int], float], n: int, trials: int) -> list[float
     return [run(n) for _ in range(trials)]
 
 
-def raw_env_sps(k: int, seconds: float, trials: int, env_id: str = ENV_ID) -> dict[str, Any]:
+def raw_env_sps(
+    k: int, seconds: float, trials: int, env_id: str = ENV_ID, **env_kwargs: Any
+) -> dict[str, Any]:
     """Steps/s of the bare vector env with precomputed random actions."""
-    env = make_vector_env(env_id, k)
+    env = make_vector_env(env_id, k, **env_kwargs)
     env.reset(seed=SEED)
     num_actions = int(env.single_action_space.n)  # type: ignore[attr-defined]
     rng = np.random.default_rng(SEED)
@@ -262,6 +264,7 @@ def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
     from actorq.agents.ppo.networks import NatureCNNPolicy
     from actorq.core.exploration import PolicySampler
     from actorq.envs import make_env
+    from actorq.envs.atari_envpool import envpool_installed
     from actorq.replay.adders import TrajectoryAdder
 
     env_id, spec = f"atari:{game}", env_spec(f"atari:{game}")
@@ -269,11 +272,16 @@ def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
     cache = _LocalCache()
     net = NatureCNNPolicy(spec.observation.shape, spec.num_actions)
     cache.publish(1, pixel_snapshot(net, 1, spec, "categorical").to_bytes())
-    adder = TrajectoryAdder(128, k, spec)
-    actor = VectorActor(env_id, spec, k, SEED, cache, PolicySampler(SEED), adder)
-    out = {"raw env": raw_env_sps(k, seconds, trials, env_id),
-           "actorq actor (ORT fp32)": time_actor(actor, k, seconds, trials)}  # fmt: skip
-    venv = DummyVecEnv([lambda: make_env(env_id)] * k)
+    out: dict[str, dict[str, Any]] = {}
+    # both engines where EnvPool is installed (--atari-engine auto picks it), in one run
+    for engine in ("ale", "envpool") if envpool_installed() else ("ale",):
+        kw = {"engine": engine}
+        actor = VectorActor(env_id, spec, k, SEED, cache, PolicySampler(SEED),
+                            TrajectoryAdder(128, k, spec), env_kwargs=kw)  # fmt: skip
+        out[f"raw env ({engine})"] = raw_env_sps(k, seconds, trials, env_id, **kw)
+        out[f"actorq actor, {engine} (ORT fp32)"] = time_actor(actor, k, seconds, trials)
+        actor.close()
+    venv = DummyVecEnv([lambda: make_env(env_id)] * k)  # SB3 on the ale engine's frames
     model = PPO("CnnPolicy", venv, seed=SEED, device="cpu", n_steps=128)
     obs = venv.reset()
 
