@@ -219,12 +219,13 @@ class ExperimentConfig(Grouped):
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
-        if self.env.startswith("atari:") and self.atari_engine == "auto":
+        if self.env.startswith("atari:"):
             from actorq.envs.atari_envpool import resolve_engine
 
-            # decided once, at the run's start, and saved with it: the engines' frames differ
-            # in their grayscale (a policy trained on one sees shifted pixels on the other)
-            self.atari_engine = resolve_engine("auto")
+            # auto is decided once, at the run's start, and saved with it: the engines' frames
+            # differ in their grayscale (a policy trained on one sees shifted pixels on the
+            # other); a saved envpool run where EnvPool is missing is one line, never ale's
+            self.atari_engine = resolve_engine(self.atari_engine)
         if self.precision not in (*PRECISIONS, "auto"):
             raise ConfigError(
                 f"unknown precision {self.precision!r}; expected one of "

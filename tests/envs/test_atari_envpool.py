@@ -159,3 +159,25 @@ def test_envpool_frames_agree_with_the_python_path_and_a_lost_life_goes_on() -> 
     finally:
         ale.close()
         pool.close()
+
+
+def test_a_run_saves_the_engine_it_resolved_and_old_runs_read_as_ale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("ale_py")
+    from actorq import DQNConfig
+    from actorq.run.directory import run_config_from_json
+    from actorq.rundir import RunDir
+
+    monkeypatch.setattr(atari_envpool, "envpool_installed", lambda: True)
+    cfg = DQNConfig(env="atari:Pong", precision="fp32")
+    cfg.validate()
+    assert cfg.atari_engine == "envpool" and cfg.env_kwargs() == {"engine": "envpool"}
+    saved = cfg.to_json()
+    assert saved["atari_engine"] == "envpool"
+    monkeypatch.setattr(atari_envpool, "envpool_installed", lambda: False)
+    with pytest.raises(EnvIdError, match=r"actorq\[envpool\]"):  # never silently ale's frames
+        run_config_from_json(RunDir("r"), saved)
+    legacy = {k: v for k, v in saved.items() if k != "atari_engine"}
+    assert run_config_from_json(RunDir("r"), legacy).atari_engine == "ale"
+    assert DQNConfig(env="gym:CartPole-v1").env_kwargs() == {}
