@@ -70,6 +70,11 @@ def test_int8_actors_learn_it_and_the_summary_reports_their_agreement(tiny: Any)
     assert r.precision == "int8" and r.agreement_states > 0
     assert r.action_agreement >= 0.99, r
     assert r.eval_return >= 7.5, r
+    # actorq eval/export: the checkpoint at int8, calibrated on random play (no replay there)
+    from actorq.run.directory import load_run_policy
+
+    snap = decode_snapshot(load_run_policy(cfg.run_dir, None)[2])
+    assert snap.precision == "int8" and snap.meta["calibration_states"] == 256
 
 
 def test_publishes_calibrate_int8_on_replay_states() -> None:
