@@ -4,6 +4,8 @@ and int8 snapshots decode, run, and (int8) act as fp32 does on ≥ 99% of states
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from actorq.agents.dqn.networks import MLP, NatureQNetwork, make_q_network
 from actorq.agents.pixels import (
+    PIXEL_PRECISIONS,
     NatureCNN,
     activation_bound,
     activation_max,
@@ -174,3 +177,20 @@ def _small_int8() -> bytes:
 
 
 _SMALL_INT8 = _small_int8()
+
+
+def test_auto_picks_the_fastest_measured_pixel_precision_that_agrees() -> None:
+    from actorq.quant.autoselect import select_model_precision
+
+    net, calib = _q_net(), frames(32, seed=10)
+    snaps = {p: pixel_snapshot(net, 0, PONG, "q", p, calib).to_bytes() for p in PIXEL_PRECISIONS}
+    states = frames(64, seed=11)
+
+    def timer(us: dict[str, float]) -> Any:
+        return lambda rts, batch: [us[rt.precision] * 1e-6 for rt in rts]
+
+    fast = select_model_precision(snaps, states, 8, timer=timer({"fp32": 9, "fp16": 9, "int8": 4}))
+    assert fast.precision == "int8" and {c.precision for c in fast.candidates} == set(snaps)
+    assert all(c.latency_us_batch1 is not None and c.agreement >= 0.99 for c in fast.candidates)
+    slow = select_model_precision(snaps, states, 8, timer=timer({"fp32": 9, "fp16": 8, "int8": 8}))
+    assert slow.precision == "fp32"  # nothing 1.3× faster: fp32
