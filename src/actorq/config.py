@@ -134,7 +134,8 @@ class ExperimentConfig(Grouped):
     fewer flipped greedy actions), none (round to nearest), or auto (gptq while the widest
     quantized layer has <= 512 inputs, where it costs a few ms; round to nearest beyond)."""
     calibration_states: int = 1024
-    """Replay states GPTQ calibrates on at each publish."""
+    """Replay states GPTQ calibrates on at each publish (a convolutional int8 policy's activation
+    ranges: at most 256 of them)."""
     actors: int = 2
     """Actor processes. 0 runs one actor in the learner's process, synchronously and
     deterministically for a seed (for debugging and tests)."""

@@ -1,15 +1,33 @@
 """The Nature-CNN: picked by observation shape, uint8 in and /255 inside, DQN's dueling head
-folded for export, PPO's one trunk under two heads, and the ONNX export equal to torch."""
+folded for export, PPO's one trunk under two heads, and the ONNX export equal to torch; its fp16
+and int8 snapshots decode, run, and (int8) act as fp32 does on ≥ 99% of states."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import onnx
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorq.agents.dqn.networks import MLP, NatureQNetwork, make_q_network
-from actorq.agents.pixels import NatureCNN, cnn_onnx
+from actorq.agents.pixels import (
+    PIXEL_PRECISIONS,
+    NatureCNN,
+    activation_bound,
+    activation_max,
+    cnn_onnx,
+    pixel_snapshot,
+)
+from actorq.agents.policy_io import compare_policies
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.networks import NatureCNNPolicy, NatureCNNValue, make_networks
+from actorq.errors import SnapshotError
+from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.runtimes import decode_snapshot, make_runtime
 from actorq.types import ArraySpec, EnvSpec
 
 PIXELS = EnvSpec("atari:Pong", ArraySpec((4, 84, 84), "uint8"), ArraySpec((), "int64"), 6)
@@ -67,3 +85,112 @@ def test_onnx_export_runs_uint8_frames_as_torch_does() -> None:
     with torch.no_grad():
         want = q(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# -- quantized convolutional actors (QuaRL's int8 actors; Jacob et al. 2018's integer layers) --
+
+PONG = EnvSpec("atari:Pong", ArraySpec((4, 84, 84), "uint8"), ArraySpec((), "int64"), 6)
+
+
+def _q_net() -> NatureQNetwork:
+    torch.manual_seed(0)
+    return NatureQNetwork((4, 84, 84), 6, dueling=True).eval()
+
+
+def _q(net: NatureQNetwork, x: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return np.asarray(net(torch.from_numpy(x)).numpy())
+
+
+@pytest.mark.parametrize(("precision", "tol"), [("fp16", 2e-3), ("int8", 3e-2)])
+def test_quantized_snapshots_round_trip_and_run_uint8_frames(precision: str, tol: float) -> None:
+    net = _q_net()
+    snap = pixel_snapshot(net, 7, PONG, "q", precision, frames(64, seed=3))
+    back = decode_snapshot(snap.to_bytes())  # the actors' decoder: checksum, parse, finite
+    assert isinstance(back, ModelSnapshot) and back == snap and back.precision == precision
+    ops = {n.op_type for n in onnx.load_model_from_string(back.model).graph.node}
+    if precision == "int8":  # integer convolutions and fc, static scales (no ConvInteger)
+        assert {"QLinearConv", "QGemm"} <= ops and "ConvInteger" not in ops
+        assert back.meta["calibration_states"] == 64
+    x = frames(16, seed=4)
+    got, want = make_runtime(back)(x), _q(net, x)
+    assert got.shape == (16, 6) and got.dtype == np.float32
+    assert np.abs(got - want).max() <= tol * np.abs(want).max()
+    fp32_bytes = len(pixel_snapshot(net, 7, PONG, "q").model)
+    assert len(back.model) < fp32_bytes / {"fp16": 1.9, "int8": 3.5}[precision]
+
+
+def test_int8_greedy_actions_agree_with_fp32_on_states() -> None:
+    # a fixed random network on 84×84 frames, calibrated on other states than it is judged on
+    net = _q_net()
+    snap = pixel_snapshot(net, 1, PONG, "q", "int8", frames(128, seed=5))
+    states = frames(512, seed=6)
+    q32 = _q(net, states)
+    top2 = np.sort(q32, axis=1)[:, -2:]
+    assert np.median(top2[:, 1] - top2[:, 0]) > 1e-3  # margins the int8 error could flip
+    agree = float((make_runtime(snap)(states).argmax(1) == q32.argmax(1)).mean())
+    assert agree >= 0.99, agree
+    fp32 = pixel_snapshot(net, 1, PONG, "q")
+    assert compare_policies(snap, fp32, states)[0] == agree  # what a run's summary reports
+
+
+def test_int8_output_of_a_state_does_not_depend_on_its_batch() -> None:
+    rt = make_runtime(pixel_snapshot(_q_net(), 1, PONG, "q", "int8", frames(32, seed=7)))
+    x = frames(8, seed=8)
+    whole = rt(x)
+    np.testing.assert_array_equal(whole, np.concatenate([rt(x[i : i + 1]) for i in range(8)]))
+
+
+def test_int8_before_replay_has_states_is_bounded_not_clipped() -> None:
+    torso = _q_net().torso
+    bound, seen = activation_bound(torso), activation_max(torso, frames(64, seed=9))
+    assert all(b >= s > 0 for b, s in zip(bound, seen, strict=True))
+    white = np.full((1, 4, 84, 84), 255, np.uint8)  # the brightest frame stays inside too
+    assert all(b >= s for b, s in zip(bound, activation_max(torso, white), strict=True))
+    snap = pixel_snapshot(_q_net(), 0, PONG, "q", "int8", None)
+    assert snap.meta["calibration_states"] == 0
+    assert make_runtime(snap)(frames(2)).shape == (2, 6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_corruption_of_an_int8_pixel_snapshot_is_refused_or_harmless(
+    data: st.DataObject,
+) -> None:
+    blob = bytearray(_SMALL_INT8)
+    if data.draw(st.booleans()):
+        blob[data.draw(st.integers(0, len(blob) - 1))] ^= data.draw(st.integers(1, 255))
+    else:
+        blob = blob[: data.draw(st.integers(0, len(blob) - 1))]
+    try:
+        back = decode_snapshot(bytes(blob))
+    except SnapshotError:
+        return
+    assert back.to_bytes() == _SMALL_INT8
+
+
+def _small_int8() -> bytes:
+    torch.manual_seed(1)
+    spec = EnvSpec("gym:t", ArraySpec((4, 36, 36), "uint8"), ArraySpec((), "int64"), 2)
+    calib = np.random.default_rng(0).integers(0, 256, (8, 4, 36, 36), dtype=np.uint8)
+    return pixel_snapshot(NatureQNetwork((4, 36, 36), 2), 1, spec, "q", "int8", calib).to_bytes()
+
+
+_SMALL_INT8 = _small_int8()
+
+
+def test_auto_picks_the_fastest_measured_pixel_precision_that_agrees() -> None:
+    from actorq.quant.autoselect import select_model_precision
+
+    net, calib = _q_net(), frames(32, seed=10)
+    snaps = {p: pixel_snapshot(net, 0, PONG, "q", p, calib).to_bytes() for p in PIXEL_PRECISIONS}
+    states = frames(64, seed=11)
+
+    def timer(us: dict[str, float]) -> Any:
+        return lambda rts, batch: [us[rt.precision] * 1e-6 for rt in rts]
+
+    fast = select_model_precision(snaps, states, 8, timer=timer({"fp32": 9, "fp16": 9, "int8": 4}))
+    assert fast.precision == "int8" and {c.precision for c in fast.candidates} == set(snaps)
+    assert all(c.latency_us_batch1 is not None and c.agreement >= 0.99 for c in fast.candidates)
+    slow = select_model_precision(snaps, states, 8, timer=timer({"fp32": 9, "fp16": 8, "int8": 8}))
+    assert slow.precision == "fp32"  # nothing 1.3× faster: fp32

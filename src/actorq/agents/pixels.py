@@ -15,16 +15,29 @@ same in its graph (input ``obs`` uint8), so actors feed it the env's frames as t
 The network is not an MLP, so it is not quantized layer by layer: each publish exports the whole
 acting network (:func:`cnn_onnx`) as an :data:`~actorq.quant.runtimes.OBS_LOGITS` model snapshot
 with the agent's head (``q``: DQN, actions ε-greedy; ``categorical``: PPO, sampled), which actors
-(:class:`~actorq.core.loop.VectorActor`) run in onnxruntime (:class:`PixelPolicyIO`). fp32 only
-for now: int8 convolutions are the next step of issue 50 (``benchmarks/atari_conv_speed.py``).
+(:class:`~actorq.core.loop.VectorActor`) run in onnxruntime (:class:`PixelPolicyIO`), at one of
+:data:`PIXEL_PRECISIONS` (quantized actors: QuaRL, Lam et al., TMLR 2022):
+
+- ``int8``: integer-arithmetic-only convolutions and fc layer (Jacob et al., CVPR 2018):
+  ``QLinearConv`` / ``QGemm`` on uint8 activations with static scales calibrated on replay
+  states at each publish (:func:`activation_max`), int8 weights per output channel, 7 bits
+  (:data:`~actorq.quant.onnx.STATIC_WEIGHT_BITS`: no int16 saturation on AVX2). The uint8
+  frame *is* the first layer's quantized input (scale 1/255, zero point 0), so the graph's
+  ``/255`` is exact and free. The linear head stays fp32 (its rounding would land on the
+  Q-values/logits directly; it is <0.1% of the compute).
+- ``fp16``: weights stored in half precision (half the bytes), run by onnxruntime's fp32
+  kernels (it has no fp16 convolution on x86 CPUs).
+- ``int4`` is refused: onnxruntime has no 4-bit convolution (``MatMulNBits`` is a matmul).
+
+Speeds on this CPU: ``benchmarks/atari_conv_speed.py`` and docs/atari.md.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -33,10 +46,10 @@ from torch import nn
 from actorq.agents.policy_io import Comparison, compare_policies
 from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
-from actorq.errors import ConfigError
+from actorq.errors import ConfigError, DivergedError
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.onnx import host
-from actorq.quant.onnx_builder import OnnxBuilder
+from actorq.quant.onnx_builder import OnnxBuilder, static_scale
 from actorq.quant.runtimes import MODEL_HEADS, OBS_LOGITS, decode_snapshot, make_runtime
 from actorq.types import EnvSpec
 
@@ -84,24 +97,100 @@ class NatureCNN(nn.Module):
         return torch.relu(self.fc(x.flatten(1)))
 
 
-def cnn_onnx(torso: NatureCNN, head: tuple[np.ndarray, np.ndarray], out: str, doc: str) -> bytes:
-    """The torso and one linear ``head`` (``w`` (512, n), ``b`` (n,)) as an fp32 ONNX model:
-    input ``obs`` ``(batch, C, H, W)`` uint8, output ``out`` ``(batch, n)`` float32.
+#: precisions a convolutional policy is published at (int4: no 4-bit convolution kernel)
+PIXEL_PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+#: replay states an int8 publish calibrates its activation scales on: a Nature-CNN forward pass
+#: is ~20 MFLOP a state (an MLP's GPTQ takes ``--calibration-states``, 1,024 by default), and a
+#: maximum over 256 states is within a few percent of one over thousands
+PIXEL_CALIBRATION_STATES = 256
 
-    An int8 convolution path comes later (issue 50): onnxruntime's integer convolutions are
-    often slower than fp32 on CPUs without VNNI, so it waits for a measurement per CPU."""
-    from onnx import TensorProto, helper
 
-    b = OnnxBuilder("fp32")
+def activation_max(torso: NatureCNN, states: np.ndarray, chunk: int = 64) -> list[float]:
+    """The largest value of each ReLU output (three convolutions, then the fc layer) of
+    ``torso`` on ``states`` (uint8 stacks ``(n, C, H, W)``): the static activation ranges of an
+    int8 model (min-max calibration; Jacob et al. 2018 collect the same ranges)."""
+    amax = [0.0] * (len(torso.convs) + 1)
+    with torch.no_grad():
+        for i in range(0, len(states), chunk):
+            x = torch.from_numpy(np.ascontiguousarray(states[i : i + chunk])).float() / 255.0
+            for j, conv in enumerate(torso.convs):
+                x = torch.relu(conv(x))
+                amax[j] = max(amax[j], float(x.max()))
+            x = torch.relu(torso.fc(x.flatten(1)))
+            amax[-1] = max(amax[-1], float(x.max()))
+    return amax
+
+
+def activation_bound(torso: NatureCNN) -> list[float]:
+    """Upper bounds of :func:`activation_max` over every possible frame (interval arithmetic,
+    pixels in [0, 1]): the ranges of an int8 publish made before replay has states (the first
+    snapshot). Never clipped, but coarse: the next publish calibrates on replay."""
+    chan = np.ones(torso.obs_shape[0])  # each input channel's largest value
+    bounds = []
+    for conv in torso.convs:
+        assert isinstance(conv, nn.Conv2d) and conv.bias is not None
+        w = np.maximum(host(conv.weight), 0)  # (out, in, k, k): only positive weights add
+        chan = np.maximum(np.einsum("oikl,i->o", w, chan) + host(conv.bias), 0)
+        bounds.append(float(chan.max()))
+    cells = torso.flat // len(chan)  # the flattened features: channel-major, cells within
+    fc = np.maximum(host(torso.fc.weight), 0) @ np.repeat(chan, cells) + host(torso.fc.bias)
+    bounds.append(float(np.maximum(fc, 0).max()))
+    return bounds
+
+
+def _int8_body(b: OnnxBuilder, torso: NatureCNN, amax: list[float]) -> str:
+    """The torso on uint8 ``obs`` with static int8 layers; its 512 features in fp32."""
+    x, xs = "obs", 1.0 / 255.0  # the frame's bytes at scale 1/255: exactly the network's x / 255
+    for conv, (_, _, stride), a in zip(torso.convs, NATURE_CONVS, amax, strict=False):
+        assert isinstance(conv, nn.Conv2d)
+        ys = static_scale(a)
+        x, xs = b.static_conv(x, xs, host(conv.weight), host(conv.bias), ys, stride), ys
+    x = b.op("Flatten", x, axis=1)
+    ys = static_scale(amax[-1])
+    x = b.static_dense(x, xs, host(torso.fc.weight).T, host(torso.fc.bias), ys)
+    return b.dequantize(x, ys)
+
+
+def _float_body(b: OnnxBuilder, torso: NatureCNN, fp16: bool) -> str:
+    """The torso on uint8 ``obs`` in fp32 (weights stored in fp16 if ``fp16``)."""
+    from onnx import TensorProto
+
     x = b.op("Div", b.op("Cast", "obs", to=TensorProto.FLOAT), b.const(255.0))
     for conv, (_, _, stride) in zip(torso.convs, NATURE_CONVS, strict=True):
         assert isinstance(conv, nn.Conv2d)
-        cw, cb = b.const(host(conv.weight)), b.const(host(conv.bias))
+        cw, cb = b.weight(host(conv.weight), fp16), b.weight(host(conv.bias), fp16)
         x = b.op("Relu", b.op("Conv", x, cw, cb, strides=[stride, stride]))
     x = b.op("Flatten", x, axis=1)
-    x = b.op("Relu", b.linear(x, torso.fc, quantize=False))
+    fc_w, fc_b = b.weight(host(torso.fc.weight).T, fp16), b.weight(host(torso.fc.bias), fp16)
+    return b.op("Relu", b.op("Add", b.op("MatMul", x, fc_w), fc_b))
+
+
+def cnn_onnx(
+    torso: NatureCNN,
+    head: tuple[np.ndarray, np.ndarray],
+    out: str,
+    doc: str,
+    precision: str = "fp32",
+    amax: list[float] | None = None,
+) -> bytes:
+    """The torso and one linear ``head`` (``w`` (512, n), ``b`` (n,)) as an ONNX model at
+    ``precision`` (:data:`PIXEL_PRECISIONS`): input ``obs`` ``(batch, C, H, W)`` uint8, output
+    ``out`` ``(batch, n)`` float32. ``amax``: int8's activation ranges (:func:`activation_max`;
+    default :func:`activation_bound`)."""
+    from onnx import TensorProto, helper
+
+    if precision not in PIXEL_PRECISIONS:
+        raise ValueError(
+            f"a convolutional policy is exported at {PIXEL_PRECISIONS}, not {precision}"
+        )
+    b = OnnxBuilder("fp32")
+    if precision == "int8":
+        x = _int8_body(b, torso, amax if amax is not None else activation_bound(torso))
+    else:
+        x = _float_body(b, torso, precision == "fp16")
     w, bias = head
-    b.dense(x, np.asarray(w, np.float32), np.asarray(bias, np.float32), quantize=False, out=out)
+    fp16 = precision == "fp16"  # int8's head is fp32 (see the module's docstring)
+    b.op("Add", b.op("MatMul", x, b.weight(w, fp16)), b.weight(bias, fp16), out=out)
     c, h, wd = torso.obs_shape
     model = b.model(
         "actorq_nature_cnn",
@@ -112,18 +201,16 @@ def cnn_onnx(torso: NatureCNN, head: tuple[np.ndarray, np.ndarray], out: str, do
     return bytes(model.SerializeToString())
 
 
-#: precisions a convolutional policy is published at today
-PIXEL_PRECISIONS: tuple[str, ...] = ("fp32",)
-
-
 def check_pixel_config(cfg: ExperimentConfig, spec: EnvSpec) -> None:
-    """One :class:`ConfigError` line for settings the pixel path does not run yet (called from
+    """One :class:`ConfigError` line for settings the pixel path does not run (called from
     a builder's ``env_spec``: before the run directory is written)."""
-    if cfg.precision not in PIXEL_PRECISIONS:
+    if cfg.precision == "int4":
         raise ConfigError(
-            f"{spec.env_id}: actors run the convolutional network in fp32 for now, not "
-            f"--precision {cfg.precision} (int8 convolutions: issue 50)"
+            f"{spec.env_id}: --precision int4 has no convolution kernel in onnxruntime (its "
+            "4-bit MatMulNBits is a matmul); pixel actors run fp32, fp16, int8 or auto"
         )
+    if cfg.precision not in (*PIXEL_PRECISIONS, "auto"):
+        raise ConfigError(f"{spec.env_id}: unknown --precision {cfg.precision}")
     if cfg.runtime != "ort":
         raise ConfigError(
             f"{spec.env_id}: actors run the exported ONNX network (--runtime ort), "
@@ -145,38 +232,91 @@ class PixelNetwork(Protocol):
     def parameters(self) -> Iterator[nn.Parameter]: ...
 
 
-def pixel_snapshot(net: PixelNetwork, version: int, spec: EnvSpec, head: str) -> ModelSnapshot:
-    """``net`` exported in fp32 as an :data:`OBS_LOGITS` snapshot with ``head``."""
+def pixel_snapshot(
+    net: PixelNetwork,
+    version: int,
+    spec: EnvSpec,
+    head: str,
+    precision: str = "fp32",
+    calibration: np.ndarray | None = None,
+) -> ModelSnapshot:
+    """``net`` exported at ``precision`` as an :data:`OBS_LOGITS` snapshot with ``head``; an int8
+    one calibrated on ``calibration`` (replay states, uint8), or bounded without them
+    (``meta["calibration_states"]``: how many it was calibrated on, 0 for the bound)."""
     model = net
     if next(net.parameters()).device.type != "cpu":  # the exporter reads host arrays
         model = copy.deepcopy(net)
         assert isinstance(model, nn.Module)
         model.cpu()
+    meta: dict[str, Any] = {"obs_dim": spec.obs_dim, "num_actions": spec.num_actions}
+    meta.update(env=spec.env_id, head=head)
+    amax = None
     with torch.no_grad():
-        data = cnn_onnx(model.torso, model.export_head(), MODEL_HEADS[head], f"actorq v{version}")
-    meta = {"obs_dim": spec.obs_dim, "num_actions": spec.num_actions, "env": spec.env_id}
-    return ModelSnapshot(version, "fp32", OBS_LOGITS, data, {**meta, "head": head})
+        if precision == "int8":
+            if calibration is not None and len(calibration):
+                amax = activation_max(model.torso, calibration)
+            meta["calibration_states"] = (
+                0 if amax is None or calibration is None else len(calibration)
+            )
+        doc = f"actorq v{version} {precision}"
+        data = cnn_onnx(model.torso, model.export_head(), MODEL_HEADS[head], doc, precision, amax)
+    return ModelSnapshot(version, precision, OBS_LOGITS, data, meta)
 
 
 class PixelPolicyIO:
     """:class:`~actorq.agents.policy_io.PolicyIO` of a Nature-CNN policy (DQN's Q-network,
-    PPO's policy): snapshots are :func:`pixel_snapshot`; evaluations are greedy episodes with
-    the actors' runtime on the env family's evaluation settings (Atari: full games, raw
-    score); quantized vs fp32 is compared on replay's states (identical while both are fp32)."""
+    PPO's policy): snapshots are :func:`pixel_snapshot` at any of :data:`PIXEL_PRECISIONS`
+    (int8: calibrated on the replay states the publisher passes, ``calibration_states`` of
+    them); they can be frozen and made on the publisher's thread (:meth:`freeze`); evaluations
+    are greedy episodes with the actors' runtime on the env family's evaluation settings
+    (Atari: full games, raw score); quantized vs fp32 is compared on replay's states."""
+
+    precisions = PIXEL_PRECISIONS
 
     def __init__(self, cfg: ExperimentConfig, spec: EnvSpec, net: PixelNetwork, head: str) -> None:
         self.cfg, self.spec, self.net, self.head = cfg, spec, net, head
         self.eval_label = "held-out, {episodes} ep"
 
     def is_finite(self) -> bool:
-        return all(bool(torch.isfinite(p).all()) for p in self.net.parameters())
+        return _finite(self.net)
+
+    def calibration_states(self, precision: str) -> int:
+        """Replay states a publish at ``precision`` calibrates on (0: none needed)."""
+        return (
+            min(self.cfg.calibration_states, PIXEL_CALIBRATION_STATES) if precision == "int8" else 0
+        )
+
+    def _check(self, precision: str) -> None:
+        if precision not in PIXEL_PRECISIONS:
+            raise ConfigError(
+                f"a convolutional policy is published at {', '.join(PIXEL_PRECISIONS)}, "
+                f"not {precision}"
+            )
 
     def snapshot(
         self, version: int, precision: str, calibration: np.ndarray | None = None
     ) -> bytes:
-        if precision not in PIXEL_PRECISIONS:
-            raise ConfigError(f"a convolutional policy is published in fp32, not {precision}")
-        return pixel_snapshot(self.net, version, self.spec, self.head).to_bytes()
+        self._check(precision)
+        snap = pixel_snapshot(self.net, version, self.spec, self.head, precision, calibration)
+        return snap.to_bytes()
+
+    def freeze(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> Callable[[], bytes]:
+        """A copy of the network now (on the learner's thread: ~7 MB, milliseconds) and a
+        function making its snapshot later on any thread (calibration and export included)."""
+        self._check(precision)
+        frozen = copy.deepcopy(self.net)
+        assert isinstance(frozen, nn.Module)
+        frozen.cpu()
+        spec, head = self.spec, self.head
+
+        def make() -> bytes:
+            if not _finite(frozen):
+                raise DivergedError("the learner's policy weights are NaN or infinite")
+            return pixel_snapshot(frozen, version, spec, head, precision, calibration).to_bytes()
+
+        return make
 
     def evaluate(self, data: bytes, episodes: int, seed: int) -> np.ndarray:
         snap = decode_snapshot(data)
@@ -195,3 +335,7 @@ class PixelPolicyIO:
 
     def summary_rows(self, data: bytes) -> list[tuple[str, str]]:
         return []  # the evaluation's return is the game's raw score
+
+
+def _finite(net: Any) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in net.parameters())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,6 +66,34 @@ class PolicyIO(Protocol):
     def summary_rows(self, data: bytes) -> list[tuple[str, str]]:
         """The agent's own rows for the run's summary table, about the snapshot ``data``
         (what its evaluation's "return" stands for, in the units its users read)."""
+
+
+@runtime_checkable
+class FreezableIO(Protocol):
+    """A :class:`PolicyIO` whose snapshots can be made off the learner's thread: what the
+    publisher's background thread needs (:class:`MLPPolicyIO`, the pixel policies')."""
+
+    def freeze(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> Callable[[], bytes]:
+        """A copy of the policy's weights now, and a function making their snapshot later."""
+
+
+@runtime_checkable
+class ModelPolicyIO(FreezableIO, Protocol):
+    """A :class:`PolicyIO` exporting a whole network (the Nature-CNN,
+    :class:`actorq.agents.pixels.PixelPolicyIO`) at its own ``precisions``: the publisher
+    gives each publish ``calibration_states(precision)`` replay states (int8's static
+    activation scales), and ``--precision auto`` times its snapshots."""
+
+    precisions: tuple[str, ...]
+
+    def calibration_states(self, precision: str) -> int:
+        """Replay states a publish at ``precision`` calibrates on (0: none)."""
+
+    def snapshot(
+        self, version: int, precision: str, calibration: np.ndarray | None = None
+    ) -> bytes: ...
 
 
 def learner_snapshot(

@@ -73,6 +73,9 @@ class PrecisionTrial:
     #: the fp32 snapshot as bytes, for timing on other machines (built only if needed)
     snapshot: Callable[[], bytes]
     observations: np.ndarray
+    #: a policy exported whole (the convolutional actors): one snapshot per candidate
+    #: precision, made by the learner (int8 calibrated); timed instead of ``layers``
+    models: Callable[[], dict[str, bytes]] | None = None
 
 
 @dataclasses.dataclass
@@ -166,8 +169,13 @@ class BackendClass(Protocol):
 def select_precision_here(cfg: BackendConfig, trial: PrecisionTrial) -> tuple[str, str]:
     """``--precision auto`` for backends whose actors run on this machine: measured in this
     process, at the actors' batch, runtime and threads."""
-    from actorq.quant.autoselect import select_precision
+    from actorq.quant.autoselect import select_model_precision, select_precision
 
+    if trial.models is not None:
+        model_choice = select_model_precision(
+            trial.models(), trial.observations, cfg.envs_per_actor, threads=cfg.actor_threads
+        )
+        return model_choice.precision, model_choice.table()
     choice = select_precision(
         trial.layers,
         trial.observations,

@@ -39,13 +39,16 @@ from actorq.quant.snapshot import PolicySnapshot, PolicySpec, extra_shapes, make
 
 DEFAULT_CANDIDATES: tuple[str, ...] = PRECISIONS
 
+#: A runtime to time: an MLP snapshot's :class:`PolicyRuntime` or a model snapshot's
+#: :class:`~actorq.quant.runtimes.ModelRuntime` (observations in, outputs out).
+Timed = Callable[[np.ndarray], np.ndarray]
 #: ``timer(runtimes, batch) -> seconds per call of each runtime``; injectable so that tests can
 #: fix the latencies. All candidates are timed in one call, so a timer can interleave them.
-Timer = Callable[[Sequence[PolicyRuntime], np.ndarray], Sequence[float]]
+Timer = Callable[[Sequence[Timed], np.ndarray], Sequence[float]]
 
 
 def measure_latency(
-    runtimes: Sequence[PolicyRuntime], batch: np.ndarray, warmup: int = 10, repeats: int = 31
+    runtimes: Sequence[Timed], batch: np.ndarray, warmup: int = 10, repeats: int = 31
 ) -> list[float]:
     """Median seconds of one ``runtime(batch)`` call for each runtime, after ``warmup`` calls.
 
@@ -78,6 +81,7 @@ class Candidate:
     snapshot_bytes: int
     eligible: bool  # agreement >= min_agreement
     chosen: bool
+    latency_us_batch1: float | None = None  # median µs at batch 1, where it was measured too
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +116,12 @@ class PrecisionChoice:
             lines.append(
                 f"| {r['precision']} | {r['latency_us']:,.1f} | {r['speedup_vs_fp32']:.2f}× | "
                 f"{r['agreement']:.2%} | {r['snapshot_bytes']:,} | {mark} |"
+            )
+        if all(c.latency_us_batch1 is not None for c in self.candidates):
+            lines.append("")
+            lines.append(
+                "µs / call at batch 1: "
+                + ", ".join(f"{c.precision} {c.latency_us_batch1:,.1f}" for c in self.candidates)
             )
         return "\n".join(lines)
 
@@ -197,6 +207,49 @@ def select_precision(
     choice = next(r.precision for r in rows if r.chosen)
     metric = "same greedy action" if head.discrete else f"actions within {action_atol:g}"
     return PrecisionChoice(choice, rows, batch_size, min_agreement, metric)
+
+
+def select_model_precision(
+    snapshots: dict[str, bytes],
+    observations: np.ndarray,
+    batch_size: int,
+    *,
+    min_agreement: float = 0.99,
+    min_speedup: float = 1.3,
+    threads: int = 1,
+    timer: Timer | None = None,
+) -> PrecisionChoice:
+    """:func:`select_precision` for policies exported whole (model snapshots, e.g. the
+    convolutional actors of :mod:`actorq.agents.pixels`): the caller makes one snapshot per
+    candidate precision (``snapshots``, fp32 among them; an int8 one already calibrated), and
+    each is decoded and run in the actors' onnxruntime runtime, timed at ``batch_size`` (the
+    choice) and at batch 1 (reported), its greedy actions compared with fp32's on all of
+    ``observations`` (kept in their own dtype: uint8 frames stay bytes). Same rule:
+    the fastest candidate agreeing ≥ ``min_agreement``, if ``min_speedup`` × faster than fp32."""
+    from actorq.quant.runtimes import decode_snapshot, snapshot_head
+
+    if "fp32" not in snapshots:
+        raise ValueError("select_model_precision needs an fp32 snapshot (the reference)")
+    if batch_size < 1 or not len(observations):
+        raise ValueError(f"need batch_size >= 1 and states, got {batch_size}, {len(observations)}")
+    precisions = ["fp32", *(p for p in snapshots if p != "fp32")]
+    snaps = [decode_snapshot(snapshots[p]) for p in precisions]
+    runtimes = [make_runtime(snap, "ort", threads) for snap in snaps]
+    head = snapshot_head(snaps[0])
+    ref = runtimes[0](observations)
+    agreement = [head.compare(rt(observations), ref)[0] for rt in runtimes]
+    timer = timer or measure_latency
+    batch = np.ascontiguousarray(observations[np.arange(batch_size) % len(observations)])
+    seconds = list(timer(runtimes, batch))
+    ones = list(timer(runtimes, batch[:1]))
+    nbytes = [len(snapshots[p]) for p in precisions]
+    measured = list(zip(precisions, [t * 1e6 for t in seconds], agreement, nbytes, strict=True))
+    rows = tuple(
+        dataclasses.replace(r, latency_us_batch1=t * 1e6)
+        for r, t in zip(_choose(measured, min_agreement, min_speedup), ones, strict=True)
+    )
+    choice = next(r.precision for r in rows if r.chosen)
+    return PrecisionChoice(choice, rows, batch_size, min_agreement, "same greedy action")
 
 
 def _fp32_source(

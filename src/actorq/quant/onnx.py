@@ -33,12 +33,35 @@ MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators (MatMulNBits)
 # dequantized weights) at 3×2048, at the cost of int8 activations.
 INT4_ACCURACY_LEVEL = 4
 ONNX_IR_VERSION = 9  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 reads at most 13
-#: Largest uint8 level of a quantized activation: 127, not 255, so that two uint8 × int8 products
-#: (|w| <= 127) sum to at most 2 × 127 × 127 = 32,258 and fit the int16 that onnxruntime's AVX2
-#: kernel (``vpmaddubsw``, no VNNI) adds them in; at 255 that sum saturated (found on an AMD EPYC
-#: with AVX2 only: outputs off by up to 80% of the emulated ones). Signed activations get
-#: levels -63..63 around a zero point of 64, for the same bound.
+#: onnxruntime's AVX2 integer kernels (x86 without VNNI) multiply uint8 activations by int8
+#: weights and add each pair of products in int16 (``vpmaddubsw``), which saturates. Every int8
+#: graph actorq writes keeps its levels inside this bound (:func:`int16_pairs_fit`) on every CPU,
+#: not only on those without VNNI: a snapshot is made once by the learner and run by actors on
+#: whatever machines they are, which must all compute the same actions.
+INT16_MAX = 32767
+
+
+def int16_pairs_fit(act_qmax: int, weight_qmax: int) -> bool:
+    """Whether two uint8 × int8 products with activations up to ``act_qmax`` and weights up to
+    ``weight_qmax`` in magnitude sum inside int16 (no saturation on AVX2)."""
+    return 2 * act_qmax * weight_qmax <= INT16_MAX
+
+
+#: Largest uint8 level of a dynamically quantized activation (the MLP's int8 layers, whose
+#: weights use all 8 bits, ±127): 127, not 255, so that 2 × 127 × 127 = 32,258 fits the int16
+#: pair sum; at 255 that sum saturated (found on an AMD EPYC with AVX2 only: outputs off by up
+#: to 80% of the emulated ones). Signed activations get levels -63..63 around a zero point of
+#: 64, for the same bound.
 ACT_QMAX = 127
+#: Statically calibrated activations (the convolutional actors, :meth:`~actorq.quant.onnx_builder.
+#: OnnxBuilder.static_conv`) keep all 8 bits (uint8 0..255: a static scale already spends range
+#: on the largest calibration state), so the same bound is met on the weights' side instead:
+#: 7-bit weights, ±63 (2 × 255 × 63 = 32,130), as onnxruntime's own ``reduce_range`` does.
+STATIC_ACT_QMAX = 255
+STATIC_WEIGHT_BITS = max(
+    b for b in range(2, 9) if int16_pairs_fit(STATIC_ACT_QMAX, 2 ** (b - 1) - 1)
+)
+assert int16_pairs_fit(ACT_QMAX, 127) and STATIC_WEIGHT_BITS == 7
 
 
 def int8_linear(

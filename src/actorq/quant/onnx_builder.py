@@ -7,7 +7,12 @@ dense layer through the layer's format (:meth:`actorq.quant.formats.WeightFormat
 :class:`~actorq.quant.snapshot.PolicySnapshot`'s layers are written
 (:func:`actorq.quant.runtimes.to_onnx`): one place writes a dense layer of a given format.
 :meth:`~OnnxBuilder.conv` writes a convolution at fp32, or on the int8 layer's scheme
-(:mod:`actorq.quant.onnx`). The builder needs no torch: a layer's weights are numpy arrays, or
+(:mod:`actorq.quant.onnx`). :meth:`~OnnxBuilder.static_conv` and
+:meth:`~OnnxBuilder.static_dense` are integer-arithmetic-only layers with calibrated (static)
+activation scales (Jacob et al., "Quantization and Training of Neural Networks for Efficient
+Integer-Arithmetic-Only Inference", CVPR 2018): uint8 in, uint8 out, onnxruntime's
+``QLinearConv`` / ``QGemm``; the convolutional actors (:mod:`actorq.agents.pixels`) chain them.
+The builder needs no torch: a layer's weights are numpy arrays, or
 anything with ``.weight``/``.bias`` tensors that ``.detach().cpu().numpy()`` reads.
 """
 
@@ -18,11 +23,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actorq.quant.formats import OnnxLayer, weight_format
-from actorq.quant.onnx import ACT_QMAX, ONNX_PRECISIONS, finish_model, host
-from actorq.quant.quantizer import quantize_int8
+from actorq.quant.onnx import (
+    ACT_QMAX,
+    MS_DOMAIN,
+    ONNX_PRECISIONS,
+    STATIC_ACT_QMAX,
+    STATIC_WEIGHT_BITS,
+    finish_model,
+    host,
+)
+from actorq.quant.quantizer import quantize_int8, quantize_uniform
 
 if TYPE_CHECKING:
     from torch import nn
+
+
+def static_scale(amax: float) -> float:
+    """The static scale of a nonnegative activation whose calibrated maximum is ``amax``: uint8
+    levels 0..:data:`STATIC_ACT_QMAX` cover [0, amax] (a dead layer, amax 0, gets a tiny scale:
+    every level then stands for about 0)."""
+    return max(float(amax), 1e-8) / STATIC_ACT_QMAX
 
 
 class OnnxBuilder:
@@ -130,6 +150,86 @@ class OnnxBuilder:
         acc = self.op("Cast", self.op("ConvInteger", xq, wq, zp, pads=pads), to=TensorProto.FLOAT)
         y = self.op("Mul", self.op("Mul", acc, self.const(s.reshape(1, out_ch, 1, 1))), xs)
         return self.op("Add", y, self.const(bias.reshape(1, out_ch, 1, 1)))
+
+    def typed(self, arr: np.ndarray) -> str:
+        """A constant of ``arr``'s own dtype and shape (uint8 zero points, int32 biases, float32
+        scales; a 0-d array stays a scalar, as ``QLinearConv``'s scales and zero points are)."""
+        from onnx import numpy_helper
+
+        name = "c" + self.name()
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def weight(self, arr: np.ndarray, fp16: bool = False) -> str:
+        """An fp32 weight for an fp32 op: stored as is, or (``fp16``) stored in half precision
+        and cast back in the graph. onnxruntime folds the cast into the initializer when the
+        session is made, so an fp16 model is half the bytes on the wire and runs the fp32
+        kernels (its CPU provider has no fp16 convolution on x86)."""
+        a = np.asarray(arr, np.float32)
+        if not fp16:
+            return self.const(a)
+        from onnx import TensorProto
+
+        with np.errstate(over="ignore"):  # an overflow becomes inf, which validation refuses
+            half = self.init("h" + self.name(), a.astype(np.float16))
+        return self.op("Cast", half, to=TensorProto.FLOAT)
+
+    def _static_weights(
+        self, w: np.ndarray, bias: np.ndarray, x_scale: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``w`` (out, ...) as int8 per output channel at :data:`STATIC_WEIGHT_BITS` (symmetric),
+        their scales, and the bias in int32 at scale ``x_scale × weight scale`` (the scale of
+        the integer sums it is added to, Jacob et al. 2018, eq. 9)."""
+        out_ch = w.shape[0]
+        flat = np.asarray(w, np.float32).reshape(out_ch, -1).T  # (in, out): columns = channels
+        q, s = quantize_uniform(flat, STATIC_WEIGHT_BITS, "per_channel")
+        acc_scale = np.float64(x_scale) * s.astype(np.float64)
+        bq = np.clip(np.rint(np.asarray(bias, np.float64) / acc_scale), -(2**31), 2**31 - 1)
+        return np.ascontiguousarray(q.T.reshape(w.shape)), s, bq.astype(np.int32)
+
+    def _scale_zero(self, scale: float) -> tuple[str, str]:
+        """A static activation scale and its uint8 zero point 0 (post-ReLU: nothing below 0)."""
+        return self.typed(np.array(scale, np.float32)), self.typed(np.array(0, np.uint8))
+
+    def static_conv(
+        self, xq: str, x_scale: float, w: np.ndarray, bias: np.ndarray, y_scale: float, stride: int
+    ) -> str:
+        """``ReLU(conv(x))`` (NCHW, no padding) from uint8 ``xq`` (``x ≈ x_scale × xq``) to
+        uint8 at ``y_scale``: one ``QLinearConv``, int32 sums, requantized once. The output's
+        zero point is 0, so the uint8 clamp at 0 is the ReLU. Weights: :meth:`_static_weights`;
+        scales are calibrated ahead (``y_scale``: the largest activation on calibration states
+        / :data:`STATIC_ACT_QMAX`), so a state's output never depends on the batch."""
+        wq, s, bq = self._static_weights(w, bias, x_scale)
+        zero_w = self.typed(np.zeros(len(s), np.int8))
+        return self.op(
+            "QLinearConv",
+            xq,
+            *self._scale_zero(x_scale),
+            self.typed(wq),
+            self.typed(s),
+            zero_w,
+            *self._scale_zero(y_scale),
+            self.typed(bq),
+            strides=[stride, stride],
+        )
+
+    def static_dense(
+        self, xq: str, x_scale: float, w: np.ndarray, bias: np.ndarray, y_scale: float
+    ) -> str:
+        """``ReLU(x @ w + b)`` for ``w`` (in, out), uint8 in and out as :meth:`static_conv`:
+        onnxruntime's ``com.microsoft::QGemm`` (per-column weight scales)."""
+        wq, s, bq = self._static_weights(np.asarray(w, np.float32).T, bias, x_scale)
+        from onnx import helper
+
+        y = self.name()
+        ins = [xq, *self._scale_zero(x_scale), self.typed(wq), self.typed(s)]
+        ins += [self.typed(np.zeros(len(s), np.int8)), self.typed(bq), *self._scale_zero(y_scale)]
+        self.nodes.append(helper.make_node("QGemm", ins, [y], domain=MS_DOMAIN, transB=1))
+        return y
+
+    def dequantize(self, xq: str, scale: float) -> str:
+        """uint8 ``xq`` at ``scale`` (zero point 0) back to float32."""
+        return self.op("DequantizeLinear", xq, *self._scale_zero(scale))
 
     def layer_norm(self, x: str, ln: nn.LayerNorm) -> str:
         return self.op(

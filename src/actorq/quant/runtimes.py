@@ -189,7 +189,7 @@ class TorchRuntime:
 #: float32 of a categorical policy (illegal actions may carry a very negative finite logit), or
 #: with ``meta["head"] == "q"`` output ``q``, action values; ``meta`` holds ``obs_dim`` (the
 #: observation's size) and ``num_actions``. What PPO's ``--network chip``
-#: (:mod:`actorq.agents.ppo.chip`) and DQN on pixels (:mod:`actorq.agents.dqn.pixels`) publish.
+#: (:mod:`actorq.agents.ppo.chip`) and DQN and PPO on pixels (:mod:`actorq.agents.pixels`) publish.
 OBS_LOGITS = "obs-logits"
 OBS_LOGITS_INPUTS: tuple[str, ...] = ("obs",)
 #: The heads an :data:`OBS_LOGITS` model may have (``meta["head"]``, default categorical), and

@@ -14,7 +14,7 @@ from typing import Any
 
 from actorq import checkpoint as ckpt
 from actorq.agents import AGENTS, builder_for, config_class
-from actorq.agents.policy_io import PolicyIO
+from actorq.agents.policy_io import ModelPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.errors import (
     ActorQError,
@@ -97,4 +97,13 @@ def load_run_policy(
     io = builder.policy_io(cfg, spec, learner)
     if not io.is_finite():
         raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
-    return cfg, io, io.snapshot(version, precision or cfg.precision)
+    precision = precision or cfg.precision
+    calibration = None
+    if isinstance(io, ModelPolicyIO) and io.calibration_states(precision):
+        # a convolutional int8 policy's activation ranges: replay is not at hand here, so
+        # states of random play calibrate it (seeded: the same snapshot every time)
+        from actorq.run.precision import random_states
+
+        n = io.calibration_states(precision)
+        calibration = random_states(cfg, spec, n)[:n]
+    return cfg, io, io.snapshot(version, precision, calibration)

@@ -27,7 +27,7 @@ import torch
 from actorq import checkpoint as ckpt
 from actorq.agents import builder_for
 from actorq.agents.builder import Builder
-from actorq.agents.policy_io import PolicyIO
+from actorq.agents.policy_io import ModelPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, make_backend
@@ -36,7 +36,7 @@ from actorq.errors import CheckpointError, ConfigError, DivergedError
 from actorq.logging import MetricLogger
 from actorq.run.memory import check_run_memory
 from actorq.run.monitor import Evaluator, IntervalLogger, Progress, StopOnSignal, log_interval
-from actorq.run.precision import select_run_precision
+from actorq.run.precision import select_model_run_precision, select_run_precision
 from actorq.run.publisher import Checkpointer, Publisher, check_losses
 from actorq.run.report import (
     TrainResult,
@@ -321,14 +321,17 @@ def _prepare_learner(
     torch.set_num_threads(cfg.learner_threads)
     random.seed(cfg.seed)
     learner = builder.make_learner(cfg, spec)
+    io = builder.policy_io(cfg, spec, learner)
     if cfg.precision == "auto":
         # configs refuse auto for graph policies (GO, PPO's chip network) before this point
-        if not isinstance(learner, MLPLearner):
+        if isinstance(io, ModelPolicyIO):  # a network exported whole (pixels): its snapshots
+            cfg.precision = select_model_run_precision(cfg, spec, io, run_dir)
+        elif isinstance(learner, MLPLearner):
+            pspec = builder.policy_spec(cfg, spec)
+            cfg.precision = select_run_precision(cfg, spec, learner, pspec, run_dir)
+        else:
             raise TypeError(f"--precision auto needs an MLP policy, not {type(learner).__name__}")
-        pspec = builder.policy_spec(cfg, spec)
-        cfg.precision = select_run_precision(cfg, spec, learner, pspec, run_dir)
         write_config(cfg, run_dir)
-    io = builder.policy_io(cfg, spec, learner)
     c = Counters()
     rng = np.random.default_rng(cfg.seed)
     warm: dict[str, float] = {}

@@ -10,10 +10,27 @@ from typing import Any
 
 import numpy as np
 
-from actorq.agents.policy_io import learner_snapshot
+from actorq.agents.policy_io import ModelPolicyIO, learner_snapshot
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import MLPLearner
 from actorq.distributed.backend import PrecisionTrial, backend_class
+
+
+def random_states(cfg: ExperimentConfig, spec: Any, n: int = 1024) -> np.ndarray:
+    """About ``n`` states from random-action steps of the config's environment (in their own
+    dtype and shape: pixels stay uint8 stacks)."""
+    from actorq.envs import make_vector_env
+
+    env = make_vector_env(cfg.env, cfg.envs_per_actor, **cfg.env_kwargs())
+    obs, _ = env.reset(seed=cfg.seed)
+    env.action_space.seed(cfg.seed)
+    states = [np.asarray(obs)]
+    for _ in range(max(1, n // cfg.envs_per_actor)):
+        obs, *_ = env.step(env.action_space.sample())
+        states.append(np.asarray(obs))
+    env.close()
+    shape = tuple(spec.observation.shape)
+    return np.concatenate(states).reshape(-1, *shape).astype(spec.observation.dtype, copy=False)
 
 
 def select_run_precision(
@@ -25,23 +42,35 @@ def select_run_precision(
     backend decides where it measures (local backends in this process, the actors' machine;
     Ray on every node that will host actors). The table goes to the console and to
     ``precision_auto.md`` in the run directory."""
-    from actorq.envs import make_vector_env
-
-    env = make_vector_env(cfg.env, cfg.envs_per_actor, **cfg.env_kwargs())
-    obs, _ = env.reset(seed=cfg.seed)
-    env.action_space.seed(cfg.seed)
-    states = [np.asarray(obs, np.float32)]
-    for _ in range(max(1, 1024 // cfg.envs_per_actor)):
-        obs, *_ = env.step(env.action_space.sample())
-        states.append(np.asarray(obs, np.float32))
-    env.close()
     trial = PrecisionTrial(
         layers=learner.policy_layers(),
         spec=pspec,
         extras=learner.policy_extras(),
         snapshot=lambda: learner_snapshot(learner, pspec, "fp32", 0).to_bytes(),
-        observations=np.concatenate(states).reshape(-1, spec.obs_dim),
+        observations=random_states(cfg, spec).astype(np.float32).reshape(-1, spec.obs_dim),
     )
+    return _select(cfg, trial, run_dir)
+
+
+def select_model_run_precision(
+    cfg: ExperimentConfig, spec: Any, io: ModelPolicyIO, run_dir: Path
+) -> str:
+    """``--precision auto`` for a policy exported whole (the convolutional actors): the same
+    choice over the IO's own ``precisions``, timing the very snapshots it publishes (int8
+    calibrated on every other state, as a publish calibrates on replay; agreement on all)."""
+    states = random_states(cfg, spec)
+    trial = PrecisionTrial(
+        layers=[],
+        spec=None,
+        extras={},
+        snapshot=lambda: io.snapshot(0, "fp32"),
+        observations=states,
+        models=lambda: {p: io.snapshot(0, p, states[::2]) for p in io.precisions},
+    )
+    return _select(cfg, trial, run_dir)
+
+
+def _select(cfg: ExperimentConfig, trial: PrecisionTrial, run_dir: Path) -> str:
     precision, table = backend_class(cfg).select_precision(cfg, trial)
     (run_dir / "precision_auto.md").write_text(table + "\n")
     print(table, flush=True)

@@ -17,10 +17,7 @@ import numpy as np
 import torch
 
 from actorq import checkpoint as ckpt
-from actorq.agents.policy_io import (
-    MLPPolicyIO,
-    PolicyIO,
-)
+from actorq.agents.policy_io import FreezableIO, ModelPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.distributed.backend import Backend
@@ -41,9 +38,11 @@ def check_losses(metrics: dict[str, float], updates: int) -> None:
 class Publisher:
     """Quantizes the learner's policy and broadcasts it through the backend.
 
-    int8/int4 weights are rounded with GPTQ on replay states when the config asks for it
-    (fresh states per publish, from a generator keyed by (seed, version): reproducible,
-    resume-safe, and independent of the learner's sampling stream).
+    int8/int4 weights are rounded with GPTQ on replay states when the config asks for it, and
+    a whole-network policy's int8 activation scales are calibrated on them
+    (:class:`~actorq.agents.policy_io.ModelPolicyIO`: the convolutional actors): fresh states
+    per publish, from a generator keyed by (seed, version): reproducible, resume-safe, and
+    independent of the learner's sampling stream.
 
     ``asynchronous`` (off-policy agents with actor processes, ``publish_async``): a periodic
     publish copies the weights on the learner's thread and quantizes, encodes and sends them
@@ -63,10 +62,10 @@ class Publisher:
         self.blocked: list[float] = []  # per publish: what the learner's thread paid
         self.skipped = 0
         self.latest = b""
-        self._mlp = io if isinstance(io, MLPPolicyIO) else None  # the IO that can freeze
+        self._freezer = io if isinstance(io, FreezableIO) else None  # the IO that can freeze
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="actorq-publish")
-            if asynchronous and self._mlp is not None
+            if asynchronous and self._freezer is not None
             else None
         )
         self._inflight: Future[None] | None = None
@@ -75,18 +74,27 @@ class Publisher:
     def asynchronous(self) -> bool:
         return self._pool is not None
 
-    def _calibration(self, version: int) -> np.ndarray | None:
+    def _calibration(self, version: int, precision: str) -> np.ndarray | None:
+        calib_rng = np.random.default_rng((self.cfg.seed, version))
+        if isinstance(self.io, ModelPolicyIO):  # its own quantizer says what it calibrates on
+            n = self.io.calibration_states(precision)
+            if not n or self.replay is None:
+                return None
+            # not gated on replay.size: PPO's queue is empty right after the learner consumed
+            # it (when it publishes), yet still holds the states of the batch it took
+            states = self.replay.sample_states(n, calib_rng)
+            return states if len(states) else None
         if self.gptq and self.replay is not None and self.replay.size:
-            calib_rng = np.random.default_rng((self.cfg.seed, version))
             return self.replay.sample_states(self.cfg.calibration_states, calib_rng)
         return None
 
     def snapshot(self, version: int, precision: str | None = None) -> bytes:
         """The learner's policy as snapshot bytes (the config's precision by default)."""
-        calib = self._calibration(version)
+        precision = precision or self.cfg.precision
+        calib = self._calibration(version, precision)
         if not self.io.is_finite():
             raise DivergedError("the learner's policy weights are NaN or infinite")
-        return self.io.snapshot(version, precision or self.cfg.precision, calib)
+        return self.io.snapshot(version, precision, calib)
 
     def publish(self, c: Counters, first: bytes | None = None, in_line: bool = False) -> None:
         """Publish the next version (or ``first``, the initial one, as version ``c.version``);
@@ -100,8 +108,9 @@ class Publisher:
             t = time.perf_counter()
             c.version += 1
             c.publishes += 1
-            assert self._mlp is not None
-            make = self._mlp.freeze(c.version, self.cfg.precision, self._calibration(c.version))
+            assert self._freezer is not None
+            p = self.cfg.precision
+            make = self._freezer.freeze(c.version, p, self._calibration(c.version, p))
             c.updates_at_publish = c.updates
             self._inflight = self._pool.submit(self._send, c.version, make, t)
             self.blocked.append(time.perf_counter() - t)

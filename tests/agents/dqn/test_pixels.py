@@ -1,6 +1,7 @@
 """DQN on pixels: uint8 frames from the env through replay and checkpoints, the Nature-CNN
-published as a Q-head ONNX snapshot that actors and evaluations run, settings the pixel path does
-not run yet refused in one line before anything is written."""
+published as a Q-head ONNX snapshot that actors and evaluations run (fp32, or int8 calibrated on
+replay states at each publish, or auto), settings the pixel path does not run refused in one
+line before anything is written."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ from actorq.types import ArraySpec, EnvSpec
 from tests.agents.pixel_task import ENV, ENV_STACKED, PIXEL_RUN, pixel_env  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("pixel_env")
+
+#: DQN settings that learn the pixel task in about a thousand steps
+DQN_LEARNS: dict[str, Any] = {
+    "replay_size": 2000,
+    "min_replay_size": 200,
+    "batch_size": 32,
+    "samples_per_insert": 8.0,
+    "publish_every": 20,
+    "epsilon": 0.3,
+    "target_update_period": 50,
+}
 
 
 def test_q_snapshot_runs_uint8_frames_with_a_q_head() -> None:
@@ -42,17 +54,7 @@ def test_q_snapshot_runs_uint8_frames_with_a_q_head() -> None:
 def test_learns_a_pixel_task_end_to_end(tiny: Any, tmp_path: Path, env: str, stored: str) -> None:
     # a frame-stacked env goes through the frame replay (each frame stored once), another
     # image env through the ring of uint8 stacks
-    cfg = tiny(
-        "dqn",
-        **{**PIXEL_RUN, "env": f"gym:{env}"},
-        replay_size=2000,
-        min_replay_size=200,
-        batch_size=32,
-        samples_per_insert=8.0,
-        publish_every=20,
-        epsilon=0.3,
-        target_update_period=50,
-    )
+    cfg = tiny("dqn", **{**PIXEL_RUN, **DQN_LEARNS, "env": f"gym:{env}"})
     r = train(cfg)
     assert r.publishes > 5 and r.action_agreement == 1.0  # fp32 actors: the learner's policy
     assert r.eval_return >= 7.5, r  # greedy on held-out seeds: (nearly) every step right
@@ -60,7 +62,77 @@ def test_learns_a_pixel_task_end_to_end(tiny: Any, tmp_path: Path, env: str, sto
         assert z[stored].dtype == np.uint8 and z[stored].shape[-2:] == (36, 36)
 
 
-@pytest.mark.parametrize(("kw", "needle"), [({"precision": "int8"}, "fp32 for now")])
+def test_int8_actors_learn_it_and_the_summary_reports_their_agreement(tiny: Any) -> None:
+    # int8 actors (static QLinearConv, calibrated on replay at each publish) act as the fp32
+    # network does on ≥ 99% of replay states, and the greedy int8 policy solves the task
+    cfg = tiny("dqn", **{**PIXEL_RUN, **DQN_LEARNS, "precision": "int8"})
+    r = train(cfg)
+    assert r.precision == "int8" and r.agreement_states > 0
+    assert r.action_agreement >= 0.99, r
+    assert r.eval_return >= 7.5, r
+    # actorq eval/export: the checkpoint at int8, calibrated on random play (no replay there)
+    from actorq.run.directory import load_run_policy
+
+    snap = decode_snapshot(load_run_policy(cfg.run_dir, None)[2])
+    assert snap.precision == "int8" and snap.meta["calibration_states"] == 256
+
+
+def test_publishes_calibrate_int8_on_replay_states() -> None:
+    from actorq.agents.pixels import PIXEL_CALIBRATION_STATES, PixelPolicyIO, activation_max
+    from actorq.quant.model_snapshot import ModelSnapshot
+    from actorq.run.publisher import Publisher
+
+    spec = EnvSpec(PIXEL_RUN["env"], ArraySpec((4, 36, 36), "uint8"), ArraySpec((), "int64"), 2)
+    states = np.random.default_rng(0).integers(0, 256, (4096, 4, 36, 36), dtype=np.uint8)
+
+    class Replay:  # the backend's replay view: what the publisher samples from
+        size = len(states)
+
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+            self.asked.append(n)
+            return states[rng.choice(len(states), n, replace=False)]
+
+    cfg = DQNConfig(env=PIXEL_RUN["env"], precision="int8", actors=0)
+    net = NatureQNetwork((4, 36, 36), 2)
+    pub = Publisher(cfg, PixelPolicyIO(cfg, spec, net, "q"))
+    pub.replay = replay = Replay()
+    snap = decode_snapshot(pub.snapshot(5))
+    assert isinstance(snap, ModelSnapshot) and snap.precision == "int8"
+    assert replay.asked == [PIXEL_CALIBRATION_STATES]
+    assert snap.meta["calibration_states"] == PIXEL_CALIBRATION_STATES
+    # the model's static output scales are the replay states' activation maxima / 255
+    used = states[np.random.default_rng((cfg.seed, 5)).choice(len(states), 256, replace=False)]
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load_model_from_string(snap.model)
+    inits = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+    convs = [n for n in proto.graph.node if n.op_type == "QLinearConv"]
+    got = [float(inits[n.input[6]]) * 255 for n in convs]  # y_scale: a scalar
+    np.testing.assert_allclose(got, activation_max(net.torso, used)[:3], rtol=1e-6)
+    assert decode_snapshot(pub.snapshot(5, "fp32")).precision == "fp32"
+    assert replay.asked == [PIXEL_CALIBRATION_STATES]  # fp32 needs no states
+
+
+def test_auto_picks_one_of_the_measured_pixel_precisions(tiny: Any, tmp_path: Path) -> None:
+    cfg = tiny("dqn", **{**PIXEL_RUN, "precision": "auto", "total_steps": 64}, min_replay_size=32)
+    r = train(cfg)
+    assert r.precision in ("fp32", "fp16", "int8")
+    table = (tmp_path / "run/precision_auto.md").read_text()
+    assert all(f"| {p} |" in table for p in ("fp32", "fp16", "int8"))
+    assert "at batch 1" in table
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"precision": "int4"}, "no convolution kernel in onnxruntime"),
+        ({"runtime": "numpy"}, "--runtime ort"),
+    ],
+)
 def test_settings_the_pixel_path_lacks_are_one_line(
     tmp_path: Path, kw: dict[str, Any], needle: str
 ) -> None:
