@@ -221,7 +221,7 @@ class ExperimentConfig(Grouped):
             setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
         if self.env.startswith("atari:"):
-            from actorq.envs.atari_envpool import resolve_engine
+            from actorq.envs.atari import resolve_engine
 
             # auto is decided once, at the run's start, and saved with it: the engines' frames
             # differ in their grayscale (a policy trained on one sees shifted pixels on the

@@ -10,8 +10,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from actorq.envs import atari_envpool
-from actorq.envs.atari_envpool import EnvPoolVector, resolve_engine
+from actorq.envs import atari
+from actorq.envs.atari import resolve_engine
+from actorq.envs.atari_envpool import EnvPoolVector
 from actorq.errors import EnvIdError
 
 
@@ -104,11 +105,11 @@ def test_a_new_seed_makes_a_new_pool_and_a_list_of_seeds_counts_from_its_first(
 def test_engine_choice_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(EnvIdError, match="atari-engine must be one of"):
         resolve_engine("gpu")
-    monkeypatch.setattr(atari_envpool, "envpool_installed", lambda: False)
+    monkeypatch.setattr(atari, "envpool_installed", lambda: False)
     assert resolve_engine("auto") == "ale"
     with pytest.raises(EnvIdError, match=r"actorq\[envpool\]"):
         resolve_engine("envpool")
-    monkeypatch.setattr(atari_envpool, "envpool_installed", lambda: True)
+    monkeypatch.setattr(atari, "envpool_installed", lambda: True)
     assert resolve_engine("auto") == "envpool" and resolve_engine("ale") == "ale"
 
 
@@ -169,13 +170,13 @@ def test_a_run_saves_the_engine_it_resolved_and_old_runs_read_as_ale(
     from actorq.run.directory import run_config_from_json
     from actorq.rundir import RunDir
 
-    monkeypatch.setattr(atari_envpool, "envpool_installed", lambda: True)
+    monkeypatch.setattr(atari, "envpool_installed", lambda: True)
     cfg = DQNConfig(env="atari:Pong", precision="fp32")
     cfg.validate()
     assert cfg.atari_engine == "envpool" and cfg.env_kwargs() == {"engine": "envpool"}
     saved = cfg.to_json()
     assert saved["atari_engine"] == "envpool"
-    monkeypatch.setattr(atari_envpool, "envpool_installed", lambda: False)
+    monkeypatch.setattr(atari, "envpool_installed", lambda: False)
     with pytest.raises(EnvIdError, match=r"actorq\[envpool\]"):  # never silently ale's frames
         run_config_from_json(RunDir("r"), saved)
     legacy = {k: v for k, v in saved.items() if k != "atari_engine"}

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
@@ -46,6 +47,24 @@ import numpy as np
 from actorq.errors import EnvIdError
 
 ATARI_EXTRA_HINT = "atari: environments need the [atari] extra: pip install 'actorq[atari]'"
+
+ENGINES = ("auto", "envpool", "ale")
+ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
+
+
+def envpool_installed() -> bool:
+    return importlib.util.find_spec("envpool") is not None
+
+
+def resolve_engine(engine: str) -> Literal["envpool", "ale"]:
+    """``engine`` as the one that will run: ``auto`` is EnvPool where it is installed."""
+    if engine not in ENGINES:
+        raise EnvIdError(f"--atari-engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "auto":
+        return "envpool" if envpool_installed() else "ale"
+    if engine == "envpool" and not envpool_installed():
+        raise EnvIdError(ENVPOOL_HINT)
+    return "envpool" if engine == "envpool" else "ale"
 
 
 def _ale() -> Any:
@@ -167,8 +186,6 @@ def make_atari_env(name: str, engine: str = "auto", **options: Any) -> gym.Env[n
     """``make_env("atari:<Game>")``: the preprocessed game (see the module docstring) with
     :class:`AtariOptions` (``mode="eval"`` for full games on the raw score). ``engine`` picks what
     vector envs step (:mod:`actorq.envs.atari_envpool`); one env is always this one."""
-    from actorq.envs.atari_envpool import resolve_engine
-
     o = AtariOptions.parse(options)
     resolve_engine(engine)  # a bad or missing engine is one line wherever the env is made
     validate_atari_id(name)

@@ -28,32 +28,13 @@ pulls ~750 MB of other suites' assets, so it is an extra of its own and CI runs 
 
 from __future__ import annotations
 
-import importlib.util
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from actorq.envs.atari import AtariOptions
+from actorq.envs.atari import AtariOptions, resolve_engine
 from actorq.errors import EnvIdError
-
-ENGINES = ("auto", "envpool", "ale")
-ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
-
-
-def envpool_installed() -> bool:
-    return importlib.util.find_spec("envpool") is not None
-
-
-def resolve_engine(engine: str) -> Literal["envpool", "ale"]:
-    """``engine`` as the one that will run: ``auto`` is EnvPool where it is installed."""
-    if engine not in ENGINES:
-        raise EnvIdError(f"--atari-engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    if engine == "auto":
-        return "envpool" if envpool_installed() else "ale"
-    if engine == "envpool" and not envpool_installed():
-        raise EnvIdError(ENVPOOL_HINT)
-    return "envpool" if engine == "envpool" else "ale"
 
 
 class EnvPoolVector:
