@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from _machine import subcommands
 from actorq.agents.d4pg.learning import D4PGLearner
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
@@ -527,8 +528,4 @@ def main_go() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["go"]:
-        sys.argv.pop(1)
-        main_go()
-    else:
-        main()
+    subcommands(main, go=main_go)
