@@ -21,6 +21,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +249,7 @@ def baseline_times(
     return out
 
 
-def geomean(x: list[float]) -> float:
+def geomean(x: Sequence[float]) -> float:
     return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
 
 
@@ -284,13 +285,9 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
     for seed in seeds:
         per = [read_cells(root, fam, seed) for fam in families]
         if all(len(c) == len(STAGES) for c in per):
-            r = [ratios(c)[:4] for c in per]
-            eq = [x[2] for x in r]
-            out[seed] = (
-                geomean([x[0] for x in r]), geomean([x[1] for x in r]),
-                math.nan if None in eq else geomean([e for e in eq if e is not None]),
-                geomean([x[3] for x in r]),
-            )  # fmt: skip
+            r = list(zip(*(ratios(c) for c in per), strict=True))
+            eq = math.nan if None in r[2] else geomean(r[2])
+            out[seed] = (geomean(r[0]), geomean(r[1]), eq, geomean(r[3]))
     return out
 
 
@@ -308,10 +305,7 @@ def plain_report(root: Path, args: argparse.Namespace) -> list[str]:
         p = root / f"{fam}-{PLAIN}-s{args.seed}.json"
         if not p.is_file() or not {"zeroshot", "finetune", "scratch"} <= cells.keys():
             continue
-        plain, zs, ft, sc = (
-            json.loads(p.read_text()),
-            *(cells[k] for k in ("zeroshot", "finetune", "scratch")),
-        )
+        plain, zs, ft, sc = json.loads(p.read_text()), *(cells[k] for k in STAGES[2:])
         reach = decisions_to_reach(zs, ft, plain["time_int8"])
         tenth = reach is not None and reach <= plain["decisions"] / 10
         hits += tenth
@@ -507,43 +501,29 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "",
     ]  # fmt: skip
     if ft_gain:
+        g_gain, g_best, g_found = geomean(ft_gain), geomean(ft_best), geomean(found)
+        eq = geomean(ft_equal) if len(ft_equal) == len(ft_gain) else None
+        calls = f"{args.finetune_steps:,}"
         head += [
-            f"Geomean over {len(ft_gain)} families: fine-tuned GO is "
-            f"{100 * (geomean(ft_gain) - 1):+.1f}% faster than the expert split (speedup "
-            f"{geomean(ft_gain):.3f}), {100 * (geomean(ft_best) - 1):+.1f}% vs the best "
-            f"baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's step time."
-            + (
-                f" At equal simulator calls on the held-out graph (the search baselines "
-                f"given fine-tuning's {args.finetune_steps:,}), fine-tuned GO is "
-                f"{100 * (geomean(ft_equal) - 1):+.1f}% vs the best baseline per graph."
-                if len(ft_equal) == len(ft_gain)
-                else ""
-            )
-            + (
-                " Against the protocol's baselines (the classical ones, random search, "
-                "annealing at fine-tuning's calls; hill climbing and heft-search left out): "
-                f"{100 * (geomean(ft_named) - 1):+.1f}%."
-                if len(ft_named) == len(ft_gain)
-                else ""
-            )
-            + (
-                f" Fine-tuning's best found decision (the run's search result, within its "
-                f"{args.finetune_steps:,} decisions) is "
-                f"{100 * (geomean(ft_best) * geomean(found) - 1):+.1f}% vs the best baseline per "
-                "graph"
-                + (
-                    f" and {100 * (geomean(ft_equal) * geomean(found) - 1):+.1f}% at equal "
-                    "simulator calls."
-                    if len(ft_equal) == len(ft_gain)
-                    else "."
-                )
-            ),
+            f"Geomean over {len(ft_gain)} families: fine-tuned GO is {100 * (g_gain - 1):+.1f}% "
+            f"faster than the expert split (speedup {g_gain:.3f}), {100 * (g_best - 1):+.1f}% vs "
+            f"the best baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's "
+            "step time."
+            + ("" if eq is None else " At equal simulator calls on the held-out graph (the search "
+               f"baselines given fine-tuning's {calls}), fine-tuned GO is {100 * (eq - 1):+.1f}% "
+               "vs the best baseline per graph.")
+            + ("" if len(ft_named) < len(ft_gain) else " Against the protocol's baselines (the "
+               "classical ones, random search, annealing at fine-tuning's calls; hill climbing "
+               f"and heft-search left out): {100 * (geomean(ft_named) - 1):+.1f}%.")
+            + f" Fine-tuning's best found decision (the run's search result, within its {calls} "
+            f"decisions) is {100 * (g_best * g_found - 1):+.1f}% vs the best baseline per graph"
+            + ("." if eq is None else f" and {100 * (eq * g_found - 1):+.1f}% at equal simulator "
+               "calls."),
             "",
             f"Pre-training's greedy gain over the reference (`{args.reference}`) on its own "
-            "training graphs "
-            f"(mean; the held-out family named): {'; '.join(pre)}.",
+            f"training graphs (mean; the held-out family named): {'; '.join(pre)}.",
             "",
-        ]
+        ]  # fmt: skip
     head += guided_report(root, args)
     head += plain_report(root, args)
     per_seed = seed_geomeans(root, list(args.families))
