@@ -1,13 +1,17 @@
 """What the scripts here share: the machine facts recorded next to every result, a report's
-head and tables, the command line, progress lines, atomic JSON writes and metrics.csv read back."""
+head and tables, the command line and subcommands, comma-separated integers, timed calls, checks,
+progress lines, atomic JSON writes and metrics.csv read back."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,8 +20,8 @@ from actorq.bench import machine
 from actorq.bench.machine import cpu_flags, cpu_model, git_commit
 
 __all__ = [
-    "command", "cpu_flags", "cpu_model", "git_commit", "machine_info", "md_head", "md_table",
-    "num", "read_metrics_csv", "say", "write_json_atomic",
+    "check", "command", "cpu_flags", "cpu_model", "git_commit", "ints", "machine_info", "md_head",
+    "md_table", "num", "read_metrics_csv", "say", "subcommands", "timed", "write_json_atomic",
 ]  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +64,41 @@ def command(script: str, argv: list[str] | None = None) -> str:
     process's own arguments)."""
     args = sys.argv[1:] if argv is None else argv
     return f"python benchmarks/{script} {' '.join(args)}".strip()
+
+
+def subcommands(main: Callable[[], Any], **subs: Callable[[], Any]) -> None:
+    """Exit with ``main()``'s code, or a subcommand's where the first argument names one
+    (``-`` for ``_`` in its name)."""
+    sub = subs.get(sys.argv[1].replace("-", "_")) if len(sys.argv) > 1 else None
+    if sub is not None:
+        sys.argv.pop(1)
+    sys.exit((sub or main)() or 0)
+
+
+def ints(s: str) -> list[int]:
+    """An argparse type: comma-separated integers."""
+    try:
+        return [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each of ``repeats`` calls of ``fn`` after one warm-up call."""
+    fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return wall, cpu
+
+
+def check(text: str, passed: bool | None) -> dict[str, Any]:
+    """A target's check as results record it, printed as PASS, FAIL or SKIPPED (None)."""
+    print({True: "PASS: ", False: "FAIL: ", None: "SKIPPED: "}[passed] + text)
+    return {"text": text, "passed": passed}
 
 
 def say(msg: str) -> None:

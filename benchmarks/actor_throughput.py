@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from _machine import command, machine_info, md_head, md_table
+from _machine import command, ints, machine_info, md_head, md_table
 from actorq.agents.dqn.networks import MLP
 from actorq.core.exploration import EpsilonGreedy
 from actorq.core.loop import VectorActor
@@ -244,16 +244,6 @@ def write_markdown(
     path.write_text("\n".join(lines) + "\n")
 
 
-def parse_ints(s: str) -> list[int]:
-    try:
-        out = [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-    if not out or any(x <= 0 for x in out):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {s!r}")
-    return out
-
-
 def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
     """Env steps/s at K envs: raw env, actorq's actor, SB3's collection (module docstring)."""
     from stable_baselines3 import PPO
@@ -328,15 +318,15 @@ def atari_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--widths", type=parse_ints, default=[64, 256, 1024, 2048])
-    ap.add_argument("--ks", type=parse_ints, default=[1, 16])
+    ap.add_argument("--widths", type=ints, default=[64, 256, 1024, 2048])
+    ap.add_argument("--ks", type=ints, default=[1, 16])
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell")
     ap.add_argument("--trials", type=int, default=3, help="the timed steps are split in trials")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--atari", metavar="GAME", help="Atari instead: actorq's actor vs SB3's")
     args = ap.parse_args(argv)
-    if args.seconds <= 0 or args.trials <= 0:
-        ap.error("--seconds and --trials must be positive")
+    if min(args.seconds, args.trials, *args.widths, *args.ks, 1) <= 0:
+        ap.error("--seconds, --trials, --widths and --ks must be positive")
     if args.atari:
         return atari_main(args)
 

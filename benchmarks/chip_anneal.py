@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from _machine import command, machine_info, md_table, write_json_atomic
+from _machine import check, command, machine_info, md_table, timed, write_json_atomic
 from actorq.chip.anneal import AnnealConfig, anneal, random_legal_placement
 from actorq.chip.cost import PlacementCost
 from actorq.chip.force import FDConfig
@@ -140,18 +140,6 @@ MOVE_TARGET_S = 1e-3
 BIG = "ariane133"  # --cost's check: it parses in <= 2 s, a hard-macro move <= 1 ms
 
 
-def _times(fn: Any, repeats: int) -> tuple[float, float, float]:
-    """(median wall s, fastest wall s, median CPU s) of ``repeats`` calls after a warm-up."""
-    fn()  # warm-up
-    wall, cpu = [], []
-    for _ in range(repeats):
-        t, c = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
-    return statistics.median(wall), min(wall), statistics.median(cpu)
-
-
 def _move_time(pc: PlacementCost, nodes: np.ndarray, moves: int, seed: int) -> float | None:
     """Median seconds of one move + costs() of a random node of ``nodes`` (None: no nodes)."""
     if not len(nodes):
@@ -172,13 +160,14 @@ def _move_time(pc: PlacementCost, nodes: np.ndarray, moves: int, seed: int) -> f
 
 
 def measure(name: str, repeats: int, moves: int) -> dict[str, Any]:
-    parse_s, parse_min_s, parse_cpu_s = _times(lambda: get_netlist(name), repeats)
+    wall, cpu = timed(lambda: get_netlist(name), repeats)
+    parse_s, parse_min_s, parse_cpu_s = statistics.median(wall), min(wall), statistics.median(cpu)
     nl = get_netlist(name)
     plc = load_plc(netlist_dir(name) / "initial.plc")
     t = time.perf_counter()
     pc = PlacementCost.from_placement(nl, plc)
     setup_s = time.perf_counter() - t
-    full_s = _times(pc.full_costs, repeats)[0]
+    full_s = statistics.median(timed(pc.full_costs, repeats)[0])
     c0 = pc.costs()
     hard_s = _move_time(pc, nl.hard_macros, moves, 0)
     soft_s = _move_time(pc, nl.soft_macros, moves, 1)
@@ -218,18 +207,16 @@ def cost_speed(a: argparse.Namespace, argv: list[str] | None) -> int:
     big = next(r for r in rows if r["netlist"] == BIG)
     # the fastest parse: the machine is shared, and the target is about the code, not the load
     passed = big["parse_min_s"] <= PARSE_TARGET_S and big["hard_move_s"] <= MOVE_TARGET_S
-    check: dict[str, Any] = {
-        "text": f"{BIG} parses in <= {PARSE_TARGET_S:g} s (fastest {big['parse_min_s']:.3f} s, "
-        f"median {big['parse_s']:.3f} s, CPU {big['parse_cpu_s']:.3f} s) and a "
-        f"hard-macro move + costs takes <= {MOVE_TARGET_S * 1e3:g} ms "
-        f"({big['hard_move_s'] * 1e3:.3f} ms)",
-        "passed": bool(passed),
-    }
-    print(("PASS: " if passed else "FAIL: ") + check["text"])
+    verdict = check(
+        f"{BIG} parses in <= {PARSE_TARGET_S:g} s (fastest {big['parse_min_s']:.3f} s, median "
+        f"{big['parse_s']:.3f} s, CPU {big['parse_cpu_s']:.3f} s) and a hard-macro move + costs "
+        f"takes <= {MOVE_TARGET_S * 1e3:g} ms ({big['hard_move_s'] * 1e3:.3f} ms)",
+        bool(passed),
+    )
     out = a.out.with_name("chip_cost.json")
     write_json_atomic(out, {"command": command("chip_anneal.py", argv), "machine": machine_info(),
                             "repeats": a.repeats or 5, "moves": a.moves, "rows": rows,
-                            "check": check})  # fmt: skip
+                            "check": verdict})  # fmt: skip
     print(f"wrote {out}")
     return 0 if passed else 1
 

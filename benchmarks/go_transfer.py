@@ -21,6 +21,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,9 @@ GUIDE_BETAS = (0.25, 1.0, 4.0)
 FUSED = ("best+fuse",)
 #: Evaluations per run (its curve's points).
 CURVE_POINTS = 10
-
+STAGES = ("baselines", "pretrain", "zeroshot", "finetune", "scratch")
+#: GO's own from-scratch baseline (only when named in --stages): no imitation warm start.
+PLAIN = "scratch-plain"
 
 #: Table headings of the baselines whose names are abbreviations.
 PRETTY = {"metis+cp": "METIS+cp", "heft": "HEFT", "heft-cut": "HEFT-cut", "m-etf": "m-ETF"}
@@ -174,7 +177,8 @@ def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> d
     t0 = time.perf_counter()
     out: dict[str, Any] = {"stage": stage, "family": family, "graph": held}
     if stage == "pretrain":
-        r = train_or_resume(pretrain_config(args, pre_dir, train_graphs))
+        # the imitation warm start, no exploration (it made greedy decisions worse)
+        r = train_or_resume(go_config(args, pre_dir, train_graphs, args.pretrain_steps, True))
         out.update(train_graphs=train_graphs, decisions=r.env_steps, updates=r.updates,
                    train_gain=r.eval_return, train_gain_fp32=r.eval_return_fp32)  # fmt: skip
         out["imitation"] = imitation(pre_dir)
@@ -245,17 +249,7 @@ def baseline_times(
     return out
 
 
-def pretrain_config(args: argparse.Namespace, run_dir: Path, graphs: list[str]) -> Any:
-    """Pre-training: the imitation warm start, no exploration (it made greedy decisions worse)."""
-    return go_config(args, run_dir, graphs, args.pretrain_steps, imitate=True)
-
-
-STAGES = ("baselines", "pretrain", "zeroshot", "finetune", "scratch")
-#: GO's own from-scratch baseline (only when named in --stages): no imitation warm start.
-PLAIN = "scratch-plain"
-
-
-def geomean(x: list[float]) -> float:
+def geomean(x: Sequence[float]) -> float:
     return float(math.exp(np.mean(np.log(x)))) if x else float("nan")
 
 
@@ -269,28 +263,19 @@ def read_cells(root: Path, fam: str, seed: int) -> dict[str, Any]:
     return cells
 
 
-def ratios(
-    cells: dict[str, Any],
-) -> tuple[float, float, float | None, float, float | None]:
+def ratios(cells: dict[str, Any]) -> tuple[float, float, float | None, float, float | None]:
     """One family's expert, best baseline, best at fine-tuning's calls (None before
     ``anneal_ft``), zero-shot and best protocol baseline (classical, random, anneal at
     fine-tuning's calls), each over fine-tuned's step time."""
-    b, zs, ft = cells["baselines"], cells["zeroshot"], cells["finetune"]
-    fused = tuple(n for n in FUSED if n in b)
-    search = tuple(n for n in SEARCH if n in b)
-    classical = tuple(n for n in BASELINES[1:] if n in b)
-    best = min(b[n]["time"] for n in (*classical, *fused, *search))
-    equal = None
+    b, t = cells["baselines"], cells["finetune"]["time_int8"]
+    fixed = [b[n]["time"] for n in (*BASELINES[1:], *FUSED) if n in b]
+    search = [n for n in SEARCH if n in b]
+    best = min(fixed + [b[n]["time"] for n in search])
+    equal = named = None
     if "anneal_ft" in b:  # the best baseline at fine-tuning's number of simulator calls
-        eq = min(b[f"{n}_ft"]["time"] for n in search)
-        eq = min(eq, *(b[n]["time"] for n in (*classical, *fused)))
-        equal = eq / ft["time_int8"]
-    named = None
-    if "anneal_ft" in b:
-        named = min(b["random_ft"]["time"], b["anneal_ft"]["time"],
-                    *(b[n]["time"] for n in (*classical, *fused))) / ft["time_int8"]  # fmt: skip
-    t = ft["time_int8"]
-    return b["expert"]["time"] / t, best / t, equal, zs["time_int8"] / t, named
+        equal = min(fixed + [b[f"{n}_ft"]["time"] for n in search]) / t
+        named = min([*fixed, b["random_ft"]["time"], b["anneal_ft"]["time"]]) / t
+    return b["expert"]["time"] / t, best / t, equal, cells["zeroshot"]["time_int8"] / t, named
 
 
 def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, float, float, float]]:
@@ -300,13 +285,9 @@ def seed_geomeans(root: Path, families: list[str]) -> dict[int, tuple[float, flo
     for seed in seeds:
         per = [read_cells(root, fam, seed) for fam in families]
         if all(len(c) == len(STAGES) for c in per):
-            r = [ratios(c)[:4] for c in per]
-            eq = [x[2] for x in r]
-            out[seed] = (
-                geomean([x[0] for x in r]), geomean([x[1] for x in r]),
-                math.nan if None in eq else geomean([e for e in eq if e is not None]),
-                geomean([x[3] for x in r]),
-            )  # fmt: skip
+            r = list(zip(*(ratios(c) for c in per), strict=True))
+            eq = math.nan if None in r[2] else geomean(r[2])
+            out[seed] = (geomean(r[0]), geomean(r[1]), eq, geomean(r[3]))
     return out
 
 
@@ -324,10 +305,7 @@ def plain_report(root: Path, args: argparse.Namespace) -> list[str]:
         p = root / f"{fam}-{PLAIN}-s{args.seed}.json"
         if not p.is_file() or not {"zeroshot", "finetune", "scratch"} <= cells.keys():
             continue
-        plain, zs, ft, sc = (
-            json.loads(p.read_text()),
-            *(cells[k] for k in ("zeroshot", "finetune", "scratch")),
-        )
+        plain, zs, ft, sc = json.loads(p.read_text()), *(cells[k] for k in STAGES[2:])
         reach = decisions_to_reach(zs, ft, plain["time_int8"])
         tenth = reach is not None and reach <= plain["decisions"] / 10
         hits += tenth
@@ -446,20 +424,16 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         cols = [ms(b, n) for n in baseline_names(args.task)]
         cols += [ms(b, key) for _, key in searches]
         cols += [ms(zs, "time_int8"), ms(ft, "time_int8"), ms(ft, "best_sampled")]
-        found.append(ft.get("best_sampled") or ft["time_int8"])
+        # the best found's speedup over the greedy
+        found.append(ft["time_int8"] / (ft.get("best_sampled") or ft["time_int8"]))
         cols += [ms(sc, "time_int8")]
-        scratch_n = sc["decisions"]
-        reached = "-" if reach is None else f"{reach:,.0f} / {scratch_n:,}"
+        reached = "-" if reach is None else f"{reach:,.0f} / {sc['decisions']:,}"
         rows.append(f"| {fam} ({b['graph']}) | {' | '.join(cols)} | {reached} |")
-        gain, vs_best, equal, gap, vs_named = ratios(cells)
-        ft_gain.append(gain)
-        ft_best.append(vs_best)
-        if equal is not None:
-            ft_equal.append(equal)
-        if vs_named is not None:
-            ft_named.append(vs_named)
-        zs_gap.append(gap)
-        found[-1] = ft["time_int8"] / found[-1]  # the best found's speedup over the greedy
+        for into, r in zip(
+            (ft_gain, ft_best, ft_equal, zs_gap, ft_named), ratios(cells), strict=True
+        ):
+            if r is not None:
+                into.append(r)
     notes = [  # the settings, in words
         f"Budgets (whole-graph decisions): pre-train {args.pretrain_steps:,} on the five other "
         "families' smallest graphs",
@@ -501,20 +475,19 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         notes.append(f" Self-imitation, coefficient {args.sil_coef:g}.")
     if args.explore:
         notes.append(
-            f" {100 * args.explore:g}% of fine-tuning's and from-scratch's decisions "
-            "are run moves from the actor's incumbent (annealing's move; not PPO "
-            "samples, taught through self-imitation); pre-training does not explore."
+            f" {100 * args.explore:g}% of fine-tuning's and from-scratch's decisions are run moves "
+            "from the actor's incumbent (annealing's move; not PPO samples, taught through "
+            "self-imitation); pre-training does not explore."
         )
     if args.distill_steps:
         notes.append(
-            " The held-out graph's runs distill the best decision found into the "
-            f"policy ({args.distill_steps} steps, at the end and every "
-            f"{args.distill_every:,} decisions)."
+            " The held-out graph's runs distill the best decision found into the policy "
+            f"({args.distill_steps} steps, at the end and every {args.distill_every:,} decisions)."
         )
     if args.reference != "expert":
         notes.append(
-            f" GO's decisions are judged with `{args.reference}`'s priorities (the "
-            "placement task's schedule) and rewarded relative to its step time."
+            f" GO's decisions are judged with `{args.reference}`'s priorities (the placement "
+            "task's schedule) and rewarded relative to its step time."
         )
     if args.priority_levels != 8:
         notes.append(f" Priority heads of {args.priority_levels} levels (--priority-levels).")
@@ -528,43 +501,29 @@ def report(root: Path, args: argparse.Namespace, command: str) -> str:
         "",
     ]  # fmt: skip
     if ft_gain:
+        g_gain, g_best, g_found = geomean(ft_gain), geomean(ft_best), geomean(found)
+        eq = geomean(ft_equal) if len(ft_equal) == len(ft_gain) else None
+        calls = f"{args.finetune_steps:,}"
         head += [
-            f"Geomean over {len(ft_gain)} families: fine-tuned GO is "
-            f"{100 * (geomean(ft_gain) - 1):+.1f}% faster than the expert split (speedup "
-            f"{geomean(ft_gain):.3f}), {100 * (geomean(ft_best) - 1):+.1f}% vs the best "
-            f"baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's step time."
-            + (
-                f" At equal simulator calls on the held-out graph (the search baselines "
-                f"given fine-tuning's {args.finetune_steps:,}), fine-tuned GO is "
-                f"{100 * (geomean(ft_equal) - 1):+.1f}% vs the best baseline per graph."
-                if len(ft_equal) == len(ft_gain)
-                else ""
-            )
-            + (
-                " Against the protocol's baselines (the classical ones, random search, "
-                "annealing at fine-tuning's calls; hill climbing and heft-search left out): "
-                f"{100 * (geomean(ft_named) - 1):+.1f}%."
-                if len(ft_named) == len(ft_gain)
-                else ""
-            )
-            + (
-                f" Fine-tuning's best found decision (the run's search result, within its "
-                f"{args.finetune_steps:,} decisions) is "
-                f"{100 * (geomean(ft_best) * geomean(found) - 1):+.1f}% vs the best baseline per "
-                "graph"
-                + (
-                    f" and {100 * (geomean(ft_equal) * geomean(found) - 1):+.1f}% at equal "
-                    "simulator calls."
-                    if len(ft_equal) == len(ft_gain)
-                    else "."
-                )
-            ),
+            f"Geomean over {len(ft_gain)} families: fine-tuned GO is {100 * (g_gain - 1):+.1f}% "
+            f"faster than the expert split (speedup {g_gain:.3f}), {100 * (g_best - 1):+.1f}% vs "
+            f"the best baseline per graph; zero-shot takes {geomean(zs_gap):.3f}x fine-tuned's "
+            "step time."
+            + ("" if eq is None else " At equal simulator calls on the held-out graph (the search "
+               f"baselines given fine-tuning's {calls}), fine-tuned GO is {100 * (eq - 1):+.1f}% "
+               "vs the best baseline per graph.")
+            + ("" if len(ft_named) < len(ft_gain) else " Against the protocol's baselines (the "
+               "classical ones, random search, annealing at fine-tuning's calls; hill climbing "
+               f"and heft-search left out): {100 * (geomean(ft_named) - 1):+.1f}%.")
+            + f" Fine-tuning's best found decision (the run's search result, within its {calls} "
+            f"decisions) is {100 * (g_best * g_found - 1):+.1f}% vs the best baseline per graph"
+            + ("." if eq is None else f" and {100 * (eq * g_found - 1):+.1f}% at equal simulator "
+               "calls."),
             "",
             f"Pre-training's greedy gain over the reference (`{args.reference}`) on its own "
-            "training graphs "
-            f"(mean; the held-out family named): {'; '.join(pre)}.",
+            f"training graphs (mean; the held-out family named): {'; '.join(pre)}.",
             "",
-        ]
+        ]  # fmt: skip
     head += guided_report(root, args)
     head += plain_report(root, args)
     per_seed = seed_geomeans(root, list(args.families))
@@ -630,32 +589,29 @@ def main(argv: list[str] | None = None) -> int:
     # ``best``'s candidates grew (the single device, heft-cut joined): the folder names them,
     # so a folder's cells never mix targets chosen among different candidates
     imitated = f"best{len(BEST_OF)}" if args.imitate == "best" else args.imitate
-    ft_steps = args.finetune_imitate_steps
-    # (setting: its value where not the default, None otherwise; the folder's spelling), in
-    # the order older folders were named; settings.json records the values
-    named: list[tuple[dict[str, Any], str]] = [
-        ({"reference": args.reference}, f"-ref{args.reference}")
-        if args.reference != "expert" else ({}, ""),
-        ({"imitate": args.imitate, "imitate_steps": args.imitate_steps}
-         | ({"best_of": list(BEST_OF)} if args.imitate == "best" else {}),
-         f"-imitate-{imitated}-{args.imitate_steps}") if args.imitate != "none" else ({}, ""),
-        ({"learning_rate": args.learning_rate}, f"-lr{args.learning_rate:g}")
-        if args.learning_rate is not None else ({}, ""),
-        ({"sil_coef": args.sil_coef}, f"-sil{args.sil_coef:g}") if args.sil_coef else ({}, ""),
-        ({"finetune_pos_freqs": args.finetune_pos_freqs}, f"-ftpos{args.finetune_pos_freqs}")
-        if args.finetune_pos_freqs else ({}, ""),
-        ({"priority_levels": args.priority_levels}, f"-prio{args.priority_levels}")
-        if args.priority_levels != 8 else ({}, ""),
-        ({"explore": args.explore}, f"-explore{args.explore:g}") if args.explore else ({}, ""),
-        ({"distill_steps": args.distill_steps, "distill_every": args.distill_every},
-         f"-distill{args.distill_steps}e{args.distill_every}") if args.distill_steps else ({}, ""),
-        ({"pretrain_variants": args.pretrain_variants}, f"-ptvar{args.pretrain_variants}")
-        if args.pretrain_variants else ({}, ""),
-        ({"finetune_imitate": True} | ({} if ft_steps is None else
-                                       {"finetune_imitate_steps": ft_steps}),
-         "-ftimitate" + ("" if ft_steps is None else str(ft_steps)))
-        if args.finetune_imitate else ({}, ""),
-    ]  # fmt: skip
+    a, lr, ft = args, args.learning_rate, args.finetune_imitate_steps
+    fts = "" if ft is None else str(ft)
+    # (settings where not the default, the folder's spelling), in the order older folders were
+    # named; settings.json records the values
+    named = [(values, spelled) for on, values, spelled in (
+        (a.reference != "expert", {"reference": a.reference}, f"-ref{a.reference}"),
+        (a.imitate != "none", {"imitate": a.imitate, "imitate_steps": a.imitate_steps}
+         | ({"best_of": list(BEST_OF)} if a.imitate == "best" else {}),
+         f"-imitate-{imitated}-{a.imitate_steps}"),
+        (lr is not None, {"learning_rate": lr}, f"-lr{lr or 0:g}"),
+        (a.sil_coef, {"sil_coef": a.sil_coef}, f"-sil{a.sil_coef:g}"),
+        (a.finetune_pos_freqs, {"finetune_pos_freqs": a.finetune_pos_freqs},
+         f"-ftpos{a.finetune_pos_freqs}"),
+        (a.priority_levels != 8, {"priority_levels": a.priority_levels},
+         f"-prio{a.priority_levels}"),
+        (a.explore, {"explore": a.explore}, f"-explore{a.explore:g}"),
+        (a.distill_steps, {"distill_steps": a.distill_steps, "distill_every": a.distill_every},
+         f"-distill{a.distill_steps}e{a.distill_every}"),
+        (a.pretrain_variants, {"pretrain_variants": a.pretrain_variants},
+         f"-ptvar{a.pretrain_variants}"),
+        (a.finetune_imitate, {"finetune_imitate": True} | ({"finetune_imitate_steps": ft} if fts
+                                                           else {}), f"-ftimitate{fts}"),
+    ) if on]  # fmt: skip
     root = args.results / (f"{args.task}-{args.cluster}" + "".join(f for _, f in named))
     budget = {k: getattr(args, k) for k in ("pretrain_steps", "finetune_steps", "scratch_steps")}
     for values, _ in named:

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
-    from _machine import command, machine_info, md_table
+    from _machine import check, command, machine_info, md_table
     from actorq.agents.go.networks import GOPolicy, GOPolicyConfig, encode_graph, export_onnx
     from actorq.graphopt.suite import get_graph
     from actorq.graphopt.synthetic import layered_dag
@@ -176,19 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     big = [r for r in rows if r["ops"] >= BIG]
     worst = max((r["median_s"] for r in big), default=float("nan"))
     passed = worst <= TARGET_S if big else None
-    check = {
-        "text": f"every graph of >= {BIG:,} ops runs in <= {TARGET_S:g} s per decision on one "
-        f"thread, fp32 and int8 (worst median: {worst:.2f} s over {len(big)} runs)",
-        "passed": passed,
-    }
-    print({True: "PASS: ", False: "FAIL: ", None: "SKIPPED: "}[passed] + check["text"])
+    text = (
+        f"every graph of >= {BIG:,} ops runs in <= {TARGET_S:g} s per decision on one "
+        f"thread, fp32 and int8 (worst median: {worst:.2f} s over {len(big)} runs)"
+    )
     import onnxruntime
 
     results = {
         "command": command("graphopt_policy_speed.py", argv), "machine": machine,
         "onnxruntime": onnxruntime.__version__, "threads": 1, "mem_pattern": False,
         "repeats": a.repeats, "model": {**dataclasses.asdict(model.config), "parameters": n_params},
-        "rows": rows, "check": check,
+        "rows": rows, "check": check(text, passed),
     }  # fmt: skip
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "graphopt_policy_speed.json"

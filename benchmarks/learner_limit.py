@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from _machine import subcommands
 from actorq.agents.d4pg.learning import D4PGLearner
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
@@ -78,23 +79,19 @@ def make_case(
         return torch.randn(*shape, generator=g).to(device)
 
     learner: TorchLearner
-    if agent == "dqn":
-        cfg = DQNConfig(hidden=hidden, device=device, learner_mode=mode)
-        learner = DQNLearner(cfg, CARTPOLE)
-        b = {
-            "obs": rand(batch, 4), "next_obs": rand(batch, 4),
-            "action": torch.randint(0, 2, (batch,), generator=g).to(device),
-            "reward": torch.ones(batch, device=device),
-            "discount": torch.full((batch,), 0.97, device=device),
-        }  # fmt: skip
-        return learner, lambda: learner.learn(b)
-    if agent == "d4pg":
-        learner = D4PGLearner(5, 1, hidden, hidden, device=device, learner_mode=mode)
-        b = {
-            "obs": rand(batch, 5), "next_obs": rand(batch, 5),
-            "action": rand(batch, 1).clamp(-1, 1), "reward": torch.ones(batch, device=device),
-            "discount": torch.full((batch,), 0.97, device=device),
-        }  # fmt: skip
+    if agent in ("dqn", "d4pg"):
+        dim = 4 if agent == "dqn" else 5
+        b = {"obs": rand(batch, dim), "next_obs": rand(batch, dim)}
+        if agent == "dqn":
+            learner = DQNLearner(
+                DQNConfig(hidden=hidden, device=device, learner_mode=mode), CARTPOLE
+            )
+            b["action"] = torch.randint(0, 2, (batch,), generator=g).to(device)
+        else:
+            learner = D4PGLearner(5, 1, hidden, hidden, device=device, learner_mode=mode)
+            b["action"] = rand(batch, 1).clamp(-1, 1)
+        b["reward"] = torch.ones(batch, device=device)
+        b["discount"] = torch.full((batch,), 0.97, device=device)
         return learner, lambda: learner.learn(b)
     if agent == "ppo":
         pcfg = PPOConfig(
@@ -338,11 +335,8 @@ def main() -> None:
         "--system", nargs="*", default=["dqn:3x2048:128", "dqn:256x256:128", "d4pg:256x256:128",
                                         "ppo:64x64:256"],
         help="agent:hidden:batch[:path+path] rows measured inside train() too (paths: fast, "
-        "fast-k1, eager-host; default --system-paths)",
+        "the default, fast-k1, eager-host)",
     )  # fmt: skip
-    ap.add_argument(
-        "--system-paths", nargs="+", default=["fast"], choices=["fast", "fast-k1", "eager-host"]
-    )
     ap.add_argument("--system-seconds", type=float, default=20.0)
     ap.add_argument("--system-warmup", type=float, default=8.0)
     ap.add_argument("--actors", type=int, default=max(1, (os.cpu_count() or 2) - 1))
@@ -398,7 +392,7 @@ def main() -> None:
     for key in a.system:
         agent, hname, batch_s, *paths = key.split(":")
         limit = find(agent, hname, int(batch_s), None).get("limit_updates_s")
-        for sp in paths[0].split("+") if paths else a.system_paths:
+        for sp in paths[0].split("+") if paths else ["fast"]:
             r = find(agent, hname, int(batch_s), sp)
             if r.get("system_updates_s") is not None:
                 continue
@@ -527,8 +521,4 @@ def main_go() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["go"]:
-        sys.argv.pop(1)
-        main_go()
-    else:
-        main()
+    subcommands(main, go=main_go)

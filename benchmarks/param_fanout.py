@@ -104,17 +104,15 @@ class LightActor:
             time.sleep(max(0.0, self.poll_s - (time.monotonic() - t0)))
 
 
-def _pin_procs(needles: tuple[str, ...], *cpus: int) -> None:
-    """Pin every process (all its threads) whose command line contains one of ``needles``."""
+def _pin_procs(needles: tuple[str, ...], *cpus: int, field: str = "cmdline") -> None:
+    """Pin every process (all its threads) whose command line (``field``: or its name) contains
+    one of ``needles``. By name: kernel threads that allow it (e.g. kdamond, the kernel's
+    memory-access monitor, which took ~5% of the learner's core with 256 actors to watch)."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
-        try:
-            cmd = (d / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if any(n in cmd for n in needles):
-            with contextlib.suppress(OSError):  # it may have exited meanwhile
+        with contextlib.suppress(OSError):  # it may have exited meanwhile
+            if any(n in (d / field).read_bytes().decode(errors="replace") for n in needles):
                 for t in (d / "task").iterdir():
                     os.sched_setaffinity(int(t.name), set(cpus))
 
@@ -137,16 +135,6 @@ def _pin_own_threads(cpu: int) -> None:
         if int(t.name) != me:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(int(t.name), {cpu})
-
-
-def _pin_kernel_threads(names: tuple[str, ...], cpu: int) -> None:
-    """Move kernel threads that allow it (e.g. kdamond, the kernel's memory-access monitor, which
-    took ~5% of the learner's core with 256 actors' memory to watch) to ``cpu``."""
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (d / "comm").read_text().strip().startswith(names):
-                    os.sched_setaffinity(int(d.name), {cpu})
 
 
 def make_tiers(modes: list[str], capacity: int, pin: bool) -> dict[str, ParameterTier]:
@@ -301,7 +289,7 @@ def main() -> None:
                 # 256 workers starting on one core never finish starting.
                 _pin_procs((*daemons, "ray::LightActor", "ray::IDLE"), 1)
                 _pin_own_threads(1)
-                _pin_kernel_threads(("kdamond",), 1)
+                _pin_procs(("kdamond",), 1, field="comm")
             damaged = False
             for rnd in range(args.rounds):  # rounds interleave the cells: drift hits all alike
                 for mode in modes:
@@ -395,26 +383,21 @@ def _write(rows: list[dict[str, Any]], args: argparse.Namespace, hidden: tuple[i
     cols = ["actors", "cache", "prec", "updates/s", "vs 1 actor", "vs off", "fetch p50 ms",
             "fetch p99 ms", "MB out / publish", "server reads", "learner on CPU",
             "core 1 busy"]  # fmt: skip
-    md = md_table(cols, [])
 
     def f(x: float | None, fmt: str, unit: str = "") -> str:
         return "-" if x is None else format(x, fmt) + unit
 
-    for r in rows:
-        if "failed" in r:
-            cells = [str(r["actors"]), r["cache"], r["precision"], r["failed"]] + [""] * 8
-        else:
-            vs1, vso = r["updates_vs_1_actor"], r["updates_vs_off"]
-            cells = [
-                str(r["actors"]), r["cache"], r["precision"], f(r["updates_per_s"], ".2f"),
-                f(None if vs1 is None else 100 * vs1, ".0f", "%"),
-                f(None if vso is None else 100 * vso, ".0f", "%"), f(r["fetch_p50_ms"], ".2f"),
-                f(r["fetch_p99_ms"], ".2f"), f(r["egress_bytes_per_publish"] / 1e6, ".2f"),
-                f(r["server_version_reads"], ".0f"),
-                f(_pct(r.get("learner_cpu_share")), ".0f", "%"),
-                f(_pct(r.get("actor_core_busy")), ".0f", "%"),
-            ]  # fmt: skip
-        md.append("| " + " | ".join(cells) + " |")
+    md = md_table(cols, [
+        [str(r["actors"]), r["cache"], r["precision"], r["failed"]] + [""] * 8 if "failed" in r
+        else [str(r["actors"]), r["cache"], r["precision"], f(r["updates_per_s"], ".2f"),
+              f(_pct(r["updates_vs_1_actor"]), ".0f", "%"),
+              f(_pct(r["updates_vs_off"]), ".0f", "%"),
+              f(r["fetch_p50_ms"], ".2f"), f(r["fetch_p99_ms"], ".2f"),
+              f(r["egress_bytes_per_publish"] / 1e6, ".2f"), f(r["server_version_reads"], ".0f"),
+              f(_pct(r.get("learner_cpu_share")), ".0f", "%"),
+              f(_pct(r.get("actor_core_busy")), ".0f", "%")]
+        for r in rows
+    ])  # fmt: skip
     res = {"args": vars(args), "machine": machine_info(), "rows": rows, "raw_rows": raw}
     (out / "param_fanout.json").write_text(json.dumps(res, indent=1))
     (out / "param_fanout.md").write_text("\n".join(md) + "\n")

@@ -21,14 +21,13 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from _machine import machine_info, md_table
+from _machine import ints, machine_info, md_table, subcommands
 from actorq.core.evaluation import evaluate
 from actorq.quant.autoselect import select_precision
 from actorq.quant.ptq import fake_quantize
@@ -128,25 +127,18 @@ def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) ->
     plt.close(fig)
 
 
-def parse_ints(s: str) -> list[int]:
-    try:
-        return [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("run_dir", type=Path, help="a trained run directory (config + checkpoint)")
     ap.add_argument("--name", default=None, help="results name; default: the run dir's name")
-    ap.add_argument("--bits", type=parse_ints, default=list(range(MIN_BITS, MAX_BITS + 1)))
+    ap.add_argument("--bits", type=ints, default=list(range(MIN_BITS, MAX_BITS + 1)))
     ap.add_argument("--variants", default="all,hidden", help="all (every layer), hidden")
     ap.add_argument(
         "--snapshots", default="int8,int8+gptq,int4,int4+gptq",
         help="also evaluate these snapshots (+gptq: GPTQ on replay states)",
     )  # fmt: skip
     ap.add_argument("--episodes", type=int, default=10, help="episodes per seed")
-    ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
+    ap.add_argument("--seeds", type=ints, default=[0, 1, 2])
     ap.add_argument("--states", type=int, default=10_000, help="replay states for agreement")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
@@ -275,7 +267,7 @@ def random_layers(spec: PolicySpec, seed: int) -> list[tuple[np.ndarray, np.ndar
 
 def main_autoselect(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--ks", type=parse_ints, default=[1, 16])
+    ap.add_argument("--ks", type=ints, default=[1, 16])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-agreement", type=float, default=0.99)
     ap.add_argument("--min-speedup", type=float, default=1.3)
@@ -371,9 +363,5 @@ def main_autoselect(argv: list[str] | None = None) -> int:
     return 0
 
 
-SUBCOMMANDS = {"autoselect": main_autoselect}
-
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        sys.exit(SUBCOMMANDS[sys.argv.pop(1)]() or 0)
-    sys.exit(main())
+    subcommands(main, autoselect=main_autoselect)

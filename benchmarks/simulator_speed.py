@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from _machine import command, machine_info, md_head
+from _machine import check, command, machine_info, md_head, timed
 from actorq.graphopt.cluster import get_cluster
 from actorq.graphopt.ir import Graph
 from actorq.graphopt.simulator import HAVE_NUMBA, Simulator
@@ -37,16 +37,6 @@ SUITE_GRAPHS = ("gnmt-s", "resnet-600", "gnmt-l", "txl-l", "rnnlm-xl", "txl-xl",
 CLUSTER = "8xgpu-pcie"
 TARGET_S = 1.0  # per decision, for graphs of >= 80k ops
 BIG = 80_000
-
-
-def _median_time(fn: Any, repeats: int) -> float:
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def measure(g: Graph, repeats: int, seed: int = 0) -> dict[str, Any]:
@@ -67,7 +57,7 @@ def measure(g: Graph, repeats: int, seed: int = 0) -> dict[str, Any]:
         ("random", (rand, prio, None)),
         ("random+fuse", (rand, prio, fuse)),
     ):
-        row[f"{label}_s"] = _median_time(lambda a=args: sim.run(*a), repeats)
+        row[f"{label}_s"] = statistics.median(timed(lambda a=args: sim.run(*a), repeats)[0])
         r = sim.run(*args)
         row[f"{label}_transfers"] = r.transfers
     row["worst_s"] = max(row[f"{k}_s"] for k in ("contiguous", "random", "random+fuse"))
@@ -119,15 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     big = [r for r in rows if r["ops"] >= BIG]
     worst_big = max((r["worst_s"] for r in big), default=float("nan"))
     passed = worst_big <= TARGET_S if big else None  # None: no graph that large was measured
-    check = {
-        "text": f"every graph of >= {BIG:,} ops simulates in <= {TARGET_S:g} s per decision "
-        f"(worst: {worst_big:.3f} s over {len(big)} graphs)",
-        "passed": passed,
-    }
-    print({True: "PASS: ", False: "FAIL: ", None: "SKIPPED: "}[passed] + check["text"])
+    text = (
+        f"every graph of >= {BIG:,} ops simulates in <= {TARGET_S:g} s per decision "
+        f"(worst: {worst_big:.3f} s over {len(big)} graphs)"
+    )
     results = {
         "command": command("simulator_speed.py", argv), "machine": machine, "numba": HAVE_NUMBA,
-        "repeats": a.repeats, "cluster": CLUSTER, "rows": rows, "check": check,
+        "repeats": a.repeats, "cluster": CLUSTER, "rows": rows, "check": check(text, passed),
     }  # fmt: skip
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "simulator_speed.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from _machine import machine_info, md_table
+from _machine import machine_info, md_table, subcommands
 from actorq.agents import builder_for
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
@@ -372,9 +371,5 @@ def main_publish_async() -> None:
     print(f"wrote {a.out}/publish_async.json and .md")
 
 
-SUBCOMMANDS = {"learner-step": main_learner_step, "publish-async": main_publish_async}
-
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        sys.exit(SUBCOMMANDS[sys.argv.pop(1)]() or 0)
-    sys.exit(main())
+    subcommands(main, learner_step=main_learner_step, publish_async=main_publish_async)
