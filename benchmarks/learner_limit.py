@@ -7,13 +7,11 @@ batches 32/128/256) on device-resident batches in a tight loop, per mode that ru
 of the limit, the learner's wait for data; paths ``fast`` (the default loop), ``fast-k1`` (one
 update per turn) and ``eager-host`` (the loop as it was). Writes ``OUT/<device>.json`` and
 ``.md``; resumable (rows in the JSON are kept); ``--render JSON`` only rewrites its table.
-
-``go``: one GO learner update (Zhou et al., NeurIPS 2020: PPO with self-imitation over
-whole-graph decisions, 1k to 80k ops) and one int8 publish, per graph and device (``--devices``).
+GO's learner per graph and device (``go``) is archived with GO's research line: ``git show
+96d5aa1:benchmarks/learner_limit.py``.
 
     .venv/bin/python benchmarks/learner_limit.py                     # this machine's CPU
     python3 benchmarks/learner_limit.py --device cuda --actors 15    # on a GPU machine
-    .venv/bin/python benchmarks/learner_limit.py go --devices cpu --sizes 1000 10000
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ import math
 import os
 import re
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -34,17 +31,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from _machine import subcommands
 from actorq.agents.d4pg.learning import D4PGLearner
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.learning import DQNLearner
-from actorq.agents.go.actor import HEADS
-from actorq.agents.go.builder import BUILDER
-from actorq.agents.go.config import GOConfig
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.agents.step import TorchLearner, resolve_mode
-from actorq.bench import machine
 from actorq.bench.machine import cpu_model, git_commit
 from actorq.types import ArraySpec, EnvSpec
 
@@ -413,112 +405,5 @@ def main() -> None:
     print(table(rows))
 
 
-# ---- go: what one GO learner update costs on the CPU and on a GPU
-
-
-def _go_batch(learner: Any, k: int, rng: np.random.Generator) -> dict[str, Any]:
-    """``k`` decisions sampled from the learner's policy on its graph, random rewards."""
-    task = learner.tasks[0]
-    with torch.no_grad():
-        out = {h: v.cpu().numpy() for h, v in learner.model(**learner._inputs[0]).items()}
-    n = task.num_ops
-    actions = np.zeros((k, n, len(HEADS)), np.int8)
-    logp = np.zeros((k, n, len(HEADS)), np.float32)
-    for j in range(k):
-        actions[j], logp[j] = task.decide(out, rng)
-    reward = -np.sqrt(rng.uniform(0.5, 1.5, k)).astype(np.float32)
-    return {"graph": np.zeros(k, np.int32), "actions": actions, "log_prob": logp,
-            "reward": reward}  # fmt: skip
-
-
-def go_measure(graph: str, device: str, a: argparse.Namespace) -> dict[str, Any]:
-    cfg = GOConfig(
-        env=f"graphopt:placement/{graph}", actors=0, device=device, batch_graphs=a.decisions,
-        envs_per_actor=a.decisions, sil_coef=1.0, progress=False, energy=False,
-        precision="int8",  # the publishes the committed results timed
-    )  # fmt: skip
-    cfg.validate()
-    t0 = time.perf_counter()
-    spec = BUILDER.env_spec(cfg)
-    learner = BUILDER.make_learner(cfg, spec)
-    io = BUILDER.policy_io(cfg, spec, learner)
-    setup_s = time.perf_counter() - t0
-    rng = np.random.default_rng(0)
-    batches = [_go_batch(learner, a.decisions, rng) for _ in range(2)]
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    for i in range(a.warmup):
-        learner.update(batches[i % 2])
-    times = []
-    for i in range(a.updates):
-        sync(device)
-        t = time.perf_counter()
-        learner.update(batches[i % 2])
-        sync(device)
-        times.append(time.perf_counter() - t)
-    publish = []
-    for i in range(a.updates):
-        t = time.perf_counter()
-        io.snapshot(i, "int8")
-        publish.append(time.perf_counter() - t)
-    update_s = statistics.median(times)
-    return {
-        "graph": graph, "ops": learner.tasks[0].num_ops, "device": device,
-        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-        "threads": torch.get_num_threads(), "update_ms": 1e3 * update_s,
-        "update_ms_all": [1e3 * t for t in times], "decisions_per_s": a.decisions / update_s,
-        "publish_ms": 1e3 * statistics.median(publish),
-        "peak_gpu_mib": (
-            torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
-        ),
-        "setup_s": setup_s,
-    }  # fmt: skip
-
-
-def main_go() -> None:
-    ap = argparse.ArgumentParser(description="GO's learner update and publish on CPU and GPU")
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 80000],
-                    help="synthetic graphs of these many ops (synthetic-N-s0)")  # fmt: skip
-    ap.add_argument("--graphs", nargs="*", default=[], help="more graphs by name")
-    ap.add_argument("--devices", nargs="+", default=["cpu", "cuda"])
-    ap.add_argument("--decisions", type=int, default=32, help="decisions per update")
-    ap.add_argument("--updates", type=int, default=5, help="timed updates (and publishes)")
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: all cores)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/go_learner_device"))
-    a = ap.parse_args()
-    for d in a.devices:
-        if d.startswith("cuda") and not torch.cuda.is_available():
-            ap.error(f"--devices {d}: torch sees no CUDA device here")
-    threads = a.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
-    graphs = [f"synthetic-{n}-s0" for n in a.sizes] + list(a.graphs)
-    rows = []
-    for g in graphs:
-        for d in a.devices:
-            r = go_measure(g, d, a)
-            rows.append(r)
-            print(f"{g} on {d}: {r['update_ms']:.1f} ms per update, "
-                  f"{r['publish_ms']:.1f} ms per publish", flush=True)  # fmt: skip
-    cpu = {r["graph"]: r["update_ms"] for r in rows if r["device"] == "cpu"}
-    lines = [
-        "| graph | ops | device | ms / update | decisions / s | vs CPU | ms / publish | "
-        "peak GPU MiB |", "|---|---:|---|---:|---:|---:|---:|---:|",
-    ]  # fmt: skip
-    for r in rows:
-        ratio = cpu.get(r["graph"])
-        vs = f"{ratio / r['update_ms']:.1f}x" if ratio else "-"
-        mem = "-" if r["peak_gpu_mib"] is None else f"{r['peak_gpu_mib']:.0f}"
-        cells = [r["graph"], f"{r['ops']:,}", r["device_name"], f"{r['update_ms']:.1f}",
-                 f"{r['decisions_per_s']:.0f}", vs, f"{r['publish_ms']:.1f}", mem]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    print("\n".join(lines))
-    a.out.mkdir(parents=True, exist_ok=True)
-    res = {"args": {k: str(v) for k, v in vars(a).items()}, "machine": machine.machine_info(),
-           "rows": rows}  # fmt: skip
-    (a.out / "go_learner_device.json").write_text(json.dumps(res, indent=1))
-    (a.out / "go_learner_device.md").write_text("\n".join(lines) + "\n")
-
-
 if __name__ == "__main__":
-    subcommands(main, go=main_go)
+    main()
