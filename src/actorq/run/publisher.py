@@ -80,12 +80,13 @@ class Publisher:
             n = self.io.calibration_states(precision)
             if not n or self.replay is None:
                 return None
-            # not gated on replay.size: PPO's queue is empty right after the learner consumed
-            # it (when it publishes), yet still holds the states of the batch it took
             states = self.replay.sample_states(n, calib_rng)
             return states if len(states) else None
-        if self.gptq and self.replay is not None and self.replay.size:
-            return self.replay.sample_states(self.cfg.calibration_states, calib_rng)
+        if self.gptq and self.replay is not None:
+            # not gated on replay.size: PPO's queue is empty right after the learner consumed
+            # it (when it publishes), yet still holds the states of the batch it took
+            states = self.replay.sample_states(self.cfg.calibration_states, calib_rng)
+            return states if len(states) else None
         return None
 
     def snapshot(self, version: int, precision: str | None = None) -> bytes:
