@@ -126,8 +126,9 @@ def variant(family: str, seed: int) -> Entry:
     Pre-training on many graphs per family is what GO's transfer rests on (Zhou et al.,
     NeurIPS 2020, pre-train on a set of graphs, zero-shot on unseen ones); the suite's sizes
     alone give one small graph per family, and a policy that imitates five graphs' splits fits
-    those five rather than a rule (docs/go-transfer.md, "What zero-shot transfers"). The draws
-    depend on ``(family, seed)`` only, so a name always means the same graph.
+    those five rather than a rule (`git show 67fd709:docs/graphopt-transfer.md`, "What zero-shot
+    transfers"). The draws depend on ``(family, seed)`` only, so a name always means the same
+    graph.
     """
     if family not in PREFIX:
         raise GraphError(f"unknown family {family!r}; families: {', '.join(PREFIX)}")

@@ -55,17 +55,18 @@ class GOPolicySettings:
     pos_freqs: int = 0
     """Fourier features of each op's topological position and depth, in octaves (0: none):
     with them imitation and distillation fit a split of the graph exactly
-    (docs/go-transfer.md, "Fitting a decision exactly")."""
+    (`git show 67fd709:docs/graphopt-transfer.md`, "Fitting a decision exactly")."""
     priority_levels: int = 8
     """Scheduling and joint tasks: the priority head's number of levels (equal-count buckets
     of a baseline's order when imitating it; ties run in topological order). Eight cost the
     joint task 2.8% at the best classical start on 4 PCIe GPUs, 64 about 1%
-    (docs/go-transfer.md, "what the priority levels cost")."""
+    (`git show 67fd709:docs/graphopt-transfer.md`, "what the priority levels cost")."""
     memory_input: bool = False
     """The policy also reads how each graph's memory compares with a device's capacity (the
     whole graph's need and its running total along the forward order, in device capacities;
     one simulator call per graph), so it can learn to spread a graph that does not fit on one
-    device (docs/go-transfer.md, "The held-out families' larger graphs")."""
+    device (`git show 67fd709:docs/graphopt-transfer.md`, "The held-out families' larger
+    graphs")."""
 
 
 @dataclasses.dataclass

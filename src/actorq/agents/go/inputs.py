@@ -242,7 +242,7 @@ def memory_columns(graph: Graph, need: float, capacity: float) -> np.ndarray:
 
     Per-op features are sizes of single ops and the graph embedding is a mean, so without these
     columns the policy cannot tell a graph that fits on one device from one that does not
-    (docs/go-transfer.md, "The held-out families' larger graphs")."""
+    (`git show 67fd709:docs/graphopt-transfer.md`, "The held-out families' larger graphs")."""
     if not (math.isfinite(need) and math.isfinite(capacity) and need >= 0 and capacity > 0):
         raise ValueError(
             f"memory need {need!r} and capacity {capacity!r} must be finite, need >= 0, "

@@ -81,7 +81,7 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
     One difference is bridged: a policy without position octaves (``pos_freqs`` 0) starts a
     network with them, the octaves' input weights at zero, so the fine-tuning run starts from
     the pre-trained policy's outputs exactly (octaves fit a graph's split but transfer badly:
-    docs/go-transfer.md, "Fitting a decision exactly")."""
+    `git show 67fd709:docs/graphopt-transfer.md`, "Fitting a decision exactly")."""
     from actorq.errors import CheckpointError
 
     run = Path(str(cfg.init_from))

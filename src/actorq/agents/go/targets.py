@@ -53,7 +53,8 @@ IMITABLE: tuple[str, ...] = (
 #: the fastest placement (inception-s on 4 PCIe GPUs: 49.2 ms against METIS's 62.9), and a
 #: policy imitating a worse split stays near it. It comes last, so it wins only outright.
 #: HEFT with a cut cost joined later (the fastest of the five others on 4 PCIe GPUs' rnnlm-s by
-#: 17%, docs/graphopt.md "HEFT with a cut cost"): folders of runs before it say ``best5``.
+#: 17%, `git show 85997d5:docs/graphopt.md` "HEFT with a cut cost"): folders of runs before it
+#: say ``best5``.
 BEST_OF: tuple[str, ...] = ("heft", "heft-cut", "m-etf", "metis+cp", "expert", "single")
 #: The values ``GOConfig.imitate`` accepts.
 CHOICES: tuple[str, ...] = ("none", "best", *IMITABLE)
