@@ -49,16 +49,10 @@ def save(
     ``extra`` (the adapter's: next evaluation, refills)."""
     import torch
 
-    tensors = {f"policy.{k}": v.detach().cpu().clone()
-               for k, v in model.policy.state_dict().items()}  # fmt: skip
-    opt = model.policy.optimizer.state_dict()
-    scalars: dict[str, dict[str, Any]] = {}
-    for pid, st in opt["state"].items():
-        for k, v in st.items():
-            if isinstance(v, torch.Tensor):
-                tensors[f"optim.{pid}.{k}"] = v.detach().cpu().clone()
-            else:
-                scalars.setdefault(str(pid), {})[k] = v
+    from actorq.agents.state import pack
+
+    # the policy and its optimizer as every actorq learner checkpoints them
+    tensors, learner = pack({"policy": model.policy}, {"optim": model.policy.optimizer})
     tensors["rng.torch"] = torch.get_rng_state()
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     tensors["rng.numpy"] = torch.from_numpy(np.asarray(keys, dtype=np.int64))
@@ -69,16 +63,11 @@ def save(
             tensors[f"{name}.mean"] = torch.as_tensor(np.asarray(rms.mean, np.float64))
             tensors[f"{name}.var"] = torch.as_tensor(np.asarray(rms.var, np.float64))
             extra = {**extra, f"{name}.count": float(rms.count)}
-    learner = {"counters": counters, "param_groups": _json_groups(opt["param_groups"]),
-               "optim_scalars": scalars}  # fmt: skip
+    learner["counters"] = counters
     rng = {"python": list(random.getstate()[1]),
            "numpy": [kind, int(pos), int(has_gauss), float(gauss)]}  # fmt: skip
     state = {"learner": learner, "counters": {**record, **extra}, "rng": rng}
     ckpt.save(run_dir / "checkpoint", tensors, state)
-
-
-def _json_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in groups]
 
 
 def _vecnormalize(model: Any) -> Any:
@@ -114,22 +103,13 @@ def load(run_dir: Path, model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _load_model(model: Any, tensors: dict[str, Any], learner: dict[str, Any]) -> None:
+    from actorq.agents.state import unpack
+
     for name, t in tensors.items():  # a diverged or damaged checkpoint never resumes
         if t.is_floating_point() and not bool(t.isfinite().all()):
             raise ValueError(f"tensor {name} is NaN or infinite")
-    model.policy.load_state_dict(
-        {k.removeprefix("policy."): v for k, v in tensors.items() if k.startswith("policy.")}
-    )
-    opt_state: dict[int, dict[str, Any]] = {}
-    for k, v in tensors.items():
-        if k.startswith("optim."):
-            _, pid, name = k.split(".", 2)
-            opt_state.setdefault(int(pid), {})[name] = v
-    for pid, scalars in learner["optim_scalars"].items():
-        opt_state.setdefault(int(pid), {}).update(scalars)
-    model.policy.optimizer.load_state_dict(
-        {"state": opt_state, "param_groups": learner["param_groups"]}
-    )
+    optim = {"optim": model.policy.optimizer}
+    unpack(tensors, learner, {"policy": model.policy}, optim, model.device)
 
 
 def _load_rng(tensors: dict[str, Any], rng: dict[str, Any]) -> None:
