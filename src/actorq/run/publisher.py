@@ -75,19 +75,17 @@ class Publisher:
         return self._pool is not None
 
     def _calibration(self, version: int, precision: str) -> np.ndarray | None:
-        calib_rng = np.random.default_rng((self.cfg.seed, version))
-        if isinstance(self.io, ModelPolicyIO):  # its own quantizer says what it calibrates on
+        # a whole-network policy says what it calibrates on; an MLP takes GPTQ's states
+        if isinstance(self.io, ModelPolicyIO):
             n = self.io.calibration_states(precision)
-            if not n or self.replay is None:
-                return None
-            states = self.replay.sample_states(n, calib_rng)
-            return states if len(states) else None
-        if self.gptq and self.replay is not None:
-            # not gated on replay.size: PPO's queue is empty right after the learner consumed
-            # it (when it publishes), yet still holds the states of the batch it took
-            states = self.replay.sample_states(self.cfg.calibration_states, calib_rng)
-            return states if len(states) else None
-        return None
+        else:
+            n = self.cfg.calibration_states if self.gptq else 0
+        if not n or self.replay is None:
+            return None
+        # not gated on replay.size: PPO's queue is empty right after the learner consumed it
+        # (when it publishes), yet still holds the states of the batch it took
+        states = self.replay.sample_states(n, np.random.default_rng((self.cfg.seed, version)))
+        return states if len(states) else None
 
     def snapshot(self, version: int, precision: str | None = None) -> bytes:
         """The learner's policy as snapshot bytes (the config's precision by default)."""
