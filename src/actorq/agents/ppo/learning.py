@@ -32,7 +32,7 @@ import torch
 
 from actorq.agents.optim import adam
 from actorq.agents.ppo.config import PPOConfig
-from actorq.agents.ppo.networks import make_networks
+from actorq.agents.ppo.networks import make_networks, policy_and_value
 from actorq.agents.state import pack, unpack
 from actorq.agents.step import HOST_READS, TorchLearner, set_lr
 from actorq.core.interfaces import Learner, MLPLearner
@@ -163,8 +163,30 @@ class PPOLearner(TorchLearner, Learner):
             ]
         return np.concatenate(parts).reshape(obs.shape[: obs.ndim - len(self.obs_shape)])
 
-    def _dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
-        out = self.policy(obs)
+    def _next_values(
+        self, obs: np.ndarray, next_obs: np.ndarray, value: np.ndarray, terminated: np.ndarray
+    ) -> np.ndarray:
+        """``V(next_obs)`` as ``(N, T)``. For pixels, only where it is needed and not known
+        already: a step's next observation is the chunk's next observation unless the episode
+        ended there (checked, not assumed), and a terminated step does not bootstrap. That
+        leaves the chunks' last steps and the truncations: a pixel rollout's second value pass
+        shrinks from N·T states to ~N. Vector observations keep the plain pass (it is cheap,
+        and their runs stay bit-identical to earlier versions)."""
+        if obs.dtype != np.uint8:
+            return self._values(next_obs)
+        n, t = value.shape
+        out = np.zeros_like(value)
+        axes = tuple(range(2, obs.ndim))
+        same = np.zeros((n, t), bool)
+        same[:, :-1] = (next_obs[:, :-1] == obs[:, 1:]).all(axis=axes)
+        out[:, :-1][same[:, :-1]] = value[:, 1:][same[:, :-1]]
+        need = ~same & (terminated == 0)
+        if need.any():
+            out[need] = self._values(next_obs[need][:, None]).reshape(-1)
+        return out
+
+    def _dist(self, out: torch.Tensor) -> torch.distributions.Distribution:
+        """The action distribution for the policy network's output ``out``."""
         # no argument validation: it reads a bool from the device per call (a sync, and
         # illegal inside a CUDA graph); the inputs are the learner's own tensors
         if self.discrete:
@@ -174,9 +196,9 @@ class PPOLearner(TorchLearner, Learner):
         )
 
     def _log_prob_entropy(
-        self, obs: torch.Tensor, action: torch.Tensor
+        self, out: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        d = self._dist(obs)
+        d = self._dist(out)
         if self.discrete:
             return d.log_prob(action.long()), d.entropy()
         return d.log_prob(action).sum(-1), d.entropy().sum(-1)
@@ -191,7 +213,8 @@ class PPOLearner(TorchLearner, Learner):
         next_obs = self._norm_obs(batch["next_obs"])
         done = np.maximum(batch["terminated"], batch["truncated"])
         reward = self._scale_rewards(batch["reward"], done)
-        value, next_value = self._values(obs), self._values(next_obs)
+        value = self._values(obs)
+        next_value = self._next_values(obs, next_obs, value, batch["terminated"])
         adv = gae(
             reward,
             value,
@@ -262,7 +285,9 @@ class PPOLearner(TorchLearner, Learner):
         """One minibatch gradient step on tensors already on the device; returns metric
         tensors (no sync)."""
         cfg = self.cfg
-        new_logp, entropy = self._log_prob_entropy(b["obs"], b["action"])
+        out, new_v = policy_and_value(self.policy, self.value, b["obs"])
+        new_logp, entropy = self._log_prob_entropy(out, b["action"])
+        new_v = new_v.reshape(-1)
         logratio = new_logp - b["log_prob"]
         ratio = logratio.exp()
         with torch.no_grad():
@@ -276,7 +301,6 @@ class PPOLearner(TorchLearner, Learner):
             -mb_adv * ratio,
             -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
         ).mean()
-        new_v = self.value(b["obs"]).reshape(-1)
         ret, old_v = b["ret"], b["value"]
         if cfg.clip_vloss:
             v_clipped = old_v + torch.clamp(new_v - old_v, -cfg.clip_coef, cfg.clip_coef)

@@ -122,6 +122,23 @@ class NatureCNNValue(nn.Module):
         return out
 
 
+def policy_and_value(
+    policy: nn.Module, value: nn.Module, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(policy(x), value(x))``, with a shared Nature-CNN trunk run once for both heads (as
+    CleanRL's ``ppo_atari.py`` computes its hidden features once): the trunk is nearly all of
+    a pixel update's work, and running it per head doubled it. The gradients are the same
+    sums, in another order."""
+    if (
+        isinstance(policy, NatureCNNPolicy)
+        and isinstance(value, NatureCNNValue)
+        and value._torso[0] is policy.torso
+    ):
+        h = policy.torso(x)
+        return policy.head(h), value.head(h)
+    return policy(x), value(x)
+
+
 def make_networks(cfg: PPOConfig, spec: EnvSpec) -> tuple[nn.Module, nn.Module]:
     """``(policy, value)`` for ``cfg.network``, on the CPU (the learner moves them), initialised
     from torch's current generator (the learner seeds it first).
