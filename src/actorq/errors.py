@@ -37,6 +37,12 @@ class DivergedError(ActorQError):
     finite checkpoint."""
 
 
+class ActorFailedError(ActorQError):
+    """An actor raised (its environment or policy failed, e.g. a broken env install): the run
+    stops, keeping its last checkpoint, with the actor's error line; restarting it would only
+    fail again. A killed actor (a signal) is restarted instead."""
+
+
 class GraphError(ActorQError, ValueError):
     """A computation graph, cluster, placement or graph name that the graphopt tools reject."""
 

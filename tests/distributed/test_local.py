@@ -218,3 +218,36 @@ def test_a_later_run_reclaims_shared_memory_of_a_killed_learner(tmp_path: Path, 
     finally:
         for p in stale + keep:
             p.unlink(missing_ok=True)
+
+
+def test_an_actor_that_raises_stops_the_run_with_its_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # e.g. an env whose install is broken in the actors: restarting it would fail the same way
+    # forever while the learner waited for data; the run stops with the actor's own line
+    from actorq.distributed import local
+    from actorq.errors import ActorFailedError
+
+    real = subprocess.Popen
+    crash = "import sys; print('Traceback ...'); raise ModuleNotFoundError(\"No module 'optree'\")"
+
+    def popen(args: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        return real([sys.executable, "-c", crash], **kw)
+
+    monkeypatch.setattr(local.subprocess, "Popen", popen)
+    t0 = time.monotonic()
+    with pytest.raises(ActorFailedError) as e:
+        train(
+            DQNConfig(
+                actors=1,
+                total_steps=5_000,
+                progress=False,
+                log_every=0.2,
+                run_dir=str(tmp_path / "r"),
+            )
+        )
+    msg = str(e.value)
+    assert "actor 0 failed: ModuleNotFoundError: No module 'optree'" in msg, msg
+    assert "actor0.log" in msg and "\n" not in msg
+    assert time.monotonic() - t0 < 60  # at the first supervision, not after a timeout
+    assert not _procs_mentioning(str(tmp_path))

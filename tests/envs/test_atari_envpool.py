@@ -113,6 +113,30 @@ def test_engine_choice_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_engine("auto") == "envpool" and resolve_engine("ale") == "ale"
 
 
+def test_a_broken_envpool_install_is_not_chosen_and_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # found but failing to import (a dependency missing): `auto` must not pick it (every actor
+    # would fail), and asking for it says why in one line
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: object() if n == "envpool" else real(n, *a)
+    )
+    monkeypatch.setitem(sys.modules, "envpool", None)  # `import envpool` raises ImportError
+    atari.envpool_problem.cache_clear()
+    try:
+        assert "does not import" in str(atari.envpool_problem())
+        assert resolve_engine("auto") == "ale"
+        with pytest.raises(EnvIdError, match=r"actorq\[envpool\].*does not import") as e:
+            resolve_engine("envpool")
+        assert "\n" not in str(e.value)
+    finally:
+        atari.envpool_problem.cache_clear()
+
+
 def test_the_ale_engine_is_one_python_env_per_copy() -> None:
     pytest.importorskip("ale_py")
     from actorq.envs import make_vector_env

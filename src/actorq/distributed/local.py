@@ -12,15 +12,33 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from actorq.core.interfaces import ParameterSink, ParameterSource
 from actorq.core.loop import ActorSetup, make_actor
 from actorq.distributed import shm
 from actorq.distributed.backend import BackendContext, BackendStats, select_precision_here
+from actorq.errors import ActorFailedError, shown
 from actorq.replay.tables import TrajectoryQueue, UniformTable
 from actorq.rundir import RunDir
 from actorq.types import Batch
+
+
+def last_error_line(log: Path, tail: int = 65536) -> str:
+    """The last non-empty line of an actor's log (a traceback's exception line), printable,
+    at most 300 characters; what to say when there is none."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "no log"
+    for line in reversed(lines):
+        if line.strip():
+            return "".join(c if c.isprintable() else "?" for c in line.strip())[:300]
+    return "an empty log"
+
 
 __all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 
@@ -250,12 +268,19 @@ class LocalBackend:
         return out
 
     def supervise(self) -> int:
-        """Restart actors that exited; returns how many were restarted now."""
+        """Restart actors that were killed; returns how many were restarted now. An actor that
+        raised (exit status 1) stops the run with its error line, as the Ray backend does: it
+        would fail again on every restart, and the learner would wait for data forever."""
         if self._closed:
             return 0
         restarted = 0
         for i, p in enumerate(self.procs):
             if p is not None and p.poll() is not None:
+                if p.returncode > 0:
+                    log = RunDir(self.run_dir).actor_log(i)
+                    raise ActorFailedError(
+                        f"actor {i} failed: {last_error_line(log)} (its log: {shown(log)})"
+                    )
                 self._restarts_per_actor[i] += 1
                 self.restarts += 1
                 restarted += 1

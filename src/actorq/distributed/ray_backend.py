@@ -52,7 +52,7 @@ from actorq.distributed.ray_nodes import (  # re-exported: where they were defin
     import_ray,
     node_affinity,
 )
-from actorq.errors import ConfigError
+from actorq.errors import ActorFailedError, ConfigError, first_line
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.specs import UniformSpec
 from actorq.replay.tables import TrajectoryQueue
@@ -731,7 +731,9 @@ class RayBackend:
                 self.actor_restarts += 1
                 restarted += 1
             except ray.exceptions.RayTaskError as e:
-                raise RuntimeError(f"actor {i} failed: {e}") from None
+                cause = getattr(e, "cause", None)  # the actor's own exception
+                why = f"{type(cause).__name__}: {first_line(cause)}" if cause else first_line(e)
+                raise ActorFailedError(f"actor {i} failed: {why}") from None
             # returned normally only if stopped; either way, it acts again until close()
             self._runs[self.actors[i].run.remote()] = i
         return restarted

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib.util
 from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
-from actorq.errors import EnvIdError
+from actorq.errors import EnvIdError, first_line
 
 ATARI_EXTRA_HINT = "atari: environments need the [atari] extra: pip install 'actorq[atari]'"
 
@@ -52,18 +53,32 @@ ENGINES = ("auto", "envpool", "ale")
 ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
 
 
+@functools.cache
+def envpool_problem() -> str | None:
+    """None where EnvPool imports; else why not, in one line. Imported, not only found: a
+    broken install (a dependency missing) would otherwise pass for EnvPool at the run's start
+    and then fail in every actor."""
+    if importlib.util.find_spec("envpool") is None:
+        return "not installed"
+    try:
+        import envpool  # noqa: F401
+    except Exception as e:  # any import failure: the engine is unusable, whatever the cause
+        return f"installed but does not import ({first_line(e)})"
+    return None
+
+
 def envpool_installed() -> bool:
-    return importlib.util.find_spec("envpool") is not None
+    return envpool_problem() is None
 
 
 def resolve_engine(engine: str) -> Literal["envpool", "ale"]:
-    """``engine`` as the one that will run: ``auto`` is EnvPool where it is installed."""
+    """``engine`` as the one that will run: ``auto`` is EnvPool where it imports."""
     if engine not in ENGINES:
         raise EnvIdError(f"--atari-engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if engine == "auto":
         return "envpool" if envpool_installed() else "ale"
     if engine == "envpool" and not envpool_installed():
-        raise EnvIdError(ENVPOOL_HINT)
+        raise EnvIdError(f"{ENVPOOL_HINT} (EnvPool {envpool_problem() or 'unusable'})")
     return "envpool" if engine == "envpool" else "ale"
 
 
