@@ -7,7 +7,14 @@ compared with fp32 on replay states. ``autoselect``: inference latency by precis
 actor batch K and what ``select_precision`` picks, on random MLPs and, with ``--run-dir``, a
 trained policy.
 
+A convolutional policy (an ``atari:`` run, the Nature-CNN): its conv and dense weights rounded
+(:func:`actorq.quant.ptq.fake_quantize_module`), beside the fp16 and int8 snapshots its actors
+run (static ``QLinearConv``, calibrated on 256 states), each playing the same full games on
+the raw score; agreement with fp32 on ``--states`` states of random play (no replay in PPO).
+
     .venv/bin/python benchmarks/ptq_sweep.py runs/ptq-dqn-cartpole --name dqn_cartpole
+    .venv/bin/python benchmarks/ptq_sweep.py RUN --name ppo_pong --bits 8,6,4 --seeds 0 \
+        --snapshots fp16,int8 --states 2048
     .venv/bin/python benchmarks/ptq_sweep.py autoselect --run-dir runs/ptq-dqn-cartpole
 """
 
@@ -28,19 +35,24 @@ from typing import Any
 import numpy as np
 
 from _machine import ints, machine_info, md_table, subcommands
+from actorq.agents.pixels import PIXEL_CALIBRATION_STATES, PixelPolicyIO, pixel_snapshot
+from actorq.agents.policy_io import compare_policies
 from actorq.core.evaluation import evaluate
 from actorq.quant.autoselect import select_precision
-from actorq.quant.ptq import fake_quantize
+from actorq.quant.model_snapshot import ModelSnapshot
+from actorq.quant.ptq import fake_quantize, fake_quantize_module
 from actorq.quant.quantizer import MAX_BITS, MIN_BITS, check_bits
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
 from actorq.run import load_run_policy  # the loading `actorq eval` does, kept in one place
+from actorq.run.precision import random_states
 
 SEED_BASE = 20_000  # actorq eval's first environment seed
 SEED_STRIDE = 1_000
 CLOSE = 0.05  # continuous actions: |Δa| within this counts as agreeing (as in docs/results.md)
 VARIANTS = {"all": False, "hidden": True}  # variant -> keep_io_fp32
 SNAPSHOT_BITS = {"int8": 8, "int8+gptq": 8, "int4": 4, "int4+gptq": 4, "fp16": 16}
+PIXEL_SNAPSHOTS = ("fp16", "int8")  # what convolutional actors run (no 4-bit conv kernel)
 CALIBRATION_STATES = 1024  # GPTQ states for +gptq (DQNConfig.calibration_states' default)
 SNAPSHOT = "snapshot"  # the variant of rows that run a real quantized snapshot (int8/int4 kernels)
 
@@ -134,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bits", type=ints, default=list(range(MIN_BITS, MAX_BITS + 1)))
     ap.add_argument("--variants", default="all,hidden", help="all (every layer), hidden")
     ap.add_argument(
-        "--snapshots", default="int8,int8+gptq,int4,int4+gptq",
-        help="also evaluate these snapshots (+gptq: GPTQ on replay states)",
+        "--snapshots", default=None,
+        help="also evaluate these snapshots (+gptq: GPTQ on replay states); default "
+        "int8,int8+gptq,int4,int4+gptq (a convolutional policy: fp16,int8)",
     )  # fmt: skip
     ap.add_argument("--episodes", type=int, default=10, help="episodes per seed")
     ap.add_argument("--seeds", type=ints, default=[0, 1, 2])
@@ -150,19 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in args.variants.split(",") if v]
     if not variants or any(v not in VARIANTS for v in variants):
         ap.error(f"--variants: choose from {', '.join(VARIANTS)}")
-    snapshots = [p for p in args.snapshots.split(",") if p]
+    snapshots = [p for p in (args.snapshots or "int8,int8+gptq,int4,int4+gptq").split(",") if p]
     if any(p not in SNAPSHOT_BITS for p in snapshots):
         ap.error(f"--snapshots: choose from {', '.join(SNAPSHOT_BITS)}")
     if args.episodes <= 0 or not args.seeds:
         ap.error("--episodes must be positive and --seeds non-empty")
 
     name = args.name or args.run_dir.name
+    cfg, io, _ = load_run_policy(str(args.run_dir), "fp32")
+    if isinstance(io, PixelPolicyIO):
+        snapshots = list(PIXEL_SNAPSHOTS) if args.snapshots is None else snapshots
+        return sweep_pixels(args, name, cfg, io, variants, snapshots)
     cfg, spec, layers, replay_obs = load_run(args.run_dir)
     states = calib = None
     if replay_obs is not None:
         # disjoint sets: GPTQ must not calibrate on the states its agreement is measured on
         states, calib = replay_obs[: args.states], replay_obs[args.states :][:CALIBRATION_STATES]
-    machine = machine_info()
     snaps_arg = ",".join(snapshots) or "''"
     command = (
         f"python benchmarks/ptq_sweep.py {args.run_dir} --name {name} "
@@ -205,44 +221,113 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {r['label']}: {r['mean']:.1f} ± {r['std']:.1f} (agreement "
               f"{r['agreement']:.2%}, {r['eval_s']:.1f} s)", flush=True)  # fmt: skip
 
-    title = (
-        f"PTQ sweep: {cfg.env}, policy {'→'.join(map(str, spec.dims))}, "
-        f"{len(args.seeds)}×{args.episodes} episodes"
-    )
+    dims = "→".join(map(str, spec.dims))
+    notes = [
+        f"run {args.run_dir} ({cfg.env}, policy {dims}, {spec.head} head)",
+        "weights: uniform symmetric per-channel, dequantized to fp32 (biases fp32); `all` = "
+        "every layer, `hidden` = input/output layers kept fp32; fp32 onnxruntime runtime",
+        "`int8 snapshot (ORT)` / `int4 snapshot (ORT)`: what actorq's actors run (fp32 I/O "
+        "layers; int8: per-channel weights, per-row uint8 activations; int4: 32 weights per "
+        "scale, MatMulNBits with int8 activations per block); `+gptq`: rounded with GPTQ on "
+        f"{CALIBRATION_STATES} other replay states (as int8 training publishes at ≤ 512 wide)",
+        f"agreement on {0 if states is None else len(states):,} replay states",
+    ]
+    extra = {"policy_dims": list(spec.dims), "head": spec.head}
+    n_states = 0 if states is None else len(states)
+    write(args, name, command, cfg, f"policy {dims}", rows, notes, extra, n_states, spec.head)
+    return 0
+
+
+def write(
+    args: argparse.Namespace, name: str, command: str, cfg: Any, policy: str,
+    rows: list[dict[str, Any]], notes: list[str], extra: dict[str, Any], n_states: int,
+    head: str,
+) -> None:  # fmt: skip
+    """The sweep's ``ptq_sweep_<name>`` .json, .md (a table) and .png (return vs bits)."""
+    machine = machine_info()
+    title = f"PTQ sweep: {cfg.env}, {policy}, {len(args.seeds)}×{args.episodes} episodes"
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"ptq_sweep_{name}"
     result = {
         "benchmark": "ptq_sweep", "machine": machine,
         "config": {
             "command": command, "run_dir": str(args.run_dir), "env": cfg.env,
-            "agent": getattr(cfg, "agent", None), "policy_dims": list(spec.dims),
-            "head": spec.head, "bits": args.bits, "variants": variants,
+            "agent": getattr(cfg, "agent", None), **extra, "bits": args.bits,
             "episodes_per_seed": args.episodes, "seeds": args.seeds,
             "env_seeds": f"{SEED_BASE} + {SEED_STRIDE} * seed + episode",
-            "agreement_states": 0 if states is None else len(states),
+            "agreement_states": n_states,
             "quantization": "uniform symmetric per-channel weights, dequantized; biases fp32",
         },
         "rows": rows,
     }  # fmt: skip
     Path(f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        f"# {title}",
-        "", f"`{command}`", "",
-        f"- date: {machine['date']}; run {args.run_dir} ({cfg.env}, policy "
-        f"{'→'.join(map(str, spec.dims))}, {spec.head} head)",
-        "- weights: uniform symmetric per-channel, dequantized to fp32 (biases fp32); `all` = "
-        "every layer, `hidden` = input/output layers kept fp32; fp32 onnxruntime runtime",
-        "- `int8 snapshot (ORT)` / `int4 snapshot (ORT)`: what actorq's actors run (fp32 I/O "
-        "layers; int8: per-channel weights, per-row uint8 activations; int4: 32 weights per "
-        "scale, MatMulNBits with int8 activations per block); `+gptq`: rounded with GPTQ on "
-        f"{CALIBRATION_STATES} other replay states (as int8 training publishes at ≤ 512 wide)",
-        f"- agreement on {0 if states is None else len(states):,} replay states", "",
-        *md_table([h.replace("|", "\\|") for h in headers(spec.head)],
-                  [fmt_row(r, spec.head) for r in rows]),
+        f"# {title}", "", f"`{command}`", "", f"- date: {machine['date']}",
+        *(f"- {n}" for n in notes), "",
+        *md_table([h.replace("|", "\\|") for h in headers(head)],
+                  [fmt_row(r, head) for r in rows]),
     ]  # fmt: skip
     Path(f"{stem}.md").write_text("\n".join(lines) + "\n")  # fmt: skip
     plot(Path(f"{stem}.png"), rows, title, sorted(args.bits))
     print(Path(f"{stem}.md").read_text() + f"wrote {stem}.json, .md and .png")
+
+
+def sweep_pixels(
+    args: argparse.Namespace, name: str, cfg: Any, io: PixelPolicyIO,
+    variants: list[str], snapshots: list[str],
+) -> int:  # fmt: skip
+    """The sweep for a convolutional policy (module docstring)."""
+    bad = [p for p in snapshots if p not in PIXEL_SNAPSHOTS]
+    if bad:
+        raise SystemExit(f"--snapshots: a convolutional policy runs {', '.join(PIXEL_SNAPSHOTS)}")
+    pool = random_states(cfg, io.spec, args.states + PIXEL_CALIBRATION_STATES)
+    states, calib = pool[: args.states], pool[args.states :][:PIXEL_CALIBRATION_STATES]
+    command = (
+        f"python benchmarks/ptq_sweep.py {args.run_dir} --name {name} "
+        f"--bits {','.join(map(str, args.bits))} --variants {','.join(variants)} "
+        f"--snapshots {','.join(snapshots) or chr(39) * 2} --episodes {args.episodes} "
+        f"--seeds {','.join(map(str, args.seeds))} --states {args.states} --out {args.out}"
+    )
+    print(f"PTQ sweep {cfg.env} (Nature-CNN, {io.head} head): {command}", flush=True)
+
+    def snap(net: Any, precision: str) -> ModelSnapshot:
+        return pixel_snapshot(net, 0, io.spec, io.head, precision, calib)
+
+    fp32 = snap(io.net, "fp32")
+    cells: list[tuple[int | None, str, str]] = [(None, "fp32", "fp32")]
+    cells += [(b, v, "fp32") for v in variants for b in sorted(args.bits, reverse=True)]
+    cells += [(SNAPSHOT_BITS[p], SNAPSHOT, p) for p in snapshots]
+    rows: list[dict[str, Any]] = []
+    for bits, variant, precision in cells:
+        t0 = time.perf_counter()
+        if variant == SNAPSHOT:
+            s, label = snap(io.net, precision), f"{precision} snapshot (ORT)"
+        elif bits is None:
+            s, label = fp32, "fp32"
+        else:
+            s = snap(fake_quantize_module(io.net, bits, keep_io_fp32=VARIANTS[variant]), "fp32")
+            label = f"{bits}-bit, {variant}"
+        agree, _, _ = compare_policies(s, fp32, states, cfg.envs_per_actor)
+        r: dict[str, Any] = {
+            "bits": bits, "variant": variant, "label": label, "agreement": agree,
+            "mean_abs_da": float("nan"),
+            **evaluate_runtime(make_runtime(s, "ort"), cfg, args.episodes, args.seeds),
+        }  # fmt: skip
+        r["eval_s"] = time.perf_counter() - t0
+        rows.append(r)
+        print(f"  {label}: {r['mean']:.1f} ± {r['std']:.1f} (agreement {agree:.2%}, "
+              f"{r['eval_s']:.0f} s)", flush=True)  # fmt: skip
+    notes = [
+        f"run {args.run_dir} ({cfg.env}, Nature-CNN, {io.head} head), greedy full games on the "
+        "raw score",
+        "weights: conv and dense, uniform symmetric per output channel, dequantized to fp32 "
+        "(biases fp32); `all` = every layer, `hidden` = first conv and policy head kept fp32",
+        f"`fp16` / `int8 snapshot (ORT)`: what actorq's actors run (int8: static QLinearConv "
+        f"and QGemm, 7-bit weights, uint8 activations calibrated on {len(calib)} states)",
+        f"agreement: equal greedy actions with fp32 on {len(states):,} states of random play",
+    ]
+    extra = {"policy": "nature-cnn", "head": io.head}
+    write(args, name, command, cfg, "Nature-CNN policy", rows, notes, extra, len(states), "q")
     return 0
 
 

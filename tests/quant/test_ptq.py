@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from actorq.quant.ptq import fake_quantize
+from actorq.quant.ptq import fake_quantize, fake_quantize_module
 from actorq.quant.quantizer import quantize_int8
 from actorq.quant.snapshot import PolicySpec
 from tests.quant.test_snapshot import layers
@@ -59,3 +59,30 @@ def test_levels_scales_and_fp32_io_layers() -> None:
 def test_bits_outside_2_to_8_are_refused(bits: object) -> None:
     with pytest.raises(ValueError, match="bits must be"):
         fake_quantize(layers(SPEC), bits)  # type: ignore[arg-type]
+
+
+def test_a_convolutional_network_is_rounded_per_output_channel() -> None:
+    import torch
+
+    from actorq.agents.ppo.networks import NatureCNNPolicy
+
+    torch.manual_seed(0)
+    net = NatureCNNPolicy((4, 84, 84), 6)
+    mods = [net.torso.convs[0], net.torso.convs[1], net.torso.convs[2], net.torso.fc, net.head]
+    for bits in (8, 4):
+        fq = fake_quantize_module(net, bits)
+        fq_mods = [fq.torso.convs[0], fq.torso.convs[1], fq.torso.convs[2], fq.torso.fc, fq.head]
+        for m, q in zip(mods, fq_mods, strict=True):
+            w = q.weight.detach().reshape(len(q.weight), -1).numpy()
+            assert max(len(np.unique(row)) for row in w) <= 2**bits - 1  # per output channel
+            torch.testing.assert_close(q.bias, m.bias)  # biases untouched
+            assert not torch.equal(q.weight, m.weight)
+    # 8 bits: a conv's weights are the int8 snapshots' per-channel rounding
+    w0 = net.torso.convs[1].weight.detach().reshape(64, -1).numpy().T
+    q, s = quantize_int8(w0)
+    got = fake_quantize_module(net, 8).torso.convs[1].weight.detach().reshape(64, -1).numpy().T
+    np.testing.assert_array_equal(got, q.astype(np.float32) * s)
+    kept = fake_quantize_module(net, 4, keep_io_fp32=True)
+    assert torch.equal(kept.torso.convs[0].weight, net.torso.convs[0].weight)
+    assert torch.equal(kept.head.weight, net.head.weight)
+    assert not torch.equal(kept.torso.fc.weight, net.torso.fc.weight)

@@ -15,6 +15,8 @@ Biases stay fp32 (a rounding error of a policy's size, as in QuaRL and in actorq
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from actorq.quant.quantizer import Granularity, check_bits, dequantize, quantize_uniform
@@ -47,4 +49,27 @@ def fake_quantize(
             continue
         q, scale = quantize_uniform(w32, bits, granularity)
         out.append((dequantize(q, scale), np.asarray(b, np.float32).copy()))
+    return out
+
+
+def fake_quantize_module(net: Any, bits: int, *, keep_io_fp32: bool = False) -> Any:
+    """A copy of the torch module ``net`` with the weight of each ``Conv2d`` / ``Linear``
+    rounded as :func:`fake_quantize` rounds a layer's (per output channel, dequantized; biases
+    unrounded), in module order; ``keep_io_fp32`` leaves the first and last of them unrounded.
+    QuaRL's post-training study applied to a convolutional policy (the Nature-CNN)."""
+    import copy
+
+    import torch
+    from torch import nn
+
+    out = copy.deepcopy(net)
+    mods = [m for m in out.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    # (in, out) matrices: each output channel's weights form a column, as fake_quantize reads
+    mats = [
+        (m.weight.detach().cpu().reshape(len(m.weight), -1).T.numpy(), np.zeros(0)) for m in mods
+    ]
+    rounded = fake_quantize(mats, bits, keep_io_fp32=keep_io_fp32)
+    with torch.no_grad():
+        for m, (w, _) in zip(mods, rounded, strict=True):
+            m.weight.copy_(torch.from_numpy(np.ascontiguousarray(w.T)).reshape(m.weight.shape))
     return out
