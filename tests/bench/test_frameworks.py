@@ -232,6 +232,8 @@ def test_the_agents_spec_holds_one_task_per_claim() -> None:
         ('learning_rate = "exp_0.1"', "'lin_X'"),
         ('policy = "LstmPolicy"', "'MlpPolicy' or 'CnnPolicy'"),
         ("checkpoint_minutes = 0", "a positive number"),
+        ("torch_threads = 0", "an integer in [1, 1024]"),
+        ("torch_threads = 1.5", "an integer in [1, 1024]"),
         ('policy_kwargs = { activation_fn = "gelu" }', "activation_fn 'relu' or 'tanh'"),
         ("buffer_size = 1000", "unknown key 'buffer_size'"),  # a DQN key on a PPO task
     ],

@@ -7,7 +7,8 @@ as rl-baselines3-zoo writes them (``lin_X`` a linear schedule from X to 0, ``pol
 observations and rewards, ``gamma`` the algorithm's; evaluated on frozen training statistics).
 The cell's budget, evaluation interval and episodes, target and seed are the task's actorq
 config fields, so both frameworks run the same schedule; ``net_arch`` defaults to the cell's
-width (``MlpPolicy``). One process, one torch thread, on the CPU. Needs the ``[peers]`` extra.
+width (``MlpPolicy``). One process on the CPU, ``torch_threads`` torch threads (default 1; the
+Atari spec gives both frameworks' learners the machine's 2). Needs the ``[peers]`` extra.
 
 Atari (``atari:<Game>``, ``policy = "CnnPolicy"``): SB3 trains on actorq's own Atari env, the
 preprocessing of SB3's ``AtariWrapper`` + ``VecFrameStack(4)`` that rl-zoo's ``atari`` entries
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 _COMMON = {
     "policy", "learning_rate", "batch_size", "gamma", "max_grad_norm", "policy_kwargs",
-    "checkpoint_minutes",
+    "checkpoint_minutes", "torch_threads",
 }  # fmt: skip
 KEYS = {
     "dqn": frozenset(_COMMON | {
@@ -66,7 +67,7 @@ _SCHEDULED = ("learning_rate", "clip_range")
 _FLAGS = ("normalize", "normalize_advantage", "optimize_memory_usage")
 _POLICIES = ("MlpPolicy", "CnnPolicy")
 #: the adapter's own keys (not SB3's arguments)
-_ENV_KEYS = ("n_envs", "normalize", "checkpoint_minutes")
+_ENV_KEYS = ("n_envs", "normalize", "checkpoint_minutes", "torch_threads")
 CHECKPOINT_MINUTES = 10.0
 _ACTIVATIONS = ("relu", "tanh")
 
@@ -123,6 +124,8 @@ class SB3:
                 raise ActorQError(f"{key} = {v!r}: a number")
             elif key == "checkpoint_minutes" and not v > 0:
                 raise ActorQError(f"checkpoint_minutes = {v!r}: a positive number")
+            elif key == "torch_threads" and not (isinstance(v, int) and 1 <= v <= 1024):
+                raise ActorQError(f"torch_threads = {v!r}: an integer in [1, 1024]")
 
     def kwargs(
         self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]
@@ -155,8 +158,8 @@ class SB3:
 
         from actorq.envs import make_env
 
-        torch.set_num_threads(1)
         settings = cell.get("settings", {})
+        torch.set_num_threads(int(settings.get("torch_threads", 1)))
         greedy = GreedyEval(cfg.env, cfg.eval_episodes)
         venv: Any = DummyVecEnv([lambda: make_env(cfg.env)] * int(settings.get("n_envs", 1)))
         if settings.get("normalize"):
