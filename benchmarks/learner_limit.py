@@ -1,8 +1,9 @@
 """The learner's physical limit on a device, beside the same learner inside ``train()``.
 
-*Limit*: the update alone (DQN, D4PG, PPO's minibatch step; widths 64×64, 256×256, 3×2048;
-batches 32/128/256) on device-resident batches in a tight loop, per mode that runs there
-(``eager``, ``compile``, ``graph``); the fastest is the limit. *System*: the same learner inside
+*Limit*: the update alone (DQN, D4PG, PPO's minibatch step; widths 64×64, 256×256, 3×2048, or
+``nature-cnn``: DQN's and PPO's Nature-CNN on 4×84×84 uint8 frames; batches 32/128/256) on
+device-resident batches in a tight loop, per mode that runs there (``eager``, ``compile``,
+``graph``); the fastest is the limit. *System*: the same learner inside
 ``train()`` beside ``--actors`` actor processes for ``--system-seconds``: updates/s, its share
 of the limit, the learner's wait for data; paths ``fast`` (the default loop), ``fast-k1`` (one
 update per turn) and ``eager-host`` (the loop as it was). Writes ``OUT/<device>.json`` and
@@ -12,6 +13,8 @@ GO's learner per graph and device (``go``) is archived with GO's research line: 
 
     .venv/bin/python benchmarks/learner_limit.py                     # this machine's CPU
     python3 benchmarks/learner_limit.py --device cuda --actors 15    # on a GPU machine
+    .venv/bin/python benchmarks/learner_limit.py --agents dqn ppo --hidden nature-cnn \
+        --batches 32 256 --modes eager compile                      # Atari's learners
 """
 
 from __future__ import annotations
@@ -40,9 +43,15 @@ from actorq.agents.step import TorchLearner, resolve_mode
 from actorq.bench.machine import cpu_model, git_commit
 from actorq.types import ArraySpec, EnvSpec
 
-WIDTHS = {"64x64": (64, 64), "256x256": (256, 256), "3x2048": (2048, 2048, 2048)}
+NATURE: tuple[int, ...] = ()  # the Nature-CNN (pixels) in place of an MLP's widths
+WIDTHS = {
+    "64x64": (64, 64), "256x256": (256, 256), "3x2048": (2048, 2048, 2048), "nature-cnn": NATURE,
+}  # fmt: skip
 CARTPOLE = EnvSpec(
     "gym:CartPole-v1", ArraySpec((4,), np.dtype(np.float32)), ArraySpec((), np.dtype(np.int64)), 2
+)
+PONG = EnvSpec(
+    "atari:Pong", ArraySpec((4, 84, 84), "uint8"), ArraySpec((), "int64"), 6, frame_stack=4
 )
 
 
@@ -70,15 +79,26 @@ def make_case(
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=g).to(device)
 
+    pixels = hidden == NATURE and agent in ("dqn", "ppo")
+    spec = PONG if pixels else CARTPOLE
+
+    def obs(dim: int) -> torch.Tensor:
+        if pixels:
+            return torch.randint(0, 256, (batch, 4, 84, 84), generator=g, dtype=torch.uint8).to(
+                device
+            )
+        return rand(batch, dim)
+
+    def actions() -> torch.Tensor:
+        return torch.randint(0, spec.num_actions, (batch,), generator=g).to(device)
+
     learner: TorchLearner
     if agent in ("dqn", "d4pg"):
         dim = 4 if agent == "dqn" else 5
-        b = {"obs": rand(batch, dim), "next_obs": rand(batch, dim)}
+        b = {"obs": obs(dim), "next_obs": obs(dim)}
         if agent == "dqn":
-            learner = DQNLearner(
-                DQNConfig(hidden=hidden, device=device, learner_mode=mode), CARTPOLE
-            )
-            b["action"] = torch.randint(0, 2, (batch,), generator=g).to(device)
+            learner = DQNLearner(DQNConfig(hidden=hidden, device=device, learner_mode=mode), spec)
+            b["action"] = actions()
         else:
             learner = D4PGLearner(5, 1, hidden, hidden, device=device, learner_mode=mode)
             b["action"] = rand(batch, 1).clamp(-1, 1)
@@ -89,10 +109,11 @@ def make_case(
         pcfg = PPOConfig(
             policy_hidden_sizes=hidden, value_hidden_sizes=hidden, device=device, learner_mode=mode
         )
-        ppo = PPOLearner(pcfg, CARTPOLE)
+        ppo = PPOLearner(pcfg, spec)
         mb = {
-            "obs": rand(batch, 4), "action": torch.randint(0, 2, (batch,), generator=g).to(device),
-            "log_prob": torch.full((batch,), -math.log(2.0), device=device), "adv": rand(batch),
+            "obs": obs(4), "action": actions(),
+            "log_prob": torch.full((batch,), -math.log(spec.num_actions), device=device),
+            "adv": rand(batch),
             "ret": rand(batch), "value": rand(batch),
         }  # fmt: skip
         return ppo, lambda: ppo.metrics.add(ppo.runner(mb))
@@ -145,12 +166,23 @@ def measure_limit(
 
 
 def linear_flops(module: torch.nn.Module) -> int:
-    """Multiply-adds ×2 of one sample's forward pass through every Linear layer."""
-    return sum(
-        2 * m.in_features * m.out_features
-        for m in module.modules()
-        if isinstance(m, torch.nn.Linear)
-    )
+    """Multiply-adds ×2 of one sample's forward pass through every Linear and Conv2d layer (a
+    convolution's counted on one 4×84×84 frame stack, by forward hooks)."""
+    convs = [m for m in module.modules() if isinstance(m, torch.nn.Conv2d)]
+    flops = [0]
+
+    def hook(m: torch.nn.Module, _: Any, out: torch.Tensor) -> None:
+        assert isinstance(m, torch.nn.Conv2d)
+        flops[0] += 2 * out.numel() * m.in_channels * m.kernel_size[0] * m.kernel_size[1]
+
+    if convs:
+        hooks = [m.register_forward_hook(hook) for m in convs]
+        with torch.no_grad():
+            module(torch.zeros(1, 4, 84, 84, dtype=torch.uint8))
+        for h in hooks:
+            h.remove()
+    linear = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    return flops[0] + sum(2 * m.in_features * m.out_features for m in linear)
 
 
 def gflop_per_update(agent: str, hidden: tuple[int, ...], batch: int) -> float:
@@ -158,8 +190,9 @@ def gflop_per_update(agent: str, hidden: tuple[int, ...], batch: int) -> float:
     forward + backward on s, forward on s', target on s'. D4PG: target policy and critic on s',
     critic forward + backward, policy and critic forward + backward. PPO: both nets' forward +
     backward on the minibatch."""
+    spec = PONG if hidden == NATURE else CARTPOLE
     if agent == "dqn":
-        q = linear_flops(DQNLearner(DQNConfig(hidden=hidden), CARTPOLE).q)
+        q = linear_flops(DQNLearner(DQNConfig(hidden=hidden), spec).q)
         per_sample = 5 * q
     elif agent == "d4pg":
         lrn = D4PGLearner(5, 1, hidden, hidden)
@@ -167,8 +200,10 @@ def gflop_per_update(agent: str, hidden: tuple[int, ...], batch: int) -> float:
         per_sample = 4 * p + 7 * c
     else:
         cfg = PPOConfig(policy_hidden_sizes=hidden, value_hidden_sizes=hidden)
-        ppo = PPOLearner(cfg, CARTPOLE)
-        per_sample = 3 * (linear_flops(ppo.policy) + linear_flops(ppo.value))
+        ppo = PPOLearner(cfg, spec)
+        # the Nature-CNN's value head shares the policy's trunk (one pass for both heads)
+        value = ppo.value.head if hidden == NATURE else ppo.value
+        per_sample = 3 * (linear_flops(ppo.policy) + linear_flops(value))
     return per_sample * batch / 1e9
 
 
@@ -371,6 +406,8 @@ def main() -> None:
     print(f"device: {dev}", flush=True)
     for agent in a.agents:
         for hname in a.hidden:
+            if WIDTHS[hname] == NATURE and agent == "d4pg":
+                continue  # no pixel D4PG
             for batch in a.batches:
                 key = f"{agent}:{hname}:{batch}"
                 r = find(agent, hname, batch, None)
