@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from actorq.bench.report import EVAL as EVAL_METRIC
 from actorq.bench.report import bound, curve_iqm_ci, iqm, iqm_ci, load_runs
 from actorq.cli import main
 
@@ -223,3 +224,45 @@ def test_report_header_names_the_gpu_of_the_last_session(results: Path) -> None:
     (results / "machine.json").write_text(json.dumps({"sessions": sessions[:1]}))
     assert main(["report", str(results), "--reps", "100"]) == 0
     assert "GPU" not in (results / "report.md").read_text().split("\n\n")[1]
+
+
+def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
+    """summary.json beside the report: frames are agent steps × 4; a finished cell's numbers
+    come from its summary, an unfinished one's target from its periodic evaluations."""
+    r = tmp_path / "results"
+    for framework, seed, finished in [("actorq", 0, True), ("sb3", 0, False)]:
+        name = f"ppo-pong-w64x64-{'int8' if framework == 'actorq' else 'sb3'}-s{seed}"
+        d = r / name
+        d.mkdir(parents=True)
+        cfg = {"agent": "ppo", "env": "atari:Pong", "precision": "int8", "seed": seed,
+               "target_return": 18.0, "log_every": 2.0}  # fmt: skip
+        cell = {"name": name, "task": "ppo-pong", "agent": "ppo", "env": "atari:Pong",
+                "precision": "int8", "seed": seed, "width": [64, 64], "config": cfg,
+                "framework": framework}  # fmt: skip
+        (d / "cell.json").write_text(json.dumps(cell))
+        (d / "config.json").write_text(json.dumps(cfg))
+        with open(d / "metrics.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["step", "wall_time", "metric", "value"])
+            for i, score in enumerate([-21.0, 5.0, 19.0], start=1):
+                w.writerow([250_000 * i, f"{T0 + 100.0 * i:.3f}", "perf/actor_sps", 250.0])
+                w.writerow([250_000 * i, f"{T0 + 100.0 * i + 1:.3f}", EVAL_METRIC, score])
+        if finished:
+            summary = {"env": "atari:Pong", "precision": "int8", "wall_time_s": 9000.0,
+                       "env_steps": 2_500_000, "eval_return": 20.5, "target_return": 18.0,
+                       "reached_target": True, "steps_to_target": 750_000,
+                       "time_to_target_s": 3000.0}  # fmt: skip
+            (d / "summary.json").write_text(json.dumps(summary))
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    rows = json.loads((r / "summary.json").read_text())
+    done, partial = sorted(rows, key=lambda x: x["framework"])
+    assert done == {
+        "game": "Pong", "agent": "ppo", "framework": "actorq", "precision": "int8", "seed": 0,
+        "frames": 10_000_000, "final_score": 20.5, "frames_to_target": 3_000_000,
+        "wall_to_target_s": 3000.0, "target": 18.0, "finished": True, "last_eval": 19.0,
+        "last_eval_frames": 3_000_000,
+    }  # fmt: skip
+    assert partial["precision"] == "fp32" and partial["final_score"] is None
+    assert partial["frames"] == 3_000_000 and partial["frames_to_target"] == 3_000_000
+    assert partial["wall_to_target_s"] is None and not partial["finished"]
+    assert "## Atari" in (r / "report.md").read_text()

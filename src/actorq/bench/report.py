@@ -101,6 +101,7 @@ class Run:
     framework: str = NATIVE  # another framework's cell: ``precision`` is its name
     session: int | None = None  # which `actorq bench` ran it (machine.json's sessions)
     segments: int = 1  # > 1: resumed from its checkpoint (spec ``resume = true``)
+    target: float | None = None  # the config's target_return (an unfinished run has no summary)
 
     @property
     def finished(self) -> bool:
@@ -189,6 +190,7 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
                 framework=framework,
                 session=cell.get("session"),
                 segments=int(cell.get("segment", 1)),
+                target=cfg.get("target_return"),
             )
         )
     return runs
@@ -667,6 +669,61 @@ def _curves(
     return lines
 
 
+def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """One row per ``atari:`` cell: game, agent, framework, precision, seed, frames trained
+    (agent steps × the frame skip of 4), the final score (full games, raw score; None until the
+    cell finishes), frames and training wall seconds to the target (the first periodic
+    evaluation that reached it; wall seconds from a finished cell's summary, evaluation
+    excluded), and the last periodic evaluation so far."""
+    from actorq.envs.atari import AtariOptions
+
+    skip = AtariOptions().frame_skip  # the spec's runs keep the default (4)
+    out = []
+    for r in runs:
+        if not r.env.startswith("atari:"):
+            continue
+        curve = r.eval_curve()
+        steps = r.summary_value("env_steps") or max((s for s, _, _, _ in r.rows), default=0)
+        to_target = r.summary_value("steps_to_target")
+        if to_target is None and r.target is not None:
+            to_target = next((s for s, _, v in curve if v >= r.target), None)
+        out.append(
+            {
+                "game": r.env.removeprefix("atari:"), "agent": r.agent, "framework": r.framework,
+                "precision": r.precision if r.framework == NATIVE else "fp32", "seed": r.seed,
+                "frames": int(steps) * skip, "final_score": r.summary_value("eval_return"),
+                "frames_to_target": None if to_target is None else int(to_target) * skip,
+                "wall_to_target_s": r.summary_value("time_to_target_s"),
+                "target": r.target, "finished": r.finished,
+                "last_eval": curve[-1][2] if curve else None,
+                "last_eval_frames": curve[-1][0] * skip if curve else None,
+            }
+        )  # fmt: skip
+    return out
+
+
+def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "", "## Atari (frames = agent steps × 4; scores: full games, raw)", "",
+        "| game | agent | framework | precision | seed | frames | final score | last eval "
+        "(at frames) | frames to target | wall to target s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for r in rows:
+        last = (
+            "—" if r["last_eval"] is None else f"{r['last_eval']:.1f} ({r['last_eval_frames']:,})"
+        )
+        ftt = r["frames_to_target"]
+        lines.append(
+            f"| {r['game']} | {r['agent']} | {r['framework']} | {r['precision']} | {r['seed']} "
+            f"| {r['frames']:,} | {_fmt(r['final_score'])} | {last} | "
+            f"{'—' if ftt is None else f'{ftt:,}'} | {_fmt(r['wall_to_target_s'], '.0f')} |"
+        )
+    return lines
+
+
 def _problems(runs: list[Run], skipped: list[str], failed_rows: list[dict[str, Any]]) -> list[str]:
     """Cells that did not finish, and partial cells skipped; appends the failed to
     ``failed_rows``."""
@@ -705,6 +762,8 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     lines += _perf_table(groups, data["perf"])
     lines += _curves(groups, data["perf"], reps, images)
     lines += _problems(runs, skipped, data["failed"])
+    data["atari"] = atari_rows(runs)
+    lines += _atari_table(data["atari"])
     return "\n".join(lines).rstrip() + "\n", data, images
 
 
@@ -721,6 +780,8 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     for name, png in images.items():
         write_atomic(results / name, png)
     write_atomic(results / "report.json", json.dumps(data, indent=1))
+    if data["atari"]:  # issue 50's table, one row per Atari cell, finished or not
+        write_atomic(results / "summary.json", json.dumps(data["atari"], indent=1))
     path = results / "report.md"
     write_atomic(path, text)
     for why in data["skipped"]:
