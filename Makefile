@@ -24,10 +24,11 @@ run: $(RUN_STAMP)
 	$(BIN)/actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
 
 # Both cores (pytest-xdist; at most 4 workers): the suite is one core's work otherwise. The Ray
-# tests share one worker (xdist_group "ray"), one Ray cluster at a time.
+# tests share one worker (xdist_group "ray"), one Ray cluster at a time. The 15 slowest tests
+# are listed at the end (the suite's budget is 15 minutes with its set-up).
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -m "not slow" -n auto --maxprocesses=4 --dist loadgroup
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --maxprocesses=4 --dist loadgroup --durations=15
 
 # A real Ray cluster as users start one (ray start, token auth, two raylets): ~1-3 minutes.
 test-cluster: $(STAMP)
