@@ -58,10 +58,11 @@ SNAPSHOT = "snapshot"  # the variant of rows that run a real quantized snapshot 
 
 
 def load_run(
-    run_dir: Path,
+    run_dir: Path, loaded: tuple[Any, Any, bytes] | None = None
 ) -> tuple[Any, PolicySpec, list[tuple[np.ndarray, np.ndarray]], np.ndarray | None]:
-    """``(config, spec, fp32 layers, replay observations shuffled (seed 0) or None)``."""
-    cfg, _, data = load_run_policy(str(run_dir), "fp32")
+    """``(config, spec, fp32 layers, replay observations shuffled (seed 0) or None)``;
+    ``loaded``: what ``load_run_policy(run_dir, "fp32")`` returned, if called already."""
+    cfg, _, data = loaded or load_run_policy(str(run_dir), "fp32")
     snap = PolicySnapshot.from_bytes(data)
     replay = run_dir / "checkpoint" / "replay.npz"
     states = None
@@ -163,30 +164,31 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in args.variants.split(",") if v]
     if not variants or any(v not in VARIANTS for v in variants):
         ap.error(f"--variants: choose from {', '.join(VARIANTS)}")
-    snapshots = [p for p in (args.snapshots or "int8,int8+gptq,int4,int4+gptq").split(",") if p]
+    snapshots = [p for p in (args.snapshots or "").split(",") if p]
     if any(p not in SNAPSHOT_BITS for p in snapshots):
         ap.error(f"--snapshots: choose from {', '.join(SNAPSHOT_BITS)}")
     if args.episodes <= 0 or not args.seeds:
         ap.error("--episodes must be positive and --seeds non-empty")
 
     name = args.name or args.run_dir.name
-    cfg, io, _ = load_run_policy(str(args.run_dir), "fp32")
-    if isinstance(io, PixelPolicyIO):
-        snapshots = list(PIXEL_SNAPSHOTS) if args.snapshots is None else snapshots
-        return sweep_pixels(args, name, cfg, io, variants, snapshots)
-    cfg, spec, layers, replay_obs = load_run(args.run_dir)
+    loaded = load_run_policy(str(args.run_dir), "fp32")
+    pixels = isinstance(loaded[1], PixelPolicyIO)
+    if args.snapshots is None:
+        snapshots = list(PIXEL_SNAPSHOTS if pixels else ("int8", "int8+gptq", "int4", "int4+gptq"))
+    command = (
+        f"python benchmarks/ptq_sweep.py {args.run_dir} --name {name} "
+        f"--bits {','.join(map(str, args.bits))} --variants {','.join(variants)} "
+        f"--snapshots {','.join(snapshots) or chr(39) * 2} "
+        f"--episodes {args.episodes} --seeds {','.join(map(str, args.seeds))} "
+        f"--states {args.states} --out {args.out}"
+    )
+    if pixels:
+        return sweep_pixels(args, name, command, loaded[0], loaded[1], variants, snapshots)
+    cfg, spec, layers, replay_obs = load_run(args.run_dir, loaded)
     states = calib = None
     if replay_obs is not None:
         # disjoint sets: GPTQ must not calibrate on the states its agreement is measured on
         states, calib = replay_obs[: args.states], replay_obs[args.states :][:CALIBRATION_STATES]
-    snaps_arg = ",".join(snapshots) or "''"
-    command = (
-        f"python benchmarks/ptq_sweep.py {args.run_dir} --name {name} "
-        f"--bits {','.join(map(str, args.bits))} --variants {','.join(variants)} "
-        f"--snapshots {snaps_arg} "
-        f"--episodes {args.episodes} --seeds {','.join(map(str, args.seeds))} "
-        f"--states {args.states} --out {args.out}"
-    )
     print(f"PTQ sweep {cfg.env} {spec.dims} ({spec.head} head): {command}", flush=True)
 
     fp32_runtime = make_runtime(make_snapshot(layers, spec, "fp32", 0))
@@ -273,7 +275,7 @@ def write(
 
 
 def sweep_pixels(
-    args: argparse.Namespace, name: str, cfg: Any, io: PixelPolicyIO,
+    args: argparse.Namespace, name: str, command: str, cfg: Any, io: PixelPolicyIO,
     variants: list[str], snapshots: list[str],
 ) -> int:  # fmt: skip
     """The sweep for a convolutional policy (module docstring)."""
@@ -282,12 +284,6 @@ def sweep_pixels(
         raise SystemExit(f"--snapshots: a convolutional policy runs {', '.join(PIXEL_SNAPSHOTS)}")
     pool = random_states(cfg, io.spec, args.states + PIXEL_CALIBRATION_STATES)
     states, calib = pool[: args.states], pool[args.states :][:PIXEL_CALIBRATION_STATES]
-    command = (
-        f"python benchmarks/ptq_sweep.py {args.run_dir} --name {name} "
-        f"--bits {','.join(map(str, args.bits))} --variants {','.join(variants)} "
-        f"--snapshots {','.join(snapshots) or chr(39) * 2} --episodes {args.episodes} "
-        f"--seeds {','.join(map(str, args.seeds))} --states {args.states} --out {args.out}"
-    )
     print(f"PTQ sweep {cfg.env} (Nature-CNN, {io.head} head): {command}", flush=True)
 
     def snap(net: Any, precision: str) -> ModelSnapshot:
