@@ -24,6 +24,8 @@ from actorq.replay.tables import TrajectoryQueue, UniformTable
 from actorq.rundir import RunDir
 from actorq.types import Batch
 
+__all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
+
 
 def last_error_line(log: Path, tail: int = 65536) -> str:
     """The last non-empty line of an actor's log (a traceback's exception line), printable,
@@ -38,9 +40,6 @@ def last_error_line(log: Path, tail: int = 65536) -> str:
         if line.strip():
             return "".join(c if c.isprintable() else "?" for c in line.strip())[:300]
     return "an empty log"
-
-
-__all__ = ["ActorSetup", "BackendStats", "LocalBackend", "SyncBackend"]
 
 
 def channel_items(setup: ActorSetup) -> int:
