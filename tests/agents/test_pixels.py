@@ -141,6 +141,21 @@ def test_int8_output_of_a_state_does_not_depend_on_its_batch() -> None:
     np.testing.assert_array_equal(whole, np.concatenate([rt(x[i : i + 1]) for i in range(8)]))
 
 
+def test_int8_of_a_network_with_a_dead_layer_acts_as_fp32() -> None:
+    # A layer whose ReLUs all died (a too-high learning rate does it) calibrates to ~0, so the
+    # next layer's bias sits on a tiny integer scale: it must not be clipped to ~0 there, or
+    # int8 actors take other actions than fp32 ones (0% agreement in a run that hit this).
+    net = _q_net()
+    with torch.no_grad():
+        net.torso.convs[2].bias.fill_(-100.0)  # the third convolution's outputs are all 0
+    calib, states = frames(32, seed=10), frames(64, seed=11)
+    assert activation_max(net.torso, calib)[2] == 0.0
+    snap = pixel_snapshot(net, 1, PONG, "q", "int8", calib)
+    got, want = make_runtime(snap)(states), _q(net, states)
+    np.testing.assert_allclose(got, want, atol=1e-2 * np.abs(want).max())
+    assert (got.argmax(1) == want.argmax(1)).all()
+
+
 def test_int8_before_replay_has_states_is_bounded_not_clipped() -> None:
     torso = _q_net().torso
     bound, seen = activation_bound(torso), activation_max(torso, frames(64, seed=9))

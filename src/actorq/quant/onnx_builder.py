@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from torch import nn
 
 
+#: a bias's bound in int32 at the sums' scale, with headroom for the products it is added to
+INT32_FIT = float(2**30)
+
+
 def static_scale(amax: float) -> float:
     """The static scale of a nonnegative activation whose calibrated maximum is ``amax``: uint8
     levels 0..:data:`STATIC_ACT_QMAX` cover [0, amax] (a dead layer, amax 0, gets a tiny scale:
@@ -179,12 +183,23 @@ class OnnxBuilder:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``w`` (out, ...) as int8 per output channel at :data:`STATIC_WEIGHT_BITS` (symmetric),
         their scales, and the bias in int32 at scale ``x_scale × weight scale`` (the scale of
-        the integer sums it is added to, Jacob et al. 2018, eq. 9)."""
+        the integer sums it is added to, Jacob et al. 2018, eq. 9).
+
+        Where a bias would not fit int32 at that scale (a tiny ``x_scale``: an input layer that
+        calibrated to ~0, i.e. dead ReLUs), the channel's weight scale is widened until it fits,
+        as onnxruntime's static quantizer does: clipping the bias instead made such a layer
+        output ~0 where fp32 outputs ReLU(bias), and int8 actors act unlike fp32 ones."""
         out_ch = w.shape[0]
         flat = np.asarray(w, np.float32).reshape(out_ch, -1).T  # (in, out): columns = channels
         q, s = quantize_uniform(flat, STATIC_WEIGHT_BITS, "per_channel")
+        b64 = np.asarray(bias, np.float64)
+        need = np.abs(b64) / (np.float64(x_scale) * INT32_FIT)  # the least scale that fits
+        if (need > s).any():
+            qmax = 2 ** (STATIC_WEIGHT_BITS - 1) - 1
+            s = np.maximum(s, need).astype(np.float32)
+            q = np.clip(np.rint(flat / s), -qmax, qmax).astype(np.int8)
         acc_scale = np.float64(x_scale) * s.astype(np.float64)
-        bq = np.clip(np.rint(np.asarray(bias, np.float64) / acc_scale), -(2**31), 2**31 - 1)
+        bq = np.clip(np.rint(b64 / acc_scale), -(2**31), 2**31 - 1)
         return np.ascontiguousarray(q.T.reshape(w.shape)), s, bq.astype(np.int32)
 
     def _scale_zero(self, scale: float) -> tuple[str, str]:
