@@ -83,6 +83,28 @@ def test_evaluation_plays_full_games_on_the_raw_score() -> None:
     assert term and lives[-1] == 0 and max(lives) == 5  # one episode: every life of the game
 
 
+def test_evaluation_goes_on_after_a_lost_life_as_training_resets() -> None:
+    # A policy that never presses FIRE (training's reset serves for it after each lost life):
+    # evaluation must serve too, or a trained policy waits out the 27,000-step cut after its
+    # first lost life. Same seed and actions: eval's observation after a lost life is the one
+    # training's reset returns, and the game ends on its own with every life played.
+    train, ev = make_env("atari:Breakout"), make_env("atari:Breakout", mode="eval")
+    train.reset(seed=4)
+    ev.reset(seed=4)
+    lost = 0
+    for _ in range(3000):
+        o_train, _, t_term, _, t_info = train.step(0)
+        o_ev, _, term, trunc, info = ev.step(0)
+        if t_term and t_info["lives"] > 0:  # a life lost: training's next episode starts
+            o_train, _ = train.reset()
+            lost += 1
+            assert not term and info["lives"] == t_info["lives"]
+        np.testing.assert_array_equal(o_ev, o_train)
+        if term or trunc:
+            break
+    assert term and not trunc and info["lives"] == 0 and lost == 4
+
+
 def test_spec_keeps_pixels_uint8() -> None:
     spec = env_spec("atari:Pong")
     assert spec.observation.shape == (4, 84, 84) and spec.observation.dtype == "uint8"

@@ -20,8 +20,11 @@ class FakePool:
     """EnvPool's contract as the adapter uses it: observations count steps per env; env ``i``
     ends at its steps listed in ``ends[i]``; a step of an ended env is its reset (obs -1)."""
 
-    def __init__(self, n: int, ends: dict[int, set[int]]) -> None:
+    def __init__(
+        self, n: int, ends: dict[int, set[int]], games_over: dict[int, set[int]] | None = None
+    ) -> None:
         self.n, self.ends = n, ends
+        self.games_over = games_over or {}  # the ends that are game overs (else a life lost)
         self.t = np.zeros(n, np.int64)
         self.ended = np.zeros(n, bool)
         self.calls: list[list[int]] = []
@@ -52,16 +55,25 @@ class FakePool:
             if term[j]:
                 obs[j, 1] = self.t[i]  # the last observation of the episode
         self.ended[[i for j, i in enumerate(ids) if not term[j]]] = False
-        return obs, np.ones(len(ids), np.float32), term, np.zeros(len(ids), bool), {}
+        over = [term[j] and int(self.t[i]) in self.games_over.get(i, set()) for j, i in
+                enumerate(ids)]  # fmt: skip
+        info = {"terminated": np.array(over, np.int32)}
+        return obs, np.ones(len(ids), np.float32), term, np.zeros(len(ids), bool), info
 
     def close(self) -> None:
         pass
 
 
-def fake_vector(monkeypatch: pytest.MonkeyPatch, n: int, ends: dict[int, set[int]]) -> Any:
-    pool = FakePool(n, ends)
+def fake_vector(
+    monkeypatch: pytest.MonkeyPatch,
+    n: int,
+    ends: dict[int, set[int]],
+    games_over: dict[int, set[int]] | None = None,
+    **options: Any,
+) -> Any:
+    pool = FakePool(n, ends, games_over)
     monkeypatch.setattr(EnvPoolVector, "_make", lambda self, seed: pool)
-    return EnvPoolVector("Pong", n), pool
+    return EnvPoolVector("Pong", n, **options), pool
 
 
 def test_an_ended_env_returns_its_next_episode_at_once_and_its_last_obs_as_final(
@@ -83,6 +95,30 @@ def test_an_ended_env_returns_its_next_episode_at_once_and_its_last_obs_as_final
     obs, rew, term, _trunc, info = vec.step(np.zeros(3, np.int64))
     assert obs[:, 1].tolist() == [3, 1, 1] and not term.any()  # env 2's second episode goes on
     assert rew.dtype == np.float64 and vec.action_space.shape == (3,)
+
+
+def test_evaluation_hides_a_lost_life_and_ends_on_the_game_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # eval: EnvPool runs with episodic life (its reset after a lost life serves, as training's
+    # does) and the adapter turns that life's end into the game going on
+    vec, pool = fake_vector(monkeypatch, 2, {0: {2}}, {0: set()}, mode="eval")
+    assert vec._kwargs["episodic_life"] and not vec._kwargs["reward_clip"]
+    vec.reset(seed=0)
+    vec.step(np.zeros(2, np.int64))
+    pool.calls.clear()
+    obs, rew, term, _, info = vec.step(np.zeros(2, np.int64))  # env 0 loses a life
+    assert not term.any() and "final_obs" not in info and rew[0] == 1.0
+    assert pool.calls == [[0, 1], [0]] and obs[0, 1] == -1  # its serve was taken at once
+    pool.games_over[0] = {2}  # its next end (2 steps on) is the game's
+    vec.step(np.zeros(2, np.int64))
+    obs, _, term, _, info = vec.step(np.zeros(2, np.int64))
+    assert term.tolist() == [True, False] and info["final_obs"][0][1] == 2
+    train, _ = fake_vector(monkeypatch, 1, {0: {2}}, {0: set()})
+    assert train._kwargs["episodic_life"] and train._kwargs["reward_clip"]
+    train.reset(seed=0)
+    train.step(np.zeros(1, np.int64))
+    assert train.step(np.zeros(1, np.int64))[2].tolist() == [True]  # training: a life ends it
 
 
 def test_a_new_seed_makes_a_new_pool_and_a_list_of_seeds_counts_from_its_first(
@@ -183,6 +219,26 @@ def test_envpool_frames_agree_with_the_python_path_and_a_lost_life_goes_on() -> 
             pytest.fail("no life lost in 2,000 random steps of Breakout")
     finally:
         ale.close()
+        pool.close()
+
+
+def test_envpool_evaluation_serves_after_a_lost_life() -> None:
+    # a policy that never presses FIRE still plays the whole game: served after each lost life
+    pytest.importorskip("envpool")
+    from actorq.envs import make_vector_env
+
+    pool = make_vector_env("atari:Breakout", 1, engine="envpool", mode="eval")
+    try:
+        pool.reset(seed=0)
+        lives = []
+        for _ in range(3000):
+            _, _, term, trunc, info = pool.step(np.zeros(1, np.int64))
+            lives.append(int(info["lives"][0]))
+            if term[0] or trunc[0]:
+                break
+        # the info after the game's end is the next game's (5 lives): look before it
+        assert term[0] and not trunc[0] and sorted(set(lives[:-1])) == [1, 2, 3, 4, 5]
+    finally:
         pool.close()
 
 

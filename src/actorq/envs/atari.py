@@ -25,7 +25,11 @@ to ``AtariPreprocessing`` + ``FrameStackObservation`` on the same seed,
   first frame (``FrameStackObservation``'s ``padding_type="reset"``).
 
 ``mode="eval"`` keeps full games and the raw score: what evaluations report
-(:data:`~actorq.envs.ENV_FAMILIES`' ``eval_kwargs``).
+(:data:`~actorq.envs.ENV_FAMILIES`' ``eval_kwargs``). A lost life there is followed by the
+steps training takes after one (the no-op, then FIRE where the game waits for it), but the game
+goes on (:class:`FullGames`): a policy trained never to serve (training's reset serves for it)
+would otherwise wait out Breakout's 27,000-step cut after its first lost life. SB3's and
+CleanRL's evaluations do the same (their training wrappers, scored per game).
 
 **Sticky actions are off** (``repeat_action_probability=0``, where ``-v5`` defaults to 0.25,
 Machado et al. 2018): the scores actorq is compared with — rl-baselines3-zoo's and CleanRL's
@@ -120,6 +124,7 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         super().__init__(env)
         self.lives = 0
         self.game_over = True
+        self.new_game = True  # whether the last reset started a game (not a life)
 
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -133,12 +138,14 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        if self.game_over or seed is not None:
+        self.new_game = self.game_over or seed is not None
+        if self.new_game:
             obs, info = self.env.reset(seed=seed, options=options)
         else:  # a life was lost: go on from where the game is
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:  # the no-op ended the game (rare): start a new one
                 obs, info = self.env.reset(options=options)
+                self.new_game = True
         self.game_over = False
         self.lives = int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
         return obs, info
@@ -157,6 +164,25 @@ class FireReset(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
             if terminated or truncated:
                 obs, info = self.env.reset(options=options)
         return obs, info
+
+
+class FullGames(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
+    """Evaluation over whole games on top of training's wrappers (``mode="eval"``): a lost
+    life's ``terminated`` is replaced by the reset training would take next (``life``'s no-op,
+    FIRE, a fresh frame stack), so the episode is the game and its return the raw score."""
+
+    def __init__(self, env: gym.Env[np.ndarray, int], life: EpisodicLife) -> None:
+        super().__init__(env)
+        self.life = life
+
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated and not truncated and not self.life.game_over:
+            after, after_info = self.env.reset()
+            if self.life.new_game:  # the game ended during the serve (rare): it is over
+                return obs, reward, False, True, info
+            obs, info, terminated = after, after_info, False
+        return obs, reward, terminated, truncated, info
 
 
 class ClipReward(gym.RewardWrapper[np.ndarray, int]):
@@ -216,12 +242,13 @@ def make_atari_env(name: str, engine: str = "auto", **options: Any) -> gym.Env[n
     except gym.error.DependencyNotInstalled:  # OpenCV
         env.close()
         raise EnvIdError(f"{ATARI_EXTRA_HINT} (OpenCV is missing)") from None
-    if o.mode == "train":
-        env = EpisodicLife(env)
+    life = EpisodicLife(env)  # eval: FullGames turns its life ends back into one game
+    env = life
     ale_env: Any = env.unwrapped  # AtariEnv (gymnasium types unwrapped as a plain Env)
     meanings = ale_env.get_action_meanings()
     if o.fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
         env = FireReset(env)
     if o.mode == "train":
         env = ClipReward(env)
-    return FrameStackObservation(env, o.frame_stack)
+    stacked = FrameStackObservation(env, o.frame_stack)
+    return stacked if o.mode == "train" else FullGames(stacked, life)

@@ -44,13 +44,16 @@ class EnvPoolVector:
     def __init__(self, name: str, num_envs: int, **options: Any) -> None:
         o = AtariOptions.parse(options)
         self.num_envs = num_envs
+        self._full_games = o.mode == "eval"
         self._kwargs = {
             "task_id": f"{name}-v5",
             "env_type": "gymnasium",
             "num_envs": num_envs,
             "batch_size": num_envs,
             "num_threads": 1,
-            "episodic_life": o.mode == "train",
+            # eval too: its life ends are hidden in step(), so a lost life is followed by the
+            # reset training takes (no-ops, FIRE) and the game goes on (atari.FullGames)
+            "episodic_life": True,
             "reward_clip": o.mode == "train",
             "repeat_action_probability": float(o.sticky),
             # EnvPool draws 1..noop_max no-ops (0..noop_max-1 where FIRE starts the game) and
@@ -98,19 +101,23 @@ class EnvPoolVector:
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rew, term, trunc, got = self._pool.step(np.asarray(actions, np.int32))
+        ended = np.flatnonzero(np.logical_or(term, trunc)).astype(np.int32)
+        if self._full_games and len(ended):  # a lost life is not the end of the game
+            term = np.logical_and(term, np.asarray(got["terminated"], bool))
         done = np.logical_or(term, trunc)
         info: dict[str, Any] = {}
         lives = got.get("lives")
-        if done.any():
-            ended = np.flatnonzero(done).astype(np.int32)
+        if len(ended):
+            over = np.flatnonzero(done)
             final = np.empty(self.num_envs, object)
-            final[ended] = list(obs[ended])
+            final[over] = list(obs[over])
             # EnvPool's own reset of an ended env is its next step (the action is ignored):
             # taken now for those envs alone, so the caller sees the new episode at once
             first, _, _, _, again = self._pool.step(np.zeros(len(ended), np.int32), env_id=ended)
             obs = obs.copy()
             obs[ended] = first
-            info["final_obs"] = final
+            if len(over):
+                info["final_obs"] = final
             if lives is not None and "lives" in again:
                 lives = np.array(lives)
                 lives[ended] = again["lives"]
