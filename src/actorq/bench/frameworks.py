@@ -72,29 +72,33 @@ def check_keys(agent: str, settings: dict[str, Any], keys: dict[str, frozenset[s
         )
 
 
-class GreedyEval:
-    """Deterministic evaluation of another framework's policy on actorq's evaluation seeds:
-    ``episodes`` separately seeded envs stepped in lock-step (one batched ``predict`` per step)."""
+class PolicyEval:
+    """Evaluation of another framework's policy on actorq's evaluation seeds and protocol:
+    ``episodes`` separately seeded envs stepped in lock-step (one batched ``predict`` per step),
+    greedy, or sampled where the env family says (``self.sampled``; ``predict(obs, rng)`` then
+    samples: PPO from its policy, DQN ε-greedy, as :meth:`~actorq.quant.heads.Head.sampled`)."""
 
     def __init__(self, env_id: str, episodes: int) -> None:
-        from actorq.envs import eval_env_kwargs, make_env
+        from actorq.envs import eval_env_kwargs, eval_sampled, make_env
 
         # the family's evaluation settings, as actorq's evaluations: Atari plays full games
         # on the raw score
         self.envs = [make_env(env_id, **eval_env_kwargs(env_id)) for _ in range(episodes)]
+        self.sampled = eval_sampled(env_id)
 
     def __call__(
         self,
-        predict: Callable[[np.ndarray], np.ndarray],
+        predict: Callable[[np.ndarray, np.random.Generator], np.ndarray],
         seed: int,
         normalize: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> np.ndarray:
+        rng = np.random.default_rng(seed)
         obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
         returns = np.zeros(len(self.envs))
         alive = np.ones(len(self.envs), bool)
         while alive.any():
             idx = np.flatnonzero(alive)
-            actions = predict(obs[idx] if normalize is None else normalize(obs[idx]))
+            actions = predict(obs[idx] if normalize is None else normalize(obs[idx]), rng)
             for j, i in enumerate(idx):
                 o, r, term, trunc, _ = self.envs[i].step(actions[j])
                 obs[i] = o

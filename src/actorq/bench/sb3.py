@@ -38,12 +38,13 @@ from actorq.bench import sb3_checkpoint
 from actorq.bench.frameworks import (
     EVAL_SEED,
     FINAL_EVAL_SEED,
-    GreedyEval,
+    PolicyEval,
     Record,
     check_keys,
     missing_module,
 )
 from actorq.errors import ActorQError
+from actorq.quant.heads import epsilon_greedy
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -160,7 +161,7 @@ class SB3:
 
         settings = cell.get("settings", {})
         torch.set_num_threads(int(settings.get("torch_threads", 1)))
-        greedy = GreedyEval(cfg.env, cfg.eval_episodes)
+        evaluate = PolicyEval(cfg.env, cfg.eval_episodes)
         venv: Any = DummyVecEnv([lambda: make_env(cfg.env)] * int(settings.get("n_envs", 1)))
         if settings.get("normalize"):
             venv = VecNormalize(venv, gamma=settings.get("gamma", 0.99))  # rl-zoo: the algo's
@@ -168,17 +169,22 @@ class SB3:
         model = algo(env=venv, seed=cfg.seed, device="cpu", verbose=0,
                      **self.kwargs(cfg, cell["width"], settings))  # fmt: skip
         segment = _Segment(cfg, cell, run_dir, model)
+
+        def predict(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            if evaluate.sampled and algo is PPO:  # SB3 samples its categorical policy
+                return np.asarray(model.predict(obs, deterministic=False)[0])
+            action = np.asarray(model.predict(obs, deterministic=True)[0])
+            if evaluate.sampled:  # actorq's ε, not SB3's exploration schedule's current one
+                return epsilon_greedy(action, int(venv.action_space.n), rng)
+            return action
+
         try:
             interrupted = segment.learn(
-                lambda seed: greedy(
-                    lambda obs: model.predict(obs, deterministic=True)[0],
-                    seed,
-                    _frozen_normalizer(model.get_env()),
-                ),
+                lambda seed: evaluate(predict, seed, _frozen_normalizer(model.get_env())),
                 float(settings.get("checkpoint_minutes", CHECKPOINT_MINUTES)) * 60.0,
             )
         finally:
-            greedy.close()
+            evaluate.close()
             venv.close()
         return interrupted
 

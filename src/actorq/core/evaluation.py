@@ -1,4 +1,5 @@
-"""Greedy evaluation of a policy snapshot on separately seeded environments."""
+"""Evaluation of a policy snapshot on separately seeded environments: greedy, or sampled where
+the env family asks (Atari)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from actorq.core.exploration import to_env_action
-from actorq.envs import eval_env_kwargs, make_vector_env
+from actorq.envs import eval_env_kwargs, eval_sampled, make_vector_env
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime
 
 
@@ -17,15 +18,22 @@ def evaluate(
     episodes: int = 10,
     seed: int = 10_000,
     env_kwargs: dict[str, Any] | None = None,
+    sampled: bool | None = None,
 ) -> np.ndarray:
-    """Run one greedy episode in each of ``episodes`` environments (seeds seed..seed+E-1),
+    """Run one episode in each of ``episodes`` environments (seeds seed..seed+E-1),
     in lock-step with batched inference; return the episode returns.
 
     Actions are the head's greedy ones (:mod:`actorq.quant.heads`: argmax for discrete heads;
     the action, or a Gaussian's mean, clipped to [-1, 1] and mapped to the environment's
     bounds as the actors do, for continuous ones). The env family's evaluation settings apply
-    (:func:`~actorq.envs.eval_env_kwargs`: Atari plays full games on the raw score).
+    (:func:`~actorq.envs.eval_env_kwargs`: Atari plays full games on the raw score), and the
+    family says whether actions are sampled instead (``sampled`` None; Atari: PPO draws from
+    its policy, DQN is ε-greedy at 0.05, :meth:`~actorq.quant.heads.Head.sampled`), from a
+    generator seeded with ``seed``.
     """
+    if sampled is None:
+        sampled = eval_sampled(env_id)
+    rng = np.random.default_rng(seed)
     env = make_vector_env(env_id, episodes, **eval_env_kwargs(env_id, env_kwargs))
     head = runtime.head if isinstance(runtime, ModelRuntime) else runtime.spec.policy_head
     try:
@@ -37,7 +45,7 @@ def evaluate(
         alive = np.ones(episodes, bool)
         while alive.any():
             out = runtime(np.asarray(obs))  # uint8 pixels stay bytes; runtimes cast
-            action = head.greedy(out)
+            action = head.sampled(out, rng) if sampled else head.greedy(out)
             if not head.discrete:
                 action = to_env_action(action, low, high)
             obs, rew, term, trunc, _ = env.step(action)

@@ -39,6 +39,10 @@ class EnvFamily:
     vector: str | None = None
     """``vector(name, num_envs, **kwargs)``: a vector env of the family's own engine (Atari:
     EnvPool), or ``None`` for one ``make`` env per copy; :func:`make_vector_env` asks it first."""
+    eval_sampled: bool = False
+    """Evaluations sample actions (:meth:`~actorq.quant.heads.Head.sampled`) instead of taking
+    the greedy ones: Atari, whose games are deterministic without sticky actions, so a greedy
+    policy replays one game from every no-op start (rl-baselines3-zoo evaluates Atari so)."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
@@ -70,6 +74,7 @@ ENV_FAMILIES: dict[str, EnvFamily] = {
         "atari",
         (("mode", "eval"),),
         "actorq.envs.atari_envpool:make_atari_vector",
+        eval_sampled=True,
     ),
 }
 
@@ -107,6 +112,11 @@ def eval_env_kwargs(env_id: str, kwargs: dict[str, Any] | None = None) -> dict[s
     Atari evaluation plays full games on the raw score; other families evaluate as they train)."""
     family, _ = _split(env_id)
     return {**(kwargs or {}), **dict(family.eval_kwargs)}
+
+
+def eval_sampled(env_id: str) -> bool:
+    """Whether evaluations on ``env_id`` sample actions (:attr:`EnvFamily.eval_sampled`)."""
+    return _split(env_id)[0].eval_sampled
 
 
 def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
