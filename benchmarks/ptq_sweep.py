@@ -1,4 +1,4 @@
-"""Post-training quantization sweep: a trained policy's greedy return at fp32 and 2..8 bits.
+"""Post-training quantization sweep: a trained policy's return at fp32 and 2..8 bits.
 
 QuaRL's post-training study (Lam et al., TMLR 2022): a run's fp32 weights rounded to b bits
 (:func:`actorq.quant.ptq.fake_quantize`), every layer (``all``) or hidden layers only
@@ -38,6 +38,7 @@ from _machine import ints, machine_info, md_table, subcommands
 from actorq.agents.pixels import PIXEL_CALIBRATION_STATES, PixelPolicyIO, pixel_snapshot
 from actorq.agents.policy_io import compare_policies
 from actorq.core.evaluation import evaluate
+from actorq.envs import eval_sampled
 from actorq.quant.autoselect import select_precision
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.ptq import fake_quantize, fake_quantize_module
@@ -131,7 +132,7 @@ def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) ->
             ax.plot(r["bits"], r["mean"], "*", ms=11, label=r["label"])
     ax.set_xticks(bits)
     ax.set_xlabel("weight bits (uniform, symmetric, per channel)")
-    ax.set_ylabel("greedy return")
+    ax.set_ylabel("evaluation return")
     ax.set_title(title.replace(", policy", "\npolicy"), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -314,8 +315,9 @@ def sweep_pixels(
         print(f"  {label}: {r['mean']:.1f} ± {r['std']:.1f} (agreement {agree:.2%}, "
               f"{r['eval_s']:.0f} s)", flush=True)  # fmt: skip
     notes = [
-        f"run {args.run_dir} ({cfg.env}, Nature-CNN, {io.head} head), greedy full games on the "
-        "raw score",
+        f"run {args.run_dir} ({cfg.env}, Nature-CNN, {io.head} head), full games on the raw "
+        f"score, actions {'sampled' if eval_sampled(cfg.env) else 'greedy'} (the env family's "
+        "evaluation protocol)",
         "weights: conv and dense, uniform symmetric per output channel, dequantized to fp32 "
         "(biases fp32); `all` = every layer, `hidden` = first conv and policy head kept fp32",
         f"`fp16` / `int8 snapshot (ORT)`: what actorq's actors run (int8: static QLinearConv "
