@@ -132,7 +132,9 @@ class ExperimentConfig(Grouped):
     calibration: Literal["auto", "gptq", "none"] = "auto"
     """How int8/int4 weights are rounded at each publish: gptq (GPTQ on states from replay:
     fewer flipped greedy actions), none (round to nearest), or auto (gptq while the widest
-    quantized layer has <= 512 inputs, where it costs a few ms; round to nearest beyond)."""
+    quantized layer has <= 512 inputs, where it costs a few ms; round to nearest beyond). A
+    convolutional int8 policy: auto is GPTQ for its convolutions and nearest for its fc layer,
+    gptq for all (docs/atari.md: agreement and publish cost of each)."""
     calibration_states: int = 1024
     """Replay states GPTQ calibrates on at each publish (a convolutional int8 policy's activation
     ranges: at most 256 of them)."""

@@ -141,6 +141,38 @@ def test_int8_output_of_a_state_does_not_depend_on_its_batch() -> None:
     np.testing.assert_array_equal(whole, np.concatenate([rt(x[i : i + 1]) for i in range(8)]))
 
 
+def test_gptq_rounding_brings_int8_closer_to_fp32_and_is_deterministic() -> None:
+    net = _q_net()
+    calib, states = frames(64, seed=12), frames(64, seed=13)
+    want = _q(net, states)
+
+    def error(rounding: str) -> float:
+        snap = pixel_snapshot(net, 1, PONG, "q", "int8", calib, rounding)
+        assert snap.meta["rounding"] == rounding
+        return float(np.abs(make_runtime(snap)(states) - want).mean())
+
+    nearest, convs, every = error("nearest"), error("gptq-convs"), error("gptq")
+    assert convs < nearest and every < nearest, (nearest, convs, every)
+    a = pixel_snapshot(net, 1, PONG, "q", "int8", calib).model  # the ONNX graph, weights in it
+    assert a == pixel_snapshot(net, 1, PONG, "q", "int8", calib).model
+    # without states: bounded ranges and nearest rounding
+    assert pixel_snapshot(net, 1, PONG, "q", "int8", None).meta["rounding"] == "nearest"
+
+
+def test_the_int8_builder_takes_given_integer_weights_as_they_are() -> None:
+    from actorq.quant.onnx_builder import OnnxBuilder
+
+    rng = np.random.default_rng(0)
+    w, bias = rng.normal(size=(8, 4, 3, 3)).astype(np.float32), np.zeros(8, np.float32)
+    q = rng.integers(-63, 64, size=(36, 8)).astype(np.int8)
+    s = np.full(8, 0.01, np.float32)
+    wq, scale, _ = OnnxBuilder("fp32")._static_weights(w, bias, 1 / 255, (q, s))
+    np.testing.assert_array_equal(wq, q.T.reshape(w.shape))
+    np.testing.assert_array_equal(scale, s)
+    with pytest.raises(ValueError, match="rounded weights"):
+        OnnxBuilder("fp32")._static_weights(w, bias, 1 / 255, (q[:35], s))
+
+
 def test_int8_of_a_network_with_a_dead_layer_acts_as_fp32() -> None:
     # A layer whose ReLUs all died (a too-high learning rate does it) calibrates to ~0, so the
     # next layer's bias sits on a tiny integer scale: it must not be clipped to ~0 there, or

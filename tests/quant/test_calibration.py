@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from actorq.quant.calibration import gptq_int4, gptq_int8
+from actorq.quant.calibration import gptq_int4, gptq_int8, gptq_uniform
 from actorq.quant.quantizer import (
     INT4_QMAX,
     INT8_QMAX,
@@ -41,6 +41,22 @@ def test_gptq_lowers_output_error_with_the_same_scales(granularity: str) -> None
     err = np.linalg.norm(held_out @ dequantize(q, s) - held_out @ w)
     err0 = np.linalg.norm(held_out @ dequantize(q0, s0) - held_out @ w)
     assert err < 0.95 * err0
+
+
+def test_gptq_at_7_bits_lowers_output_error_within_its_levels() -> None:
+    # the static int8 convolutions' weights (7 bits: int16-safe pairs on AVX2)
+    from actorq.quant.quantizer import quantize_uniform
+
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((96, 32)) / np.sqrt(96)).astype(np.float32)
+    x = correlated_relu_inputs(2048, 96, seed=4)
+    q, s = gptq_uniform(w, x, 7)
+    q0, s0 = quantize_uniform(w, 7)
+    np.testing.assert_array_equal(s, s0)
+    assert q.dtype == np.int8 and np.abs(q.astype(np.int16)).max() <= 63
+    held_out = correlated_relu_inputs(2048, 96, seed=5)
+    err = np.linalg.norm(held_out @ (q * s) - held_out @ w)
+    assert err < 0.95 * np.linalg.norm(held_out @ (q0 * s0) - held_out @ w)
 
 
 def test_uncorrelated_inputs_need_no_compensation() -> None:

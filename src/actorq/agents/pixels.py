@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from actorq.agents.policy_io import Comparison, compare_policies
@@ -48,7 +49,7 @@ from actorq.config import ExperimentConfig
 from actorq.core.evaluation import evaluate
 from actorq.errors import ConfigError, DivergedError
 from actorq.quant.model_snapshot import ModelSnapshot
-from actorq.quant.onnx import host
+from actorq.quant.onnx import STATIC_WEIGHT_BITS, host
 from actorq.quant.onnx_builder import OnnxBuilder, static_scale
 from actorq.quant.runtimes import MODEL_HEADS, OBS_LOGITS, decode_snapshot, make_runtime
 from actorq.types import EnvSpec
@@ -127,6 +128,69 @@ def activation_max(torso: NatureCNN, states: np.ndarray, chunk: int = 64) -> lis
     return amax
 
 
+#: im2col rows (patches) per layer GPTQ's Hessian is estimated from: a Nature-CNN's first conv
+#: sees 400 patches a state, so 256 states give ~100k; 8,192 drawn from them estimate a 256×256
+#: (conv) to 576×576 Hessian closely and keep a publish's calibration under ~0.1 s a layer
+GPTQ_ROWS = 8192
+
+
+#: how an int8 pixel snapshot's weights round, by ``--calibration`` (docs/atari.md measures
+#: each on a trained Pong policy: agreement with fp32 and the cost of a publish)
+PIXEL_ROUNDING = {"none": "nearest", "auto": "gptq-convs", "gptq": "gptq"}
+
+
+def calibrate(
+    torso: NatureCNN,
+    states: np.ndarray,
+    rounding: str = "gptq-convs",
+    chunk: int = 64,
+    rows: int = GPTQ_ROWS,
+) -> tuple[list[float], list[tuple[np.ndarray, np.ndarray]]]:
+    """One pass of ``torso`` over ``states`` (uint8 stacks): each ReLU output's largest value
+    (:func:`activation_max`'s ranges) and each layer's 7-bit weights: GPTQ's rounding on the
+    layer's inputs there (:func:`~actorq.quant.calibration.gptq_uniform`; convolutions as
+    matrix products over im2col patches, at most ``rows`` of them drawn per layer with a fixed
+    seed, so a snapshot is a function of its weights and states) for the convolutions, and for
+    the fc layer too with ``rounding="gptq"`` (3136 inputs: ~10× the convolutions' cost), else
+    round-to-nearest. Returns ``(amax, rounded)``, ``rounded[i]`` = ``(q (in, out) int8,
+    scale (out,))`` for :meth:`~actorq.quant.onnx_builder.OnnxBuilder.static_conv`."""
+    from actorq.quant.calibration import gptq_uniform
+    from actorq.quant.quantizer import quantize_uniform
+
+    if rounding not in ("gptq-convs", "gptq"):
+        raise ValueError(f"rounding must be gptq-convs or gptq, not {rounding!r}")
+
+    layers: list[nn.Module] = [*torso.convs, torso.fc]
+    amax = [0.0] * len(layers)
+    inputs: list[list[torch.Tensor]] = [[] for _ in layers]
+    rng = torch.Generator().manual_seed(0)
+    chunks = max(1, -(-len(states) // chunk))
+    with torch.no_grad():
+        for i in range(0, len(states), chunk):
+            x = torch.from_numpy(np.ascontiguousarray(states[i : i + chunk])).float() / 255.0
+            for j, layer in enumerate(layers):
+                if isinstance(layer, nn.Conv2d):
+                    patches = F.unfold(x, layer.kernel_size, stride=layer.stride)
+                    flat = patches.transpose(1, 2).reshape(-1, patches.shape[1])
+                    x = torch.relu(layer(x))
+                else:
+                    flat = x = x.flatten(1)
+                    x = torch.relu(layer(x))
+                if isinstance(layer, nn.Conv2d) or rounding == "gptq":
+                    take = torch.randperm(len(flat), generator=rng)[: -(-rows // chunks)]
+                    inputs[j].append(flat[take])
+                amax[j] = max(amax[j], float(x.max()))
+    rounded = []
+    for layer, xs in zip(layers, inputs, strict=True):
+        assert isinstance(layer, nn.Conv2d | nn.Linear)
+        w = host(layer.weight).reshape(layer.weight.shape[0], -1).T  # (in, out)
+        if xs:
+            rounded.append(gptq_uniform(w, torch.cat(xs).numpy(), STATIC_WEIGHT_BITS))
+        else:
+            rounded.append(quantize_uniform(w, STATIC_WEIGHT_BITS))
+    return amax, rounded
+
+
 def activation_bound(torso: NatureCNN) -> list[float]:
     """Upper bounds of :func:`activation_max` over every possible frame (interval arithmetic,
     pixels in [0, 1]): the ranges of an int8 publish made before replay has states (the first
@@ -144,16 +208,23 @@ def activation_bound(torso: NatureCNN) -> list[float]:
     return bounds
 
 
-def _int8_body(b: OnnxBuilder, torso: NatureCNN, amax: list[float]) -> str:
-    """The torso on uint8 ``obs`` with static int8 layers; its 512 features in fp32."""
+def _int8_body(
+    b: OnnxBuilder,
+    torso: NatureCNN,
+    amax: list[float],
+    rounded: list[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> str:
+    """The torso on uint8 ``obs`` with static int8 layers; its 512 features in fp32.
+    ``rounded``: each layer's integer weights and scales (:func:`calibrate`; default: nearest)."""
+    r: list[Any] = list(rounded) if rounded is not None else [None] * (len(torso.convs) + 1)
     x, xs = "obs", 1.0 / 255.0  # the frame's bytes at scale 1/255: exactly the network's x / 255
-    for conv, (_, _, stride), a in zip(torso.convs, NATURE_CONVS, amax, strict=False):
+    for conv, (_, _, stride), a, rw in zip(torso.convs, NATURE_CONVS, amax, r, strict=False):
         assert isinstance(conv, nn.Conv2d)
         ys = static_scale(a)
-        x, xs = b.static_conv(x, xs, host(conv.weight), host(conv.bias), ys, stride), ys
+        x, xs = b.static_conv(x, xs, host(conv.weight), host(conv.bias), ys, stride, rw), ys
     x = b.op("Flatten", x, axis=1)
     ys = static_scale(amax[-1])
-    x = b.static_dense(x, xs, host(torso.fc.weight).T, host(torso.fc.bias), ys)
+    x = b.static_dense(x, xs, host(torso.fc.weight).T, host(torso.fc.bias), ys, r[-1])
     return b.dequantize(x, ys)
 
 
@@ -178,11 +249,13 @@ def cnn_onnx(
     doc: str,
     precision: str = "fp32",
     amax: list[float] | None = None,
+    rounded: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> bytes:
     """The torso and one linear ``head`` (``w`` (512, n), ``b`` (n,)) as an ONNX model at
     ``precision`` (:data:`PIXEL_PRECISIONS`): input ``obs`` ``(batch, C, H, W)`` uint8, output
     ``out`` ``(batch, n)`` float32. ``amax``: int8's activation ranges (:func:`activation_max`;
-    default :func:`activation_bound`)."""
+    default :func:`activation_bound`); ``rounded``: its integer weights (:func:`calibrate`;
+    default round-to-nearest)."""
     from onnx import TensorProto, helper
 
     if precision not in PIXEL_PRECISIONS:
@@ -191,7 +264,7 @@ def cnn_onnx(
         )
     b = OnnxBuilder("fp32")
     if precision == "int8":
-        x = _int8_body(b, torso, amax if amax is not None else activation_bound(torso))
+        x = _int8_body(b, torso, amax if amax is not None else activation_bound(torso), rounded)
     else:
         x = _float_body(b, torso, precision == "fp16")
     w, bias = head
@@ -245,10 +318,13 @@ def pixel_snapshot(
     head: str,
     precision: str = "fp32",
     calibration: np.ndarray | None = None,
+    rounding: str = "gptq-convs",
 ) -> ModelSnapshot:
     """``net`` exported at ``precision`` as an :data:`OBS_LOGITS` snapshot with ``head``; an int8
-    one calibrated on ``calibration`` (replay states, uint8), or bounded without them
-    (``meta["calibration_states"]``: how many it was calibrated on, 0 for the bound)."""
+    one calibrated on ``calibration`` (replay states, uint8: activation ranges, and the weights'
+    ``rounding``: ``nearest``, or GPTQ's for ``gptq-convs`` / ``gptq``, :func:`calibrate`), or
+    bounded and rounded to nearest without them (``meta["calibration_states"]``: how many it was
+    calibrated on, 0 for the bound; ``meta["rounding"]``: what its weights got)."""
     model = net
     if next(net.parameters()).device.type != "cpu":  # the exporter reads host arrays
         model = copy.deepcopy(net)
@@ -256,16 +332,22 @@ def pixel_snapshot(
         model.cpu()
     meta: dict[str, Any] = {"obs_dim": spec.obs_dim, "num_actions": spec.num_actions}
     meta.update(env=spec.env_id, head=head)
-    amax = None
+    amax, rounded = None, None
     with torch.no_grad():
         if precision == "int8":
             if calibration is not None and len(calibration):
-                amax = activation_max(model.torso, calibration)
+                if rounding == "nearest":
+                    amax = activation_max(model.torso, calibration)
+                else:
+                    amax, rounded = calibrate(model.torso, calibration, rounding)
             meta["calibration_states"] = (
                 0 if amax is None or calibration is None else len(calibration)
             )
+            meta["rounding"] = "nearest" if rounded is None else rounding
         doc = f"actorq v{version} {precision}"
-        data = cnn_onnx(model.torso, model.export_head(), MODEL_HEADS[head], doc, precision, amax)
+        data = cnn_onnx(
+            model.torso, model.export_head(), MODEL_HEADS[head], doc, precision, amax, rounded
+        )
     return ModelSnapshot(version, precision, OBS_LOGITS, data, meta)
 
 
@@ -303,7 +385,10 @@ class PixelPolicyIO:
         self, version: int, precision: str, calibration: np.ndarray | None = None
     ) -> bytes:
         self._check(precision)
-        snap = pixel_snapshot(self.net, version, self.spec, self.head, precision, calibration)
+        rounding = PIXEL_ROUNDING[self.cfg.calibration]
+        snap = pixel_snapshot(
+            self.net, version, self.spec, self.head, precision, calibration, rounding
+        )
         return snap.to_bytes()
 
     def freeze(
@@ -315,12 +400,13 @@ class PixelPolicyIO:
         frozen = copy.deepcopy(self.net)
         assert isinstance(frozen, nn.Module)
         frozen.cpu()
-        spec, head = self.spec, self.head
+        spec, head, rounding = self.spec, self.head, PIXEL_ROUNDING[self.cfg.calibration]
 
         def make() -> bytes:
             if not _finite(frozen):
                 raise DivergedError("the learner's policy weights are NaN or infinite")
-            return pixel_snapshot(frozen, version, spec, head, precision, calibration).to_bytes()
+            snap = pixel_snapshot(frozen, version, spec, head, precision, calibration, rounding)
+            return snap.to_bytes()
 
         return make
 

@@ -29,6 +29,7 @@ from actorq.quant.quantizer import (
     pack_int4,
     quantize_int4,
     quantize_int8,
+    quantize_uniform,
 )
 
 
@@ -73,6 +74,21 @@ def gptq_int4(
     if q is None:
         return packed, scale
     return pack_int4(q.astype(np.int8)), scale
+
+
+def gptq_uniform(
+    w: np.ndarray, x: np.ndarray, bits: int, damp: float = 0.01, block: int = 128
+) -> tuple[np.ndarray, np.ndarray]:
+    """GPTQ for symmetric per-output-channel ``bits``-bit weights: returns ``(q, scale)`` as
+    :func:`~actorq.quant.quantizer.quantize_uniform` does, with its scales. The static int8
+    convolutions and fc of a pixel policy (7 bits, :data:`~actorq.quant.onnx.
+    STATIC_WEIGHT_BITS`) take it with ``x`` the layer's im2col patches on replay states."""
+    _check_shapes(w, x)
+    q0, scale = quantize_uniform(w, bits, "per_channel")
+    q = _gptq(w, x, scale[None, :], w.shape[0], 2 ** (bits - 1) - 1, damp, block)
+    if q is None:  # degenerate inputs: plain rounding
+        return q0, scale
+    return q.astype(np.int8), scale
 
 
 def _check_shapes(w: np.ndarray, x: np.ndarray) -> None:

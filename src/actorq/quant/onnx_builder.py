@@ -179,11 +179,16 @@ class OnnxBuilder:
         return self.op("Cast", half, to=TensorProto.FLOAT)
 
     def _static_weights(
-        self, w: np.ndarray, bias: np.ndarray, x_scale: float
+        self,
+        w: np.ndarray,
+        bias: np.ndarray,
+        x_scale: float,
+        rounded: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``w`` (out, ...) as int8 per output channel at :data:`STATIC_WEIGHT_BITS` (symmetric),
         their scales, and the bias in int32 at scale ``x_scale × weight scale`` (the scale of
-        the integer sums it is added to, Jacob et al. 2018, eq. 9).
+        the integer sums it is added to, Jacob et al. 2018, eq. 9). ``rounded``: the integers
+        ``(in, out)`` and scales to use instead of round-to-nearest (GPTQ's, on the same scales).
 
         Where a bias would not fit int32 at that scale (a tiny ``x_scale``: an input layer that
         calibrated to ~0, i.e. dead ReLUs), the channel's weight scale is widened until it fits,
@@ -191,7 +196,9 @@ class OnnxBuilder:
         output ~0 where fp32 outputs ReLU(bias), and int8 actors act unlike fp32 ones."""
         out_ch = w.shape[0]
         flat = np.asarray(w, np.float32).reshape(out_ch, -1).T  # (in, out): columns = channels
-        q, s = quantize_uniform(flat, STATIC_WEIGHT_BITS, "per_channel")
+        q, s = rounded if rounded is not None else quantize_uniform(flat, STATIC_WEIGHT_BITS)
+        if q.shape != flat.shape or s.shape != (out_ch,):
+            raise ValueError(f"rounded weights {q.shape}/{s.shape} for a layer of {flat.shape}")
         b64 = np.asarray(bias, np.float64)
         need = np.abs(b64) / (np.float64(x_scale) * INT32_FIT)  # the least scale that fits
         if (need > s).any():
@@ -207,14 +214,21 @@ class OnnxBuilder:
         return self.typed(np.array(scale, np.float32)), self.typed(np.array(0, np.uint8))
 
     def static_conv(
-        self, xq: str, x_scale: float, w: np.ndarray, bias: np.ndarray, y_scale: float, stride: int
+        self,
+        xq: str,
+        x_scale: float,
+        w: np.ndarray,
+        bias: np.ndarray,
+        y_scale: float,
+        stride: int,
+        rounded: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> str:
         """``ReLU(conv(x))`` (NCHW, no padding) from uint8 ``xq`` (``x ≈ x_scale × xq``) to
         uint8 at ``y_scale``: one ``QLinearConv``, int32 sums, requantized once. The output's
         zero point is 0, so the uint8 clamp at 0 is the ReLU. Weights: :meth:`_static_weights`;
         scales are calibrated ahead (``y_scale``: the largest activation on calibration states
         / :data:`STATIC_ACT_QMAX`), so a state's output never depends on the batch."""
-        wq, s, bq = self._static_weights(w, bias, x_scale)
+        wq, s, bq = self._static_weights(w, bias, x_scale, rounded)
         zero_w = self.typed(np.zeros(len(s), np.int8))
         return self.op(
             "QLinearConv",
@@ -229,11 +243,17 @@ class OnnxBuilder:
         )
 
     def static_dense(
-        self, xq: str, x_scale: float, w: np.ndarray, bias: np.ndarray, y_scale: float
+        self,
+        xq: str,
+        x_scale: float,
+        w: np.ndarray,
+        bias: np.ndarray,
+        y_scale: float,
+        rounded: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> str:
         """``ReLU(x @ w + b)`` for ``w`` (in, out), uint8 in and out as :meth:`static_conv`:
         onnxruntime's ``com.microsoft::QGemm`` (per-column weight scales)."""
-        wq, s, bq = self._static_weights(np.asarray(w, np.float32).T, bias, x_scale)
+        wq, s, bq = self._static_weights(np.asarray(w, np.float32).T, bias, x_scale, rounded)
         from onnx import helper
 
         y = self.name()
