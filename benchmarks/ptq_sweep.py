@@ -52,8 +52,12 @@ SEED_BASE = 20_000  # actorq eval's first environment seed
 SEED_STRIDE = 1_000
 CLOSE = 0.05  # continuous actions: |Δa| within this counts as agreeing (as in docs/results.md)
 VARIANTS = {"all": False, "hidden": True}  # variant -> keep_io_fp32
-SNAPSHOT_BITS = {"int8": 8, "int8+gptq": 8, "int4": 4, "int4+gptq": 4, "fp16": 16}
-PIXEL_SNAPSHOTS = ("fp16", "int8")  # what convolutional actors run (no 4-bit conv kernel)
+SNAPSHOT_BITS = {
+    "int8": 8, "int8+gptq": 8, "int8+gptq-convs": 8, "int4": 4, "int4+gptq": 4, "fp16": 16,
+}  # fmt: skip
+# what convolutional actors run (no 4-bit conv kernel); int8 by its weights' rounding (nearest,
+# GPTQ on the convolutions: --calibration auto, GPTQ everywhere: gptq)
+PIXEL_SNAPSHOTS = ("fp16", "int8", "int8+gptq-convs", "int8+gptq")
 CALIBRATION_STATES = 1024  # GPTQ states for +gptq (DQNConfig.calibration_states' default)
 SNAPSHOT = "snapshot"  # the variant of rows that run a real quantized snapshot (int8/int4 kernels)
 
@@ -287,8 +291,9 @@ def sweep_pixels(
     states, calib = pool[: args.states], pool[args.states :][:PIXEL_CALIBRATION_STATES]
     print(f"PTQ sweep {cfg.env} (Nature-CNN, {io.head} head): {command}", flush=True)
 
-    def snap(net: Any, precision: str) -> ModelSnapshot:
-        return pixel_snapshot(net, 0, io.spec, io.head, precision, calib)
+    def snap(net: Any, name: str) -> ModelSnapshot:
+        precision, _, rounding = name.partition("+")
+        return pixel_snapshot(net, 0, io.spec, io.head, precision, calib, rounding or "nearest")
 
     fp32 = snap(io.net, "fp32")
     cells: list[tuple[int | None, str, str]] = [(None, "fp32", "fp32")]
@@ -297,8 +302,9 @@ def sweep_pixels(
     rows: list[dict[str, Any]] = []
     for bits, variant, precision in cells:
         t0 = time.perf_counter()
-        if variant == SNAPSHOT:
-            s, label = snap(io.net, precision), f"{precision} snapshot (ORT)"
+        if variant == SNAPSHOT:  # made as a publish makes it: its time is the publish's cost
+            s = snap(io.net, precision)
+            label = f"{precision} snapshot (ORT; {time.perf_counter() - t0:.2f} s to make)"
         elif bits is None:
             s, label = fp32, "fp32"
         else:
@@ -320,8 +326,10 @@ def sweep_pixels(
         "evaluation protocol)",
         "weights: conv and dense, uniform symmetric per output channel, dequantized to fp32 "
         "(biases fp32); `all` = every layer, `hidden` = first conv and policy head kept fp32",
-        f"`fp16` / `int8 snapshot (ORT)`: what actorq's actors run (int8: static QLinearConv "
-        f"and QGemm, 7-bit weights, uint8 activations calibrated on {len(calib)} states)",
+        f"`fp16` / `int8… snapshot (ORT)`: what actorq's actors run (int8: static QLinearConv "
+        f"and QGemm, 7-bit weights, uint8 activations calibrated on {len(calib)} states; weights "
+        "rounded to nearest, `+gptq-convs` GPTQ on the convolutions (`--calibration auto`), "
+        "`+gptq` GPTQ everywhere; the time to make one is a publish's)",
         f"agreement: equal greedy actions with fp32 on {len(states):,} states of random play",
     ]
     extra = {"policy": "nature-cnn", "head": io.head}
