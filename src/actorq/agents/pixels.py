@@ -50,7 +50,7 @@ from actorq.core.evaluation import evaluate
 from actorq.errors import ConfigError, DivergedError
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.onnx import STATIC_WEIGHT_BITS, host
-from actorq.quant.onnx_builder import OnnxBuilder, static_scale
+from actorq.quant.onnx_builder import OnnxBuilder, Rounded, static_scale
 from actorq.quant.runtimes import MODEL_HEADS, OBS_LOGITS, decode_snapshot, make_runtime
 from actorq.types import EnvSpec
 
@@ -116,23 +116,13 @@ def activation_max(torso: NatureCNN, states: np.ndarray, chunk: int = 64) -> lis
     """The largest value of each ReLU output (three convolutions, then the fc layer) of
     ``torso`` on ``states`` (uint8 stacks ``(n, C, H, W)``): the static activation ranges of an
     int8 model (min-max calibration; Jacob et al. 2018 collect the same ranges)."""
-    amax = [0.0] * (len(torso.convs) + 1)
-    with torch.no_grad():
-        for i in range(0, len(states), chunk):
-            x = torch.from_numpy(np.ascontiguousarray(states[i : i + chunk])).float() / 255.0
-            for j, conv in enumerate(torso.convs):
-                x = torch.relu(conv(x))
-                amax[j] = max(amax[j], float(x.max()))
-            x = torch.relu(torso.fc(x.flatten(1)))
-            amax[-1] = max(amax[-1], float(x.max()))
-    return amax
+    return calibrate(torso, states, "nearest", chunk)[0]
 
 
 #: im2col rows (patches) per layer GPTQ's Hessian is estimated from: a Nature-CNN's first conv
 #: sees 400 patches a state, so 256 states give ~100k; 8,192 drawn from them estimate a 256×256
 #: (conv) to 576×576 Hessian closely and keep a publish's calibration under ~0.1 s a layer
 GPTQ_ROWS = 8192
-
 
 #: how an int8 pixel snapshot's weights round, by ``--calibration`` (docs/atari.md measures
 #: each on a trained Pong policy: agreement with fp32 and the cost of a publish)
@@ -145,22 +135,25 @@ def calibrate(
     rounding: str = "gptq-convs",
     chunk: int = 64,
     rows: int = GPTQ_ROWS,
-) -> tuple[list[float], list[tuple[np.ndarray, np.ndarray]]]:
+) -> tuple[list[float], list[Rounded | None]]:
     """One pass of ``torso`` over ``states`` (uint8 stacks): each ReLU output's largest value
-    (:func:`activation_max`'s ranges) and each layer's 7-bit weights: GPTQ's rounding on the
-    layer's inputs there (:func:`~actorq.quant.calibration.gptq_uniform`; convolutions as
-    matrix products over im2col patches, at most ``rows`` of them drawn per layer with a fixed
-    seed, so a snapshot is a function of its weights and states) for the convolutions, and for
-    the fc layer too with ``rounding="gptq"`` (3136 inputs: ~10× the convolutions' cost), else
-    round-to-nearest. Returns ``(amax, rounded)``, ``rounded[i]`` = ``(q (in, out) int8,
-    scale (out,))`` for :meth:`~actorq.quant.onnx_builder.OnnxBuilder.static_conv`."""
+    (:func:`activation_max`) and each layer's 7-bit weights: GPTQ's rounding on the layer's
+    inputs there (:func:`~actorq.quant.calibration.gptq_uniform`; convolutions as matrix
+    products over im2col patches, at most ``rows`` of them drawn per layer with a fixed seed,
+    so a snapshot is a function of its weights and states) for the convolutions
+    (``gptq-convs``), for the fc layer too (``gptq``: 3136 inputs, ~10× the convolutions' cost),
+    or none (``nearest``). Returns ``(amax, rounded)``: ``rounded[i]`` = ``(q (in, out) int8,
+    scale (out,))`` for :meth:`~actorq.quant.onnx_builder.OnnxBuilder.static_conv`, or None
+    where the layer rounds to nearest."""
     from actorq.quant.calibration import gptq_uniform
-    from actorq.quant.quantizer import quantize_uniform
 
-    if rounding not in ("gptq-convs", "gptq"):
-        raise ValueError(f"rounding must be gptq-convs or gptq, not {rounding!r}")
-
+    if rounding not in PIXEL_ROUNDING.values():
+        raise ValueError(
+            f"rounding must be one of {sorted(PIXEL_ROUNDING.values())}, not {rounding!r}"
+        )
     layers: list[nn.Module] = [*torso.convs, torso.fc]
+    gptq = [rounding == "gptq" or (rounding == "gptq-convs" and isinstance(m, nn.Conv2d))
+            for m in layers]  # fmt: skip
     amax = [0.0] * len(layers)
     inputs: list[list[torch.Tensor]] = [[] for _ in layers]
     rng = torch.Generator().manual_seed(0)
@@ -169,25 +162,22 @@ def calibrate(
         for i in range(0, len(states), chunk):
             x = torch.from_numpy(np.ascontiguousarray(states[i : i + chunk])).float() / 255.0
             for j, layer in enumerate(layers):
-                if isinstance(layer, nn.Conv2d):
-                    patches = F.unfold(x, layer.kernel_size, stride=layer.stride)
-                    flat = patches.transpose(1, 2).reshape(-1, patches.shape[1])
-                    x = torch.relu(layer(x))
-                else:
-                    flat = x = x.flatten(1)
-                    x = torch.relu(layer(x))
-                if isinstance(layer, nn.Conv2d) or rounding == "gptq":
+                if not isinstance(layer, nn.Conv2d):
+                    x = x.flatten(1)
+                if gptq[j]:  # the layer's inputs as rows of a matrix product
+                    flat = x
+                    if isinstance(layer, nn.Conv2d):
+                        patches = F.unfold(x, layer.kernel_size, stride=layer.stride)
+                        flat = patches.transpose(1, 2).reshape(-1, patches.shape[1])
                     take = torch.randperm(len(flat), generator=rng)[: -(-rows // chunks)]
                     inputs[j].append(flat[take])
+                x = torch.relu(layer(x))
                 amax[j] = max(amax[j], float(x.max()))
-    rounded = []
+    rounded: list[Rounded | None] = []
     for layer, xs in zip(layers, inputs, strict=True):
         assert isinstance(layer, nn.Conv2d | nn.Linear)
         w = host(layer.weight).reshape(layer.weight.shape[0], -1).T  # (in, out)
-        if xs:
-            rounded.append(gptq_uniform(w, torch.cat(xs).numpy(), STATIC_WEIGHT_BITS))
-        else:
-            rounded.append(quantize_uniform(w, STATIC_WEIGHT_BITS))
+        rounded.append(gptq_uniform(w, torch.cat(xs).numpy(), STATIC_WEIGHT_BITS) if xs else None)
     return amax, rounded
 
 
@@ -209,14 +199,11 @@ def activation_bound(torso: NatureCNN) -> list[float]:
 
 
 def _int8_body(
-    b: OnnxBuilder,
-    torso: NatureCNN,
-    amax: list[float],
-    rounded: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    b: OnnxBuilder, torso: NatureCNN, amax: list[float], rounded: list[Rounded | None] | None
 ) -> str:
     """The torso on uint8 ``obs`` with static int8 layers; its 512 features in fp32.
-    ``rounded``: each layer's integer weights and scales (:func:`calibrate`; default: nearest)."""
-    r: list[Any] = list(rounded) if rounded is not None else [None] * (len(torso.convs) + 1)
+    ``rounded``: each layer's integer weights and scales (:func:`calibrate`; None: nearest)."""
+    r = list(rounded) if rounded is not None else [None] * (len(torso.convs) + 1)
     x, xs = "obs", 1.0 / 255.0  # the frame's bytes at scale 1/255: exactly the network's x / 255
     for conv, (_, _, stride), a, rw in zip(torso.convs, NATURE_CONVS, amax, r, strict=False):
         assert isinstance(conv, nn.Conv2d)
@@ -249,7 +236,7 @@ def cnn_onnx(
     doc: str,
     precision: str = "fp32",
     amax: list[float] | None = None,
-    rounded: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    rounded: list[Rounded | None] | None = None,
 ) -> bytes:
     """The torso and one linear ``head`` (``w`` (512, n), ``b`` (n,)) as an ONNX model at
     ``precision`` (:data:`PIXEL_PRECISIONS`): input ``obs`` ``(batch, C, H, W)`` uint8, output
@@ -336,14 +323,11 @@ def pixel_snapshot(
     with torch.no_grad():
         if precision == "int8":
             if calibration is not None and len(calibration):
-                if rounding == "nearest":
-                    amax = activation_max(model.torso, calibration)
-                else:
-                    amax, rounded = calibrate(model.torso, calibration, rounding)
+                amax, rounded = calibrate(model.torso, calibration, rounding)
             meta["calibration_states"] = (
                 0 if amax is None or calibration is None else len(calibration)
             )
-            meta["rounding"] = "nearest" if rounded is None else rounding
+            meta["rounding"] = "nearest" if amax is None else rounding
         doc = f"actorq v{version} {precision}"
         data = cnn_onnx(
             model.torso, model.export_head(), MODEL_HEADS[head], doc, precision, amax, rounded

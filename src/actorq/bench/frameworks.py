@@ -76,7 +76,8 @@ class PolicyEval:
     """Evaluation of another framework's policy on actorq's evaluation seeds and protocol:
     ``episodes`` separately seeded envs stepped in lock-step (one batched ``predict`` per step),
     greedy, or sampled where the env family says (``self.sampled``; ``predict(obs, rng)`` then
-    samples: PPO from its policy, DQN ε-greedy, as :meth:`~actorq.quant.heads.Head.sampled`)."""
+    samples: PPO from its policy, DQN ε-greedy, as
+    :func:`~actorq.core.exploration.sampled_actions`)."""
 
     def __init__(self, env_id: str, episodes: int) -> None:
         from actorq.envs import eval_env_kwargs, eval_sampled, make_env

@@ -43,8 +43,8 @@ from actorq.bench.frameworks import (
     check_keys,
     missing_module,
 )
+from actorq.core.exploration import epsilon_greedy
 from actorq.errors import ActorQError
-from actorq.quant.heads import epsilon_greedy
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig

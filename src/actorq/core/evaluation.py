@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.core.exploration import to_env_action
+from actorq.core.exploration import sampled_actions, to_env_action
 from actorq.envs import eval_env_kwargs, eval_sampled, make_vector_env
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime
 
@@ -28,7 +28,7 @@ def evaluate(
     bounds as the actors do, for continuous ones). The env family's evaluation settings apply
     (:func:`~actorq.envs.eval_env_kwargs`: Atari plays full games on the raw score), and the
     family says whether actions are sampled instead (``sampled`` None; Atari: PPO draws from
-    its policy, DQN is ε-greedy at 0.05, :meth:`~actorq.quant.heads.Head.sampled`), from a
+    its policy, DQN is ε-greedy at 0.05, :func:`~actorq.core.exploration.sampled_actions`), from a
     generator seeded with ``seed``.
     """
     if sampled is None:
@@ -45,7 +45,7 @@ def evaluate(
         alive = np.ones(episodes, bool)
         while alive.any():
             out = runtime(np.asarray(obs))  # uint8 pixels stay bytes; runtimes cast
-            action = head.sampled(out, rng) if sampled else head.greedy(out)
+            action = sampled_actions(head, out, rng) if sampled else head.greedy(out)
             if not head.discrete:
                 action = to_env_action(action, low, high)
             obs, rew, term, trunc, _ = env.step(action)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from actorq.quant.heads import Head
     from actorq.quant.model_snapshot import ModelSnapshot
     from actorq.quant.snapshot import PolicySnapshot
 
@@ -127,8 +128,8 @@ class PolicySampler(Behaviour):
       to [-1, 1] before mapping to the environment's bounds.
     """
 
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, seed: int | np.random.Generator) -> None:
+        self.rng = np.random.default_rng(seed)  # a Generator is used as it is
         self.head = ""
         self.log_std = np.zeros(0, np.float32)
 
@@ -136,8 +137,14 @@ class PolicySampler(Behaviour):
         from actorq.quant.runtimes import snapshot_head  # lazy: runtimes imports onnx helpers
 
         name = snapshot_head(snap).name
+        log_std = getattr(snap, "tensors", {})["log_std"] if name == "gaussian" else None
+        self.set_head(name, log_std)
+
+    def set_head(self, name: str, log_std: np.ndarray | None = None) -> None:
+        """Sample from a ``categorical`` head, or a ``gaussian`` one with its ``log_std``."""
         if name == "gaussian":
-            self.log_std = np.asarray(getattr(snap, "tensors", {})["log_std"], np.float32)
+            assert log_std is not None, "a gaussian head needs its log_std"
+            self.log_std = np.asarray(log_std, np.float32)
         elif name != "categorical":
             raise ValueError(f"cannot sample from a {name!r} head")
         self.head = name
@@ -169,6 +176,36 @@ def gaussian_sigmas(count: int, low: float = 0.05, high: float = 0.5) -> np.ndar
     if count <= 1:
         return np.array([np.sqrt(low * high)], np.float64)
     return np.asarray(np.geomspace(low, high, count), np.float64)
+
+
+#: ε of a Q-network's sampled evaluation: Mnih et al. (Nature 2015) evaluate DQN ε-greedy at
+#: 0.05, as CleanRL's ``dqn_atari.py`` does (rl-baselines3-zoo: its final exploration, 0.01)
+EVAL_EPSILON = 0.05
+
+
+def epsilon_greedy(
+    greedy: np.ndarray, num_actions: int, rng: np.random.Generator, epsilon: float = EVAL_EPSILON
+) -> np.ndarray:
+    """``greedy`` actions, each replaced by a uniformly random one with probability ε (one
+    evaluation step; actors use :class:`EpsilonGreedy`, which draws ahead in blocks)."""
+    explore = rng.random(len(greedy)) < epsilon
+    action = np.array(greedy, copy=True)
+    action[explore] = rng.integers(0, num_actions, int(explore.sum()))
+    return action
+
+
+def sampled_actions(head: Head, out: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A sampled evaluation's actions (families whose greedy play repeats itself: Atari,
+    rl-baselines3-zoo's protocol): a stochastic discrete head draws from its policy as the
+    actors do (:class:`PolicySampler`), a Q head is ε-greedy (:func:`epsilon_greedy`);
+    continuous heads stay greedy."""
+    if not head.discrete:
+        return head.greedy(out)
+    if not head.stochastic:
+        return epsilon_greedy(head.greedy(out), out.shape[1], rng)
+    sampler = PolicySampler(rng)
+    sampler.set_head(head.name)
+    return sampler.act(out)[0]
 
 
 def to_env_action(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

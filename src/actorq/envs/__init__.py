@@ -40,9 +40,10 @@ class EnvFamily:
     """``vector(name, num_envs, **kwargs)``: a vector env of the family's own engine (Atari:
     EnvPool), or ``None`` for one ``make`` env per copy; :func:`make_vector_env` asks it first."""
     eval_sampled: bool = False
-    """Evaluations sample actions (:meth:`~actorq.quant.heads.Head.sampled`) instead of taking
-    the greedy ones: Atari, whose games are deterministic without sticky actions, so a greedy
-    policy replays one game from every no-op start (rl-baselines3-zoo evaluates Atari so)."""
+    """Evaluations sample actions (:func:`~actorq.core.exploration.sampled_actions`) instead
+    of taking the greedy ones: Atari, whose games are deterministic without sticky actions, so
+    a greedy policy replays one game from every no-op start (rl-baselines3-zoo evaluates Atari
+    so)."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.

@@ -19,20 +19,6 @@ import dataclasses
 
 import numpy as np
 
-#: ε of a Q-network's sampled evaluation: Mnih et al. (Nature 2015) evaluate DQN ε-greedy at
-#: 0.05, as CleanRL's ``dqn_atari.py`` does (rl-baselines3-zoo: its final exploration, 0.01)
-EVAL_EPSILON = 0.05
-
-
-def epsilon_greedy(
-    greedy: np.ndarray, num_actions: int, rng: np.random.Generator, epsilon: float = EVAL_EPSILON
-) -> np.ndarray:
-    """``greedy`` actions, each replaced by a uniformly random one with probability ε."""
-    explore = rng.random(len(greedy)) < epsilon
-    action = np.array(greedy, copy=True)
-    action[explore] = rng.integers(0, num_actions, int(explore.sum()))
-    return action
-
 
 @dataclasses.dataclass(frozen=True)
 class Head:
@@ -49,20 +35,6 @@ class Head:
         if self.discrete:
             return np.asarray(out.argmax(axis=1))
         return np.clip(out, -1.0, 1.0)
-
-    def sampled(self, out: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A sampled evaluation's actions (families whose greedy play repeats itself: Atari,
-        rl-baselines3-zoo's protocol): a stochastic discrete head draws from its policy, a Q
-        head is ε-greedy (:func:`epsilon_greedy`); continuous heads stay greedy."""
-        action = self.greedy(out)
-        if not self.discrete:
-            return action
-        if not self.stochastic:
-            return epsilon_greedy(action, out.shape[1], rng)
-        z = np.exp(out - out.max(axis=1, keepdims=True))
-        cdf = np.cumsum(z, axis=1)
-        u = rng.random((len(out), 1)) * cdf[:, -1:]
-        return np.asarray((cdf > u).argmax(axis=1))
 
     def compare(
         self, a: np.ndarray, b: np.ndarray, tol: float = 0.05

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from torch import nn
 
 
+#: a layer's integer weights ``(in, out)`` and per-output-channel scales, rounded ahead (GPTQ)
+Rounded = tuple[np.ndarray, np.ndarray]
+
 #: a bias's bound in int32 at the sums' scale, with headroom for the products it is added to
 INT32_FIT = float(2**30)
 
@@ -183,7 +186,7 @@ class OnnxBuilder:
         w: np.ndarray,
         bias: np.ndarray,
         x_scale: float,
-        rounded: tuple[np.ndarray, np.ndarray] | None = None,
+        rounded: Rounded | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``w`` (out, ...) as int8 per output channel at :data:`STATIC_WEIGHT_BITS` (symmetric),
         their scales, and the bias in int32 at scale ``x_scale × weight scale`` (the scale of
@@ -221,7 +224,7 @@ class OnnxBuilder:
         bias: np.ndarray,
         y_scale: float,
         stride: int,
-        rounded: tuple[np.ndarray, np.ndarray] | None = None,
+        rounded: Rounded | None = None,
     ) -> str:
         """``ReLU(conv(x))`` (NCHW, no padding) from uint8 ``xq`` (``x ≈ x_scale × xq``) to
         uint8 at ``y_scale``: one ``QLinearConv``, int32 sums, requantized once. The output's
@@ -249,7 +252,7 @@ class OnnxBuilder:
         w: np.ndarray,
         bias: np.ndarray,
         y_scale: float,
-        rounded: tuple[np.ndarray, np.ndarray] | None = None,
+        rounded: Rounded | None = None,
     ) -> str:
         """``ReLU(x @ w + b)`` for ``w`` (in, out), uint8 in and out as :meth:`static_conv`:
         onnxruntime's ``com.microsoft::QGemm`` (per-column weight scales)."""
