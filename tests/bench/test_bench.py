@@ -64,9 +64,22 @@ def test_cells_are_the_product_of_the_axes_with_deterministic_names(tmp_path: Pa
     assert load_spec(_spec(tmp_path, GOOD)).cells == spec.cells  # deterministic
 
 
+def test_order_seeds_runs_every_tasks_first_seed_before_any_second(tmp_path: Path) -> None:
+    by_task = load_spec(_spec(tmp_path, GOOD)).cells
+    spec = load_spec(_spec(tmp_path, 'order = "seeds"\n' + GOOD))
+    assert sorted(c.name for c in spec.cells) == sorted(c.name for c in by_task)
+    # task 1's seed 0 (2 widths x 2 precisions), task 2's only seed (3), then task 1's seed 1
+    assert [(c.task[:3], c.seed) for c in spec.cells] == (
+        [("dqn", 0)] * 4 + [("d4p", 3)] + [("dqn", 1)] * 4
+    )
+    seed0 = [c.name for c in by_task if c.task.startswith("dqn") and c.seed == 0]
+    assert [c.name for c in spec.cells[:4]] == seed0  # stable within a seed
+
+
 @pytest.mark.parametrize(
     "edit, needle",
     [
+        (('name = "t"', 'name = "t"\norder = "random"'), "order must be one of 'tasks', 'seeds'"),
         (('agent = "dqn"', 'agent = "a2c"'), "unknown agent 'a2c'"),
         (("total_steps = 2000", "total_stepz = 2000"), "'total_stepz' is not a DQNConfig field"),
         (("total_steps = 2000", 'total_steps = "many"'), "does not fit its type"),

@@ -8,6 +8,7 @@ seeds; a spec names those tasks and axes once, and every cell is one ``actorq.tr
     seeds = [0, 1]
     timeout_s = 900                    # optional: a cell running longer is killed, marked failed
     resume = true                      # optional: a partial cell continues from its checkpoint
+    order = "seeds"                    # optional: every task's first seed before any second
     country = "USA"                    # optional: grid for the CO2 of each run (actorq.energy)
 
     [defaults]                         # config fields for every cell
@@ -75,9 +76,12 @@ def _names(keys: set[str]) -> str:
 #: config fields the matrix sets itself
 RESERVED = frozenset({"env", "precision", "seed", "run_dir", "resume", "progress"})
 _TOP_KEYS = frozenset(
-    {"name", "precisions", "seeds", "frameworks", "timeout_s", "country", "resume", "defaults",
-     "tasks"}
+    {"name", "precisions", "seeds", "frameworks", "timeout_s", "country", "resume", "order",
+     "defaults", "tasks"}
 )  # fmt: skip
+#: the order cells run in: each task's cells in turn, or every task's first seed before any
+#: task's second (``order = "seeds"``)
+ORDERS = ("tasks", "seeds")
 _TASK_KEYS = frozenset(
     {"agent", "env", "label", "widths", "precisions", "seeds", "frameworks", "config"}
 )
@@ -431,6 +435,17 @@ def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
     return cells
 
 
+def _seeds_first(cells: list[Cell]) -> list[Cell]:
+    """``cells`` with every task's first seed before any task's second, and so on (stable
+    otherwise): a first look at the whole matrix before more seeds of any of it, for specs whose
+    cells take hours."""
+    rank: dict[str, dict[int, int]] = {}
+    for c in cells:
+        seeds = rank.setdefault(c.task, {})
+        seeds.setdefault(c.seed, len(seeds))
+    return sorted(cells, key=lambda c: rank[c.task][c.seed])
+
+
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec:
     """Read and check a spec: keys, agents, frameworks, field names and types; cells named
     uniquely.
@@ -458,6 +473,13 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     cells = [
         c for i, t in enumerate(raw["tasks"]) for c in _task_cells(f"{path}: tasks[{i}]", t, axes)
     ]
+    order = raw.get("order", "tasks")
+    if order not in ORDERS:
+        raise SpecError(
+            f"{path}: order must be one of {', '.join(map(repr, ORDERS))}, got {order!r}"
+        )
+    if order == "seeds":
+        cells = _seeds_first(cells)
     unused = sorted(set(axes.overrides) - axes.used)
     if unused:
         raise SpecError(f"--override: {unused[0]!r} is not a config field of any task's agent")
