@@ -147,6 +147,37 @@ def test_an_interrupted_sb3_cell_continues_from_its_checkpoint(
     assert evals == [400, 800, 1200]  # the interrupted segment's kept, none twice
 
 
+class _StopAfterEvaluation(_StopAfter):
+    """The flag goes up during the evaluation at 400 (seen at the next step's look)."""
+
+    n = 401
+
+
+def test_a_stop_during_an_sb3_evaluation_inside_a_collection_redoes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """train_freq 3: the evaluation at 400 falls inside a collection (397..399 + 1). A stop
+    while it runs checkpoints the collection's start (399 steps), so the resume redoes the
+    collection and the evaluation: one row at 400, none lost (SB3 PPO's evaluations in the
+    Atari spec all fall inside a 1,024-step collection)."""
+    pytest.importorskip("stable_baselines3")
+    import actorq.run.monitor
+
+    spec = _spec(tmp_path, DQN.format(fw="sb3") + SB3.replace("train_freq = 4", "train_freq = 3"))
+    results, cell = tmp_path / "r", spec.cells[0]
+    monkeypatch.setattr(actorq.run.monitor, "StopOnSignal", _StopAfterEvaluation)
+    run_matrix(spec, results, _in_process, progress=False)
+    cell_dir = results / cell.name
+    first = _state(cell_dir)
+    assert first["learner"]["counters"]["num_timesteps"] < 400
+    assert first["counters"]["next_eval"] == 400  # the collection's start's
+    monkeypatch.undo()
+    run_matrix(spec, results, _in_process, progress=False)
+    rows = (cell_dir / "metrics.csv").read_text().split()
+    evals = [int(r.split(",")[0]) for r in rows if ",charts/eval_return," in r]
+    assert evals == [400, 800, 1200]
+
+
 def test_without_resume_a_partial_cell_starts_over(tmp_path: Path) -> None:
     spec = _spec(tmp_path, DQN.format(fw="actorq").replace("resume = true\n", ""))
     cell_dir = tmp_path / "r" / spec.cells[0].name
@@ -184,7 +215,8 @@ _JSON = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
-        st.sampled_from(["wall_time_s", "eval_time_s", "hit", "next_eval", "refills"]), _JSON
+        st.sampled_from(["wall_time_s", "eval_time_s", "hit", "next_eval", "refills", "engine"]),
+        _JSON,
     )
     | _JSON
 )
@@ -197,3 +229,4 @@ def test_sb3_checkpoint_counters_are_checked_or_refused_with_one_error(d: Any) -
         return
     assert record["wall_time_s"] >= 0 and record["eval_time_s"] >= 0
     assert isinstance(extra["next_eval"], int)
+    assert extra["engine"] in (None, "envpool", "ale")

@@ -11,12 +11,26 @@ import torch
 def pack(
     modules: dict[str, torch.nn.Module], optimizers: dict[str, torch.optim.Optimizer]
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """``({"<module>.<param>": t, "<opt>.<param id>.<state>": t}, {"optimizers": {...}})``."""
+    """``({"<module>.<param>": t, "<opt>.<param id>.<state>": t}, {"optimizers": {...}})``.
+
+    A tensor a module holds under several names (SB3's ``CnnPolicy`` shares one feature
+    extractor as ``features_extractor``, ``pi_features_extractor`` and ``vf_…``) is stored once,
+    under its first name, the others in ``meta["aliases"]`` (safetensors refuses shared memory).
+    """
     tensors: dict[str, torch.Tensor] = {}
+    first: dict[tuple[Any, ...], str] = {}
+    aliases: dict[str, str] = {}
     for name, m in modules.items():
         for k, v in m.state_dict().items():
-            tensors[f"{name}.{k}"] = v
-    meta: dict[str, Any] = {"optimizers": {}}
+            key = f"{name}.{k}"
+            where = (v.device, v.dtype, v.untyped_storage().data_ptr(), v.storage_offset(),
+                     tuple(v.shape), tuple(v.stride()))  # fmt: skip
+            if v.numel() and where in first:
+                aliases[key] = first[where]
+                continue
+            first[where] = key
+            tensors[key] = v
+    meta: dict[str, Any] = {"optimizers": {}, **({"aliases": aliases} if aliases else {})}
     for name, opt in optimizers.items():
         sd = opt.state_dict()
         steps: dict[str, float] = {}
@@ -48,6 +62,12 @@ def unpack(
     device: torch.device,
 ) -> None:
     """Inverse of :func:`pack`, in place."""
+    aliases = meta.get("aliases", {})
+    if not isinstance(aliases, dict) or not all(
+        isinstance(a, str) and isinstance(c, str) and c in tensors for a, c in aliases.items()
+    ):
+        raise ValueError("aliases: not a table of names to stored tensors' names")
+    tensors = {**tensors, **{a: tensors[c] for a, c in aliases.items()}}
 
     def sub(prefix: str) -> dict[str, torch.Tensor]:
         return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}

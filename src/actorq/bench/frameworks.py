@@ -73,18 +73,19 @@ def check_keys(agent: str, settings: dict[str, Any], keys: dict[str, frozenset[s
 
 
 class PolicyEval:
-    """Evaluation of another framework's policy on actorq's evaluation seeds and protocol:
-    ``episodes`` separately seeded envs stepped in lock-step (one batched ``predict`` per step),
-    greedy, or sampled where the env family says (``self.sampled``; ``predict(obs, rng)`` then
-    samples: PPO from its policy, DQN ε-greedy, as
+    """Evaluation of another framework's policy as actorq evaluates its own: the same loop
+    (:func:`~actorq.core.evaluation.play`), environments (the family's evaluation settings on
+    the cell's engine, ``env_kwargs``: an Atari cell's EnvPool or ALE, as actorq's cells of the
+    same spec) and seeds; greedy, or sampled where the env family says (``self.sampled``;
+    ``predict(obs, rng)`` then samples from ``rng``: PPO from its policy, DQN ε-greedy, as
     :func:`~actorq.core.exploration.sampled_actions`)."""
 
-    def __init__(self, env_id: str, episodes: int) -> None:
-        from actorq.envs import eval_env_kwargs, eval_sampled, make_env
+    def __init__(
+        self, env_id: str, episodes: int, env_kwargs: dict[str, Any] | None = None
+    ) -> None:
+        from actorq.envs import eval_sampled
 
-        # the family's evaluation settings, as actorq's evaluations: Atari plays full games
-        # on the raw score
-        self.envs = [make_env(env_id, **eval_env_kwargs(env_id)) for _ in range(episodes)]
+        self.env_id, self.episodes, self.env_kwargs = env_id, episodes, dict(env_kwargs or {})
         self.sampled = eval_sampled(env_id)
 
     def __call__(
@@ -93,22 +94,18 @@ class PolicyEval:
         seed: int,
         normalize: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> np.ndarray:
-        rng = np.random.default_rng(seed)
-        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
-        returns = np.zeros(len(self.envs))
-        alive = np.ones(len(self.envs), bool)
-        while alive.any():
-            idx = np.flatnonzero(alive)
-            actions = predict(obs[idx] if normalize is None else normalize(obs[idx]), rng)
-            for j, i in enumerate(idx):
-                o, r, term, trunc, _ = self.envs[i].step(actions[j])
-                obs[i] = o
-                returns[i] += float(r)
-                alive[i] = not (term or trunc)
-        return returns
+        from actorq.core.evaluation import play
+        from actorq.envs import eval_env_kwargs, make_vector_env
 
-    def close(self) -> None:
-        for env in self.envs:
+        kw = eval_env_kwargs(self.env_id, self.env_kwargs)
+        env = make_vector_env(self.env_id, self.episodes, **kw)
+        try:
+            return play(
+                env,
+                seed,
+                lambda obs, rng: predict(obs if normalize is None else normalize(obs), rng),
+            )
+        finally:
             env.close()
 
 

@@ -10,12 +10,15 @@ config fields, so both frameworks run the same schedule; ``net_arch`` defaults t
 width (``MlpPolicy``). One process on the CPU, ``torch_threads`` torch threads (default 1; the
 Atari spec gives both frameworks' learners the machine's 2). Needs the ``[peers]`` extra.
 
-Atari (``atari:<Game>``, ``policy = "CnnPolicy"``): SB3 trains on actorq's own Atari env, the
-preprocessing of SB3's ``AtariWrapper`` + ``VecFrameStack(4)`` that rl-zoo's ``atari`` entries
-use (no-op starts, frame skip 4 with max-pooling, 84×84 grayscale, episodic life and clipped
-rewards in training, FIRE on reset, 4 frames stacked, no sticky actions:
-:mod:`actorq.envs.atari`), frames channel-first, which SB3's ``CnnPolicy`` takes as they are.
-Evaluations play full games on the raw score on actorq's seeds, as actorq's do.
+Atari (``atari:<Game>``, ``policy = "CnnPolicy"``): SB3 trains on actorq's own Atari vector
+env on the cell's engine (EnvPool where actorq's cells of the spec run on it,
+:mod:`actorq.bench.sb3_vecenv`; else the ALE wrappers): the preprocessing of SB3's
+``AtariWrapper`` + ``VecFrameStack(4)`` that rl-zoo's ``atari`` entries use (no-op starts, frame
+skip 4 with max-pooling, 84×84 grayscale, episodic life and clipped rewards in training, FIRE on
+reset, 4 frames stacked, a new stack repeating its first frame where ``VecFrameStack`` pads
+zeros, no sticky actions: :mod:`actorq.envs.atari`), frames channel-first, which SB3's
+``CnnPolicy`` takes as they are. Evaluations run actorq's loop on actorq's seeds (full games on
+the raw score; PPO samples from its logits with the evaluation's seeded generator).
 
 A cell checkpoints every ``checkpoint_minutes`` (default 10), before each evaluation and on
 Ctrl-C / SIGTERM, in safe formats (:mod:`actorq.bench.sb3_checkpoint`); a cell.json that says
@@ -157,36 +160,50 @@ class SB3:
         from stable_baselines3 import DQN, PPO
         from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-        from actorq.envs import make_env
+        from actorq.core.exploration import PolicySampler
+        from actorq.envs import make_env, make_vector_env
 
         settings = cell.get("settings", {})
         torch.set_num_threads(int(settings.get("torch_threads", 1)))
-        evaluate = PolicyEval(cfg.env, cfg.eval_episodes)
-        venv: Any = DummyVecEnv([lambda: make_env(cfg.env)] * int(settings.get("n_envs", 1)))
+        env_kwargs = cfg.env_kwargs()  # an Atari cell's engine, resolved as actorq's cells'
+        evaluate = PolicyEval(cfg.env, cfg.eval_episodes, env_kwargs)
+        n_envs = int(settings.get("n_envs", 1))
+        venv: Any
+        if env_kwargs.get("engine") == "envpool":  # the pool actorq's cells train on
+            from actorq.bench.sb3_vecenv import ActorQVecEnv
+
+            venv = ActorQVecEnv(make_vector_env(cfg.env, n_envs, **env_kwargs))
+        else:
+            venv = DummyVecEnv([lambda: make_env(cfg.env, **env_kwargs)] * n_envs)
         if settings.get("normalize"):
             venv = VecNormalize(venv, gamma=settings.get("gamma", 0.99))  # rl-zoo: the algo's
         algo = DQN if cfg.agent == "dqn" else PPO
         model = algo(env=venv, seed=cfg.seed, device="cpu", verbose=0,
                      **self.kwargs(cfg, cell["width"], settings))  # fmt: skip
-        segment = _Segment(cfg, cell, run_dir, model)
 
         def predict(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-            if evaluate.sampled and algo is PPO:  # SB3 samples its categorical policy
-                return np.asarray(model.predict(obs, deterministic=False)[0])
+            if evaluate.sampled and algo is PPO:  # from its categorical policy, with ``rng``
+                policy: Any = model.policy
+                with torch.no_grad():
+                    logits = policy.get_distribution(
+                        policy.obs_to_tensor(obs)[0]
+                    ).distribution.logits
+                sampler = PolicySampler(rng)
+                sampler.set_head("categorical")
+                return sampler.act(logits.cpu().numpy())[0]
             action = np.asarray(model.predict(obs, deterministic=True)[0])
             if evaluate.sampled:  # actorq's ε, not SB3's exploration schedule's current one
                 return epsilon_greedy(action, int(venv.action_space.n), rng)
             return action
 
         try:
-            interrupted = segment.learn(
+            segment = _Segment(cfg, cell, run_dir, model)
+            return segment.learn(
                 lambda seed: evaluate(predict, seed, _frozen_normalizer(model.get_env())),
                 float(settings.get("checkpoint_minutes", CHECKPOINT_MINUTES)) * 60.0,
             )
         finally:
-            evaluate.close()
             venv.close()
-        return interrupted
 
 
 class _Segment:
@@ -199,9 +216,18 @@ class _Segment:
         self.cfg, self.run_dir, self.model = cfg, run_dir, model
         self.next_eval = cfg.eval_every
         self.refills: list[list[float]] = []
+        self.engine = cfg.env_kwargs().get("engine")  # None off Atari
         self.counters = sb3_checkpoint.algo_counters(model)  # at the collection's start
+        #: the record's counters and next evaluation at that start, saved with them
+        self.at_start: tuple[dict[str, Any], int] | None = None
         if cell.get("resume"):
             state, extra = sb3_checkpoint.load(run_dir, model)
+            saved = extra["engine"] or ("ale" if self.engine else None)  # older: the ALE
+            if saved != self.engine:
+                raise ActorQError(
+                    f"{run_dir}: this cell trained on the {saved} engine and would resume on "
+                    f"{self.engine} (their frames differ); install {saved} or start it over"
+                )
             self.counters = sb3_checkpoint.algo_counters(model)
             self.next_eval, self.refills = extra["next_eval"], extra["refills"]
             self.record = Record.resumed(cfg, run_dir, "sb3", state, model.num_timesteps)
@@ -216,8 +242,12 @@ class _Segment:
             self.record = Record(cfg, run_dir, "sb3")
 
     def save(self) -> None:
-        extra = {"next_eval": self.next_eval, "refills": self.refills}
-        sb3_checkpoint.save(self.run_dir, self.model, self.counters, self.record.state(), extra)
+        """Checkpoint the model with the counters, clock and next evaluation of its collection's
+        start (SB3 changes no weights inside a collection): a resume redoes that collection with
+        what happened in it, an evaluation that fell there included (its row, seconds, target)."""
+        state, next_eval = self.at_start or (self.record.state(), self.next_eval)
+        extra = {"next_eval": next_eval, "refills": self.refills, "engine": self.engine}
+        sb3_checkpoint.save(self.run_dir, self.model, self.counters, state, extra)
 
     def learn(self, returns: Callable[[int], np.ndarray], checkpoint_s: float) -> bool:
         """Train to the budget; returns whether a stop signal interrupted it."""
@@ -235,6 +265,7 @@ class _Segment:
 
             def _on_rollout_start(self) -> None:
                 seg.counters = sb3_checkpoint.algo_counters(self.model)
+                seg.at_start = (seg.record.state(), seg.next_eval)
 
             def _on_step(self) -> bool:
                 if stop.requested:
@@ -244,7 +275,7 @@ class _Segment:
                     self.last_save = time.monotonic()
                 if self.num_timesteps < seg.next_eval:
                     return True
-                seg.save()  # an evaluation of Atari games takes minutes: never redone
+                seg.save()  # the collection's start: a stop from here on redoes the evaluation
                 self.last_save = time.monotonic()
                 seg.next_eval = (self.num_timesteps // cfg.eval_every + 1) * cfg.eval_every
                 hit = seg.record.evaluate(self.num_timesteps, lambda: returns(EVAL_SEED))

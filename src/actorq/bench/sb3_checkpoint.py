@@ -136,7 +136,8 @@ def _load_vecnormalize(model: Any, tensors: dict[str, Any], extra: dict[str, Any
 def check_counters(d: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A checkpoint's ``counters`` as (the Record's state, the adapter's extra), checked:
     finite non-negative seconds, a target hit of [step, seconds] or null, a next evaluation
-    step, refills as a list of [steps, seconds]. Raises ValueError naming the bad key."""
+    step, refills as a list of [steps, seconds], the Atari engine or null. Raises ValueError
+    naming the bad key."""
 
     def step(v: Any, key: str) -> int:
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 10**15:
@@ -154,9 +155,13 @@ def check_counters(d: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(refills, list) or not all(isinstance(r, list) and len(r) == 2
                                                 for r in refills):  # fmt: skip
         raise ValueError(f"refills = {refills!r}: a list of [steps, seconds]")
+    engine = d.get("engine")  # an Atari cell's; absent before it was kept (the ALE then)
+    if engine not in (None, "envpool", "ale"):
+        raise ValueError(f"engine = {engine!r}: 'envpool', 'ale' or null")
     record: dict[str, Any] = {k: _finite(d.get(k), k) for k in ("wall_time_s", "eval_time_s")}
     record["hit"] = hit
     extra = {
+        "engine": engine,
         "next_eval": step(d.get("next_eval"), "next_eval"),
         "refills": [[step(n, "refills"), _finite(s, "refills")] for n, s in refills],
         **{k: _finite(d[k], k) for k in ("obs_rms.count", "ret_rms.count") if k in d},
