@@ -18,16 +18,17 @@ from actorq.distributed.backend import PrecisionTrial, backend_class
 
 def random_states(cfg: ExperimentConfig, spec: Any, n: int = 1024) -> np.ndarray:
     """About ``n`` states from random-action steps of the config's environment (in their own
-    dtype and shape: pixels stay uint8 stacks)."""
+    dtype and shape: pixels stay uint8 stacks). Each step's observations are copied: a
+    Gymnasium vector env made with ``copy=False`` returns one buffer it rewrites every step."""
     from actorq.envs import make_vector_env
 
     env = make_vector_env(cfg.env, cfg.envs_per_actor, **cfg.env_kwargs())
     obs, _ = env.reset(seed=cfg.seed)
     env.action_space.seed(cfg.seed)
-    states = [np.asarray(obs)]
+    states = [np.array(obs, copy=True)]
     for _ in range(max(1, n // cfg.envs_per_actor)):
         obs, *_ = env.step(env.action_space.sample())
-        states.append(np.asarray(obs))
+        states.append(np.array(obs, copy=True))
     env.close()
     shape = tuple(spec.observation.shape)
     return np.concatenate(states).reshape(-1, *shape).astype(spec.observation.dtype, copy=False)
