@@ -10,55 +10,61 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from actorq.envs import atari
+from actorq.envs import atari, atari_envpool
 from actorq.envs.atari import resolve_engine
 from actorq.envs.atari_envpool import EnvPoolVector
 from actorq.errors import EnvIdError
 
 
 class FakePool:
-    """EnvPool's contract as the adapter uses it: observations count steps per env; env ``i``
-    ends at its steps listed in ``ends[i]``; a step of an ended env is its reset (obs -1)."""
+    """EnvPool's contract as the adapter uses it (whole games, ``stack_num=1``): env ``i``'s
+    frame is ``[[i, t], [game, action]]`` (``t`` its step in the game); it loses a life at its
+    steps in ``lose[i]`` (lives 5 -> 4 -> ..., the game going on) and its game ends at its steps
+    in ``over[i]``; a step of an ended env is its reset (a new game, ``t`` 0, FIRE's action 1)."""
 
     def __init__(
-        self, n: int, ends: dict[int, set[int]], games_over: dict[int, set[int]] | None = None
+        self, n: int, over: dict[int, set[int]], lose: dict[int, set[int]] | None = None
     ) -> None:
-        self.n, self.ends = n, ends
-        self.games_over = games_over or {}  # the ends that are game overs (else a life lost)
+        self.n, self.over, self.lose = n, over, lose or {}
         self.t = np.zeros(n, np.int64)
+        self.game = np.zeros(n, np.int64)
+        self.lives = np.full(n, 5)
+        self.last = np.zeros(n, np.int64)
         self.ended = np.zeros(n, bool)
-        self.calls: list[list[int]] = []
-        self.observation_space = gym.spaces.Box(-1, 10**6, (2,), np.int64)
-        self.action_space = gym.spaces.Discrete(3)
+        self.calls: list[tuple[list[int], list[int]]] = []
+        self.observation_space = gym.spaces.Box(0, 255, (1, 2, 2), np.uint8)
+        self.action_space = gym.spaces.Discrete(4)
+
+    def _frames(self, ids: list[int]) -> np.ndarray:
+        return np.array([[[[i, self.t[i]], [self.game[i], self.last[i]]]] for i in ids], np.uint8)
 
     def reset(self) -> tuple[np.ndarray, dict[str, Any]]:
-        self.t[:] = 0
-        return self._obs(range(self.n)), {}
-
-    def _obs(self, ids: Any) -> np.ndarray:
-        return np.array([[i, -1 if self.ended[i] else self.t[i]] for i in ids], np.int64)
+        self.t[:], self.lives[:], self.last[:] = 0, 5, 1
+        return self._frames(list(range(self.n))), {"lives": self.lives.copy()}
 
     def step(self, actions: np.ndarray, env_id: np.ndarray | None = None) -> tuple[Any, ...]:
         ids = list(range(self.n)) if env_id is None else [int(i) for i in env_id]
         assert len(actions) == len(ids)
-        self.calls.append(ids)
+        self.calls.append((ids, [int(a) for a in actions]))
         term = np.zeros(len(ids), bool)
         for j, i in enumerate(ids):
             if self.ended[i]:  # EnvPool resets an ended env on its next step
-                self.t[i] = 0
+                self.t[i], self.lives[i], self.last[i], self.ended[i] = 0, 5, 1, False
+                self.game[i] += 1
                 continue
             self.t[i] += 1
-            term[j] = int(self.t[i]) in self.ends.get(i, set())
-        obs = self._obs(ids)
-        for j, i in enumerate(ids):
-            self.ended[i] = term[j]
-            if term[j]:
-                obs[j, 1] = self.t[i]  # the last observation of the episode
-        self.ended[[i for j, i in enumerate(ids) if not term[j]]] = False
-        over = [term[j] and int(self.t[i]) in self.games_over.get(i, set()) for j, i in
-                enumerate(ids)]  # fmt: skip
-        info = {"terminated": np.array(over, np.int32)}
-        return obs, np.ones(len(ids), np.float32), term, np.zeros(len(ids), bool), info
+            self.last[i] = actions[j]
+            if int(self.t[i]) in self.lose.get(i, set()):
+                self.lives[i] -= 1
+            term[j] = self.ended[i] = int(self.t[i]) in self.over.get(i, set())
+        info = {"lives": self.lives[ids].copy(), "env_id": np.array(ids, np.int32)}
+        return (
+            self._frames(ids),
+            np.ones(len(ids), np.float32),
+            term,
+            np.zeros(len(ids), bool),
+            info,
+        )
 
     def close(self) -> None:
         pass
@@ -67,58 +73,99 @@ class FakePool:
 def fake_vector(
     monkeypatch: pytest.MonkeyPatch,
     n: int,
-    ends: dict[int, set[int]],
-    games_over: dict[int, set[int]] | None = None,
+    over: dict[int, set[int]],
+    lose: dict[int, set[int]] | None = None,
+    fire: bool = True,
     **options: Any,
 ) -> Any:
-    pool = FakePool(n, ends, games_over)
+    pool = FakePool(n, over, lose)
     monkeypatch.setattr(EnvPoolVector, "_make", lambda self, seed: pool)
-    return EnvPoolVector("Pong", n, **options), pool
+    monkeypatch.setattr(atari_envpool, "_fire_game", lambda name: fire)
+    return EnvPoolVector("Breakout", n, **options), pool
 
 
-def test_an_ended_env_returns_its_next_episode_at_once_and_its_last_obs_as_final(
+def _t(obs: np.ndarray) -> list[list[int]]:
+    """Each env's stack as the frames' steps in the game."""
+    return obs[:, :, 0, 1].tolist()
+
+
+def test_an_ended_game_returns_the_next_at_once_and_its_last_stack_as_final(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     vec, pool = fake_vector(monkeypatch, 3, {1: {2}, 2: {2, 3}})
+    assert vec._kwargs["stack_num"] == 1 and not vec._kwargs["episodic_life"]
+    assert vec.single_observation_space.shape == (4, 2, 2)
     obs, _ = vec.reset(seed=5)
-    assert obs[:, 1].tolist() == [0, 0, 0]
+    assert _t(obs) == [[0, 0, 0, 0]] * 3  # a new stack repeats its first frame
     obs, rew, term, _, info = vec.step(np.zeros(3, np.int64))
-    assert obs[:, 1].tolist() == [1, 1, 1] and "final_obs" not in info
+    assert _t(obs) == [[0, 0, 0, 1]] * 3 and "final_obs" not in info
     pool.calls.clear()
     obs, rew, term, _, info = vec.step(np.zeros(3, np.int64))
     assert term.tolist() == [False, True, True]
     # the ended envs' reset step was taken for them alone, in the same call
-    assert pool.calls == [[0, 1, 2], [1, 2]]
-    assert obs[:, 1].tolist() == [2, -1, -1]  # their new episodes' first observations
-    assert info["final_obs"][0] is None and info["final_obs"][1][1] == 2
-    assert info["final_obs"][2][1] == 2
+    assert [c[0] for c in pool.calls] == [[0, 1, 2], [1, 2]]
+    assert _t(obs) == [[0, 0, 1, 2], [0, 0, 0, 0], [0, 0, 0, 0]]  # new games' first frames
+    assert obs[1, :, 1, 0].tolist() == [1] * 4  # game 1
+    assert info["final_obs"][0] is None and info["final_obs"][1][:, 0, 1].tolist() == [0, 0, 1, 2]
     obs, rew, term, _trunc, info = vec.step(np.zeros(3, np.int64))
-    assert obs[:, 1].tolist() == [3, 1, 1] and not term.any()  # env 2's second episode goes on
+    assert _t(obs)[2] == [0, 0, 0, 1] and not term.any()  # env 2's second game goes on
     assert rew.dtype == np.float64 and vec.action_space.shape == (3,)
 
 
-def test_evaluation_hides_a_lost_life_and_ends_on_the_game_over(
+def test_training_ends_the_episode_at_a_lost_life_serves_and_starts_a_fresh_stack(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # eval: EnvPool runs with episodic life (its reset after a lost life serves, as training's
-    # does) and the adapter turns that life's end into the game going on
-    vec, pool = fake_vector(monkeypatch, 2, {0: {2}}, {0: set()}, mode="eval")
-    assert vec._kwargs["episodic_life"] and not vec._kwargs["reward_clip"]
+    """As the Python path's EpisodicLife + FireReset + FrameStackObservation: the no-op, FIRE
+    and action 2 for that env alone, then the new life's frame ×4; the game goes on."""
+    vec, pool = fake_vector(monkeypatch, 2, {}, {0: {3}})
+    vec.reset(seed=0)
+    vec.step(np.full(2, 3))
+    vec.step(np.full(2, 3))
+    pool.calls.clear()
+    obs, _, term, _, info = vec.step(np.full(2, 3))  # env 0 loses a life at its step 3
+    assert term.tolist() == [True, False] and info["lives"].tolist() == [4, 5]
+    assert pool.calls == [([0, 1], [3, 3]), ([0], [0]), ([0], [1]), ([0], [2])]
+    assert info["final_obs"][0][:, 0, 1].tolist() == [0, 1, 2, 3]
+    assert _t(obs) == [[6, 6, 6, 6], [0, 1, 2, 3]]  # the same game, three steps on
+    assert obs[0, :, 1, 1].tolist() == [2] * 4  # the last serve step's frame (action 2)
+    obs, _, term, *_ = vec.step(np.full(2, 3))
+    assert _t(obs)[0] == [6, 6, 6, 7] and not term.any()
+    novec, nopool = fake_vector(monkeypatch, 1, {}, {0: {1}}, fire=False)
+    novec.reset(seed=0)
+    nopool.calls.clear()
+    novec.step(np.zeros(1, np.int64))
+    assert [c[1] for c in nopool.calls] == [[0], [0]]  # no FIRE in a game without it
+
+
+def test_evaluation_plays_on_after_a_lost_life_and_ends_on_the_game_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vec, _ = fake_vector(monkeypatch, 2, {0: {9}}, {0: {2}}, mode="eval")
+    assert not vec._kwargs["reward_clip"] and not vec._kwargs["episodic_life"]
     vec.reset(seed=0)
     vec.step(np.zeros(2, np.int64))
+    obs, rew, term, trunc, info = vec.step(np.zeros(2, np.int64))  # env 0 loses a life
+    assert not term.any() and not trunc.any() and "final_obs" not in info and rew[0] == 1.0
+    assert _t(obs)[0] == [5, 5, 5, 5] and info["lives"][0] == 4  # served, a fresh stack
+    for _ in range(4):
+        obs, _, term, trunc, info = vec.step(np.zeros(2, np.int64))
+    assert term.tolist() == [True, False] and not trunc.any()  # the game's end (its step 9)
+    assert info["final_obs"][0][:, 0, 1].tolist() == [6, 7, 8, 9]
+    train, _ = fake_vector(monkeypatch, 1, {}, {0: {2}})
+    assert train._kwargs["reward_clip"]
+
+
+def test_a_game_the_serve_ends_is_cut_in_evaluation_and_restarted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vec, pool = fake_vector(monkeypatch, 1, {0: {3}}, {0: {1}}, mode="eval")
+    vec.reset(seed=0)
     pool.calls.clear()
-    obs, rew, term, _, info = vec.step(np.zeros(2, np.int64))  # env 0 loses a life
-    assert not term.any() and "final_obs" not in info and rew[0] == 1.0
-    assert pool.calls == [[0, 1], [0]] and obs[0, 1] == -1  # its serve was taken at once
-    pool.games_over[0] = {2}  # its next end (2 steps on) is the game's
-    vec.step(np.zeros(2, np.int64))
-    obs, _, term, _, info = vec.step(np.zeros(2, np.int64))
-    assert term.tolist() == [True, False] and info["final_obs"][0][1] == 2
-    train, _ = fake_vector(monkeypatch, 1, {0: {2}}, {0: set()})
-    assert train._kwargs["episodic_life"] and train._kwargs["reward_clip"]
-    train.reset(seed=0)
-    train.step(np.zeros(1, np.int64))
-    assert train.step(np.zeros(1, np.int64))[2].tolist() == [True]  # training: a life ends it
+    obs, _, term, trunc, info = vec.step(np.zeros(1, np.int64))  # a life lost; FIRE ends it
+    assert trunc.tolist() == [True] and not term.any()
+    assert [c[1] for c in pool.calls] == [[0], [0], [1], [0]]  # no action 2: EnvPool's reset
+    assert _t(obs) == [[0, 0, 0, 0]] and obs[0, 0, 1, 0] == 1  # the next game
+    assert info["final_obs"][0][:, 0, 1].tolist() == [0, 0, 0, 1]
 
 
 def test_a_new_seed_makes_a_new_pool_and_a_list_of_seeds_counts_from_its_first(
@@ -209,10 +256,14 @@ def test_envpool_frames_agree_with_the_python_path_and_a_lost_life_goes_on() -> 
         rng = np.random.default_rng(0)
         lives = 5
         for _ in range(2000):
-            _obs, _, term, _, info = pool.step(rng.integers(0, 4, 1))
+            obs, _, term, _, info = pool.step(rng.integers(0, 4, 1))
             if term[0]:
                 assert info["final_obs"][0].shape == (4, 84, 84)
                 assert info["lives"][0] == lives - 1
+                # the new life's stack starts afresh, as the Python path's reset pads it
+                assert all(np.array_equal(obs[0, k], obs[0, 3]) for k in range(3))
+                obs, *_ = pool.step(np.array([0]))
+                assert np.array_equal(obs[0, 2], obs[0, 0])
                 break
             lives = int(info["lives"][0])
         else:
@@ -262,3 +313,51 @@ def test_a_run_saves_the_engine_it_resolved_and_old_runs_read_as_ale(
     legacy = {k: v for k, v in saved.items() if k != "atari_engine"}
     assert run_config_from_json(RunDir("r"), legacy).atari_engine == "ale"
     assert DQNConfig(env="gym:CartPole-v1").env_kwargs() == {}
+
+
+def test_the_frame_replay_rebuilds_the_stacks_the_adapter_returned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over lost lives, serves and game overs, every transition the frame replay rebuilds from
+    single frames is one the naive n-step adder stores from the adapter's own stacks: the
+    frames the actors act on are the ones the learner trains on."""
+    from actorq.replay.adders import NStepAdder
+    from actorq.replay.frames import FrameAdder, FrameStackReplay
+    from actorq.types import ArraySpec, transition_specs
+    from actorq.types import EnvSpec as Spec
+
+    k, n = 3, 2
+    rng = np.random.default_rng(0)
+    lose = {i: set(rng.choice(np.arange(2, 150), 12, replace=False).tolist()) for i in range(k)}
+    over = {i: set(rng.choice(np.arange(20, 150), 3, replace=False).tolist()) for i in range(k)}
+    vec, _ = fake_vector(monkeypatch, k, over, lose)
+    action, frame = ArraySpec((), "int64"), ArraySpec((2, 2), "uint8")
+    spec = Spec("fake", ArraySpec((4, 2, 2), "uint8"), action, num_actions=4)
+    naive, frames = NStepAdder(n, 0.9, k, spec.observation, action), FrameAdder(k, 0, action)
+    obs, _ = vec.reset(seed=0)
+    naive.observe_first(obs)
+    frames.observe_first(obs)
+    replay = FrameStackReplay(k * 1000, k, frame, action, 4, n, 0.9)
+    out, ends = [], 0
+    for _ in range(150):
+        a = rng.integers(0, 4, k)
+        obs, r, term, trunc, info = vec.step(a)
+        done = term | trunc
+        ends += int(done.sum())
+        final = None
+        if done.any():
+            final = np.stack([info["final_obs"][i] if d else obs[i] for i, d in enumerate(done)])
+        args = (a, r.astype(np.float32), obs, term, trunc, final)
+        out.append(naive.add(*args))
+        replay.insert(frames.add(*args))
+    assert ends > 20
+    want = {f: np.concatenate([o[f] for o in out if o]) for f in transition_specs(spec)}
+    got = replay.transitions(*replay.valid_starts())
+
+    def rows(b: Any) -> list[tuple[bytes, ...]]:
+        return sorted(
+            (b["obs"][i].tobytes(), b["action"][i].tobytes(), b["next_obs"][i].tobytes())
+            for i in range(len(b["action"]))
+        )
+
+    assert rows(got) == rows(want)

@@ -17,8 +17,17 @@ The pool is a vector env with the interface the actors use (:class:`gymnasium.ve
 SyncVectorEnv` in same-step autoreset mode): an episode that ends returns the next episode's
 first observation at once and its last one in ``info["final_obs"]``. EnvPool itself resets an
 ended env on that env's next step; :meth:`EnvPoolVector.step` takes that step for the ended
-envs alone (EnvPool steps a subset with ``env_id``) before returning, so a life lost under
-episodic life goes on with the same game, as :class:`~actorq.envs.atari.EpisodicLife` does.
+envs alone (EnvPool steps a subset with ``env_id``) before returning.
+
+Lives and the frame stack are the adapter's, so that a lost life is what
+:class:`~actorq.envs.atari.EpisodicLife` and :class:`~actorq.envs.atari.FireReset` make it on
+the Python path: EnvPool plays whole games (its own episodic life would, after a lost life,
+take 0..29 random no-ops and keep the old life's frames in the stack); the adapter ends the
+learner's episode there (``mode="train"``), steps that env's no-op, FIRE and action 2 (FIRE
+games), and starts its stack afresh (the new life's first frame ×4), so the frames the actors
+see and the ones the frame replay rebuilds agree. A new game starts with EnvPool's own reset:
+``1..noop_max`` no-ops where the Python path takes ``1..noop_max``, but FIRE alone where it
+takes FIRE and action 2 (one step fewer at a game's start).
 
 ``engine`` (``--atari-engine``; an ``env_kwargs`` key of ``atari:`` ids): ``"envpool"``,
 ``"ale"`` (the Python wrappers) or ``"auto"`` (the default: EnvPool where it is installed).
@@ -28,6 +37,7 @@ pulls ~750 MB of other suites' assets, so it is an extra of its own and CI runs 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -37,24 +47,39 @@ from actorq.envs.atari import AtariOptions, resolve_engine
 from actorq.errors import EnvIdError
 
 
+@functools.cache
+def _fire_game(name: str) -> bool:
+    """Whether the game's action 1 is FIRE (what the Python path's FireReset checks), from
+    ale-py's minimal action set, which EnvPool's actions follow."""
+    from actorq.envs.atari import _ale
+
+    _ale()
+    env = gym.make(f"ALE/{name}-v5")
+    try:
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+    finally:
+        env.close()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
 class EnvPoolVector:
     """``num_envs`` copies of an Atari game in one EnvPool pool (one thread: an actor process
-    owns its core), with same-step autoreset (the module docstring)."""
+    owns its core), with same-step autoreset, lives and frame stacks as the module docstring
+    says."""
 
     def __init__(self, name: str, num_envs: int, **options: Any) -> None:
         o = AtariOptions.parse(options)
         self.num_envs = num_envs
-        self._full_games = o.mode == "eval"
+        self._train = o.mode == "train"
+        self._stack_n = int(o.frame_stack)
         self._kwargs = {
             "task_id": f"{name}-v5",
             "env_type": "gymnasium",
             "num_envs": num_envs,
             "batch_size": num_envs,
             "num_threads": 1,
-            # eval too: its life ends are hidden in step(), so a lost life is followed by the
-            # reset training takes (no-ops, FIRE) and the game goes on (atari.FullGames)
-            "episodic_life": True,
-            "reward_clip": o.mode == "train",
+            "episodic_life": False,  # whole games: a lost life is the adapter's (step())
+            "reward_clip": self._train,
             "repeat_action_probability": float(o.sticky),
             # EnvPool draws 1..noop_max no-ops (0..noop_max-1 where FIRE starts the game) and
             # crashes at 0 (1.2.5): its 1 is "no random start", what 0 means here
@@ -62,17 +87,23 @@ class EnvPoolVector:
             "frame_skip": int(o.frame_skip),
             "img_height": int(o.screen_size),
             "img_width": int(o.screen_size),
-            "stack_num": int(o.frame_stack),
+            "stack_num": 1,  # stacks are the adapter's (a new life starts a fresh one)
             "use_fire_reset": bool(o.fire_reset),
         }
         self._pool: Any = None
         self._seed: int | None = None
         probe = self._make(0)  # the spaces, and one error line for a game EnvPool lacks
-        self.single_observation_space = probe.observation_space
+        frame = probe.observation_space
+        self.single_observation_space = gym.spaces.Box(
+            0, 255, (self._stack_n, *frame.shape[1:]), np.uint8
+        )
         self.single_action_space = probe.action_space
         probe.close()
+        self._serve = (0, 1, 2) if o.fire_reset and _fire_game(name) else (0,)
         n = int(self.single_action_space.n)
         self.action_space = gym.spaces.MultiDiscrete(np.full(num_envs, n))
+        self._stacks = np.zeros((num_envs, *self.single_observation_space.shape), np.uint8)
+        self._lives = np.zeros(num_envs, np.int64)
 
     def _make(self, seed: int) -> Any:
         import envpool
@@ -86,44 +117,72 @@ class EnvPoolVector:
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """A new pool for a new seed (EnvPool seeds its envs when it makes them: env ``i`` with
-        ``seed + i``, so a list of seeds counts from its first); otherwise every env resets."""
+        """New games in every env; a new pool for a new seed (EnvPool seeds its envs when it
+        makes them: env ``i`` with ``seed + i``, so a list of seeds counts from its first)."""
         first = seed[0] if isinstance(seed, list) else seed
         if self._pool is None or (first is not None and first != self._seed):
             if self._pool is not None:
                 self._pool.close()
             self._seed = 0 if first is None else int(first)
             self._pool = self._make(self._seed)
-        obs, _ = self._pool.reset()
-        return obs, {}
+        obs, info = self._pool.reset()
+        self._stacks[:] = np.asarray(obs)[:, -1:]  # the first frame, stack_n times
+        self._lives[:] = np.asarray(info.get("lives", 0))
+        return self._stacks.copy(), {"lives": self._lives.copy()}
+
+    def _step_some(self, ids: np.ndarray, action: int) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Step envs ``ids`` alone with ``action``: (last frames, game ended, lives), in
+        ``ids``' order."""
+        obs, _, term, trunc, info = self._pool.step(np.full(len(ids), action, np.int32), env_id=ids)
+        got = np.asarray(info["env_id"]) if "env_id" in info else np.sort(ids)
+        row = {int(e): r for r, e in enumerate(got)}  # one thread returns env-id order
+        order = np.array([row[int(i)] for i in ids], np.int64)
+        ended = np.logical_or(term, trunc)[order]
+        lives = np.asarray(info["lives"])[order] if "lives" in info else np.zeros(len(ids), int)
+        return np.asarray(obs)[order, -1], ended, lives
 
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rew, term, trunc, got = self._pool.step(np.asarray(actions, np.int32))
-        ended = np.flatnonzero(np.logical_or(term, trunc)).astype(np.int32)
-        if self._full_games and len(ended):  # a lost life is not the end of the game
-            term = np.logical_and(term, np.asarray(got["terminated"], bool))
+        term, trunc = np.asarray(term, bool).copy(), np.asarray(trunc, bool).copy()
+        lives = np.asarray(got.get("lives", self._lives)).astype(np.int64)
+        self._stacks[:, :-1] = self._stacks[:, 1:].copy()
+        self._stacks[:, -1] = np.asarray(obs)[:, -1]
+        game_over = np.logical_or(term, trunc)
+        lost = ~game_over & (lives > 0) & (lives < self._lives)
+        restart = game_over.copy()  # envs whose next step is EnvPool's reset (a new game)
+        if lost.any():  # training's reset after a lost life: no-op, FIRE, 2; a fresh stack
+            ids = np.flatnonzero(lost).astype(np.int32)
+            last = self._stacks[ids, -1].copy()
+            for action in self._serve:
+                going = ~restart[ids]  # an env whose game the serve ended steps no further
+                if not going.any():
+                    break
+                frames, ended, now = self._step_some(ids[going], action)
+                last[going], lives[ids[going]] = frames, now
+                restart[ids[going]] = ended
+            if self._train:
+                term |= lost
+            else:  # a game that ended during the serve is cut there, as FullGames does
+                trunc |= lost & restart
         done = np.logical_or(term, trunc)
         info: dict[str, Any] = {}
-        lives = got.get("lives")
-        if len(ended):
-            over = np.flatnonzero(done)
+        if done.any():
             final = np.empty(self.num_envs, object)
-            final[over] = list(obs[over])
-            # EnvPool's own reset of an ended env is its next step (the action is ignored):
-            # taken now for those envs alone, so the caller sees the new episode at once
-            first, _, _, _, again = self._pool.step(np.zeros(len(ended), np.int32), env_id=ended)
-            obs = obs.copy()
-            obs[ended] = first
-            if len(over):
-                info["final_obs"] = final
-            if lives is not None and "lives" in again:
-                lives = np.array(lives)
-                lives[ended] = again["lives"]
-        if lives is not None:
-            info["lives"] = np.asarray(lives)  # after a lost life: the same game's, one fewer
-        return obs, rew.astype(np.float64), term, trunc, info
+            for i in np.flatnonzero(done):  # (an object array takes arrays one by one)
+                final[i] = self._stacks[i].copy()
+            info["final_obs"] = final
+        if lost.any():
+            self._stacks[ids] = last[:, None]
+        if restart.any():  # EnvPool's reset of an ended game is its next step (action ignored)
+            ids = np.flatnonzero(restart).astype(np.int32)
+            frames, _, now = self._step_some(ids, 0)
+            self._stacks[ids] = frames[:, None]
+            lives[ids] = now
+        self._lives = lives
+        info["lives"] = lives.copy()
+        return self._stacks.copy(), np.asarray(rew, np.float64), term, trunc, info
 
     def close(self) -> None:
         if self._pool is not None:
