@@ -234,6 +234,9 @@ def test_the_agents_spec_holds_one_task_per_claim() -> None:
         ("checkpoint_minutes = 0", "a positive number"),
         ("torch_threads = 0", "an integer in [1, 1024]"),
         ("torch_threads = 1.5", "an integer in [1, 1024]"),
+        ("n_envs = 0", "n_envs = 0: a whole number >= 1"),
+        ("n_steps = 2.5", "n_steps = 2.5: a whole number >= 1"),
+        ("batch_size = -4", "batch_size = -4: a whole number >= 1"),
         ('policy_kwargs = { activation_fn = "gelu" }', "activation_fn 'relu' or 'tanh'"),
         ("buffer_size = 1000", "unknown key 'buffer_size'"),  # a DQN key on a PPO task
     ],

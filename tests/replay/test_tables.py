@@ -3,6 +3,9 @@ release accounting, the actors' gates."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,3 +141,35 @@ def test_uniform_table_follows_its_limiter() -> None:
     # diff = inserts * spi - samples must stay >= offset - buffer = 0: two batches of 4
     assert [g is not None for g in got] == [True, True, False, False, False]
     assert table.sample_states(3, rng).shape == (3, 2)
+
+
+def test_a_restored_replay_counts_as_inserted_up_to_the_minimum(tmp_path: Any) -> None:
+    """A resumed learner samples at once from a full restored replay (credit = the rule's
+    minimum), and waits only for the rest from a partial one; the actors' gate counts the
+    credit too (the local backend's shared insert count)."""
+    from actorq.distributed import shm
+
+    specs = {"obs": ArraySpec((2,), "float32"), "reward": ArraySpec((), "float32")}
+    cfg = {
+        "kind": "uniform",
+        "capacity": 100,
+        "limiter": {"samples_per_insert": 1.0, "min_size_to_sample": 8, "error_buffer": 8.0},
+        "batch_size": 4,
+    }
+    rng = np.random.default_rng(0)
+    for held, credit in [(12, 8), (5, 5)]:
+        old = table_from_json(cfg).build(specs)
+        old.insert({"obs": np.zeros((held, 2), np.float32), "reward": np.zeros(held, np.float32)})
+        old.save(tmp_path / f"r{held}.npz")
+        new = table_from_json(cfg).build(specs)
+        assert new.credit == 0 and new.next_batch(rng) is None
+        new.load(tmp_path / f"r{held}.npz")
+        assert (new.credit, new.inserts, new.size) == (credit, credit, held)
+        assert (new.next_batch(rng) is not None) == (held >= 8)
+    control = shm.ControlBlock(f"actorq-test-{os.getpid()}", 2, create=True)
+    try:
+        control.actor(1)[shm.A_WRITE] = 3
+        control.words[shm.INSERT_CREDIT] = 8
+        assert control.total_inserts() == 11
+    finally:
+        control.file.unlink()

@@ -12,6 +12,7 @@ import numpy as np
 from actorq.agents.builder import MLPBuilder, base_actor_setup
 from actorq.config import OffPolicyConfig
 from actorq.core.loop import ActorSetup
+from actorq.errors import ConfigError
 from actorq.replay.frames import record_specs
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.specs import FrameAdderSpec, FramesSpec, NStepSpec, RatioGateSpec, UniformSpec
@@ -22,6 +23,29 @@ def make_rate_limiter(cfg: OffPolicyConfig) -> SampleToInsertRatio:
     return SampleToInsertRatio(
         cfg.samples_per_insert, cfg.min_replay_size, cfg.resolved_error_buffer()
     )
+
+
+def check_frame_replay(cfg: OffPolicyConfig, streams: int, stack: int) -> None:
+    """One :class:`ConfigError` line for a frame replay that cannot work: fewer slots a stream
+    than one transition needs, or sampling allowed before every stream holds a complete one
+    (each stream files its first frame, then one record a step: ``n + 1`` records before its
+    first ``n``-step transition; the learner would wait on a replay that cannot give a batch
+    while the rule holds the actors back)."""
+    need = stack + cfg.n_step + 1
+    if cfg.replay_size // streams < need:
+        raise ConfigError(
+            f"--replay-size {cfg.replay_size} over {streams} environments (--actors x "
+            f"--envs-per-actor) leaves {cfg.replay_size // streams} frames each; a "
+            f"{stack}-frame, {cfg.n_step}-step transition needs {need}: use --replay-size "
+            f">= {need * streams}"
+        )
+    first = streams * (cfg.n_step + 1)
+    if cfg.min_replay_size < first:
+        raise ConfigError(
+            f"--min-replay-size {cfg.min_replay_size} is below the {first} frame records "
+            f"{streams} environments file before their first {cfg.n_step}-step transitions; "
+            f"use --min-replay-size >= {first}"
+        )
 
 
 class OffPolicyBuilder(MLPBuilder, abc.ABC):
@@ -44,6 +68,7 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
         limiter = make_rate_limiter(cfg)
         if spec.frame_stack:  # pixels (Atari): 7 KB a transition, not 56 (replay/frames.py)
             streams = max(cfg.actors, 1) * cfg.envs_per_actor
+            check_frame_replay(cfg, streams, spec.frame_stack)
             return FramesSpec(
                 cfg.replay_size,
                 cfg.batch_size,

@@ -72,6 +72,11 @@ _FLAGS = ("normalize", "normalize_advantage", "optimize_memory_usage")
 _POLICIES = ("MlpPolicy", "CnnPolicy")
 #: the adapter's own keys (not SB3's arguments)
 _ENV_KEYS = ("n_envs", "normalize", "checkpoint_minutes", "torch_threads")
+#: counts: whole numbers, at least 1 (learning_starts: at least 0)
+_COUNTS = frozenset({
+    "n_envs", "n_steps", "n_epochs", "batch_size", "buffer_size", "learning_starts",
+    "train_freq", "gradient_steps", "target_update_interval", "torch_threads",
+})  # fmt: skip
 CHECKPOINT_MINUTES = 10.0
 _ACTIVATIONS = ("relu", "tanh")
 
@@ -130,6 +135,9 @@ class SB3:
                 raise ActorQError(f"checkpoint_minutes = {v!r}: a positive number")
             elif key == "torch_threads" and not (isinstance(v, int) and 1 <= v <= 1024):
                 raise ActorQError(f"torch_threads = {v!r}: an integer in [1, 1024]")
+            elif key in _COUNTS and not (isinstance(v, int) and v >= (key != "learning_starts")):
+                least = 0 if key == "learning_starts" else 1
+                raise ActorQError(f"{key} = {v!r}: a whole number >= {least}")
 
     def kwargs(
         self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]

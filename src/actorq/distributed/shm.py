@@ -89,7 +89,8 @@ class ShmFile:
 # -- control block ------------------------------------------------------------------------------
 # int64 words: global words first, then one fixed-size header per actor.
 # MIN_VERSION: on-policy agents, the oldest snapshot version actors may start new data with.
-STOP, SAMPLES, SNAPSHOT_VERSION, MIN_VERSION = 0, 1, 2, 3
+# INSERT_CREDIT: a restored replay's items that count as inserts (``Table.credit``).
+STOP, SAMPLES, SNAPSHOT_VERSION, MIN_VERSION, INSERT_CREDIT = 0, 1, 2, 3, 4
 GLOBAL_WORDS = 8
 ACTOR_WORDS = 16
 # per-actor header fields
@@ -123,7 +124,9 @@ class ControlBlock:
         return self.words[s : s + ACTOR_WORDS]
 
     def total_inserts(self) -> int:
-        return int(self.words[GLOBAL_WORDS + A_WRITE :: ACTOR_WORDS].sum())
+        """Items the actors have inserted this session, plus a restored replay's credit."""
+        writes = self.words[GLOBAL_WORDS + A_WRITE :: ACTOR_WORDS].sum()
+        return int(writes + self.words[INSERT_CREDIT])
 
 
 class SharedSnapshotCache(ParameterSink, ParameterSource):

@@ -367,7 +367,7 @@ class FrameTable(UniformTable):
         self.frames = replay
         self.specs = dict(specs)
         self.limiter, self.batch_size = limiter, batch_size
-        self.inserts = self.samples = 0
+        self.inserts = self.samples = self.credit = 0
 
     def sample(self, n: int, rng: np.random.Generator) -> Batch:
         return self.frames.sample(n, rng)

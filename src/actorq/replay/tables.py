@@ -83,6 +83,9 @@ class Table(Protocol):
     specs: dict[str, ArraySpec]
     #: Whether checkpoints keep its contents (a consume-once queue does not).
     persistent: bool
+    #: Items a restored replay counts as this session's inserts (up to the rule's minimum
+    #: size), so a resumed learner samples at once instead of waiting for that many new ones.
+    credit: int
 
     @property
     def size(self) -> int: ...
@@ -130,7 +133,7 @@ class UniformTable:
             self.ring = DeviceReplayBuffer(capacity, specs, device)
         self.specs = self.ring.specs
         self.limiter, self.batch_size = limiter, batch_size
-        self.inserts = self.samples = 0
+        self.inserts = self.samples = self.credit = 0
 
     @property
     def size(self) -> int:
@@ -170,7 +173,12 @@ class UniformTable:
         self.ring.save(path)
 
     def load(self, path: str | Path) -> None:
+        """Restore a saved replay; its items count as inserted up to the rule's minimum size
+        (:attr:`Table.credit`; Ray's replay shards do the same), so the ratio starts where a
+        full replay keeps it rather than after ``min_size_to_sample`` new inserts."""
         self.ring.load(path)
+        self.credit = min(self.ring.size, self.limiter.min_size_to_sample)
+        self.inserts, self.samples = self.credit, 0
 
 
 class TrajectoryQueue:
@@ -180,6 +188,7 @@ class TrajectoryQueue:
 
     kind = "queue"
     persistent = False
+    credit = 0
 
     def __init__(self, specs: dict[str, ArraySpec], batch_items: int, max_lag: int = 1) -> None:
         if batch_items < 1 or max_lag < 1:

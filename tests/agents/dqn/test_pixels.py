@@ -140,3 +140,21 @@ def test_settings_the_pixel_path_lacks_are_one_line(
     with pytest.raises(ConfigError, match=needle):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        # 8 environments x (1 first frame + 3 steps): no stream holds a 3-step transition before
+        ({"min_replay_size": 24, "n_step": 3}, "--min-replay-size >= 32"),
+        ({"replay_size": 40, "min_replay_size": 40}, "leaves 5 frames each"),
+    ],
+)
+def test_a_frame_replay_that_cannot_give_a_batch_is_one_line(
+    tmp_path: Path, kw: dict[str, Any], needle: str
+) -> None:
+    cfg = DQNConfig(env=f"gym:{ENV_STACKED}", actors=0, envs_per_actor=8,
+                    run_dir=str(tmp_path / "run"), **kw)  # fmt: skip
+    with pytest.raises(ConfigError, match=needle):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
