@@ -124,14 +124,18 @@ def test_gates() -> None:
     assert not ratio.allows(GateCounters(num=4, total_inserts=40, samples=0))
 
 
+UNIFORM_SPECS = {"obs": ArraySpec((2,), "float32"), "reward": ArraySpec((), "float32")}
+#: a uniform table that samples batches of 4 once 8 items are in, one sample per insert
+UNIFORM = {
+    "kind": "uniform",
+    "capacity": 100,
+    "limiter": {"samples_per_insert": 1.0, "min_size_to_sample": 8, "error_buffer": 8.0},
+    "batch_size": 4,
+}
+
+
 def test_uniform_table_follows_its_limiter() -> None:
-    specs = {"obs": ArraySpec((2,), "float32"), "reward": ArraySpec((), "float32")}
-    cfg = {
-        "kind": "uniform",
-        "capacity": 100,
-        "limiter": {"samples_per_insert": 1.0, "min_size_to_sample": 8, "error_buffer": 8.0},
-        "batch_size": 4,
-    }
+    specs, cfg = UNIFORM_SPECS, UNIFORM
     table = table_from_json(cfg).build(specs)
     assert isinstance(table, UniformTable) and table.persistent
     rng = np.random.default_rng(0)
@@ -149,13 +153,7 @@ def test_a_restored_replay_counts_as_inserted_up_to_the_minimum(tmp_path: Any) -
     credit too (the local backend's shared insert count)."""
     from actorq.distributed import shm
 
-    specs = {"obs": ArraySpec((2,), "float32"), "reward": ArraySpec((), "float32")}
-    cfg = {
-        "kind": "uniform",
-        "capacity": 100,
-        "limiter": {"samples_per_insert": 1.0, "min_size_to_sample": 8, "error_buffer": 8.0},
-        "batch_size": 4,
-    }
+    specs, cfg = UNIFORM_SPECS, UNIFORM
     rng = np.random.default_rng(0)
     for held, credit in [(12, 8), (5, 5)]:
         old = table_from_json(cfg).build(specs)
