@@ -340,8 +340,8 @@ class PixelPolicyIO:
     PPO's policy): snapshots are :func:`pixel_snapshot` at any of :data:`PIXEL_PRECISIONS`
     (int8: calibrated on the replay states the publisher passes, ``calibration_states`` of
     them); they can be frozen and made on the publisher's thread (:meth:`freeze`); evaluations
-    are greedy episodes with the actors' runtime on the env family's evaluation settings
-    (Atari: full games, raw score); quantized vs fp32 is compared on replay's states."""
+    play episodes with the actors' runtime on the env family's evaluation settings (Atari: full
+    games, raw score, sampled actions); quantized vs fp32 is compared on replay's states."""
 
     precisions = PIXEL_PRECISIONS
 

@@ -128,15 +128,33 @@ class Record:
     training call); time to target is taken at the start of the evaluation that reached it,
     earlier evaluations included, as actorq's is (the report subtracts them for both)."""
 
-    def __init__(self, cfg: ExperimentConfig, run_dir: Path, framework: str) -> None:
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        run_dir: Path,
+        framework: str,
+        keep: list[list[str]] | None = None,
+    ) -> None:
+        """A new metrics.csv holding ``keep`` (a resumed cell's earlier rows), then appended."""
         self.cfg, self.run_dir, self.framework = cfg, run_dir, framework
         self.eval_s = 0.0
         self.t0 = time.perf_counter()
         self.prior_s = 0.0  # training seconds of earlier segments (a resumed cell)
         self.hit: tuple[int, float] | None = None  # (env steps, seconds) at the target
-        self.csv = open(run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115 (closed in finish)
+        self._keep_rows(run_dir / "metrics.csv", keep or [])
+        self.csv = open(run_dir / "metrics.csv", "a", newline="")  # noqa: SIM115 (closed in finish)
         self.rows = csv.writer(self.csv)
-        self.rows.writerow(["step", "wall_time", "metric", "value"])
+
+    @staticmethod
+    def _keep_rows(path: Path, rows: list[list[str]]) -> None:
+        """Rewrite ``path`` as its header and ``rows``, whole or not at all (a kill while a
+        resume rewrites it must not lose the earlier segments' evaluations)."""
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["step", "wall_time", "metric", "value"])
+            w.writerows(rows)
+        os.replace(tmp, path)
 
     @classmethod
     def resumed(
@@ -145,10 +163,7 @@ class Record:
         """The record of a cell resumed at env step ``step`` with the counters ``state`` (of
         :meth:`state`, checked): metrics.csv keeps its rows up to ``step`` (later ones are
         redone), and the clock, evaluation seconds and target go on."""
-        rows = _metric_rows(run_dir / "metrics.csv", step)
-        self = cls(cfg, run_dir, framework)
-        self.rows.writerows(rows)
-        self.csv.flush()
+        self = cls(cfg, run_dir, framework, keep=_metric_rows(run_dir / "metrics.csv", step))
         self.prior_s, self.eval_s = state["wall_time_s"], state["eval_time_s"]
         self.hit = None if state["hit"] is None else (int(state["hit"][0]), state["hit"][1])
         return self

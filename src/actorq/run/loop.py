@@ -272,7 +272,8 @@ def _learn(cfg: ExperimentConfig, r: _Run, batch: Any) -> int:
 
 
 def _evaluate(r: _Run, now: float) -> bool:
-    """Evaluate the actors' latest snapshot greedily and keep it if it is the best so far;
+    """Evaluate the actors' latest snapshot (greedy, or sampled where the env family says:
+    :func:`~actorq.core.evaluation.evaluate`) and keep it if it is the best so far;
     returns whether the target is newly reached (and confirmed)."""
     r.publisher.publish_for_evaluation(r.c)
     reached = r.evaluator.run(r.publisher.latest, r.c, now - r.start_wall)
