@@ -249,8 +249,8 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
                 w.writerow([250_000 * i, f"{T0 + 100.0 * i + 1:.3f}", EVAL_METRIC, score])
         if finished:
             summary = {"env": "atari:Pong", "precision": "int8", "wall_time_s": 9000.0,
-                       "env_steps": 2_500_000, "eval_return": 20.5, "target_return": 18.0,
-                       "reached_target": True, "steps_to_target": 750_000,
+                       "eval_time_s": 1000.0, "env_steps": 2_500_000, "eval_return": 20.5,
+                       "target_return": 18.0, "reached_target": True, "steps_to_target": 750_000,
                        "time_to_target_s": 3000.0}  # fmt: skip
             (d / "summary.json").write_text(json.dumps(summary))
     assert main(["report", str(r), "--reps", "100"]) == 0
@@ -259,10 +259,12 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     assert done == {
         "game": "Pong", "agent": "ppo", "framework": "actorq", "precision": "int8", "seed": 0,
         "frames": 10_000_000, "final_score": 20.5, "frames_to_target": 3_000_000,
-        "wall_to_target_s": 3000.0, "target": 18.0, "finished": True, "last_eval": 19.0,
+        "wall_to_target_s": 3000.0, "frames_per_s": 1250.0, "target": 18.0, "finished": True,
+        "last_eval": 19.0,
         "last_eval_frames": 3_000_000,
     }  # fmt: skip
     assert partial["precision"] == "fp32" and partial["final_score"] is None
     assert partial["frames"] == 3_000_000 and partial["frames_to_target"] == 3_000_000
     assert partial["wall_to_target_s"] is None and not partial["finished"]
+    assert partial["frames_per_s"] is None
     assert "## Atari" in (r / "report.md").read_text()

@@ -674,7 +674,8 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
     (agent steps × the frame skip of 4), the final score (full games, raw score; None until the
     cell finishes), frames and training wall seconds to the target (the first periodic
     evaluation that reached it; wall seconds from a finished cell's summary, evaluation
-    excluded), and the last periodic evaluation so far."""
+    excluded), frames per second of a finished cell's training (its wall time less its
+    evaluations'), and the last periodic evaluation so far."""
     from actorq.envs.atari import AtariOptions
 
     skip = AtariOptions().frame_skip  # the spec's runs keep the default (4)
@@ -685,6 +686,8 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
         curve = r.eval_curve()
         steps = r.summary_value("env_steps") or max((s for s, _, _, _ in r.rows), default=0)
         to_target = r.summary_value("steps_to_target")
+        wall, evals = r.summary_value("wall_time_s"), r.summary_value("eval_time_s") or 0.0
+        fps = int(steps) * skip / (wall - evals) if wall and wall > evals else None
         if to_target is None and r.target is not None:
             to_target = next((s for s, _, v in curve if v >= r.target), None)
         out.append(
@@ -694,7 +697,7 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
                 "frames": int(steps) * skip, "final_score": r.summary_value("eval_return"),
                 "frames_to_target": None if to_target is None else int(to_target) * skip,
                 "wall_to_target_s": r.summary_value("time_to_target_s"),
-                "target": r.target, "finished": r.finished,
+                "frames_per_s": fps, "target": r.target, "finished": r.finished,
                 "last_eval": curve[-1][2] if curve else None,
                 "last_eval_frames": curve[-1][0] * skip if curve else None,
             }
@@ -707,9 +710,9 @@ def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "", "## Atari (frames = agent steps × 4; scores: full games, raw)", "",
-        "| game | agent | framework | precision | seed | frames | final score | last eval "
-        "(at frames) | frames to target | wall to target s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| game | agent | framework | precision | seed | frames | frames/s | final score "
+        "| last eval (at frames) | frames to target | wall to target s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for r in rows:
         last = (
@@ -718,7 +721,8 @@ def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
         ftt = r["frames_to_target"]
         lines.append(
             f"| {r['game']} | {r['agent']} | {r['framework']} | {r['precision']} | {r['seed']} "
-            f"| {r['frames']:,} | {_fmt(r['final_score'])} | {last} | "
+            f"| {r['frames']:,} | {_fmt(r['frames_per_s'], '.0f')} | {_fmt(r['final_score'])} "
+            f"| {last} | "
             f"{'—' if ftt is None else f'{ftt:,}'} | {_fmt(r['wall_to_target_s'], '.0f')} |"
         )
     return lines
