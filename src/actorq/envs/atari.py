@@ -152,6 +152,12 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         return obs, info
 
 
+def waits_for_fire(meanings: list[str]) -> bool:
+    """Whether a game with these action meanings waits for FIRE (its action 1, as SB3's
+    ``FireResetEnv`` checks): the rule both engines' resets follow."""
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
 class FireReset(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
     """Press FIRE (then action 2) after a reset, for games that wait for it (SB3's and
     CleanRL's ``FireResetEnv``; Breakout serves the ball only then)."""
@@ -247,7 +253,7 @@ def make_atari_env(name: str, engine: str = "auto", **options: Any) -> gym.Env[n
     env = life
     ale_env: Any = env.unwrapped  # AtariEnv (gymnasium types unwrapped as a plain Env)
     meanings = ale_env.get_action_meanings()
-    if o.fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE":
+    if o.fire_reset and waits_for_fire(meanings):
         env = FireReset(env)
     if o.mode == "train":
         env = ClipReward(env)

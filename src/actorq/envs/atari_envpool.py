@@ -49,17 +49,16 @@ from actorq.errors import EnvIdError
 
 @functools.cache
 def _fire_game(name: str) -> bool:
-    """Whether the game's action 1 is FIRE (what the Python path's FireReset checks), from
-    ale-py's minimal action set, which EnvPool's actions follow."""
-    from actorq.envs.atari import _ale
+    """:func:`~actorq.envs.atari.waits_for_fire` for the game, from ale-py's minimal action
+    set, which EnvPool's actions follow."""
+    from actorq.envs.atari import _ale, waits_for_fire
 
     _ale()
     env = gym.make(f"ALE/{name}-v5")
     try:
-        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+        return waits_for_fire(env.unwrapped.get_action_meanings())  # type: ignore[attr-defined]
     finally:
         env.close()
-    return len(meanings) >= 3 and meanings[1] == "FIRE"
 
 
 class EnvPoolVector:
@@ -147,7 +146,7 @@ class EnvPoolVector:
         obs, rew, term, trunc, got = self._pool.step(np.asarray(actions, np.int32))
         term, trunc = np.asarray(term, bool).copy(), np.asarray(trunc, bool).copy()
         lives = np.asarray(got.get("lives", self._lives)).astype(np.int64)
-        self._stacks[:, :-1] = self._stacks[:, 1:].copy()
+        self._stacks[:, :-1] = self._stacks[:, 1:]  # numpy buffers an overlapping copy
         self._stacks[:, -1] = np.asarray(obs)[:, -1]
         game_over = np.logical_or(term, trunc)
         lost = ~game_over & (lives > 0) & (lives < self._lives)
