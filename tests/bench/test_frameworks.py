@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ class Toy:
         record = Record(cfg, run_dir, "toy")
         record.start()
         for i, step in enumerate(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every)):
-            record.evaluate(step, lambda i=i: np.full(3, 40.0 * (i + 1)))
+            record.evaluate(step, lambda seed, i=i: np.full(3, 40.0 * (i + 1)))
         record.finish(cfg.total_steps, 10.0 / cell["settings"]["speed"], np.array([120.0]))
 
 
@@ -84,6 +85,36 @@ def _runner(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
         _actorq_summary(cell, cell_dir)
         return 0
     return bench_cell.main([str(cell_dir / "cell.json")])
+
+
+def test_another_frameworks_target_counts_only_when_fresh_seeds_confirm_it(
+    tmp_path: Path,
+) -> None:
+    """As actorq's loop: an evaluation at the target whose confirmation on fresh seeds falls
+    short is no hit (one rule for both sides of a time-to-target ratio)."""
+    from actorq.run import report
+
+    assert (frameworks.EVAL_SEED, frameworks.FINAL_EVAL_SEED, frameworks.CONFIRM_SEED) == (
+        report.EVAL_SEED, report.FINAL_EVAL_SEED, report.CONFIRM_SEED)  # fmt: skip
+    cfg = SimpleNamespace(env="toy", agent="dqn", seed=0, target_return=50.0, eval_every=100)
+    record = Record(cfg, tmp_path, "toy")  # type: ignore[arg-type]
+    asked: list[int] = []
+
+    def returns(seed: int, lucky: bool) -> np.ndarray:
+        asked.append(seed)
+        return np.full(3, 60.0 if seed == frameworks.EVAL_SEED or not lucky else 40.0)
+
+    record.start()
+    assert not record.evaluate(100, lambda seed: returns(seed, lucky=True))
+    assert record.hit is None  # 60 on the evaluation's seeds, 40 on fresh ones
+    assert record.evaluate(200, lambda seed: returns(seed, lucky=False))
+    assert record.hit is not None and record.hit[0] == 200
+    assert not record.evaluate(300, lambda seed: returns(seed, lucky=False))  # reached once
+    fresh = [s for s in asked if s != frameworks.EVAL_SEED]
+    assert len(fresh) == 2 and len(set(fresh)) == 2 and min(fresh) >= frameworks.CONFIRM_SEED
+    record.finish(300, 1.0, np.array([60.0]))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps_to_target"] == 200
 
 
 def test_cells_alternate_across_frameworks_seed_by_seed(toy: None, tmp_path: Path) -> None:

@@ -231,3 +231,30 @@ def test_the_frames_table_rebuilds_batches_behind_the_ratio_rule() -> None:
     assert batch is not None and batch["obs"].shape == (16, 4, 5, 5)
     assert set(keyed(batch)) <= set(keyed(naive))
     assert table.sample_states(8, np.random.default_rng(1)).shape == (8, 4, 5, 5)
+
+
+def test_states_come_from_complete_transitions_even_when_they_are_rare() -> None:
+    """``sample_states`` (every publish's calibration) samples by rejection and only scans the
+    replay when that finds nothing: 3 complete transitions among ~600 held slots still give
+    states, each one of theirs; an empty replay gives none."""
+    from actorq.replay.frames import FIRST
+
+    replay = FrameStackReplay(600 * 10, 600, FRAME, ACTION, 4, 3, 0.9)
+    assert replay.sample_states(4, np.random.default_rng(0)).shape == (0, 4, 5, 5)
+    rng = np.random.default_rng(1)
+
+    def records(streams: np.ndarray, flags: int) -> Batch:
+        m = len(streams)
+        return {"stream": streams, "frame": rng.integers(0, 256, (m, 5, 5), dtype=np.uint8),
+                "flags": np.full(m, flags, np.uint8), "action": np.zeros(m, np.int64),
+                "reward": np.ones(m, np.float32)}  # fmt: skip
+
+    replay.insert(records(np.arange(600), FIRST))  # every stream starts; only stream 0 steps on
+    for _ in range(5):
+        replay.insert(records(np.zeros(1, np.int64), 0))
+    s, a = replay.valid_starts()
+    assert len(s) == 3
+    states = replay.sample_states(16, np.random.default_rng(2))
+    assert states.shape == (16, 4, 5, 5)
+    allowed = {o.tobytes() for o in replay.transitions(s, a)["obs"]}
+    assert {o.tobytes() for o in states} <= allowed

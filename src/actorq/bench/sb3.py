@@ -39,7 +39,6 @@ import numpy as np
 
 from actorq.bench import sb3_checkpoint
 from actorq.bench.frameworks import (
-    EVAL_SEED,
     FINAL_EVAL_SEED,
     PolicyEval,
     Record,
@@ -286,7 +285,7 @@ class _Segment:
                 seg.save()  # the collection's start: a stop from here on redoes the evaluation
                 self.last_save = time.monotonic()
                 seg.next_eval = (self.num_timesteps // cfg.eval_every + 1) * cfg.eval_every
-                hit = seg.record.evaluate(self.num_timesteps, lambda: returns(EVAL_SEED))
+                hit = seg.record.evaluate(self.num_timesteps, returns)
                 return not (hit and cfg.stop_at_target)
 
         model, record = self.model, self.record

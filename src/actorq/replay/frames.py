@@ -292,10 +292,17 @@ class FrameStackReplay:
         raise RuntimeError("replay holds no complete transition yet")
 
     def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Stacked observations of ``n`` sampled transitions (calibration, agreement checks)."""
-        if not len(self.valid_starts()[0]):
-            return np.zeros((0, self.stack, *self.frame.shape), self.frame.dtype)
-        return self.sample(n, rng)["obs"]
+        """Stacked observations of ``n`` sampled transitions (calibration, agreement checks);
+        none while the replay holds no complete transition. Called at every publish, so the
+        O(capacity) scan of :meth:`valid_starts` runs only when sampling finds nothing."""
+        try:
+            return self.sample(n, rng)["obs"]
+        except RuntimeError:  # empty, or complete transitions too rare to draw by rejection
+            s, a = self.valid_starts()
+            if not len(s):
+                return np.zeros((0, self.stack, *self.frame.shape), self.frame.dtype)
+            pick = rng.integers(0, len(s), size=n)
+            return self._gather(s[pick], self._stack_slots(s[pick], a[pick]))
 
     # -- safe persistence (npz, never pickle) -----------------------------------------------------
     def save(self, path: str | Path) -> None:
