@@ -228,7 +228,8 @@ def test_report_header_names_the_gpu_of_the_last_session(results: Path) -> None:
 
 def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     """summary.json beside the report: frames are agent steps × 4; a finished cell's numbers
-    come from its summary, an unfinished one's target from its periodic evaluations."""
+    come from its summary (time to target less the evaluations before it), an unfinished one's
+    target from its periodic evaluations."""
     r = tmp_path / "results"
     for framework, seed, finished in [("actorq", 0, True), ("sb3", 0, False)]:
         name = f"ppo-pong-w64x64-{'int8' if framework == 'actorq' else 'sb3'}-s{seed}"
@@ -247,6 +248,7 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
             for i, score in enumerate([-21.0, 5.0, 19.0], start=1):
                 w.writerow([250_000 * i, f"{T0 + 100.0 * i:.3f}", "perf/actor_sps", 250.0])
                 w.writerow([250_000 * i, f"{T0 + 100.0 * i + 1:.3f}", EVAL_METRIC, score])
+                w.writerow([250_000 * i, f"{T0 + 100.0 * i + 1:.3f}", "perf/eval_s", 60.0 * i])
         if finished:
             summary = {"env": "atari:Pong", "precision": "int8", "wall_time_s": 9000.0,
                        "eval_time_s": 1000.0, "env_steps": 2_500_000, "eval_return": 20.5,
@@ -259,7 +261,7 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     assert done == {
         "game": "Pong", "agent": "ppo", "framework": "actorq", "precision": "int8", "seed": 0,
         "frames": 10_000_000, "final_score": 20.5, "frames_to_target": 3_000_000,
-        "wall_to_target_s": 3000.0, "frames_per_s": 1250.0, "target": 18.0, "finished": True,
+        "wall_to_target_s": 3000.0 - 120.0, "frames_per_s": 1250.0, "target": 18.0, "finished": True,
         "last_eval": 19.0,
         "last_eval_frames": 3_000_000,
     }  # fmt: skip

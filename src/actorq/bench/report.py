@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.compare import framework_section
+from actorq.bench.compare import framework_section, time_to_target
 from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     HalfWrittenError,
@@ -686,6 +686,7 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
         curve = r.eval_curve()
         steps = r.summary_value("env_steps") or max((s for s, _, _, _ in r.rows), default=0)
         to_target = r.summary_value("steps_to_target")
+        wall_to_target = time_to_target(r) if r.finished else math.inf
         wall, evals = r.summary_value("wall_time_s"), r.summary_value("eval_time_s") or 0.0
         fps = int(steps) * skip / (wall - evals) if wall and wall > evals else None
         if to_target is None and r.target is not None:
@@ -696,7 +697,7 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
                 "precision": r.precision if r.framework == NATIVE else "fp32", "seed": r.seed,
                 "frames": int(steps) * skip, "final_score": r.summary_value("eval_return"),
                 "frames_to_target": None if to_target is None else int(to_target) * skip,
-                "wall_to_target_s": r.summary_value("time_to_target_s"),
+                "wall_to_target_s": None if math.isinf(wall_to_target) else wall_to_target,
                 "frames_per_s": fps, "target": r.target, "finished": r.finished,
                 "last_eval": curve[-1][2] if curve else None,
                 "last_eval_frames": curve[-1][0] * skip if curve else None,
