@@ -397,7 +397,7 @@ def test_half_written_summary_is_an_unfinished_cell(
     assert _err_lines(capsys) == []
     text = (r / "report.md").read_text()
     assert f"- {FINISHED}: unfinished" in text
-    assert "| cartpole | 32x32 | fp32 | 0 (+2 failed) |" in text
+    assert "| cartpole | 32x32 | fp32 | 0 (+2 unfinished) |" in text
     assert "| cartpole | 32x32 | int8 | 1 (+1 failed) |" in text
 
 

@@ -535,7 +535,12 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
         fp32 = next((g for g in gs if g.precision == "fp32"), None)
         for g in gs:
             fin = g.finished
-            n_fail = len(g.runs) - len(fin)
+            # a cell with a failure record failed; one without is unfinished (running, stopped)
+            n_fail = sum(1 for r in g.runs if not r.finished and r.why)
+            n_open = len(g.runs) - len(fin) - n_fail
+            others = [
+                f"+{n} {what}" for n, what in ((n_fail, "failed"), (n_open, "unfinished")) if n
+            ]
             targets = {r.summary_value("target_return") for r in fin}
             tgt = next(iter(targets)) if len(targets) == 1 else None
             reached = f"{len(g.ttt())}/{len(fin)}" + (f" (≥ {tgt:g})" if tgt is not None else "")
@@ -549,7 +554,7 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
             estimated |= any(r.summary_value(SUMMARY_ESTIMATED) for r in fin)
             lines.append(
                 f"| {task} | {width_slug(width)[1:]} | {g.precision} | {len(fin)}"
-                + (f" (+{n_fail} failed)" if n_fail else "")
+                + (f" ({', '.join(others)})" if others else "")
                 + f" | {reached} | {_fmt(_mean(g.ttt()))} | {spd_text} | "
                 + ("—" if ret is None else f"{ret[0]:.1f} [{ret[1]:.1f}, {ret[2]:.1f}]")
                 + f" | {_energy_text(g, SUMMARY_KWH, '.3g')}"

@@ -118,8 +118,8 @@ def final_report(
     target: float | None,
     fp32_bytes: int,
 ) -> TrainResult:
-    """Held-out greedy evaluation of the final weights, quantized and fp32, and how alike the
-    two act on states the actors visited."""
+    """Held-out evaluation of the final weights, quantized and fp32 (greedy, or sampled where
+    the env family says: Atari), and how alike the two act on states the actors visited."""
     fp32 = io.snapshot(c.version + 1, "fp32")
     q_rets = io.evaluate(final, cfg.eval_episodes, FINAL_EVAL_SEED)
     f_rets = io.evaluate(fp32, cfg.eval_episodes, FINAL_EVAL_SEED)
