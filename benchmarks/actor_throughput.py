@@ -12,8 +12,9 @@ loop costs ≤ 1.5× its env.step.
 
 ``--atari Pong --ks 8``: Atari instead (issue 50), K envs in one process, one thread each side:
 the raw vector env, actorq's actor (the Nature-CNN PPO policy exported to ONNX, fp32, sampled,
-128-step trajectory chunks) and Stable-Baselines3's collection (a DummyVecEnv of the same env,
-PPO's CnnPolicy forward: action, value, log-prob; no learning, no rollout buffer), with ratios.
+128-step trajectory chunks) and Stable-Baselines3's collection on the same engine's vector env,
+as the bench's SB3 cells collect (``bench.sb3_vecenv.ActorQVecEnv``; PPO's CnnPolicy forward:
+action, value, log-prob; no learning, no rollout buffer), with ratios to SB3 on each engine.
 """
 
 from __future__ import annotations
@@ -244,16 +245,40 @@ def write_markdown(
     path.write_text("\n".join(lines) + "\n")
 
 
-def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
-    """Env steps/s at K envs: raw env, actorq's actor, SB3's collection (module docstring)."""
+def sb3_sps(env_id: str, k: int, seconds: float, trials: int, kw: dict[str, Any]) -> dict[str, Any]:
+    """SB3's collection as the bench's SB3 cells collect: its CnnPolicy (action, value,
+    log-prob) over the engine's vector env (``ActorQVecEnv``)."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.utils import obs_as_tensor
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
+    from actorq.bench.sb3_vecenv import ActorQVecEnv
+    from actorq.envs import make_vector_env
+
+    venv = ActorQVecEnv(make_vector_env(env_id, k, **kw))
+    model = PPO("CnnPolicy", venv, seed=SEED, device="cpu", n_steps=128)
+    obs = venv.reset()
+
+    def run(n: int) -> float:
+        nonlocal obs
+        t = time.perf_counter()
+        for _ in range(n):
+            with torch.no_grad():
+                actions, _, _ = model.policy(obs_as_tensor(obs, model.device))
+            obs, _, _, _ = venv.step(actions.numpy())
+        return time.perf_counter() - t
+
+    run(32)
+    try:
+        return rates(n := calibrate(run, seconds, trials), k, timed_trials(run, n, trials))
+    finally:
+        venv.close()
+
+
+def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
+    """Env steps/s at K envs: raw env, actorq's actor, SB3's collection (module docstring)."""
     from actorq.agents.pixels import pixel_snapshot
     from actorq.agents.ppo.networks import NatureCNNPolicy
     from actorq.core.exploration import PolicySampler
-    from actorq.envs import make_env
     from actorq.envs.atari import envpool_installed
     from actorq.replay.adders import TrajectoryAdder
 
@@ -274,23 +299,7 @@ def atari(game: str, k: int, seconds: float, trials: int) -> dict[str, Any]:
                                 TrajectoryAdder(128, k, spec), env_kwargs=kw)  # fmt: skip
             out[f"actorq actor, {engine} (ORT {precision})"] = time_actor(actor, k, seconds, trials)
             actor.close()
-    venv = DummyVecEnv([lambda: make_env(env_id)] * k)  # SB3 on the ale engine's frames
-    model = PPO("CnnPolicy", venv, seed=SEED, device="cpu", n_steps=128)
-    obs = venv.reset()
-
-    def run(n: int) -> float:
-        nonlocal obs
-        t = time.perf_counter()
-        for _ in range(n):
-            with torch.no_grad():
-                actions, _, _ = model.policy(obs_as_tensor(obs, model.device))
-            obs, _, _, _ = venv.step(actions.numpy())
-        return time.perf_counter() - t
-
-    run(32)
-    out["SB3 collection (torch fp32)"] = rates(n := calibrate(run, seconds, trials), k,
-                                               timed_trials(run, n, trials))  # fmt: skip
-    venv.close()
+        out[f"SB3 collection, {engine} (torch fp32)"] = sb3_sps(env_id, k, seconds, trials, kw)
     return out
 
 
@@ -300,8 +309,9 @@ def atari_main(args: argparse.Namespace) -> int:
                "machine": machine_info(), "command": command("actor_throughput.py")}  # fmt: skip
     for k in args.ks:
         sps = atari(args.atari, k, args.seconds, args.trials)
-        sb3 = sps["SB3 collection (torch fp32)"]["env_steps_per_s"]
-        for what, r in sps.items():
+        for what, r in sps.items():  # against SB3 on the same engine
+            engine = "envpool" if "envpool" in what else "ale"
+            sb3 = sps[f"SB3 collection, {engine} (torch fp32)"]["env_steps_per_s"]
             rows.append({"k": k, "what": what, **r, "vs_sb3": r["env_steps_per_s"] / sb3})
             print(f"K={k} {what}: {r['env_steps_per_s']:,.0f} env steps/s", flush=True)
     table = [[str(c["k"]), c["what"], f"{c['env_steps_per_s']:,.0f}",
