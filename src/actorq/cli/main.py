@@ -26,7 +26,8 @@ from actorq.quant.formats import Precision
 
 @dataclasses.dataclass
 class EvalArgs:
-    """Greedy evaluation of a run's latest (or best, --which best) checkpoint."""
+    """Held-out evaluation of a run's latest (or best, --which best) checkpoint: greedy, or
+    sampled where the env family says (Atari: docs/atari.md)."""
 
     run_dir: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
     """Run directory (holds config.json and checkpoint/)."""
