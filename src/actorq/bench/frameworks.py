@@ -181,13 +181,18 @@ class Record:
         """Run one periodic evaluation at ``step`` (``returns(seed)``: the policy's returns
         over the episodes from ``seed``); True when it reached the target first, confirmed."""
         start = time.perf_counter()
-        mean = float(returns(EVAL_SEED).mean())
-        now = time.time()
+        rets = returns(EVAL_SEED)
+        mean, now = float(rets.mean()), time.time()
+        # the cell's log.txt, as actorq's loop prints its evaluations: progress of a long cell
+        print(f"eval @ {step:>8} steps, {start - self.t0:8.1f}s: {mean:7.4g} ± {rets.std():.4g} "
+              f"({self.framework})", flush=True)  # fmt: skip
         target, reached = self.cfg.target_return, False
         if self.hit is None and target is not None and mean >= target:
             # fresh seeds per evaluation (actorq's loop takes them per publish)
-            confirm = float(returns(CONFIRM_SEED + 100 * (step // self.cfg.eval_every)).mean())
-            if confirm >= target:
+            conf = returns(CONFIRM_SEED + 100 * (step // self.cfg.eval_every))
+            print(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}",
+                  flush=True)  # fmt: skip
+            if float(conf.mean()) >= target:
                 self.hit, reached = (step, start - self.t0), True
         self.eval_s += time.perf_counter() - start
         self.rows.writerow([step, now, "charts/eval_return", mean])
