@@ -41,7 +41,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from actorq.agents.policy_io import Comparison, compare_policies
@@ -165,12 +164,10 @@ def calibrate(
                 if not isinstance(layer, nn.Conv2d):
                     x = x.flatten(1)
                 if gptq[j]:  # the layer's inputs as rows of a matrix product
-                    flat = x
-                    if isinstance(layer, nn.Conv2d):
-                        patches = F.unfold(x, layer.kernel_size, stride=layer.stride)
-                        flat = patches.transpose(1, 2).reshape(-1, patches.shape[1])
-                    take = torch.randperm(len(flat), generator=rng)[: -(-rows // chunks)]
-                    inputs[j].append(flat[take])
+                    n = len(x) * (positions(layer, x) if isinstance(layer, nn.Conv2d) else 1)
+                    take = torch.randperm(n, generator=rng)[: -(-rows // chunks)]
+                    conv = isinstance(layer, nn.Conv2d)
+                    inputs[j].append(patch_rows(x, layer, take) if conv else x[take])
                 x = torch.relu(layer(x))
                 amax[j] = max(amax[j], float(x.max()))
     rounded: list[Rounded | None] = []
@@ -179,6 +176,26 @@ def calibrate(
         w = host(layer.weight).reshape(layer.weight.shape[0], -1).T  # (in, out)
         rounded.append(gptq_uniform(w, torch.cat(xs).numpy(), STATIC_WEIGHT_BITS) if xs else None)
     return amax, rounded
+
+
+def positions(conv: nn.Conv2d, x: torch.Tensor) -> int:
+    """Output positions of ``conv`` on ``x`` (B, C, H, W): im2col rows per state."""
+    (kh, kw), (sh, sw) = conv.kernel_size, conv.stride
+    return ((x.shape[2] - kh) // sh + 1) * ((x.shape[3] - kw) // sw + 1)
+
+
+def patch_rows(x: torch.Tensor, conv: nn.Conv2d, take: torch.Tensor) -> torch.Tensor:
+    """Rows ``take`` of ``x``'s im2col matrix under ``conv`` (``F.unfold`` transposed to one
+    row per state and output position, state-major), gathered without building the matrix:
+    at a publish's 256 states the whole matrix is ~100 MB for the first convolution, of which
+    GPTQ keeps 8,192 rows."""
+    (kh, kw), (sh, sw) = conv.kernel_size, conv.stride
+    ow = (x.shape[3] - kw) // sw + 1
+    state, pos = take // positions(conv, x), take % positions(conv, x)
+    top = ((pos // ow) * sh)[:, None, None, None] + torch.arange(kh)[None, None, :, None]
+    left = ((pos % ow) * sw)[:, None, None, None] + torch.arange(kw)[None, None, None, :]
+    chan = torch.arange(x.shape[1])[None, :, None, None]
+    return x[state[:, None, None, None], chan, top, left].reshape(len(take), -1)
 
 
 def activation_bound(torso: NatureCNN) -> list[float]:
