@@ -164,10 +164,10 @@ def calibrate(
                 if not isinstance(layer, nn.Conv2d):
                     x = x.flatten(1)
                 if gptq[j]:  # the layer's inputs as rows of a matrix product
-                    n = len(x) * (positions(layer, x) if isinstance(layer, nn.Conv2d) else 1)
+                    conv = layer if isinstance(layer, nn.Conv2d) else None
+                    n = len(x) * (1 if conv is None else positions(conv, x))
                     take = torch.randperm(n, generator=rng)[: -(-rows // chunks)]
-                    conv = isinstance(layer, nn.Conv2d)
-                    inputs[j].append(patch_rows(x, layer, take) if conv else x[take])
+                    inputs[j].append(x[take] if conv is None else patch_rows(x, conv, take))
                 x = torch.relu(layer(x))
                 amax[j] = max(amax[j], float(x.max()))
     rounded: list[Rounded | None] = []
