@@ -255,20 +255,20 @@ def sb3_sps(env_id: str, k: int, seconds: float, trials: int, kw: dict[str, Any]
     from actorq.envs import make_vector_env
 
     venv = ActorQVecEnv(make_vector_env(env_id, k, **kw))
-    model = PPO("CnnPolicy", venv, seed=SEED, device="cpu", n_steps=128)
-    obs = venv.reset()
-
-    def run(n: int) -> float:
-        nonlocal obs
-        t = time.perf_counter()
-        for _ in range(n):
-            with torch.no_grad():
-                actions, _, _ = model.policy(obs_as_tensor(obs, model.device))
-            obs, _, _, _ = venv.step(actions.numpy())
-        return time.perf_counter() - t
-
-    run(32)
     try:
+        model = PPO("CnnPolicy", venv, seed=SEED, device="cpu", n_steps=128)
+        obs = venv.reset()
+
+        def run(n: int) -> float:
+            nonlocal obs
+            t = time.perf_counter()
+            for _ in range(n):
+                with torch.no_grad():
+                    actions, _, _ = model.policy(obs_as_tensor(obs, model.device))
+                obs, _, _, _ = venv.step(actions.numpy())
+            return time.perf_counter() - t
+
+        run(32)
         return rates(n := calibrate(run, seconds, trials), k, timed_trials(run, n, trials))
     finally:
         venv.close()

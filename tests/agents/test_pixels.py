@@ -160,18 +160,25 @@ def test_gptq_rounding_brings_int8_closer_to_fp32_and_is_deterministic() -> None
     assert pixel_snapshot(net, 1, PONG, "q", "int8", None).meta["rounding"] == "nearest"
 
 
-@pytest.mark.parametrize(("c", "k", "stride", "hw"), [(4, 8, 4, 84), (32, 4, 2, 20), (3, 3, 1, 7)])
-def test_patch_rows_are_the_im2col_rows_they_index(c: int, k: int, stride: int, hw: int) -> None:
+@pytest.mark.parametrize(
+    ("c", "k", "stride", "hw"),
+    [(4, 8, 4, (84, 84)), (32, 4, 2, (20, 20)), (3, 3, 1, (7, 7)), (2, (3, 5), (2, 1), (9, 13))],
+)
+def test_patch_rows_are_the_im2col_rows_they_index(
+    c: int, k: Any, stride: Any, hw: tuple[int, int]
+) -> None:
     """GPTQ's conv inputs are gathered row by row, not by building im2col whole: the same rows
     (so the same snapshots) as ``F.unfold`` transposed, state-major, for any drawn indices."""
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(c, 5, k, stride)
-    x = torch.rand(3, c, hw, hw)
+    x = torch.rand(3, c, *hw)
     patches = torch.nn.functional.unfold(x, conv.kernel_size, stride=conv.stride)
     whole = patches.transpose(1, 2).reshape(-1, patches.shape[1])
     take = torch.randperm(len(whole), generator=torch.Generator().manual_seed(1))[:50]
     assert torch.equal(patch_rows(x, conv, take), whole[take])
     assert torch.equal(patch_rows(x, conv, torch.arange(len(whole))), whole)
+    with pytest.raises(ValueError, match="unpadded"):
+        patch_rows(x, torch.nn.Conv2d(c, 5, k, stride, padding=1), take)
 
 
 def test_the_int8_builder_takes_given_integer_weights_as_they_are() -> None:

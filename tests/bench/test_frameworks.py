@@ -96,7 +96,9 @@ def test_another_frameworks_target_counts_only_when_fresh_seeds_confirm_it(
 
     assert (frameworks.EVAL_SEED, frameworks.FINAL_EVAL_SEED, frameworks.CONFIRM_SEED) == (
         report.EVAL_SEED, report.FINAL_EVAL_SEED, report.CONFIRM_SEED)  # fmt: skip
-    cfg = SimpleNamespace(env="toy", agent="dqn", seed=0, target_return=50.0, eval_every=100)
+    cfg = SimpleNamespace(
+        env="toy", agent="dqn", seed=0, target_return=50.0, eval_every=100, eval_episodes=3
+    )
     record = Record(cfg, tmp_path, "toy")  # type: ignore[arg-type]
     asked: list[int] = []
 
@@ -105,6 +107,10 @@ def test_another_frameworks_target_counts_only_when_fresh_seeds_confirm_it(
         return np.full(3, 60.0 if seed == frameworks.EVAL_SEED or not lucky else 40.0)
 
     record.start()
+    # a stop signal pending: no confirmation (the resumed cell redoes the evaluation)
+    assert not record.evaluate(100, lambda seed: returns(seed, lucky=False), lambda: True)
+    assert record.hit is None and asked == [frameworks.EVAL_SEED]
+    asked.clear()
     assert not record.evaluate(100, lambda seed: returns(seed, lucky=True))
     assert record.hit is None  # 60 on the evaluation's seeds, 40 on fresh ones
     assert record.evaluate(200, lambda seed: returns(seed, lucky=False))

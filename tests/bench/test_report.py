@@ -268,5 +268,14 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     assert partial["precision"] == "fp32" and partial["final_score"] is None
     assert partial["frames"] == 3_000_000 and partial["frames_to_target"] == 3_000_000
     assert partial["wall_to_target_s"] is None and not partial["finished"]
+    # a finished cell whose evaluation at the target was not confirmed: no frames to target
+    done_dir = r / "ppo-pong-w64x64-int8-s0"
+    summary = json.loads((done_dir / "summary.json").read_text())
+    summary.update(reached_target=False, steps_to_target=None, time_to_target_s=None)
+    (done_dir / "summary.json").write_text(json.dumps(summary))
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    done = next(x for x in json.loads((r / "summary.json").read_text()) if x["finished"])
+    assert done["last_eval"] == 19.0 and done["frames_to_target"] is None
+    assert done["wall_to_target_s"] is None
     assert partial["frames_per_s"] is None
     assert "## Atari" in (r / "report.md").read_text()

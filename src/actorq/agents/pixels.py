@@ -189,6 +189,8 @@ def patch_rows(x: torch.Tensor, conv: nn.Conv2d, take: torch.Tensor) -> torch.Te
     row per state and output position, state-major), gathered without building the matrix:
     at a publish's 256 states the whole matrix is ~100 MB for the first convolution, of which
     GPTQ keeps 8,192 rows."""
+    if conv.padding != (0, 0) or conv.dilation != (1, 1) or conv.groups != 1:
+        raise ValueError("patch_rows takes unpadded, undilated, ungrouped convolutions")
     (kh, kw), (sh, sw) = conv.kernel_size, conv.stride
     ow = (x.shape[3] - kw) // sw + 1
     state, pos = take // positions(conv, x), take % positions(conv, x)

@@ -177,9 +177,15 @@ class Record:
     def start(self) -> None:
         self.t0 = time.perf_counter() - self.prior_s
 
-    def evaluate(self, step: int, returns: Callable[[int], np.ndarray]) -> bool:
+    def evaluate(
+        self,
+        step: int,
+        returns: Callable[[int], np.ndarray],
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> bool:
         """Run one periodic evaluation at ``step`` (``returns(seed)``: the policy's returns
-        over the episodes from ``seed``); True when it reached the target first, confirmed."""
+        over the episodes from ``seed``); True when it reached the target first, confirmed.
+        No confirmation once ``stopping()`` (a stop signal: the resumed cell redoes both)."""
         start = time.perf_counter()
         rets = returns(EVAL_SEED)
         mean, now = float(rets.mean()), time.time()
@@ -187,9 +193,10 @@ class Record:
         print(f"eval @ {step:>8} steps, {start - self.t0:8.1f}s: {mean:7.4g} ± {rets.std():.4g} "
               f"({self.framework})", flush=True)  # fmt: skip
         target, reached = self.cfg.target_return, False
-        if self.hit is None and target is not None and mean >= target:
-            # fresh seeds per evaluation (actorq's loop takes them per publish)
-            conf = returns(CONFIRM_SEED + 100 * (step // self.cfg.eval_every))
+        if self.hit is None and target is not None and mean >= target and not stopping():
+            # fresh seeds per evaluation (actorq's loop takes them per publish), disjoint sets
+            k = step // self.cfg.eval_every
+            conf = returns(CONFIRM_SEED + max(100, self.cfg.eval_episodes) * k)
             print(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}",
                   flush=True)  # fmt: skip
             if float(conf.mean()) >= target:

@@ -677,10 +677,11 @@ def _curves(
 def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
     """One row per ``atari:`` cell: game, agent, framework, precision, seed, frames trained
     (agent steps × the frame skip of 4), the final score (full games, raw score; None until the
-    cell finishes), frames and training wall seconds to the target (the first periodic
-    evaluation that reached it; wall seconds from a finished cell's summary, evaluation
-    excluded), frames per second of a finished cell's training (its wall time less its
-    evaluations'), and the last periodic evaluation so far."""
+    cell finishes), frames and training wall seconds to the target (a finished cell's summary:
+    the first periodic evaluation that reached it, confirmed, wall seconds less evaluation; a
+    running cell's: its first evaluation at the target, frames only), frames per second of a
+    finished cell's training (its wall time less its evaluations'), and the last periodic
+    evaluation so far."""
     from actorq.envs.atari import AtariOptions
 
     skip = AtariOptions().frame_skip  # the spec's runs keep the default (4)
@@ -694,7 +695,9 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
         wall_to_target = time_to_target(r) if r.finished else math.inf
         wall, evals = r.summary_value("wall_time_s"), r.summary_value("eval_time_s") or 0.0
         fps = int(steps) * skip / (wall - evals) if wall and wall > evals else None
-        if to_target is None and r.target is not None:
+        if to_target is None and r.target is not None and not r.finished:
+            # a running cell's first evaluation at the target (its confirmation is not logged);
+            # a finished cell's summary is the word: unconfirmed hits stay null
             to_target = next((s for s, _, v in curve if v >= r.target), None)
         out.append(
             {

@@ -285,7 +285,7 @@ class _Segment:
                 seg.save()  # the collection's start: a stop from here on redoes the evaluation
                 self.last_save = time.monotonic()
                 seg.next_eval = (self.num_timesteps // cfg.eval_every + 1) * cfg.eval_every
-                hit = seg.record.evaluate(self.num_timesteps, returns)
+                hit = seg.record.evaluate(self.num_timesteps, returns, lambda: stop.requested)
                 return not (hit and cfg.stop_at_target)
 
         model, record = self.model, self.record

@@ -272,6 +272,12 @@ class FrameStackReplay:
         """``batch_size`` transitions drawn uniformly from the stored slots (a slot that starts
         no stored transition — a final frame, the newest ``n`` of a stream, the oldest whose
         stack was overwritten — is drawn again)."""
+        return self.transitions(*self._draw(batch_size, rng, max_rounds))
+
+    def _draw(
+        self, batch_size: int, rng: np.random.Generator, max_rounds: int = 64
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(stream, absolute slot)`` of ``batch_size`` transitions, as :meth:`sample` draws."""
         held = np.minimum(self.written, self.slots)
         total = int(held.sum())
         if total == 0:
@@ -288,7 +294,7 @@ class FrameStackReplay:
             s[todo[ok]], a[todo[ok]] = ss[ok], aa[ok]
             todo = todo[~ok]
             if not len(todo):
-                return self.transitions(s, a)
+                return s, a
         raise RuntimeError("replay holds no complete transition yet")
 
     def sample_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -296,13 +302,14 @@ class FrameStackReplay:
         none while the replay holds no complete transition. Called at every publish, so the
         O(capacity) scan of :meth:`valid_starts` runs only when sampling finds nothing."""
         try:
-            return self.sample(n, rng)["obs"]
+            s, a = self._draw(n, rng)
         except RuntimeError:  # empty, or complete transitions too rare to draw by rejection
             s, a = self.valid_starts()
             if not len(s):
                 return np.zeros((0, self.stack, *self.frame.shape), self.frame.dtype)
             pick = rng.integers(0, len(s), size=n)
-            return self._gather(s[pick], self._stack_slots(s[pick], a[pick]))
+            s, a = s[pick], a[pick]
+        return self._gather(s, self._stack_slots(s, a))
 
     # -- safe persistence (npz, never pickle) -----------------------------------------------------
     def save(self, path: str | Path) -> None:

@@ -59,7 +59,8 @@ class Evaluator:
         )
         reached = False
         if self.target is not None and rets.mean() >= self.target and c.steps_to_target is None:
-            seed = CONFIRM_SEED + 100 * c.publishes
+            # fresh seeds per publish; a stride of the episode count keeps sets disjoint
+            seed = CONFIRM_SEED + max(100, cfg.eval_episodes) * c.publishes
             conf = self.io.evaluate(data, cfg.eval_episodes, seed)
             self.say(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}")
             if conf.mean() >= self.target:
