@@ -193,7 +193,8 @@ def patch_rows(x: torch.Tensor, conv: nn.Conv2d, take: torch.Tensor) -> torch.Te
         raise ValueError("patch_rows takes unpadded, undilated, ungrouped convolutions")
     (kh, kw), (sh, sw) = conv.kernel_size, conv.stride
     ow = (x.shape[3] - kw) // sw + 1
-    state, pos = take // positions(conv, x), take % positions(conv, x)
+    per_state = positions(conv, x)
+    state, pos = take // per_state, take % per_state
     top = ((pos // ow) * sh)[:, None, None, None] + torch.arange(kh)[None, None, :, None]
     left = ((pos % ow) * sw)[:, None, None, None] + torch.arange(kw)[None, None, None, :]
     chan = torch.arange(x.shape[1])[None, :, None, None]

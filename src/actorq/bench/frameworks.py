@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # the adapters' names
+from actorq.core.seeds import EVAL_SEED, confirm_seed
+from actorq.core.seeds import FINAL_EVAL_SEED as FINAL_EVAL_SEED
 from actorq.errors import ActorQError
 
 if TYPE_CHECKING:
@@ -32,9 +35,6 @@ if TYPE_CHECKING:
 NATIVE = "actorq"
 #: other frameworks a spec may list: name -> the "module:attr" of its adapter (as AGENTS)
 FRAMEWORKS: dict[str, str] = {"sb3": "actorq.bench.sb3:SB3"}
-EVAL_SEED = 10_000  # periodic evaluations: actorq's seeds (actorq.run.report)
-FINAL_EVAL_SEED = 20_000  # the final evaluation's held-out seeds
-CONFIRM_SEED = 30_000  # a target reached is confirmed on fresh seeds from here
 
 
 class Adapter(Protocol):
@@ -194,9 +194,8 @@ class Record:
               f"({self.framework})", flush=True)  # fmt: skip
         target, reached = self.cfg.target_return, False
         if self.hit is None and target is not None and mean >= target and not stopping():
-            # fresh seeds per evaluation (actorq's loop takes them per publish), disjoint sets
-            k = step // self.cfg.eval_every
-            conf = returns(CONFIRM_SEED + max(100, self.cfg.eval_episodes) * k)
+            # fresh seeds per evaluation (actorq's loop takes them per publish)
+            conf = returns(confirm_seed(step // self.cfg.eval_every, self.cfg.eval_episodes))
             print(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}",
                   flush=True)  # fmt: skip
             if float(conf.mean()) >= target:

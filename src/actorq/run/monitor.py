@@ -15,11 +15,11 @@ import numpy as np
 
 from actorq.agents.policy_io import PolicyIO
 from actorq.config import ExperimentConfig
+from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.distributed.backend import Backend, BackendStats
 from actorq.energy import EnergyTracker
 from actorq.logging import MetricLogger
 from actorq.run.publisher import Publisher, check_losses
-from actorq.run.report import CONFIRM_SEED, EVAL_SEED
 from actorq.run.resume import Counters
 
 
@@ -59,8 +59,7 @@ class Evaluator:
         )
         reached = False
         if self.target is not None and rets.mean() >= self.target and c.steps_to_target is None:
-            # fresh seeds per publish; a stride of the episode count keeps sets disjoint
-            seed = CONFIRM_SEED + max(100, cfg.eval_episodes) * c.publishes
+            seed = confirm_seed(c.publishes, cfg.eval_episodes)  # fresh seeds per publish
             conf = self.io.evaluate(data, cfg.eval_episodes, seed)
             self.say(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}")
             if conf.mean() >= self.target:

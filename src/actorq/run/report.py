@@ -12,16 +12,15 @@ import numpy as np
 
 from actorq.agents.policy_io import PolicyIO
 from actorq.config import ExperimentConfig
+from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # re-exported (actorq.experiment)
+from actorq.core.seeds import EVAL_SEED as EVAL_SEED
+from actorq.core.seeds import FINAL_EVAL_SEED
 from actorq.distributed.backend import BackendStats
 from actorq.energy import codecarbon_installed
 from actorq.logging import MetricLogger
 from actorq.run.publisher import Publisher
 from actorq.run.resume import Counters
 from actorq.rundir import RunDir
-
-EVAL_SEED = 10_000  # periodic evaluations
-FINAL_EVAL_SEED = 20_000  # held-out seeds for the final report
-CONFIRM_SEED = 30_000  # confirmation of a target reached
 
 
 @dataclasses.dataclass
