@@ -292,6 +292,16 @@ class ExperimentConfig(Grouped):
         names = {f.name for f in dataclasses.fields(cls)} | set(leaf_paths(cls))
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    @classmethod
+    def for_env(cls, env: str, **overrides: Any) -> Self:
+        """A config for ``env`` that starts from its family's preset for this agent (Atari:
+        rl-baselines3-zoo's settings, :data:`actorq.envs.atari.PRESETS`), ``overrides`` on top:
+        what ``actorq train AGENT --env ENV`` builds. The constructor itself keeps the generic
+        defaults (``PPOConfig(env="atari:Pong")`` trains with CartPole's settings)."""
+        from actorq.envs import preset
+
+        return cls(**{**preset(env, cls.agent), **overrides, "env": env})
+
 
 #: The commit that last holds actorq's retired experiment knobs and the probes that used them.
 ARCHIVE_COMMIT = "67fd709"

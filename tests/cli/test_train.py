@@ -4,6 +4,8 @@ before."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from actorq.agents.dqn.config import DQNConfig
@@ -137,3 +139,56 @@ def test_ray_settings_are_validated_naming_the_flag(capsys: pytest.CaptureFixtur
     assert "--replay-shards must be in [1, 4096]" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--actor-cpus must be in"):
         parse_config(DQNConfig, ["--backend", "ray", "--actor-cpus", "0"], "t").validate()
+
+
+# -- env-family presets: `actorq train ppo --env atari:Pong` starts from rl-zoo's settings ------
+
+
+@pytest.mark.parametrize("agent", ["ppo", "dqn"])
+def test_an_atari_id_starts_from_the_family_preset_and_flags_override_it(agent: str) -> None:
+    from actorq.agents import config_class
+    from actorq.envs.atari import PRESETS
+
+    cls = config_class(agent)
+    cfg = parse_config(cls, ["--env", "atari:Pong"], "t")
+    for name, value in PRESETS[agent].items():
+        assert getattr(cfg, name) == value, name
+    assert any(getattr(cls(), n) != v for n, v in PRESETS[agent].items())  # not the defaults
+    mine = parse_config(cls, ["--env=atari:Breakout", "--total-steps", "1000", "--seed", "3"], "t")
+    assert (mine.total_steps, mine.seed, mine.env) == (1000, 3, "atari:Breakout")
+    assert mine.eval_every == PRESETS[agent]["eval_every"]
+    # other families keep the class's defaults; the Python constructor keeps them everywhere
+    assert parse_config(cls, ["--env", "gym:CartPole-v1"], "t") == cls()
+    assert cls(env="atari:Pong").total_steps == cls().total_steps
+    assert cls.for_env("atari:Pong", seed=2) == dataclasses.replace(cfg, seed=2)
+
+
+def test_a_preset_shows_in_help_and_is_announced(capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join(_help(capsys, "ppo", "--env", "atari:Pong").split())
+    assert "--clip-coef FLOAT Surrogate clipping ε. (default: 0.1)" in text
+    assert "(default: 2500000)" in text
+    assert "(default: 0.1)" not in " ".join(_help(capsys, "ppo").split())
+    # a bad id before anything runs: one line, and the preset note comes only with a good one
+    assert main(["train", "ppo", "--env", "atari:NoSuchGame", "--total-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "preset" not in err
+
+
+def test_the_atari_preset_is_what_the_atari_bench_spec_runs() -> None:
+    """The preset and the committed learning runs (benchmarks/specs/atari.toml) are one set of
+    settings: docs/atari.md's scores are what `actorq train` starts from."""
+    from pathlib import Path
+
+    from actorq.bench.spec import load_spec
+    from actorq.envs.atari import PRESETS
+
+    spec = load_spec(Path(__file__).parents[2] / "benchmarks/specs/atari.toml")
+    seen = set()
+    for cell in spec.cells:
+        if cell.framework != "actorq":
+            continue
+        cfg = cell.make_config()
+        for name, value in PRESETS[cell.agent].items():
+            assert getattr(cfg, name) == value, (cell.name, name)
+        seen.add(cell.agent)
+    assert seen == set(PRESETS)

@@ -13,7 +13,7 @@ import io
 import re
 import sys
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import tyro
 
@@ -25,11 +25,12 @@ T = TypeVar("T")
 _BOX = re.compile(r"^[\s│╭╰─┃|+\-]*(.*?)[\s│─╮╯┃|+\-]*$")
 
 
-def parse(cls: type[T], args: Sequence[str], prog: str) -> T:
+def parse(cls: type[T], args: Sequence[str], prog: str, default: T | None = None) -> T:
+    """``cls`` from ``args``; ``default``: an instance whose values are the flags' defaults."""
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            result: T = tyro.cli(cls, args=list(args), prog=prog)
+            result = cast(T, tyro.cli(cls, args=list(args), prog=prog, default=default))
     except SystemExit as e:
         sys.stdout.write(out.getvalue())
         if e.code in (0, None):  # --help

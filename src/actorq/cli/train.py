@@ -37,9 +37,16 @@ def cmd_train(algo: str, argv: list[str]) -> int:
 
     cfg = parse_config(config_class(algo), argv, f"actorq train {algo}")
     cfg.validate()
-    from actorq.envs import validate_env_id
+    from actorq.envs import preset, validate_env_id
 
     validate_env_id(cfg.env)
+    if preset(cfg.env, algo) and not cfg.resume:
+        family = cfg.env.partition(":")[0]
+        print(
+            f"actorq: {algo} on {cfg.env} starts from the {family} preset (actorq.envs.{family}."
+            f"PRESETS: --help lists its values); flags override it",
+            file=sys.stderr,
+        )
     from actorq.experiment import train
 
     result = train(cfg)
@@ -65,7 +72,7 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
             raise ConfigError(
                 f"{name} was retired ({retired[name]}); run it from commit {ARCHIVE_COMMIT}"
             )
-    backend = _chosen_backend(argv, cls.backend)
+    backend = _last_value(argv, "--backend", cls.backend)
     hidden = [g for g, owner in cls.backend_groups.items() if owner != backend]
     for g in hidden:
         group = group_types(cls)[g]
@@ -78,10 +85,15 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
                     f"{_flag_of(token)} is a setting of --backend {owner}, and this run's "
                     f"backend is {backend}: add --backend {owner}"
                 )
+    # the env's family preset (Atari: rl-zoo's settings) as the flags' defaults, so --help
+    # shows them and every flag given overrides them
+    start = cls.for_env(_last_value(argv, "--env", cls.env))
     if not hidden:
-        return parse(cls, argv, prog)
-    parsed = parse(_without_groups(cls, tuple(hidden)), argv, prog)
-    return cls(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(cls)})
+        return parse(cls, argv, prog, start)
+    narrow = _without_groups(cls, tuple(hidden))
+    fields = [f.name for f in dataclasses.fields(cls)]
+    parsed = parse(narrow, argv, prog, narrow(**{n: getattr(start, n) for n in fields}))
+    return cls(**{n: getattr(parsed, n) for n in fields})
 
 
 def _flag_of(token: str) -> str:
@@ -92,16 +104,17 @@ def _flag_of(token: str) -> str:
     return token.partition("=")[0].replace("_", "-")
 
 
-def _chosen_backend(argv: list[str], default: str) -> str:
-    """The backend the command line chooses: the last ``--backend X`` (argparse's rule)."""
-    backend = default
+def _last_value(argv: list[str], name: str, default: str) -> str:
+    """The value the command line gives flag ``name``: its last ``NAME X`` or ``NAME=X``
+    (argparse's rule), or ``default``."""
+    value = default
     for i, token in enumerate(argv):
-        if _flag_of(token) == "--backend":
+        if _flag_of(token) == name:
             if "=" in token:
-                backend = token.partition("=")[2]
+                value = token.partition("=")[2]
             elif i + 1 < len(argv):
-                backend = argv[i + 1]
-    return backend
+                value = argv[i + 1]
+    return value
 
 
 def _without_groups(cls: type[C], groups: tuple[str, ...]) -> type[C]:

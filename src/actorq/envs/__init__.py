@@ -44,6 +44,9 @@ class EnvFamily:
     of taking the greedy ones: Atari, whose games are deterministic without sticky actions, so
     a greedy policy replays one game from every no-op start (rl-baselines3-zoo evaluates Atari
     so)."""
+    presets: str | None = None
+    """``"module:NAME"`` of a dict ``{agent: {config field: value}}``: the settings
+    ``actorq train AGENT`` starts from on the family's ids (:func:`preset`), or ``None``."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
@@ -76,6 +79,7 @@ ENV_FAMILIES: dict[str, EnvFamily] = {
         (("mode", "eval"),),
         "actorq.envs.atari_envpool:make_atari_vector",
         eval_sampled=True,
+        presets="actorq.envs.atari:PRESETS",
     ),
 }
 
@@ -118,6 +122,17 @@ def eval_env_kwargs(env_id: str, kwargs: dict[str, Any] | None = None) -> dict[s
 def eval_sampled(env_id: str) -> bool:
     """Whether evaluations on ``env_id`` sample actions (:attr:`EnvFamily.eval_sampled`)."""
     return _split(env_id)[0].eval_sampled
+
+
+def preset(env_id: str, agent: str) -> dict[str, Any]:
+    """The config fields ``agent`` starts from on ``env_id``'s family (:attr:`EnvFamily.presets`;
+    a copy, empty where the family has none): the command line's defaults there, and
+    :meth:`~actorq.config.ExperimentConfig.for_env`'s. A bad id is one :class:`EnvIdError`."""
+    family, _ = _split(env_id)
+    if family.presets is None:
+        return {}
+    table: dict[str, dict[str, Any]] = load(family.presets)
+    return dict(table.get(agent, {}))
 
 
 def env_factory(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
@@ -203,5 +218,6 @@ __all__ = [
     "eval_env_kwargs",
     "make_env",
     "make_vector_env",
+    "preset",
     "validate_env_id",
 ]

@@ -55,6 +55,63 @@ from actorq.errors import EnvIdError, first_line
 ATARI_EXTRA_HINT = "atari: environments need the [atari] extra: pip install 'actorq[atari]'"
 
 ENGINES = ("auto", "envpool", "ale")
+
+#: What ``actorq train ppo|dqn --env atari:<Game>`` starts from (flags override each field;
+#: :func:`actorq.envs.preset`): rl-baselines3-zoo's ``atari`` hyperparameters (``ppo.yml`` at
+#: 00128b5, ``dqn.yml`` at ce95481; CleanRL's ``ppo_atari.py``/``dqn_atari.py`` differ in
+#: details), on actorq's fields, over 10M frames (2.5M agent steps) with an evaluation of 10
+#: full games every 1M frames: the settings ``benchmarks/specs/atari.toml`` runs (a test holds
+#: them equal). The generic defaults are CartPole's and do not learn Atari in a useful time.
+PRESETS: dict[str, dict[str, Any]] = {
+    # Schulman et al. 2017's Atari setting: 8 envs x 128 steps, 4 epochs of 4 minibatches,
+    # clip 0.1, lr 2.5e-4 annealed; rl-zoo anneals the clip too (actorq keeps it) and does not
+    # clip the value loss (SB3's clip_range_vf None)
+    "ppo": {
+        "actors": 1,
+        "envs_per_actor": 8,
+        "num_steps": 128,
+        "update_epochs": 4,
+        "minibatch_size": 256,
+        "learning_rate": 2.5e-4,
+        "anneal_lr": True,
+        "clip_coef": 0.1,
+        "clip_vloss": False,
+        "ent_coef": 0.01,
+        "vf_coef": 0.5,
+        "gae_lambda": 0.95,
+        "max_grad_norm": 0.5,
+        "gamma": 0.99,
+        "total_steps": 2_500_000,
+        "eval_every": 250_000,
+        "eval_episodes": 10,
+        "checkpoint_every": 20,
+    },
+    # Mnih et al. 2015's DQN as rl-zoo trains it: lr 1e-4, batch 32, learning from 100k steps,
+    # one update per 4 steps (8 samples per insert at batch 32), target copied every 1,000
+    # steps (250 updates), 1-step targets, no double Q or dueling head, grad clip 10, Adam eps
+    # 1e-8; a 100k-transition frame replay (~0.7 GB). Not set: --learner-mode compile (1.27x
+    # this learner on a CPU, docs/atari.md; it needs a C++ compiler) and --device cuda
+    "dqn": {
+        "actors": 1,
+        "envs_per_actor": 8,
+        "replay_size": 100_000,
+        "min_replay_size": 100_000,
+        "batch_size": 32,
+        "samples_per_insert": 8.0,
+        "target_update_period": 250,
+        "n_step": 1,
+        "double_q": False,
+        "dueling": False,
+        "learning_rate": 1e-4,
+        "adam_eps": 1e-8,
+        "max_grad_norm": 10.0,
+        "gamma": 0.99,
+        "total_steps": 2_500_000,
+        "eval_every": 250_000,
+        "eval_episodes": 10,
+        "checkpoint_every": 25_000,
+    },
+}
 ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
 
 
