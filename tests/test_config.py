@@ -87,3 +87,11 @@ def test_json_round_trip_validates_too() -> None:
     d["num_steps"] = "128"  # a hand-edited config.json
     with pytest.raises(ConfigError, match="--num-steps has the wrong type"):
         PPOConfig.from_json(d).validate()
+
+
+def test_sticky_actions_are_an_atari_setting_below_one() -> None:
+    with pytest.raises(ConfigError, match="--atari-sticky applies to atari: ids"):
+        DQNConfig(env="gym:CartPole-v1", atari_sticky=0.25).validate()
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ConfigError, match="--atari-sticky"):
+            DQNConfig(env="atari:Pong", atari_sticky=bad).validate()

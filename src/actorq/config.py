@@ -105,6 +105,7 @@ class ExperimentConfig(Grouped):
         "envs_per_actor": Bound(1, 4096),
         "total_steps": Bound(1, 10**13),
         "target_return": FINITE,
+        "atari_sticky": Bound(0, 1, hi_open=True),
         "gamma": Bound(0, 1, lo_open=True),
         "publish_every": Bound(1, 10**9),
         "eval_every": Bound(1, 10**13),
@@ -123,6 +124,10 @@ class ExperimentConfig(Grouped):
     """What steps the actors' games for atari: ids: envpool (EnvPool's C++ pool, the [envpool]
     extra), ale (ale-py under Gymnasium's wrappers), or auto (envpool where it is installed). A
     run saves the engine it started with: evaluations and resumes see the same frames."""
+    atari_sticky: float = 0.0
+    """atari: ids: the probability that the emulator repeats the previous action on a frame
+    (sticky actions, Machado et al. 2018: 0.25, ALE v5's default), in training and evaluations.
+    0 (default): NoFrameskip-v4's protocol, that of the tables actorq compares with (rl-zoo's)."""
     precision: str = "int8"
     """Precision of the policy snapshots actors run: fp32, fp16, int8, int4, or auto (time each
     at the actors' batch on this machine, keep the fastest that acts like fp32; the learner always
@@ -215,13 +220,18 @@ class ExperimentConfig(Grouped):
 
     def env_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``make_env`` (e.g. a Control Suite task's action repeat)."""
-        return {"engine": self.atari_engine} if self.env.startswith("atari:") else {}
+        if not self.env.startswith("atari:"):
+            return {}
+        sticky = {"sticky": self.atari_sticky} if self.atari_sticky else {}
+        return {"engine": self.atari_engine, **sticky}
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` (one line) for the first invalid field."""
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
+        if self.atari_sticky and not self.env.startswith("atari:"):
+            raise ConfigError(f"--atari-sticky applies to atari: ids, and --env is {self.env}")
         if self.env.startswith("atari:"):
             from actorq.envs.atari import resolve_engine
 

@@ -14,13 +14,26 @@ ale_py = pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 
-def _reference(game: str) -> gym.Env:
+def _reference(game: str, sticky: float = 0.0) -> gym.Env:
     """Gymnasium's own wrappers, as its docs compose them (no episodic life, raw rewards)."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     gym.register_envs(ale_py)
-    env = gym.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gym.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=sticky)
     return FrameStackObservation(AtariPreprocessing(env, noop_max=30), 4)
+
+
+def _same_frames(ours: gym.Env, ref: gym.Env, seed: int, steps: int) -> bool:
+    """Whether ``ours`` and ``ref`` show the same frames for ``steps`` random actions."""
+    same = np.array_equal(ours.reset(seed=seed)[0], ref.reset(seed=seed)[0])
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        a = int(rng.integers(ours.action_space.n))
+        s1, s2 = ours.step(a), ref.step(a)
+        same = same and np.array_equal(s1[0], s2[0])
+        if s1[2] or s1[3] or s2[2] or s2[3]:
+            break
+    return same
 
 
 def test_frames_match_gymnasium_atari_preprocessing() -> None:
@@ -129,3 +142,15 @@ def test_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) ->
         env_spec("atari:Pong")
     assert "\n" not in str(e.value) and "pip install 'actorq[atari]'" in str(e.value)
     assert ENV_FAMILIES["atari"].extra == "atari"
+
+
+def test_sticky_actions_from_the_config_reach_the_emulator() -> None:
+    from actorq.agents.ppo.config import PPOConfig
+
+    cfg = PPOConfig(env="atari:Pong", atari_engine="ale", atari_sticky=0.25)
+    cfg.validate()
+    kwargs = {**eval_env_kwargs(cfg.env, cfg.env_kwargs()), "fire_reset": False}
+    assert _same_frames(make_env(cfg.env, **kwargs), _reference("Pong", 0.25), 5, 300)
+    # and they change the game: the same actions without them play another one
+    assert not _same_frames(make_env(cfg.env, **kwargs), _reference("Pong"), 5, 300)
+    assert "sticky" not in PPOConfig(env="atari:Pong", atari_engine="ale").env_kwargs()

@@ -34,8 +34,8 @@ CleanRL's evaluations do the same (their training wrappers, scored per game).
 **Sticky actions are off** (``repeat_action_probability=0``, where ``-v5`` defaults to 0.25,
 Machado et al. 2018): the scores actorq is compared with — rl-baselines3-zoo's and CleanRL's
 Atari tables, Pong +18 and Breakout 200 — were measured on ``<Game>NoFrameskip-v4``, which has
-none. ``make_env("atari:<Game>", sticky=0.25)`` gives Machado et al.'s protocol (no CLI flag
-yet: runs and benchmarks here use the tables' protocol). Episodes are cut at v5's 108,000
+none. ``--atari-sticky 0.25`` (``make_env("atari:<Game>", sticky=0.25)``) gives Machado et
+al.'s protocol; runs and benchmarks here use the tables'. Episodes are cut at v5's 108,000
 emulator frames (27,000 agent steps, ``truncated``).
 """
 
