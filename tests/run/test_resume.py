@@ -25,10 +25,12 @@ def _saved(run: Path, cfg: ExperimentConfig) -> str:
     return str(run)
 
 
-def test_a_resume_keeps_the_saved_run_length_unless_given(tmp_path: Path) -> None:
-    run = _saved(tmp_path, DQNConfig(total_steps=777, log_every=5.0, stop_at_target=False))
-    kept = resolve_run(DQNConfig(resume=run))
-    assert (kept.total_steps, kept.log_every, kept.stop_at_target) == (777, 5.0, False)
+def test_a_resume_keeps_the_saved_budget_unless_given_and_takes_its_own_display(
+    tmp_path: Path,
+) -> None:
+    run = _saved(tmp_path, DQNConfig(total_steps=777, stop_at_target=False, progress=False))
+    kept = resolve_run(DQNConfig(resume=run))  # budget: the run's; display: this invocation's
+    assert (kept.total_steps, kept.stop_at_target, kept.progress) == (777, False, True)
     given = resolve_run(DQNConfig(resume=run, total_steps=900, log_every=1.0))
     assert (given.total_steps, given.log_every) == (900, 1.0)
     cli = resolve_run(parse_config(DQNConfig, ["--resume", run], "t"))

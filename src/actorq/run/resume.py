@@ -36,8 +36,8 @@ Loaded = tuple[dict[str, Any], dict[str, Any], Path | None]
 
 def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | None]:
     """The config this run uses — a copy: ``train(cfg)`` never changes the caller's object —
-    and, for ``resume``, the checkpoint it continues from (the saved experiment, with the
-    run-length and display options this invocation gives: :data:`RESUME_OVERRIDES`)."""
+    and, for ``resume``, the checkpoint it continues from (the saved experiment, with this
+    invocation's display options and the budget it sets: :data:`RESUME_OVERRIDES`)."""
     out = resolve_run(cfg)
     return out, (RunDir(Path(out.resume)).load_checkpoint() if out.resume else None)
 
@@ -72,9 +72,12 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
             f"--resume continues {resume_dir} with its saved settings; these options differ "
             f"from them: {', '.join(conflicts)} (drop them, or start a new run)"
         )
+    for f in RESUME_OVERRIDES:
+        if hasattr(cfg, f):
+            setattr(saved, f, getattr(cfg, f))
     unset = _defaults(cfg)
-    for f in RESUME_OVERRIDES:  # given on this invocation: it wins; left out: the saved run's
-        if hasattr(cfg, f) and getattr(cfg, f) not in unset.get(f, ()):
+    for f in RESUME_BUDGET:  # a resume without --total-steps runs on to the saved budget
+        if getattr(cfg, f) not in unset[f]:
             setattr(saved, f, getattr(cfg, f))
     saved.ray.ray_address = cfg.ray.ray_address or saved.ray.ray_address  # a cluster's may move
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
@@ -85,15 +88,17 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     return saved
 
 
-#: What a resume may change: run length, display, and how updates run (not what they compute),
-#: each where the invocation gives it (a value other than the defaults); left out, the saved
-#: run's. Anything else is the saved run's (but where the learner computes: :func:`resume_device`).
+#: What a resume may change. Its display and how updates run (not what they compute) are this
+#: invocation's; the run's length and stop rule (:data:`RESUME_BUDGET`) are the saved run's
+#: unless the invocation sets them (a value other than the defaults). Anything else is the saved
+#: run's (but where the learner computes: :func:`resume_device`).
 RESUME_OVERRIDES = (
-    "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
-    "replay_on_device",
+    "progress", "log_every", "learner_mode", "updates_per_turn", "replay_on_device",
 )  # fmt: skip
+RESUME_BUDGET = ("total_steps", "stop_at_target")
 _RESUME_FREE = (
-    *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
+    *RESUME_OVERRIDES, *RESUME_BUDGET, "resume", "run_dir", "ray_address", "energy",
+    "energy_country", "device",
 )  # fmt: skip
 
 
