@@ -172,6 +172,10 @@ def test_a_preset_shows_in_help_and_is_announced(capsys: pytest.CaptureFixture[s
     assert main(["train", "ppo", "--env", "atari:NoSuchGame", "--total-steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "preset" not in err
+    # an id that names no family is the id's line after tyro's parse: --help still helps
+    assert "--clip-coef" in _help(capsys, "ppo", "--env", "nowhere:Pong")
+    assert main(["train", "ppo", "--env", "--seed", "3"]) == 2
+    assert "--env" in capsys.readouterr().err
 
 
 def test_the_atari_preset_is_what_the_atari_bench_spec_runs() -> None:

@@ -1,6 +1,5 @@
-"""What a resume takes from the command line and what it keeps from the saved run
-(:mod:`actorq.run.resume`): run-length options only where given, and a family preset's values
-(the command line's defaults on its ids) never read as options given."""
+"""What a resume takes from the invocation and what it keeps from the saved run
+(:mod:`actorq.run.resume`), through the library and through ``actorq train --resume``."""
 
 from __future__ import annotations
 
@@ -25,26 +24,41 @@ def _saved(run: Path, cfg: ExperimentConfig) -> str:
     return str(run)
 
 
-def test_a_resume_keeps_the_saved_budget_unless_given_and_takes_its_own_display(
+def test_the_library_resumes_with_the_configs_budget_and_display(tmp_path: Path) -> None:
+    run = _saved(tmp_path, DQNConfig(total_steps=777, stop_at_target=False, progress=False))
+    out = resolve_run(DQNConfig(resume=run, total_steps=900, log_every=1.0))
+    assert (out.total_steps, out.log_every, out.stop_at_target, out.progress) == (
+        900, 1.0, True, True
+    )  # fmt: skip
+
+
+def test_the_command_line_keeps_the_saved_budget_unless_its_flags_are_given(
     tmp_path: Path,
 ) -> None:
-    run = _saved(tmp_path, DQNConfig(total_steps=777, stop_at_target=False, progress=False))
-    kept = resolve_run(DQNConfig(resume=run))  # budget: the run's; display: this invocation's
-    assert (kept.total_steps, kept.stop_at_target, kept.progress) == (777, False, True)
-    given = resolve_run(DQNConfig(resume=run, total_steps=900, log_every=1.0))
-    assert (given.total_steps, given.log_every) == (900, 1.0)
-    cli = resolve_run(parse_config(DQNConfig, ["--resume", run], "t"))
-    assert cli.total_steps == 777
+    run = _saved(tmp_path, DQNConfig(total_steps=777, stop_at_target=False))
+
+    def resumed(*flags: str) -> DQNConfig:
+        return resolve_run(parse_config(DQNConfig, ["--resume", run, *flags], "t"))
+
+    kept = resumed()
+    assert (kept.total_steps, kept.stop_at_target) == (777, False)
+    # given, even at the class's default values: the command line says so
+    given = resumed("--total-steps", "300000", "--stop-at-target")
+    assert (given.total_steps, given.stop_at_target) == (300_000, True)
+    assert resumed("--total_steps=900").total_steps == 900
 
 
 def test_a_preset_run_resumes_from_the_command_line(tmp_path: Path) -> None:
     run = _saved(tmp_path, PPOConfig.for_env("atari:Pong", envs_per_actor=16, seed=4))
-    # --env atari:Pong makes the preset the flags' defaults: none of them counts as given
-    out = resolve_run(parse_config(PPOConfig, ["--env", "atari:Pong", "--resume", run], "t"))
-    assert (out.envs_per_actor, out.seed, out.total_steps, out.clip_coef) == (16, 4, 2_500_000, 0.1)
-    # without --env the defaults are CartPole's: the saved Atari budget still stands
-    assert resolve_run(parse_config(PPOConfig, ["--resume", run], "t")).total_steps == 2_500_000
-    # an option given that differs from the saved run is refused, naming it
-    argv = ["--env", "atari:Pong", "--resume", run, "--clip-coef", "0.3"]
-    with pytest.raises(ConfigError, match=r"--clip-coef 0.3 \(saved: 0.1\)"):
-        resolve_run(parse_config(PPOConfig, argv, "t"))
+    for argv in (["--resume", run], ["--env", "atari:Pong", "--resume", run]):
+        out = resolve_run(parse_config(PPOConfig, argv, "t"))
+        assert (out.envs_per_actor, out.seed, out.total_steps, out.clip_coef) == (
+            16, 4, 2_500_000, 0.1
+        )  # fmt: skip
+    # an option that differs from the saved run is refused, naming it: the env too
+    for flags, named in (
+        (["--clip-coef", "0.3"], r"--clip-coef 0.3 \(saved: 0.1\)"),
+        (["--learning-rate", "0.00025", "--env", "atari:Breakout"], r"--env atari:Breakout"),
+    ):
+        with pytest.raises(ConfigError, match=named):
+            resolve_run(parse_config(PPOConfig, ["--resume", run, *flags], "t"))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import tyro
 
 from actorq.cli.args import parse
 from actorq.config import ARCHIVE_COMMIT, ExperimentConfig
-from actorq.errors import ConfigError
+from actorq.errors import ActorQError, ConfigError, EnvIdError
 from actorq.settings import flag, group_types, leaf_paths
 
 C = TypeVar("C", bound=ExperimentConfig)
@@ -85,15 +86,52 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
                     f"{_flag_of(token)} is a setting of --backend {owner}, and this run's "
                     f"backend is {backend}: add --backend {owner}"
                 )
-    # the env's family preset (Atari: rl-zoo's settings) as the flags' defaults, so --help
-    # shows them and every flag given overrides them
-    start = cls.for_env(_last_value(argv, "--env", cls.env))
+    start = _start(cls, argv)
     if not hidden:
-        return parse(cls, argv, prog, start)
-    narrow = _without_groups(cls, tuple(hidden))
-    fields = [f.name for f in dataclasses.fields(cls)]
-    parsed = parse(narrow, argv, prog, narrow(**{n: getattr(start, n) for n in fields}))
-    return cls(**{n: getattr(parsed, n) for n in fields})
+        cfg = parse(cls, argv, prog, start)
+    else:
+        narrow = _without_groups(cls, tuple(hidden))
+        fields = [f.name for f in dataclasses.fields(cls)]
+        parsed = parse(narrow, argv, prog, narrow(**{n: getattr(start, n) for n in fields}))
+        cfg = cls(**{n: getattr(parsed, n) for n in fields})
+    if cfg.resume:
+        _keep_saved_budget(cfg, argv)
+    return cfg
+
+
+def _start(cls: type[C], argv: list[str]) -> C:
+    """The flags' defaults. A new run's are its env's family preset (Atari: rl-zoo's settings),
+    so ``--help`` shows them and each flag given overrides them; a resume's are the class's
+    own (the saved run's settings stand, and a flag given is checked against them)."""
+    if _last_value(argv, "--resume", ""):
+        return cls()
+    try:
+        return cls.for_env(_last_value(argv, "--env", cls.env))
+    except EnvIdError:  # tyro's parse first (--help, a flag without its value), then the id's line
+        return cls()
+
+
+#: the budget a resume from the command line keeps unless one of its flags is given
+_BUDGET_FLAGS = {
+    "total_steps": ("--total-steps",),
+    "stop_at_target": ("--stop-at-target", "--no-stop-at-target"),
+}
+
+
+def _keep_saved_budget(cfg: ExperimentConfig, argv: list[str]) -> None:
+    """``actorq train ALGO --resume RUN`` runs to RUN's own ``--total-steps`` and stop rule
+    unless the command line gives them (the library resumes with the config's values, and the
+    default budget would cut a longer run short, e.g. an Atari preset's 2.5M steps at 500k)."""
+    from actorq.run.directory import load_run_config
+
+    given = {_flag_of(token) for token in argv}
+    try:
+        saved = load_run_config(Path(str(cfg.resume)), device="cpu")
+    except ActorQError:
+        return  # the resume itself says what is wrong with the run, in one line
+    for name, flags in _BUDGET_FLAGS.items():
+        if not given.intersection(flags):
+            setattr(cfg, name, getattr(saved, name))
 
 
 def _flag_of(token: str) -> str:

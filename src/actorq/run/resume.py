@@ -37,7 +37,7 @@ Loaded = tuple[dict[str, Any], dict[str, Any], Path | None]
 def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | None]:
     """The config this run uses — a copy: ``train(cfg)`` never changes the caller's object —
     and, for ``resume``, the checkpoint it continues from (the saved experiment, with this
-    invocation's display options and the budget it sets: :data:`RESUME_OVERRIDES`)."""
+    invocation's run-length and display options)."""
     out = resolve_run(cfg)
     return out, (RunDir(Path(out.resume)).load_checkpoint() if out.resume else None)
 
@@ -75,10 +75,6 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     for f in RESUME_OVERRIDES:
         if hasattr(cfg, f):
             setattr(saved, f, getattr(cfg, f))
-    unset = _defaults(cfg)
-    for f in RESUME_BUDGET:  # a resume without --total-steps runs on to the saved budget
-        if getattr(cfg, f) not in unset[f]:
-            setattr(saved, f, getattr(cfg, f))
     saved.ray.ray_address = cfg.ray.ray_address or saved.ray.ray_address  # a cluster's may move
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
     if not run.has_checkpoint():
@@ -88,17 +84,14 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     return saved
 
 
-#: What a resume may change. Its display and how updates run (not what they compute) are this
-#: invocation's; the run's length and stop rule (:data:`RESUME_BUDGET`) are the saved run's
-#: unless the invocation sets them (a value other than the defaults). Anything else is the saved
-#: run's (but where the learner computes: :func:`resume_device`).
+#: What a resume may change: run length, display, and how updates run (not what they compute).
+#: Anything else is the saved run's (but where the learner computes: :func:`resume_device`).
 RESUME_OVERRIDES = (
-    "progress", "log_every", "learner_mode", "updates_per_turn", "replay_on_device",
+    "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
+    "replay_on_device",
 )  # fmt: skip
-RESUME_BUDGET = ("total_steps", "stop_at_target")
 _RESUME_FREE = (
-    *RESUME_OVERRIDES, *RESUME_BUDGET, "resume", "run_dir", "ray_address", "energy",
-    "energy_country", "device",
+    *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
 )  # fmt: skip
 
 
@@ -124,22 +117,15 @@ def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
     return "cpu"
 
 
-def _defaults(cfg: ExperimentConfig) -> dict[str, tuple[Any, ...]]:
-    """Each setting's values that mean "not given": the class default, and the preset's for
-    ``cfg.env`` (the command line's defaults there, :meth:`ExperimentConfig.for_env`)."""
-    plain, start = dict(flat_items(type(cfg)())), dict(flat_items(type(cfg).for_env(cfg.env)))
-    return {name: (value, start[name]) for name, value in plain.items()}
-
-
 def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
     """Options set on a resume (differing from the defaults) that differ from the saved run:
     they would be silently ignored, so they are refused (``--flag value (saved: x)``)."""
-    defaults, was = _defaults(cfg), dict(flat_items(saved))
+    defaults, was = dict(flat_items(type(cfg)())), dict(flat_items(saved))
     out = []
     for name, mine in flat_items(cfg):
         if name in _RESUME_FREE:
             continue
-        if mine not in defaults[name] and mine != was.get(name):
+        if mine != defaults[name] and mine != was.get(name):
             out.append(f"--{name.replace('_', '-')} {mine} (saved: {was.get(name)})")
     return out
 
