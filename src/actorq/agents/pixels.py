@@ -192,13 +192,15 @@ def patch_rows(x: torch.Tensor, conv: nn.Conv2d, take: torch.Tensor) -> torch.Te
     if conv.padding != (0, 0) or conv.dilation != (1, 1) or conv.groups != 1:
         raise ValueError("patch_rows takes unpadded, undilated, ungrouped convolutions")
     (kh, kw), (sh, sw) = conv.kernel_size, conv.stride
-    ow = (x.shape[3] - kw) // sw + 1
-    per_state = positions(conv, x)
-    state, pos = take // per_state, take % per_state
-    top = ((pos // ow) * sh)[:, None, None, None] + torch.arange(kh)[None, None, :, None]
-    left = ((pos % ow) * sw)[:, None, None, None] + torch.arange(kw)[None, None, None, :]
-    chan = torch.arange(x.shape[1])[None, :, None, None]
-    return x[state[:, None, None, None], chan, top, left].reshape(len(take), -1)
+    b, c, h, w = x.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    x = x.contiguous()
+    s = x.stride()
+    # every patch as a view (state, row, column, channel, kh, kw): gathering whole patches by
+    # three indices copies each as a block, ~2x faster than indexing every element
+    view = x.as_strided((b, oh, ow, c, kh, kw), (s[0], s[2] * sh, s[3] * sw, s[1], s[2], s[3]))
+    state, pos = take // (oh * ow), take % (oh * ow)
+    return view[state, pos // ow, pos % ow].reshape(len(take), -1)
 
 
 def activation_bound(torso: NatureCNN) -> list[float]:

@@ -135,15 +135,17 @@ def _gptq(
     q = np.empty(w.shape, np.float64)
     for i0 in range(0, n_in, block):
         i1 = min(i0 + block, n_in)
-        wb = work[i0:i1]
+        wb, ub = work[i0:i1], u[i0:i1, i0:i1]
         err = np.empty_like(wb)
         for i in range(i1 - i0):
-            s = scales[(i0 + i) // group]
-            qi = np.clip(np.rint(wb[i] / s), -qmax, qmax)
-            q[i0 + i] = qi
-            e = (wb[i] - qi * s) / u[i0 + i, i0 + i]
-            wb[i + 1 :] -= np.multiply.outer(u[i0 + i, i0 + i + 1 : i1], e)
-            err[i] = e
+            # the same arithmetic as clip(rint(w / s)) and (w - q s) / u_ii, in fewer numpy
+            # calls with no temporaries (a Python loop over every input row of the layer)
+            s, qi, e = scales[(i0 + i) // group], q[i0 + i], err[i]
+            np.rint(np.divide(wb[i], s, out=qi), out=qi)
+            np.minimum(np.maximum(qi, -qmax, out=qi), qmax, out=qi)
+            np.subtract(wb[i], np.multiply(qi, s, out=e), out=e)
+            e /= ub[i, i]
+            wb[i + 1 :] -= ub[i, i + 1 :, None] * e
         if i1 < n_in:  # the block's errors, onto the rows after it
             upd = torch.from_numpy(np.ascontiguousarray(u[i0:i1, i1:].T)) @ torch.from_numpy(err)
             work[i1:] -= upd.numpy()
