@@ -19,7 +19,9 @@ learner's background publisher pays it); ``agree`` is the share of equal greedy 
 fp32 and ``rel err`` the largest |Δq| over the largest |q|, on held-out frames. Frames come
 from random play of ``--env`` (an untrained network: agreement on real game states of a
 trained one is the run's own ``action agreement``). Latencies are medians of single calls,
-the candidates interleaved (``actorq.quant.autoselect.measure_latency``).
+the candidates taking turns (``actorq.quant.autoselect.measure_latency``) of ``--burst`` calls
+each: 10 (default) times each model called after itself, as an actor calls its one model; 1
+times each call just after the other candidates ran (their weights evict its own from cache).
 
     .venv/bin/python benchmarks/atari_conv_speed.py --batches 1 8 16 --repeats 201 --reference
 """
@@ -167,7 +169,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     for b in args.batches:
         batch = np.ascontiguousarray(test[np.arange(b) % len(test)])
         say(f"batch {b} ...")
-        secs = measure_latency([models[n] for n in names], batch, repeats=args.repeats)
+        secs = measure_latency(
+            [models[n] for n in names], batch, repeats=args.repeats, burst=args.burst
+        )
         for n, s in zip(names, secs, strict=True):
             rows[n][f"ms_batch{b}"] = 1e3 * s
     return {"frames": source, "calib_states": args.calib, "test_states": len(test), "rows": rows}
@@ -193,7 +197,8 @@ def report(results: dict[str, Any], batches: list[int]) -> list[str]:
     vnni = any(f in flags for f in ("avx512_vnni", "avx_vnni"))
     lines += [
         f"- VNNI: {'yes' if vnni else 'no'}; onnxruntime {results['onnxruntime']}, "
-        f"{results['threads']} intra-op thread; frames: {results['frames']} "
+        f"{results['threads']} intra-op thread, {results.get('burst', 1)} calls a model's "
+        f"turn; frames: {results['frames']} "
         f"({results['calib_states']} calibrate int8, {results['test_states']} judge)",
         "",
         *md_table(head, table),
@@ -206,12 +211,20 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 16])
     ap.add_argument("--repeats", type=int, default=201)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--burst",
+        type=int,
+        default=10,
+        help="calls timed in a row per model and turn (1: each call after the other models)",
+    )
     ap.add_argument("--calib", type=int, default=256)
     ap.add_argument("--test", type=int, default=512)
     ap.add_argument("--env", default="atari:Pong")
     ap.add_argument("--reference", action="store_true", help="add onnxruntime's quantizer")
     ap.add_argument("--out", type=Path, default=OUT, help="writes OUT.json and OUT.md")
     args = ap.parse_args()
+    if args.burst < 1 or args.repeats < 1:
+        ap.error("--burst and --repeats must be >= 1")
     import onnxruntime as ort
 
     machine = machine_info()
@@ -220,6 +233,7 @@ def main() -> None:
         "machine": machine,
         "onnxruntime": ort.__version__,
         "threads": args.threads,
+        "burst": args.burst,
         **measure(args),
     }
     write_json_atomic(args.out.with_suffix(".json"), results)

@@ -106,3 +106,24 @@ def test_measured_on_this_machine_quantized_beats_fp32_at_3x2048() -> None:
     us = {c.precision: c.latency_us for c in choice.candidates}
     assert us["int8"] < us["fp32"] and us["int4"] < us["fp32"], choice.table()
     assert choice.precision in ("int8", "int4"), choice.table()
+
+
+def test_latency_turns_rotate_and_a_burst_times_one_model_call_after_call() -> None:
+    from actorq.quant.autoselect import measure_latency
+
+    log: list[str] = []
+
+    def model(name: str) -> object:
+        return lambda batch: log.append(name)
+
+    a, b = model("a"), model("b")
+    measure_latency([a, b], np.zeros(1), warmup=2, repeats=4)
+    timed = log[4:]  # after 2 warm-up calls each
+    assert sorted(timed) == ["a"] * 4 + ["b"] * 4
+    assert timed == ["a", "b", "b", "a"] * 2  # each repeat a turn of every model, rotating
+    log.clear()
+    measure_latency([a, b], np.zeros(1), warmup=0, repeats=6, burst=3)
+    # two turns each: one untimed call to bring the model back, then three in a row
+    assert log == ["a"] * 4 + ["b"] * 4 + ["b"] * 4 + ["a"] * 4
+    with pytest.raises(ValueError, match="burst"):
+        measure_latency([a], np.zeros(1), burst=0)

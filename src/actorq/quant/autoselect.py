@@ -48,26 +48,39 @@ Timer = Callable[[Sequence[Timed], np.ndarray], Sequence[float]]
 
 
 def measure_latency(
-    runtimes: Sequence[Timed], batch: np.ndarray, warmup: int = 10, repeats: int = 31
+    runtimes: Sequence[Timed],
+    batch: np.ndarray,
+    warmup: int = 10,
+    repeats: int = 31,
+    burst: int = 1,
 ) -> list[float]:
     """Median seconds of one ``runtime(batch)`` call for each runtime, after ``warmup`` calls.
 
-    The runtimes are timed in turn, one call each per repeat (order rotating), not one after
-    the other: on a shared machine the load changes within a second, and a burst then slows
-    every candidate alike instead of one of them. The median of single calls, not a mean, so
-    a call now and then slowed by another process does not count.
+    The runtimes are timed in turn (order rotating), not one after the other: on a shared
+    machine the load changes within a second, and a burst then slows every candidate alike
+    instead of one of them. The median of single calls, not a mean, so a call now and then
+    slowed by another process does not count. ``burst``: calls timed in a row per turn, after
+    one untimed call (``repeats`` calls in all, rounded up to whole turns). 1 times every call
+    just after the other candidates ran, their weights in the caches; more times a model as an
+    actor runs its one model, call after call (int8's 1.7 MB Nature-CNN stays in a core's L2,
+    fp32's 6.7 MB does not).
     """
+    if burst < 1:
+        raise ValueError(f"burst must be >= 1, got {burst}")
     for rt in runtimes:
         for _ in range(warmup):
             rt(batch)
     times: list[list[float]] = [[] for _ in runtimes]
     n = len(runtimes)
-    for r in range(repeats):
+    for r in range(-(-repeats // burst)):
         for j in range(n):
             i = (r + j) % n
-            t0 = time.perf_counter()
-            runtimes[i](batch)
-            times[i].append(time.perf_counter() - t0)
+            if burst > 1:
+                runtimes[i](batch)  # the turn's first call brings its model back into cache
+            for _ in range(burst):
+                t0 = time.perf_counter()
+                runtimes[i](batch)
+                times[i].append(time.perf_counter() - t0)
     return [statistics.median(t) for t in times]
 
 
