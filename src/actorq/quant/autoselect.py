@@ -62,8 +62,8 @@ def measure_latency(
     slowed by another process does not count. ``burst``: calls timed in a row per turn, after
     one untimed call (``repeats`` calls in all, rounded up to whole turns). 1 times every call
     just after the other candidates ran, their weights in the caches; more times a model as an
-    actor runs its one model, call after call (int8's 1.7 MB Nature-CNN stays in a core's L2,
-    fp32's 6.7 MB does not).
+    actor runs its one model, call after call, its own weights and buffers cached (the ratio
+    between a 1.7 MB int8 and a 6.7 MB fp32 Nature-CNN differs between the two: docs/atari.md).
     """
     if burst < 1:
         raise ValueError(f"burst must be >= 1, got {burst}")
