@@ -80,8 +80,8 @@ def int8_linear(
     onnxruntime's fused DynamicQuantizeMatMul the scale is shared by the whole batch, so one
     state with large activations coarsens the others and an actor's action for a state would
     depend on which states its other environments happen to be in. Per row, the batch of K
-    computes exactly what K calls of batch 1 would, at the same speed at 3×2048 (measured in
-    docs/results.md).
+    computes exactly what K calls of batch 1 would, at the same speed at 3×2048 (measured:
+    ``git show 85997d5:docs/results.md``).
     """
     from onnx import TensorProto, helper
 

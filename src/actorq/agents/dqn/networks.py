@@ -46,9 +46,10 @@ class MLP(QHead):
     an advantage stream, each with its own linear head. Why it is the default in actorq: the
     greedy action depends only on the advantage stream, whose activations are on the scale of
     the action gap rather than of the return, so int8 noise in the hidden layers flips far fewer
-    near-tied actions than in a plain head (measured in docs/results.md). Both streams read the
-    same input, so the whole network is still a plain MLP once exported: the last hidden layer
-    is the concatenation of the streams, and the output layer is block-structured.
+    near-tied actions than in a plain head (measured: ``git show 85997d5:docs/results.md``).
+    Both streams read the same input, so the whole network is still a plain MLP once exported:
+    the last hidden layer is the concatenation of the streams, and the output layer is
+    block-structured.
     """
 
     def __init__(
