@@ -95,8 +95,12 @@ class RunDir:
 
     # -- what it holds ------------------------------------------------------------------------
     def is_run(self) -> bool:
-        """Whether a run was started here (its config is written first)."""
-        return self.config_file.is_file()
+        """Whether a run was started here (its config is written first); False where the
+        path cannot be looked at (too long a name, a directory without permission)."""
+        try:
+            return self.config_file.is_file()
+        except OSError:
+            return False
 
     def has_checkpoint(self) -> bool:
         """A checkpoint, or the previous one a save cut between its two renames left
@@ -112,7 +116,8 @@ class RunDir:
             )
         try:
             d = json.loads(self.config_file.read_bytes().decode("utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: JSON's, UTF-8's, a
+            # number past Python's digit limit; RecursionError: nesting deeper than it parses
             raise CheckpointError(
                 f"corrupt config.json in {shown(self.path)}: {first_line(e)}"
             ) from None

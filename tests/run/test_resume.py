@@ -46,6 +46,26 @@ def test_the_command_line_keeps_the_saved_budget_unless_its_flags_are_given(
     given = resumed("--total-steps", "300000", "--stop-at-target")
     assert (given.total_steps, given.stop_at_target) == (300_000, True)
     assert resumed("--total_steps=900").total_steps == 900
+    again = resolve_run(parse_config(DQNConfig, [f"--resume={run}", "--no-stop-at-target"], "t"))
+    assert (again.total_steps, again.stop_at_target) == (777, False)
+
+
+def test_an_option_given_on_a_resume_that_differs_from_the_run_is_refused_even_at_its_default(
+    tmp_path: Path,
+) -> None:
+    run = _saved(tmp_path, DQNConfig(learning_rate=3e-4, n_step=5))
+    with pytest.raises(ConfigError, match=r"--learning-rate 0.001 \(saved: 0.0003\)"):
+        parse_config(DQNConfig, ["--resume", run, "--learning-rate", "0.001"], "t")  # default
+    with pytest.raises(ConfigError, match=r"--no-double-q|--double-q False"):
+        parse_config(DQNConfig, ["--resume", run, "--no-double-q"], "t")
+    # the same values as the run's are no conflict
+    ok = parse_config(DQNConfig, ["--resume", run, "--learning-rate", "3e-4", "--n-step=5"], "t")
+    assert resolve_run(ok).learning_rate == 3e-4
+
+
+def test_resume_none_is_a_new_run_with_the_preset() -> None:
+    cfg = parse_config(PPOConfig, ["--env", "atari:Pong", "--resume", "None"], "t")
+    assert cfg.resume is None and cfg.clip_coef == 0.1
 
 
 def test_a_preset_run_resumes_from_the_command_line(tmp_path: Path) -> None:
@@ -58,7 +78,24 @@ def test_a_preset_run_resumes_from_the_command_line(tmp_path: Path) -> None:
     # an option that differs from the saved run is refused, naming it: the env too
     for flags, named in (
         (["--clip-coef", "0.3"], r"--clip-coef 0.3 \(saved: 0.1\)"),
-        (["--learning-rate", "0.00025", "--env", "atari:Breakout"], r"--env atari:Breakout"),
+        (["--env", "atari:Breakout"], r"--env atari:Breakout"),
+        (["--clip-coef", "0.2"], r"--clip-coef 0.2 \(saved: 0.1\)"),  # CartPole's default
     ):
         with pytest.raises(ConfigError, match=named):
             resolve_run(parse_config(PPOConfig, ["--resume", run, *flags], "t"))
+
+
+def test_a_resume_of_a_broken_run_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actorq.cli import main
+
+    for name, text in (("deep", "[" * 100_000), ("digits", '{"total_steps": ' + "9" * 5000 + "}")):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.json").write_text(text)
+        assert main(["train", "dqn", "--resume", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "corrupt config.json" in err, err
+    assert main(["train", "dqn", "--resume", str(tmp_path / ("x" * 300))]) == 2
+    assert "not an actorq run directory" in capsys.readouterr().err

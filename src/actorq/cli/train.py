@@ -16,7 +16,7 @@ import tyro
 from actorq.cli.args import parse
 from actorq.config import ARCHIVE_COMMIT, ExperimentConfig
 from actorq.errors import ActorQError, ConfigError, EnvIdError
-from actorq.settings import flag, group_types, leaf_paths
+from actorq.settings import flag, flat_items, group_types, leaf_paths
 
 C = TypeVar("C", bound=ExperimentConfig)
 
@@ -95,7 +95,7 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
         parsed = parse(narrow, argv, prog, narrow(**{n: getattr(start, n) for n in fields}))
         cfg = cls(**{n: getattr(parsed, n) for n in fields})
     if cfg.resume:
-        _keep_saved_budget(cfg, argv)
+        _resume_from_command_line(cfg, argv)
     return cfg
 
 
@@ -103,7 +103,7 @@ def _start(cls: type[C], argv: list[str]) -> C:
     """The flags' defaults. A new run's are its env's family preset (Atari: rl-zoo's settings),
     so ``--help`` shows them and each flag given overrides them; a resume's are the class's
     own (the saved run's settings stand, and a flag given is checked against them)."""
-    if _last_value(argv, "--resume", ""):
+    if _last_value(argv, "--resume", "") not in ("", "None"):  # tyro reads "None" as None
         return cls()
     try:
         return cls.for_env(_last_value(argv, "--env", cls.env))
@@ -118,17 +118,24 @@ _BUDGET_FLAGS = {
 }
 
 
-def _keep_saved_budget(cfg: ExperimentConfig, argv: list[str]) -> None:
-    """``actorq train ALGO --resume RUN`` runs to RUN's own ``--total-steps`` and stop rule
+def _resume_from_command_line(cfg: ExperimentConfig, argv: list[str]) -> None:
+    """``actorq train ALGO --resume RUN``: every option given that differs from RUN's saved
+    settings is refused in one line, even at its default value (the library can only tell
+    options from defaults by value), and RUN's own ``--total-steps`` and stop rule stand
     unless the command line gives them (the library resumes with the config's values, and the
     default budget would cut a longer run short, e.g. an Atari preset's 2.5M steps at 500k)."""
     from actorq.run.directory import load_run_config
+    from actorq.run.resume import given_conflicts, refuse_conflicts
 
     given = {_flag_of(token) for token in argv}
     try:
         saved = load_run_config(Path(str(cfg.resume)), device="cpu")
     except ActorQError:
         return  # the resume itself says what is wrong with the run, in one line
+    if saved.agent != cfg.agent:
+        return  # likewise ("a dqn run; resume it with dqn")
+    names = [n for n, _ in flat_items(cfg) if {flag(n), "--no-" + flag(n)[2:]} & given]
+    refuse_conflicts(str(cfg.resume), given_conflicts(cfg, saved, names))
     for name, flags in _BUDGET_FLAGS.items():
         if not given.intersection(flags):
             setattr(cfg, name, getattr(saved, name))

@@ -66,12 +66,7 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     saved.device = resume_device(cfg, resume_dir, saved_json.get("device", "cpu"))
     if saved.agent != cfg.agent:
         raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
-    conflicts = resume_conflicts(cfg, saved)
-    if conflicts:
-        raise ConfigError(
-            f"--resume continues {resume_dir} with its saved settings; these options differ "
-            f"from them: {', '.join(conflicts)} (drop them, or start a new run)"
-        )
+    refuse_conflicts(resume_dir, resume_conflicts(cfg, saved))
     for f in RESUME_OVERRIDES:
         if hasattr(cfg, f):
             setattr(saved, f, getattr(cfg, f))
@@ -120,14 +115,29 @@ def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
 def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
     """Options set on a resume (differing from the defaults) that differ from the saved run:
     they would be silently ignored, so they are refused (``--flag value (saved: x)``)."""
-    defaults, was = dict(flat_items(type(cfg)())), dict(flat_items(saved))
-    out = []
-    for name, mine in flat_items(cfg):
-        if name in _RESUME_FREE:
-            continue
-        if mine != defaults[name] and mine != was.get(name):
-            out.append(f"--{name.replace('_', '-')} {mine} (saved: {was.get(name)})")
-    return out
+    defaults = dict(flat_items(type(cfg)()))
+    return given_conflicts(cfg, saved, [n for n, v in flat_items(cfg) if v != defaults[n]])
+
+
+def given_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig, names: list[str]) -> list[str]:
+    """Of the settings ``names`` (known to be given: the command line knows which), those a
+    resume would ignore because they differ from the saved run (``--flag value (saved: x)``)."""
+    mine, was = dict(flat_items(cfg)), dict(flat_items(saved))
+    return [
+        f"--{n.replace('_', '-')} {mine[n]} (saved: {was.get(n)})"
+        for n in names
+        if n in mine and n not in _RESUME_FREE and mine[n] != was.get(n)
+    ]
+
+
+def refuse_conflicts(resume_dir: str | Path, conflicts: list[str]) -> None:
+    """One :class:`ConfigError` line naming every option a resume of ``resume_dir`` would
+    ignore, if any."""
+    if conflicts:
+        raise ConfigError(
+            f"--resume continues {resume_dir} with its saved settings; these options differ "
+            f"from them: {', '.join(conflicts)} (drop them, or start a new run)"
+        )
 
 
 def open_run_dir(cfg: ExperimentConfig) -> Path:
