@@ -21,7 +21,7 @@ from random play of ``--env`` (an untrained network: agreement on real game stat
 trained one is the run's own ``action agreement``). Latencies are medians of single calls,
 the candidates taking turns (``actorq.quant.autoselect.measure_latency``) of ``--burst`` calls
 each: 10 (default) times each model called after itself, as an actor calls its one model; 1
-times each call just after the other candidates ran (their weights evict its own from cache).
+times each call just after the other candidates ran (slower for every model, int8's ratio lower).
 
     .venv/bin/python benchmarks/atari_conv_speed.py --batches 1 8 16 --repeats 201 --reference
 """

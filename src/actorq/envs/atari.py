@@ -55,6 +55,7 @@ from actorq.errors import EnvIdError, first_line
 ATARI_EXTRA_HINT = "atari: environments need the [atari] extra: pip install 'actorq[atari]'"
 
 ENGINES = ("auto", "envpool", "ale")
+ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
 
 #: What ``actorq train ppo|dqn --env atari:<Game>`` starts from (flags override each field;
 #: :func:`actorq.envs.preset`): rl-baselines3-zoo's ``atari`` hyperparameters (``ppo.yml`` at
@@ -112,7 +113,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 25_000,
     },
 }
-ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpool]'"
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, first_line
 from actorq.run.directory import run_config_from_json
 from actorq.rundir import RunDir
-from actorq.settings import flat_items
+from actorq.settings import flag, flat_items
 
 
 def _default_run_dir(cfg: ExperimentConfig) -> Path:
@@ -124,7 +124,7 @@ def given_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig, names: list[
     resume would ignore because they differ from the saved run (``--flag value (saved: x)``)."""
     mine, was = dict(flat_items(cfg)), dict(flat_items(saved))
     return [
-        f"--{n.replace('_', '-')} {mine[n]} (saved: {was.get(n)})"
+        f"{flag(n)} {mine[n]} (saved: {was.get(n)})"
         for n in names
         if n in mine and n not in _RESUME_FREE and mine[n] != was.get(n)
     ]
