@@ -265,6 +265,16 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
         "last_eval": 19.0,  # wall to target: 3000 s less the 120 s of evaluations before it
         "last_eval_frames": 3_000_000,
     }  # fmt: skip
+    # the curves, for docs and plots: report.json's rows, [frames, mean score] per evaluation
+    report = {
+        (x["framework"], x["seed"]): x for x in json.loads((r / "report.json").read_text())["atari"]
+    }
+    assert report[("actorq", 0)]["evals"] == [
+        [1_000_000, -21.0],
+        [2_000_000, 5.0],
+        [3_000_000, 19.0],
+    ]
+    assert {k: v for k, v in report[("actorq", 0)].items() if k != "evals"} == done
     assert partial["precision"] == "fp32" and partial["final_score"] is None
     assert partial["frames"] == 3_000_000 and partial["frames_to_target"] == 3_000_000
     assert partial["wall_to_target_s"] is None and not partial["finished"]

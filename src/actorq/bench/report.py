@@ -680,8 +680,9 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
     cell finishes), frames and training wall seconds to the target (a finished cell's summary:
     the first periodic evaluation that reached it, confirmed, wall seconds less evaluation; a
     running cell's: its first evaluation at the target, frames only), frames per second of a
-    finished cell's training (its wall time less its evaluations'), and the last periodic
-    evaluation so far."""
+    finished cell's training (its wall time less its evaluations'), the last periodic
+    evaluation so far, and every periodic evaluation as ``evals``: ``[frames, mean score]``
+    pairs (report.json's rows carry them; summary.json keeps issue 50's row without them)."""
     from actorq.envs.atari import AtariOptions
 
     skip = AtariOptions().frame_skip  # the spec's runs keep the default (4)
@@ -709,6 +710,7 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
                 "frames_per_s": fps, "target": r.target, "finished": r.finished,
                 "last_eval": curve[-1][2] if curve else None,
                 "last_eval_frames": curve[-1][0] * skip if curve else None,
+                "evals": [[s * skip, v] for s, _, v in curve],
             }
         )  # fmt: skip
     return out
@@ -794,7 +796,8 @@ def write_report(results: Path, reps: int = 2000) -> Path:
         write_atomic(results / name, png)
     write_atomic(results / "report.json", json.dumps(data, indent=1))
     if data["atari"]:  # issue 50's table, one row per Atari cell, finished or not
-        write_atomic(results / "summary.json", json.dumps(data["atari"], indent=1))
+        rows = [{k: v for k, v in row.items() if k != "evals"} for row in data["atari"]]
+        write_atomic(results / "summary.json", json.dumps(rows, indent=1))
     path = results / "report.md"
     write_atomic(path, text)
     for why in data["skipped"]:
