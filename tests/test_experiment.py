@@ -202,12 +202,12 @@ def test_async_publish_of_non_finite_weights_raises_on_the_learners_thread(
 
 
 def test_runs_with_actor_processes_publish_in_the_background(tiny: Callable[..., Any]) -> None:
-    kw = dict(actors=1, total_steps=3_000, min_replay_size=500, publish_every=5,
-              stop_at_target=False, eval_every=1_500)  # fmt: skip
-    r = train(tiny("dqn", hidden=(512, 512), **kw))
+    kw = dict(actors=1, total_steps=1_500, min_replay_size=500, publish_every=5,
+              stop_at_target=False, eval_every=10**6)  # fmt: skip
+    r = train(tiny("dqn", hidden=(256, 256), **kw))
     assert r.publishes >= 10 and r.publish_blocked_ms is not None
     assert r.publish_blocked_ms < r.publish_ms  # a copy, not quantize + encode + send
-    s = train(tiny("dqn", "inline", hidden=(512, 512), publish_async=False, **kw))
+    s = train(tiny("dqn", "inline", hidden=(256, 256), publish_async=False, **kw))
     assert s.publish_blocked_ms == pytest.approx(s.publish_ms) and s.publishes_skipped == 0
 
 

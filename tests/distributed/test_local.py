@@ -74,6 +74,9 @@ def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> Non
             envs_per_actor=4,
             total_steps=20_000,
             min_replay_size=500,
+            # a small, lightly trained learner: the restart is under test, not the learning
+            hidden=(64, 64),
+            samples_per_insert=4.0,
             stop_at_target=False,
             eval_every=100_000,
             progress=False,

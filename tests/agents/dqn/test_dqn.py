@@ -28,7 +28,7 @@ def test_learns_cartpole_to_threshold(tmp_path: Path) -> None:
 
 
 def test_same_seed_same_result(tmp_path: Path) -> None:
-    kw = dict(total_steps=4_000, min_replay_size=500, eval_every=2_000, stop_at_target=False)
+    kw = dict(total_steps=2_000, min_replay_size=500, eval_every=1_000, stop_at_target=False)
     a = train(small(tmp_path / "a", seed=3, **kw))
     b = train(small(tmp_path / "b", seed=3, **kw))
     train(small(tmp_path / "c", seed=4, **kw))
