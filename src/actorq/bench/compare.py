@@ -29,6 +29,15 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 
 
+def policy_label(gs: Sequence[Group], width: Sequence[int]) -> str:
+    """The policy a task's cells ran: Atari cells the Nature-CNN, whatever their (unused) MLP
+    widths, which stay in their names; others their hidden widths (``256x256``)."""
+    envs = {r.env for g in gs for r in g.runs}
+    if envs and all(e.startswith("atari:") for e in envs):
+        return "Nature-CNN"
+    return "x".join(map(str, width))
+
+
 def train_time(r: Run) -> float:
     return float(r.summary_value("wall_time_s")) - float(r.summary_value("eval_time_s") or 0.0)
 
@@ -117,7 +126,7 @@ def framework_section(
         if all(r.framework == NATIVE for g in gs for r in g.runs):
             continue
         lines += [
-            f"### {task} ({'x'.join(map(str, width))})",
+            f"### {task} ({policy_label(gs, width)})",
             "",
             "| framework | seeds | final return | reached target | median steps to target | "
             "time to target, s: median (mean; min–max) | median training time (s) | "

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.compare import framework_section, time_to_target
+from actorq.bench.compare import framework_section, policy_label, time_to_target
 from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     HalfWrittenError,
@@ -456,7 +456,7 @@ def _plot_curves(groups: list[Group], reps: int, target: float | None) -> bytes 
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     g0 = groups[0]
-    fig.suptitle(f"{g0.task} · policy {width_slug(g0.width)[1:]}", fontsize=10)
+    fig.suptitle(f"{g0.task} · policy {policy_label(groups, g0.width)}", fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
@@ -553,7 +553,7 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
             cr, cr_text = _ratio(fp32, g, SUMMARY_KG_CO2)
             estimated |= any(r.summary_value(SUMMARY_ESTIMATED) for r in fin)
             lines.append(
-                f"| {task} | {width_slug(width)[1:]} | {g.precision} | {len(fin)}"
+                f"| {task} | {policy_label(gs, width)} | {g.precision} | {len(fin)}"
                 + (f" ({', '.join(others)})" if others else "")
                 + f" | {reached} | {_fmt(_mean(g.ttt()))} | {spd_text} | "
                 + ("—" if ret is None else f"{ret[0]:.1f} [{ret[1]:.1f}, {ret[2]:.1f}]")
@@ -627,7 +627,7 @@ def _perf_table(groups: GroupMap, rows: list[dict[str, Any]]) -> list[str]:
             pk = _per_kstep(g)
             pk_speedup = None if pk is None or base is None or pk <= 0 else base / pk
             lines.append(
-                f"| {task} | {width_slug(width)[1:]} | {g.precision} | {_fmt(lw, '.2f')} | "
+                f"| {task} | {policy_label(gs, width)} | {g.precision} | {_fmt(lw, '.2f')} | "
                 f"{_fmt(aw, '.2f')} | {bound(lw, aw)} | {_fmt(sps, '.0f')} | {_fmt(busy, '.0f')} | "
                 f"{_fmt(pk, '.2f')} | {_fmt(pk_speedup, '.2f')}× | "
                 f"{_fmt(snap, ',.0f')} | {_fmt(None if share is None else 100 * share, '.1f')}% |"
@@ -659,7 +659,7 @@ def _curves(
         image = _plot_curves(gs, max(reps // 4, 100), tgt)
         if image is not None:
             images[png] = image
-            lines.append(f"![{task} {width_slug(width)}]({png})")
+            lines.append(f"![{task} {policy_label(gs, width)}]({png})")
             lines.append("")
     several_widths = any(len({w for (t, w) in groups if t == task}) > 1 for task, _ in groups)
     image = _plot_throughput(perf) if several_widths else None
