@@ -195,6 +195,12 @@ def test_ppo_on_ray_learns_cartpole_synchronously(ray_local: Any, tmp_path: Path
             replay_shards=2,
             total_steps=150_000,
             eval_every=10_000,
+            # learned: 400 of 500 on 10 episodes (a random policy scores ~20), the run stopped
+            # when fresh seeds confirm it. A Ray run's chunk order is not deterministic, and
+            # CartPole's 475 is often not confirmed within the budget (runs plateau at ~460):
+            # the budget is for the slow runs (the best evaluation reached 439 once on a machine
+            # running two other jobs, 450+ otherwise)
+            target_return=400.0,
             log_every=0.5,
             progress=False,
             energy=False,
@@ -203,10 +209,6 @@ def test_ppo_on_ray_learns_cartpole_synchronously(ray_local: Any, tmp_path: Path
     )
     lines = (tmp_path / "metrics.csv").read_text().splitlines()
     evals = [float(x.split(",")[-1]) for x in lines if ",charts/eval_return," in x]
-    # learned: a Ray run's chunk order is not deterministic, so whether the first 475 is
-    # confirmed on fresh seeds within the budget varies; 400 of 500 on 10 episodes is learned
-    # (a random policy scores ~20; the best evaluation reached 439 once on a machine running
-    # two other jobs, 450+ otherwise)
     assert r.reached_target or max(evals) >= 400, evals
     spread = [float(x.split(",")[-1]) for x in lines if ",charts/version_spread," in x]
     assert spread and max(spread) == 0.0  # every batch from one policy version
