@@ -4,6 +4,7 @@ config that trains. Property-based: random values in every field of every agent'
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,3 +96,32 @@ def test_sticky_actions_are_an_atari_setting_below_one() -> None:
     for bad in (1.0, -0.1, float("nan")):
         with pytest.raises(ConfigError, match="--atari-sticky"):
             DQNConfig(env="atari:Pong", atari_sticky=bad).validate()
+
+
+def test_learner_threads_auto_takes_the_cores_nobody_else_computes_on() -> None:
+    assert DQNConfig(learner_threads=3).learner_torch_threads(8) == 3  # as given
+    # synchronous PPO: its actors wait while it updates, so every core
+    assert PPOConfig(learner_threads=0, actors=2).learner_torch_threads(8) == 8
+    # actors running ahead, or off-policy: what the actor processes leave, at least one
+    assert PPOConfig(learner_threads=0, actors=2, max_policy_lag=2).learner_torch_threads(8) == 6
+    dqn = DQNConfig(learner_threads=0, actors=3, actor_threads=2)
+    assert dqn.learner_torch_threads(8) == 2 and dqn.learner_torch_threads(4) == 1
+    assert DQNConfig(learner_threads=0, actors=0).learner_torch_threads(8) == 8  # in-process
+    assert DQNConfig(learner_threads=0).learner_torch_threads() >= 1  # this machine's
+
+
+def test_a_run_sets_the_learners_torch_threads(tmp_path: Path) -> None:
+    import torch
+
+    from actorq import train
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = DQNConfig(actors=0, learner_threads=0, total_steps=300, min_replay_size=200,
+                        eval_every=10**6, eval_episodes=1, stop_at_target=False, progress=False,
+                        energy=False, run_dir=str(tmp_path / "r"))  # fmt: skip
+        train(cfg)
+        assert torch.get_num_threads() == cfg.learner_torch_threads()
+    finally:
+        torch.set_num_threads(before)

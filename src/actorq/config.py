@@ -113,7 +113,7 @@ class ExperimentConfig(Grouped):
         "checkpoint_every": Bound(1, 10**12),
         "updates_per_turn": Bound(1, 10**6),
         "actor_threads": Bound(1, 1024),
-        "learner_threads": Bound(1, 1024),
+        "learner_threads": Bound(0, 1024),
         "seed": Bound(0, 2**32 - 1),  # numpy and torch seeds
         "log_every": Bound(0, 10**9, lo_open=True),
     }
@@ -180,7 +180,9 @@ class ExperimentConfig(Grouped):
     actor_threads: int = 1
     """Intra-op threads per actor's runtime."""
     learner_threads: int = 1
-    """Torch threads for the learner."""
+    """Torch threads for the learner; 0: auto, the cores it does not share (every usable core
+    when actors wait while it updates, as synchronous PPO's do; else those the actor
+    processes leave, at least 1)."""
     energy: bool = True
     """Track the run's energy (kWh) and carbon (kg CO2eq) with codecarbon's offline tracker
     (whole machine: learner and actors; [bench] extra). A tracker failure never stops a run."""
@@ -267,6 +269,23 @@ class ExperimentConfig(Grouped):
             return False
         # quantized layers are the hidden-to-hidden ones: their input widths are hidden[:-1]
         return self.calibration == "gptq" or max(self.policy_hidden()[:-1], default=0) <= 512
+
+    def learner_takes_turns(self) -> bool:
+        """Whether the actors wait while the learner updates (synchronous on-policy
+        learning), so the learner may use every core; off-policy learners share them."""
+        return False
+
+    def learner_torch_threads(self, cores: int | None = None) -> int:
+        """``learner_threads``, with 0 (auto) resolved on this machine (``cores``: its usable
+        cores, by default this process's CPU affinity)."""
+        if self.learner_threads > 0:
+            return self.learner_threads
+        if cores is None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+            cores = cores or os.cpu_count() or 1
+        if self.actors == 0 or self.learner_takes_turns():
+            return cores  # in-process actors, or actors waiting: nobody else computes
+        return max(1, cores - self.actors * self.actor_threads)
 
     def cores_warning(self) -> str | None:
         """A warning when actor processes alone outnumber the cores. The learner does not count:

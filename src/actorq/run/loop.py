@@ -319,7 +319,7 @@ def _prepare_learner(
     """The learner, its policy IO, the counters and the run's RNG: restored from ``loaded`` on a
     resume, else fresh, with the learner's warm start (its metrics returned, to log at step 0).
     ``--precision auto`` is settled here, before the first snapshot, and saved to the config."""
-    torch.set_num_threads(cfg.learner_threads)
+    torch.set_num_threads(cfg.learner_torch_threads())
     random.seed(cfg.seed)
     learner = builder.make_learner(cfg, spec)
     io = builder.policy_io(cfg, spec, learner)
