@@ -182,7 +182,7 @@ class ExperimentConfig(Grouped):
     learner_threads: int = 1
     """Torch threads for the learner; 0: auto, the cores it does not share (every usable core
     when actors wait while it updates, as synchronous PPO's do; else those the actor
-    processes leave, at least 1)."""
+    processes leave, at least 1, counting every actor as on this machine)."""
     energy: bool = True
     """Track the run's energy (kWh) and carbon (kg CO2eq) with codecarbon's offline tracker
     (whole machine: learner and actors; [bench] extra). A tracker failure never stops a run."""

@@ -63,6 +63,16 @@ def test_an_option_given_on_a_resume_that_differs_from_the_run_is_refused_even_a
     assert resolve_run(ok).learning_rate == 3e-4
 
 
+def test_a_spec_run_resumes_from_python_with_the_preset_and_its_thread_count(
+    tmp_path: Path,
+) -> None:
+    # the bench's Atari cells ran with --learner-threads 2; the preset says 0 (auto): threads
+    # change how updates run, not what they compute, so a resume may take either
+    run = _saved(tmp_path, PPOConfig.for_env("atari:Pong", learner_threads=2))
+    assert resolve_run(PPOConfig.for_env("atari:Pong", resume=run)).learner_threads == 0
+    assert resolve_run(PPOConfig(resume=run)).learner_threads == 1
+
+
 def test_resume_none_is_a_new_run_with_the_preset() -> None:
     cfg = parse_config(PPOConfig, ["--env", "atari:Pong", "--resume", "None"], "t")
     assert cfg.resume is None and cfg.clip_coef == 0.1

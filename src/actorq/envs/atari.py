@@ -86,7 +86,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval_every": 250_000,
         "eval_episodes": 10,
         "checkpoint_every": 20,
-        "learner_threads": 0,  # auto: every core while the actors wait (SB3's learner: all)
+        "learner_threads": 0,  # auto: every core while the actor waits (SB3: torch's default)
     },
     # Mnih et al. 2015's DQN as rl-zoo trains it: lr 1e-4, batch 32, learning from 100k steps,
     # one update per 4 steps (8 samples per insert at batch 32), target copied every 1,000

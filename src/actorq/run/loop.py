@@ -181,6 +181,8 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     logger = MetricLogger(run_dir)
     progress = Progress(cfg.progress, cfg.total_steps, c.env_steps)
     progress.print(f"run dir: {run_dir}")
+    if cfg.learner_threads == 0:  # auto: say what it resolved to on this machine
+        progress.print(f"learner: {torch.get_num_threads()} torch threads (--learner-threads 0)")
     if loaded is not None:
         progress.print(resume_plan(cfg, c, RunDir(run_dir)))
     past_budget = loaded is not None and c.env_steps >= cfg.total_steps

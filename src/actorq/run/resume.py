@@ -83,7 +83,7 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
 #: Anything else is the saved run's (but where the learner computes: :func:`resume_device`).
 RESUME_OVERRIDES = (
     "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
-    "replay_on_device",
+    "replay_on_device", "learner_threads",
 )  # fmt: skip
 _RESUME_FREE = (
     *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
