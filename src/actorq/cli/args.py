@@ -12,7 +12,8 @@ import contextlib
 import io
 import re
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterator, Sequence
 from typing import TypeVar, cast
 
 import tyro
@@ -29,7 +30,11 @@ def parse(cls: type[T], args: Sequence[str], prog: str, default: T | None = None
     """``cls`` from ``args``; ``default``: an instance whose values are the flags' defaults."""
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            _docstring_lines_joined(),
+        ):
             result = cast(T, tyro.cli(cls, args=list(args), prog=prog, default=default))
     except SystemExit as e:
         sys.stdout.write(out.getvalue())
@@ -41,6 +46,41 @@ def parse(cls: type[T], args: Sequence[str], prog: str, default: T | None = None
     sys.stdout.write(out.getvalue())
     sys.stderr.write(err.getvalue())
     return result
+
+
+@contextlib.contextmanager
+def _docstring_lines_joined() -> Iterator[None]:
+    """Each paragraph of a field's docstring as one in ``--help``. tyro joins a docstring's
+    lines only where the next starts with a letter, and dedents after joining: every
+    continuation line of an indented attribute docstring started a new help line, the help
+    broken where the source is. Here lines join within a paragraph (a blank line ends one; a
+    ``- `` line starts a list item), for tyro's helper wherever it calls it."""
+    strings = getattr(tyro, "_strings", None)
+    tyros = getattr(strings, "remove_single_line_breaks", None)
+    if tyros is None:
+        yield
+        return
+    strings.remove_single_line_breaks = join_paragraph_lines  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        strings.remove_single_line_breaks = tyros  # type: ignore[union-attr]
+
+
+def join_paragraph_lines(text: str) -> str:
+    """``text``'s lines joined by spaces within each paragraph (lines after the first
+    dedented, as a docstring's); blank lines kept as paragraph breaks, ``- `` items on lines."""
+    first, _, rest = text.partition("\n")
+    out = ""
+    for line in [first, *textwrap.dedent(rest).splitlines()]:
+        line = line.rstrip()
+        if not line:
+            out = out.rstrip(" ") + ("\n\n" if out and not out.endswith("\n\n") else "")
+        elif out and not out.endswith("\n") and not line.lstrip().startswith(("- ", "* ")):
+            out += " " + line.lstrip()
+        else:
+            out += ("\n" if out and not out.endswith("\n") else "") + line
+    return out.strip()
 
 
 def _message(text: str, positionals: Sequence[str] = ()) -> str:
