@@ -1,7 +1,10 @@
 # `make run` and `make test` work on a fresh machine: they create .venv, install torch==2.13.0
 # first (the CPU wheel; any other spec pulls several GB of CUDA packages), then the project.
+# Where pip's index serves CUDA's build for that spec (PyPI on Linux), TORCH_PIP='--index-url
+# https://download.pytorch.org/whl/cpu' takes PyTorch's CPU wheel instead.
 # `make run` installs only what the main job needs; `make test` adds the extras the tests use.
 PY ?= python3
+TORCH_PIP ?=
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
@@ -11,7 +14,7 @@ STAMP := $(VENV)/.installed
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q torch==2.13.0 $(TORCH_PIP)
 	$(BIN)/python -m pip install -q -e .
 	touch $(RUN_STAMP)
 
