@@ -111,7 +111,7 @@ def test_train_into_a_file_is_refused(tmp_path: Path) -> None:
 def test_more_actors_than_cores_warns_and_make_runs_default_does_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("actorq.config.usable_cores", lambda: 2)
     assert "3 actor processes on 2 cores" in (DQNConfig(actors=3).cores_warning() or "")
     assert DQNConfig(actors=2).cores_warning() is None  # `make run` on a 2-core machine
 
