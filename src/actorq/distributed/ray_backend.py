@@ -46,6 +46,7 @@ from actorq.distributed.backend import (
     BackendStats,
     PrecisionTrial,
 )
+from actorq.distributed.cores import usable_cores
 from actorq.distributed.ray_nodes import (  # re-exported: where they were defined first
     actor_nodes,
     cpu_nodes,
@@ -85,7 +86,7 @@ def init_ray(address: str | None) -> bool:
     if address:
         kwargs["address"] = address
     else:
-        kwargs["num_cpus"] = os.cpu_count() or 1
+        kwargs["num_cpus"] = usable_cores()
     with _captured_stderr() as captured:
         try:
             ray.init(**kwargs)
