@@ -277,7 +277,7 @@ class ExperimentConfig(Grouped):
 
     def learner_torch_threads(self, cores: int | None = None) -> int:
         """``learner_threads``, with 0 (auto) resolved on this machine (``cores``: its usable
-        cores, by default this process's CPU affinity)."""
+        cores, by default :func:`~actorq.distributed.cores.usable_cores`)."""
         if self.learner_threads > 0:
             return self.learner_threads
         if cores is None:

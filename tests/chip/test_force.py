@@ -165,8 +165,15 @@ def test_repulsion_sweep_is_the_all_pairs_sum_to_the_bit(square: bool) -> None:
         (100 + rng.uniform(-1, 1, m), 100 + rng.uniform(-1, 1, m)),
         (np.full(m, 100.0), np.full(m, 100.0)),  # every centre the same
         (np.round(rng.uniform(0, 200, m) / 20) * 20, np.round(rng.uniform(0, 200, m) / 20) * 20),
+        # a cluster centred on a hard macro's centre: the coincident-centres push, hard side
+        (np.r_[hx[0], rng.uniform(0, 200, m - 1)], np.r_[hy[0], rng.uniform(0, 200, m - 1)]),
     ]
-    for chunk in (force._CHUNK, 7):  # 7: a block of one or two rows at a time
+    hw, hh = (fp.side, fp.side) if square else (fp.hw, fp.hh)
+    for px, py in layouts[-1:]:  # a cluster does overlap a hard macro (the dense test's hits)
+        assert np.any((np.abs(px[:, None] - hx) < hw[:, None] + fp.fixed_hw)
+                      & (np.abs(py[:, None] - hy) < hh[:, None] + fp.fixed_hh))  # fmt: skip
+    # 7: blocks of one or two rows; 29: several rows a block, a partial last one (hard: 7 rows)
+    for chunk in (force._CHUNK, 7, 29):
         old = force._CHUNK, force._ALL_PAIRS
         force._CHUNK, force._ALL_PAIRS = chunk, 0  # the sweep, whatever the size
         try:

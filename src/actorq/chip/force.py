@@ -249,37 +249,40 @@ class ForcePlacer:
         lo = np.searchsorted(sl, px - hw - 2 * float(np.max(hw)) - eps, side="right")
         counts = np.maximum(hi - lo, 0)
         ends = np.cumsum(counts)
-        hits: list[tuple[np.ndarray, ...]] = []
+        nh = len(hx)
+        rows = max(1, _CHUNK // max(nh, 1))  # the hard macros' dense block: at most _CHUNK too
+        rx, ry = np.zeros(m), np.zeros(m)
         a = 0
-        while a < m:  # blocks of rows with at most _CHUNK candidates (bounds memory)
+        while a < m:  # blocks of rows with at most _CHUNK candidates of each kind (bounds memory)
             b = max(a + 1, int(np.searchsorted(ends, ends[a] - counts[a] + _CHUNK, "right")))
-            b = min(b, m)
+            b = min(b, m, a + rows)
             c = counts[a:b]
             i = np.repeat(np.arange(a, b), c)
             j = order[np.arange(int(c.sum())) + np.repeat(lo[a:b] - (np.cumsum(c) - c), c)]
             dx = px[i] - ox[j]
             dy = py[i] - oy[j]
             hit = (np.abs(dx) < hw[i] + ohw[j]) & (np.abs(dy) < hh[i] + ohh[j]) & (i != j)
-            hits.append((i[hit], j[hit], dx[hit], dy[hit]))
+            i, j, dx, dy = i[hit], j[hit], dx[hit], dy[hit]
+            if nh:
+                # the hard macros, few and large, against every row: one dense test (an index
+                # pair per candidate cost more than the test itself)
+                dx2 = px[a:b, None] - hx[None, :]
+                dy2 = py[a:b, None] - hy[None, :]
+                hit2 = (np.abs(dx2) < hw[a:b, None] + ohw[None, m:]) & (
+                    np.abs(dy2) < hh[a:b, None] + ohh[None, m:]
+                )
+                r, k = np.nonzero(hit2)
+                i = np.concatenate([i, r + a])
+                j = np.concatenate([j, k + m])
+                dx = np.concatenate([dx, dx2[r, k]])
+                dy = np.concatenate([dy, dy2[r, k]])
+            if len(i):
+                key = np.lexsort((j, i))  # row-major, as np.nonzero orders the all-pairs test
+                px_, py_ = _push_apart(i[key] - a, j[key], dx[key], dy[key], b - a, a)
+                rx[a:b] = px_
+                ry[a:b] = py_
             a = b
-        # the hard macros, few and large, against every movable node: one dense test per block
-        # of rows (an index pair per candidate cost more than the test itself)
-        nh = len(hx)
-        rows = max(1, _CHUNK // max(nh, 1))
-        for a in range(0, m if nh else 0, rows):
-            b = min(a + rows, m)
-            dx2 = px[a:b, None] - hx[None, :]
-            dy2 = py[a:b, None] - hy[None, :]
-            hit2 = (np.abs(dx2) < hw[a:b, None] + ohw[None, m:]) & (
-                np.abs(dy2) < hh[a:b, None] + ohh[None, m:]
-            )
-            r, k = np.nonzero(hit2)
-            hits.append((r + a, k + m, dx2[r, k], dy2[r, k]))
-        i, j, dx, dy = (np.concatenate(parts) for parts in zip(*hits, strict=True))
-        if not len(i):
-            return np.zeros(m), np.zeros(m)
-        key = np.lexsort((j, i))  # row-major, as np.nonzero orders the all-pairs test
-        return _push_apart(i[key], j[key], dx[key], dy[key], m)
+        return rx, ry
 
     def _half_sizes(self, square: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Half-width and half-height of the movable nodes, then of every overlap partner
