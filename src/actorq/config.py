@@ -271,9 +271,10 @@ class ExperimentConfig(Grouped):
         return self.calibration == "gptq" or max(self.policy_hidden()[:-1], default=0) <= 512
 
     def learner_takes_turns(self) -> bool:
-        """Whether the actors wait while the learner updates (synchronous on-policy
-        learning), so the learner may use every core; off-policy learners share them."""
-        return False
+        """Whether the actors wait while the learner updates, so it may use every core: an
+        on-policy agent's queue with a lag bound of 1 (PPO's and GO's ``max_policy_lag``, the
+        builders' ``QueueSpec``); off-policy learners share the cores with their actors."""
+        return getattr(self, "max_policy_lag", None) == 1
 
     def learner_torch_threads(self, cores: int | None = None) -> int:
         """``learner_threads``, with 0 (auto) resolved on this machine (``cores``: its usable

@@ -249,10 +249,6 @@ class GOConfig(ExperimentConfig):
     checkpoint_every: int = 50
     """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
 
-    def learner_takes_turns(self) -> bool:
-        # synchronous, as PPO's: actors wait for the next snapshot while the learner updates
-        return self.max_policy_lag == 1
-
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.graphs, list | tuple):  # JSON gives lists; keep comparisons exact

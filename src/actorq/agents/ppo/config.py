@@ -126,10 +126,6 @@ class PPOConfig(ExperimentConfig):
     checkpoint_every: int = 50
     """Learner updates between checkpoints (one is also written at the end and on Ctrl-C)."""
 
-    def learner_takes_turns(self) -> bool:
-        # synchronous PPO: actors wait for the next snapshot while the learner updates
-        return self.max_policy_lag == 1
-
     def env_kwargs(self) -> dict[str, Any]:
         extra = {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
         return {**super().env_kwargs(), **extra}
