@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import io
 import json
 import math
@@ -13,9 +14,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from actorq.bench.report import load_runs
@@ -271,6 +273,68 @@ def test_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delete: b
     check_spec(to_toml(_mutate(SPEC, place, value, delete and len(place) > 0)).encode())
 
 
+#: a matrix with SB3 beside actorq (its settings table, the framework axis, resume and order)
+SB3_SPEC: dict[str, Any] = {
+    "precisions": ["int8"],
+    "frameworks": ["actorq", "sb3"],
+    "resume": True,
+    "order": "seeds",
+    "defaults": {"actors": 0},
+    "tasks": [
+        {
+            "agent": "ppo",
+            "env": "gym:CartPole-v1",
+            "config": {"total_steps": 2000},
+            "sb3": {
+                "n_envs": 8, "n_steps": 32, "learning_rate": "lin_0.001", "gamma": 0.98,
+                "clip_range": "lin_0.2", "ent_coef": 0.0, "torch_threads": 1,
+                "policy_kwargs": {"activation_fn": "tanh", "net_arch": {"pi": [64], "vf": [64]}},
+            },
+        }
+    ],
+}  # fmt: skip
+SB3_PLACES: list[tuple[Any, ...]] = [
+    ("frameworks",), ("frameworks", 1), ("resume",), ("order",), ("tasks", 0, "frameworks"),
+    ("tasks", 0, "sb3"),
+    *[("tasks", 0, "sb3", k) for k in (*SB3_SPEC["tasks"][0]["sb3"], "batch_size", "policy",
+                                        "normalize", "vf_coef", "gae_lambda", "x")],
+    *[("tasks", 0, "sb3", "policy_kwargs", k) for k in ("activation_fn", "net_arch",
+                                                         "ortho_init", "log_std_init", "x")],
+]  # fmt: skip
+
+
+@FUZZ
+@given(st.sampled_from(SB3_PLACES), values, st.booleans())
+@example(("tasks", 0, "sb3", "policy_kwargs", "x"), 1, False)  # SB3's policy would refuse them
+@example(("tasks", 0, "sb3", "policy_kwargs", "net_arch"), "x", False)
+def test_sb3_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delete: bool) -> None:
+    """What ``--dry-run`` accepts of a framework's settings, its cells run with (SB3 itself
+    need not be installed: the settings are checked without it)."""
+    data = to_toml(_mutate(SB3_SPEC, place, value, delete)).encode()
+    with _sb3_present():
+        check_spec(data)
+        try:
+            spec = load_spec_bytes(data)
+        except ActorQError:
+            return
+    if importlib.util.find_spec("stable_baselines3") is None:
+        return
+    from actorq.bench.sb3 import SB3
+    from actorq.bench.spec import run_config
+
+    for cell in spec.cells:  # accepted settings build SB3's model (no learning: no time)
+        s = cell.settings  # (a rollout too big for memory is a resource, not a validity, bound)
+        if cell.framework == "sb3" and s.get("n_envs", 1) * s.get("n_steps", 2048) <= 10**5:
+            SB3().build(
+                run_config(cell.agent, cell.config, spec.country), list(cell.width), s
+            ).get_env().close()
+
+
+def test_the_sb3_spec_is_valid() -> None:
+    with _sb3_present():
+        assert len(load_spec_bytes(to_toml(SB3_SPEC).encode()).cells) == 2
+
+
 @FUZZ
 @given(
     st.lists(
@@ -292,32 +356,67 @@ def test_random_overrides(items: list[tuple[str, str]]) -> None:
 def _fake_run(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
     if cell.precision == "int8" and cell.seed == 1:
         return 1  # a crashed cell: cell.json and failed.json only
+    (cell_dir / "log.txt").write_text("fake\n")
+    if cell.env.startswith("atari:") and cell.seed == 1:  # a running cell: no summary yet
+        (cell_dir / "config.json").write_text(json.dumps({**cell.config, "agent": cell.agent}))
+        _fake_metrics(cell_dir)
+        return 0
     summary = {
         "env": cell.env, "precision": cell.precision, "env_steps": 3000, "eval_return": 100.0,
-        "wall_time_s": 20.0, "interrupted": False, "target_return": 475.0,
-        "reached_target": True, "time_to_target_s": 10.0, "snapshot_bytes": 300,
-        "fp32_snapshot_bytes": 1000, "action_agreement": math.nan, "energy_kwh": 0.001,
-        "energy_kg_co2": 0.0004, "energy_estimated": True,
+        "wall_time_s": 20.0, "eval_time_s": 2.0, "interrupted": False, "target_return": 475.0,
+        "reached_target": True, "steps_to_target": 2000, "time_to_target_s": 10.0,
+        "snapshot_bytes": 300, "fp32_snapshot_bytes": 1000, "action_agreement": math.nan,
+        "energy_kwh": 0.001, "energy_kg_co2": 0.0004, "energy_estimated": True,
     }  # fmt: skip
     (cell_dir / "summary.json").write_text(json.dumps(summary))
     (cell_dir / "config.json").write_text(json.dumps({**cell.config, "agent": cell.agent}))
+    _fake_metrics(cell_dir)
+    return 0
+
+
+def _fake_metrics(cell_dir: Path) -> None:
     with open(cell_dir / "metrics.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "wall_time", "metric", "value"])
         for i in range(1, 4):
             w.writerow([1000 * i, f"{1e9 + 2 * i:.3f}", "perf/actor_sps", 900.0])
             w.writerow([1000 * i, f"{1e9 + 2 * i + 0.5:.3f}", "charts/eval_return", 50.0 * i])
-    return 0
 
 
-@pytest.fixture(scope="module")
-def template() -> Iterator[Path]:
+#: issue 50's layout: Atari cells beside SB3's, one of them still running (no summary), so the
+#: report's Atari table and framework comparison read every field they use under damage
+ATARI = """
+precisions = ["int8"]
+seeds = [0, 1]
+frameworks = ["actorq", "sb3"]
+[defaults]
+actors = 0
+[[tasks]]
+agent = "ppo"
+env = "atari:Pong"
+label = "ppo-pong"
+config = { target_return = 18.0 }
+sb3 = { policy = "CnnPolicy", n_envs = 8, clip_range = "lin_0.1" }
+"""
+
+
+@pytest.fixture(scope="module", params=["cartpole", "atari"])
+def template(request: pytest.FixtureRequest) -> Iterator[Path]:
     """A results directory as `actorq bench` leaves it, cells faked (nothing is trained)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    if request.param == "atari":
+        pytest.importorskip("ale_py")  # the spec's ids are checked when it is read
+    with tempfile.TemporaryDirectory() as tmp, _sb3_present():
         d = Path(tmp)
-        (d / "small.toml").write_text(SMALL)
+        (d / "small.toml").write_text(SMALL if request.param == "cartpole" else ATARI)
         run_matrix(load_spec(d / "small.toml"), d / "results", _fake_run, progress=False)
         yield d
+
+
+def _sb3_present() -> contextlib.AbstractContextManager[Any]:
+    """SB3's cells are faked: the spec loads where the ``[peers]`` extra is not installed."""
+    from actorq.bench.sb3 import SB3
+
+    return mock.patch.object(SB3, "missing", return_value=None)
 
 
 def _files(template: Path) -> list[str]:
@@ -338,7 +437,9 @@ json_values = st.recursive(
 FIELDS = ["env", "precision", "env_steps", "eval_return", "wall_time_s", "interrupted",
                 "target_return", "reached_target", "time_to_target_s", "snapshot_bytes",
                 "energy_kwh", "energy_estimated", "sessions", "name", "task", "agent", "seed",
-                "width", "config", "country", "why", "status", "log_every", "hidden"]  # fmt: skip
+                "width", "config", "country", "why", "status", "log_every", "hidden",
+                "steps_to_target", "eval_time_s", "framework", "frameworks", "settings",
+                "segment", "session"]  # fmt: skip
 
 
 def _apply(path: Path, kind: str, draw: Any) -> None:
@@ -420,9 +521,11 @@ def test_damaged_results_through_the_report_reader(template: Path, data: st.Data
                 assert isinstance(run.seed, int) and all(isinstance(w, int) for w in run.width)
                 assert math.isfinite(run.log_every) and run.log_every > 0
                 assert all(math.isfinite(w) and math.isfinite(v) for _, w, _, v in run.rows)
-                for key in ("eval_return", "wall_time_s", "time_to_target_s", "energy_kwh"):
+                for key in ("eval_return", "wall_time_s", "time_to_target_s", "energy_kwh",
+                            "eval_time_s", "steps_to_target", "target_return"):  # fmt: skip
                     v = run.summary_value(key)
                     assert v is None or math.isfinite(float(v))
+                assert run.target is None or math.isfinite(run.target)
         for line in err.getvalue().splitlines():
             assert line.startswith("actorq: warning: ")
         assert _listing(r) == before
@@ -431,7 +534,8 @@ def test_damaged_results_through_the_report_reader(template: Path, data: st.Data
 @FUZZ
 @given(st.data())
 def test_damaged_results_in_a_resumed_bench(template: Path, data: st.DataObject) -> None:
-    spec = load_spec(template / "small.toml")
+    with _sb3_present():
+        spec = load_spec(template / "small.toml")
     with damaged(template, data) as r:
         before = _listing(r)
         try:
@@ -445,7 +549,11 @@ def test_damaged_results_in_a_resumed_bench(template: Path, data: st.DataObject)
         assert _listing(r) == before
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _not_json(name: str) -> None:
+    raise AssertionError(f"{name} is not standard JSON")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_damaged_results_through_actorq_report(template: Path, data: st.DataObject) -> None:
     """End to end, fewer examples (each draws plots): the outputs are all there, or none is."""
@@ -465,4 +573,10 @@ def test_damaged_results_through_actorq_report(template: Path, data: st.DataObje
             new = set(after) - set(before)
             assert all(after[k] == before[k] for k in before)
             assert {"report.md", "report.json"} <= new
-            assert all(n.startswith("report.") or n.endswith(".png") for n in new)
+            for name in ("report.json", "summary.json"):  # standard JSON: no NaN, no Infinity
+                if (r / name).exists():
+                    json.loads((r / name).read_text(), parse_constant=_not_json)
+            # summary.json: issue 50's Atari rows, beside the report where Atari cells are
+            assert all(
+                n.startswith("report.") or n.endswith(".png") or n == "summary.json" for n in new
+            )

@@ -172,17 +172,23 @@ def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
                              "--precision", "--total-steps", "--env", "--backend", "--bogus",
                              "--graphs", "--cluster", "--batch-graphs", "--imitate",
                              "--imitate-steps", "--imitate-lr", "--start", "--sil-coef",
-                             "--replay-shards", "--cost-input", "--ray-address"]),
+                             "--replay-shards", "--cost-input", "--ray-address",
+                             "--atari-sticky", "--atari-engine", "--learner-threads",
+                             "--runtime", "--learner-mode"]),
             st.one_of(st.sampled_from(["nan", "inf", "-1", "0", "1e400", "abc", "", "2,x",
                                        "cuda:9", "gym:CartPole-v1", "99999999999999999999",
                                        "graphopt:joint/gnmt-s", "synthetic-50-s0",
-                                       "8xgpu-nvlink", "best", "heft"]),
+                                       "8xgpu-nvlink", "best", "heft", "atari:Pong",
+                                       "atari:Pongg", "0.25", "ale", "envpool", "numpy",
+                                       "compile", "int4"]),
                       st.text(max_size=6)),
         ),
         max_size=3,
     ),
 )  # fmt: skip
 @example(agent="dqn", flags=[("--policy-hidden-sizes", "-h")])  # a help flag where a value goes
+@example(agent="ppo", flags=[("--env", "atari:Pong"), ("--runtime", "numpy")])  # not the note
+@example(agent="dqn", flags=[("--env", "atari:Pong"), ("--precision", "int4")])
 def test_random_flags_are_one_line_or_a_validated_config(
     agent: str, flags: list[tuple[str, str]]
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorq.envs import ENV_FAMILIES, env_spec, eval_env_kwargs, make_env, validate_env_id
 from actorq.errors import EnvIdError
@@ -132,6 +134,36 @@ def test_bad_ids_are_one_line(env_id: str, needle: str) -> None:
     with pytest.raises(EnvIdError) as e:
         validate_env_id(env_id)
     assert "\n" not in str(e.value) and needle in str(e.value)
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from(["train", "eval", 0.25, 30, 4, 84]),
+)
+_KEYS = st.sampled_from(
+    ["mode", "sticky", "noop_max", "frame_skip", "screen_size", "frame_stack", "fire_reset", "x"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4))
+def test_options_are_checked_in_one_line(kwargs: dict[str, object]) -> None:
+    """Every ``env_kwargs`` an ``atari:`` env takes is checked when it is read: a value out of
+    range, of the wrong type or non-finite is one EnvIdError line, never the emulator's
+    traceback (or, for a NaN sticky probability, a game that silently plays without it)."""
+    from actorq.envs.atari import AtariOptions
+
+    try:
+        o = AtariOptions.parse(kwargs)
+    except EnvIdError as e:
+        assert "\n" not in str(e) and str(e).startswith("atari: ")
+        return
+    assert o.mode in ("train", "eval") and 0 <= o.sticky <= 1 and isinstance(o.fire_reset, bool)
+    assert 1 <= o.frame_skip <= 64 and o.screen_size >= 36 and o.noop_max >= 0
 
 
 def test_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,11 +62,13 @@ class MLPBuilder(abc.ABC):
     (:mod:`actorq.agents.pixels`)."""
 
     def env_spec(self, cfg: ExperimentConfig) -> EnvSpec:
-        from actorq.envs import env_spec
+        from actorq.envs import env_spec, observes_pixels
 
+        if observes_pixels(cfg.env):  # one line before an env (an emulator) is even made
+            check_pixel_config(cfg, cfg.env)
         spec = env_spec(cfg.env)
         if is_pixels(spec):  # a setting the pixel path does not run yet: one line, up front
-            check_pixel_config(cfg, spec)
+            check_pixel_config(cfg, spec.env_id)
         return spec
 
     @abc.abstractmethod

@@ -289,25 +289,25 @@ def cnn_onnx(
     return bytes(model.SerializeToString())
 
 
-def check_pixel_config(cfg: ExperimentConfig, spec: EnvSpec) -> None:
+def check_pixel_config(cfg: ExperimentConfig, env_id: str) -> None:
     """One :class:`ConfigError` line for settings the pixel path does not run (called from
     a builder's ``env_spec``: before the run directory is written)."""
     if cfg.precision == "int4":
         raise ConfigError(
-            f"{spec.env_id}: --precision int4 has no convolution kernel in onnxruntime (its "
+            f"{env_id}: --precision int4 has no convolution kernel in onnxruntime (its "
             "4-bit MatMulNBits is a matmul); pixel actors run fp32, fp16, int8 or auto"
         )
     if cfg.precision not in (*PIXEL_PRECISIONS, "auto"):
-        raise ConfigError(f"{spec.env_id}: unknown --precision {cfg.precision}")
+        raise ConfigError(f"{env_id}: unknown --precision {cfg.precision}")
     if cfg.runtime != "ort":
         raise ConfigError(
-            f"{spec.env_id}: actors run the exported ONNX network (--runtime ort), "
+            f"{env_id}: actors run the exported ONNX network (--runtime ort), "
             f"not --runtime {cfg.runtime}"
         )
     if cfg.backend == "ray":
-        raise ConfigError(f"{spec.env_id}: pixels run on the sync and local backends for now")
+        raise ConfigError(f"{env_id}: pixels run on the sync and local backends for now")
     if getattr(cfg, "normalize_obs", None):
-        raise ConfigError(f"{spec.env_id}: pixels are scaled by 1/255, not --normalize-obs")
+        raise ConfigError(f"{env_id}: pixels are scaled by 1/255, not --normalize-obs")
 
 
 class PixelNetwork(Protocol):

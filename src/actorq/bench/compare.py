@@ -80,7 +80,9 @@ def _row(g: Group) -> list[str]:
     rs = g.finished
     finals = [float(r.summary_value("eval_return")) for r in rs]
     ttt = np.array([time_to_target(r) for r in rs])
-    hit = [int(r.summary_value("steps_to_target")) for r in rs if r.summary_value("reached_target")]
+    reached = [r for r in rs if r.summary_value("reached_target")]
+    # steps to the target: runs that reached it and say when (a summary from before the field)
+    hit = [int(s) for r in reached if (s := r.summary_value("steps_to_target")) is not None]
     times = np.array([train_time(r) for r in rs])
     sps = [float(r.summary_value("env_steps")) / t for r, t in zip(rs, times, strict=True) if t > 0]
     target = any(r.summary_value("target_return") is not None for r in rs)
@@ -89,7 +91,7 @@ def _row(g: Group) -> list[str]:
         g.precision,
         str(len(rs)),
         f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
-        f"{len(hit)}/{len(rs)}" if target else "—",
+        f"{len(reached)}/{len(rs)}" if target else "—",
         f"{np.median(hit):,.0f}" if hit else "—",
         (f"{_s(float(np.median(ttt)))} ({_s(float(np.mean(finite)))}; "
          f"{_s(float(finite.min()))}–{_s(float(ttt.max()))})")

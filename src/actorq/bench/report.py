@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import math
 import re
 import sys
@@ -50,6 +49,7 @@ from actorq.bench.results import (
     read_run_config,
     read_sessions,
     read_summary,
+    strict_json,
     write_atomic,
 )
 from actorq.bench.spec import one_line, width_slug
@@ -794,10 +794,10 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     text, data, images = build_report(results, reps)
     for name, png in images.items():
         write_atomic(results / name, png)
-    write_atomic(results / "report.json", json.dumps(data, indent=1))
+    write_atomic(results / "report.json", strict_json(data))
     if data["atari"]:  # issue 50's table, one row per Atari cell, finished or not
         rows = [{k: v for k, v in row.items() if k != "evals"} for row in data["atari"]]
-        write_atomic(results / "summary.json", json.dumps(rows, indent=1))
+        write_atomic(results / "summary.json", strict_json(rows))
     path = results / "report.md"
     write_atomic(path, text)
     for why in data["skipped"]:

@@ -20,6 +20,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -112,12 +113,15 @@ class Fields:
             raise self.bad(key, "a string")
         return v
 
-    def integer(self, key: str, lo: int = 0) -> int | None:
+    def integer(self, key: str, lo: int = 0, *, nullable: bool = False) -> int | None:
         v = self.d.get(key)
+        if v is None and nullable:
+            return None
         if key in self.d and (
             not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_MAGNITUDE
         ):
-            raise self.bad(key, f"an integer in [{lo}, {MAX_MAGNITUDE:g}]")
+            what = f"an integer in [{lo}, {MAX_MAGNITUDE:g}]"
+            raise self.bad(key, what + (" or null" if nullable else ""))
         return v
 
     def number(self, key: str, *, nullable: bool = False, lo: float | None = None) -> float | None:
@@ -214,6 +218,7 @@ def check_run_config(f: Fields) -> None:
     f.widths("policy_hidden_sizes")
     if f.has("log_every") and (f.number("log_every") or 0.0) <= 0:
         raise f.bad("log_every", "a positive number")
+    f.number("target_return", nullable=True)  # a running cell's evaluations are compared to it
 
 
 def read_summary(cell_dir: Path) -> dict[str, Any] | None:
@@ -241,7 +246,12 @@ def read_summary(cell_dir: Path) -> dict[str, Any] | None:
     f.number("wall_time_s", lo=0)
     f.number("target_return", nullable=True)
     f.number("time_to_target_s", nullable=True, lo=0)
-    f.flag("reached_target", nullable=True)
+    f.integer("steps_to_target", nullable=True)
+    evals, wall = f.number("eval_time_s", nullable=True, lo=0), f.number("wall_time_s", lo=0)
+    if evals is not None and wall is not None and evals > wall:
+        raise f.bad("eval_time_s", f"at most wall_time_s ({wall:g})")
+    if f.flag("reached_target", nullable=True) and d.get("time_to_target_s") is None:
+        raise ResultsError(f"{path}: reached_target is true but time_to_target_s is missing")
     f.flag("interrupted", nullable=True)
     f.flag("energy_estimated", nullable=True)
     for key in ("energy_kwh", "energy_kg_co2", "snapshot_bytes", "fp32_snapshot_bytes"):
@@ -341,3 +351,20 @@ def write_atomic(path: Path, content: str | bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise ResultsError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def strict_json(obj: Any) -> str:
+    """``obj`` as standard JSON: a non-finite float (an infinite ratio where one side never
+    reached the target, a statistic without data) is written as null, so that any JSON reader
+    (jq, JavaScript, pandas) reads the file; report.md shows ∞ or — for them."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(obj), indent=1, allow_nan=False)

@@ -45,6 +45,7 @@ from actorq.bench.frameworks import (
     check_keys,
     missing_module,
 )
+from actorq.config import MAX_LAYERS, MAX_WIDTH
 from actorq.core.exploration import epsilon_greedy
 from actorq.errors import ActorQError
 
@@ -76,8 +77,82 @@ _COUNTS = frozenset({
     "n_envs", "n_steps", "n_epochs", "batch_size", "buffer_size", "learning_starts",
     "train_freq", "gradient_steps", "target_update_interval", "torch_threads",
 })  # fmt: skip
+#: the most of each count: actorq's bounds of the same settings (envs_per_actor, num_steps,
+#: update_epochs, minibatch_size, ...), the rest as its replay_size
+_MOST = {
+    "n_envs": 4096, "torch_threads": 1024, "n_steps": 10**6, "n_epochs": 10_000,
+    "batch_size": 10**8, "gradient_steps": 10**6,
+}  # fmt: skip
+_COUNT_MAX = 10**10
+#: ranges of SB3's numbers: (least, least excluded, most); a ``lin_X``'s X in the same range
+_RANGES: dict[str, tuple[float, bool, float]] = {
+    "learning_rate": (0.0, True, 1e15), "clip_range": (0.0, True, 1e15),
+    "clip_range_vf": (0.0, True, 1e15), "max_grad_norm": (0.0, True, 1e15),
+    "target_kl": (0.0, True, 1e15), "checkpoint_minutes": (0.0, True, 1e15),
+    "gamma": (0.0, True, 1.0), "tau": (0.0, True, 1.0), "gae_lambda": (0.0, False, 1.0),
+    "ent_coef": (0.0, False, 1e15), "vf_coef": (0.0, False, 1e15),
+    "exploration_fraction": (0.0, False, 1.0), "exploration_initial_eps": (0.0, False, 1.0),
+    "exploration_final_eps": (0.0, False, 1.0),
+}  # fmt: skip
 CHECKPOINT_MINUTES = 10.0
 _ACTIVATIONS = ("relu", "tanh")
+#: ``policy_kwargs`` keys the adapter passes on (rl-zoo's entries use these)
+_POLICY_KWARGS = ("activation_fn", "net_arch", "ortho_init", "log_std_init")
+
+
+def _in_range(key: str, v: float) -> bool:
+    lo, open_lo, hi = _RANGES.get(key, (-1e15, False, 1e15))
+    return (v > lo if open_lo else v >= lo) and v <= hi
+
+
+def _bounds(key: str) -> str:
+    """``key``'s range as words: '> 0', '>= 0 and <= 1'."""
+    lo, open_lo, hi = _RANGES[key]
+    return f"{'>' if open_lo else '>='} {lo:g}" + (f" and <= {hi:g}" if hi < 1e15 else "")
+
+
+def _widths(v: Any) -> bool:
+    return (
+        isinstance(v, list)
+        and 0 < len(v) <= MAX_LAYERS
+        and all(isinstance(w, int) and not isinstance(w, bool) and 0 < w <= MAX_WIDTH for w in v)
+    )
+
+
+def _check_policy_kwargs(agent: str, v: Any) -> None:
+    """The keys SB3's policies take that rl-zoo's entries use, each value checked: anything
+    else would reach SB3's constructor and fail the cell after the bench has started."""
+    if not isinstance(v, dict):
+        raise ActorQError("policy_kwargs: a table")
+    for key, x in v.items():
+        if key not in _POLICY_KWARGS:
+            raise ActorQError(
+                f"policy_kwargs: unknown key {key!r} (known: {', '.join(_POLICY_KWARGS)})"
+            )
+        if key == "activation_fn" and x not in _ACTIVATIONS:
+            raise ActorQError("policy_kwargs: activation_fn 'relu' or 'tanh'")
+        if key == "ortho_init" and not isinstance(x, bool):
+            raise ActorQError(f"policy_kwargs: ortho_init = {x!r}: true or false")
+        if key == "log_std_init" and not (
+            isinstance(x, int | float) and not isinstance(x, bool) and abs(x) <= 20
+        ):
+            raise ActorQError(f"policy_kwargs: log_std_init = {x!r}: a number in [-20, 20]")
+        if key == "net_arch":
+            # DQN: a list of widths; PPO: that or a table {pi = [...], vf = [...]}
+            table = agent == "ppo" and isinstance(x, dict) and set(x) == {"pi", "vf"}
+            if not (_widths(x) or (table and all(_widths(w) for w in x.values()))):
+                arch = "a list of widths"
+                if agent == "ppo":
+                    arch += " or a table {pi = [...], vf = [...]}"
+                raise ActorQError(
+                    f"policy_kwargs: net_arch = {_short(x)}: {arch} (at most {MAX_LAYERS} "
+                    f"layers of 1..{MAX_WIDTH})"
+                )
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def schedule(value: float | str) -> float | Callable[[float], float]:
@@ -113,11 +188,11 @@ class SB3:
         for key, v in settings.items():
             if key in _SCHEDULED and isinstance(v, str):
                 try:
-                    ok = v.startswith("lin_") and math.isfinite(float(v.removeprefix("lin_")))
+                    x = float(v.removeprefix("lin_")) if v.startswith("lin_") else math.nan
                 except ValueError:
-                    ok = False
-                if not ok:
-                    raise ActorQError(f"{key} = {v!r}: a number or 'lin_X' (X a number)")
+                    x = math.nan
+                if not (math.isfinite(x) and _in_range(key, x)):
+                    raise ActorQError(f"{key} = {v!r}: a number or 'lin_X', {_bounds(key)}")
             elif key in _FLAGS:
                 if not isinstance(v, bool):
                     raise ActorQError(f"{key} = {v!r}: true or false")
@@ -125,8 +200,7 @@ class SB3:
                 if v not in _POLICIES:
                     raise ActorQError(f"policy = {v!r}: {' or '.join(map(repr, _POLICIES))}")
             elif key == "policy_kwargs":
-                if not isinstance(v, dict) or v.get("activation_fn", "tanh") not in _ACTIVATIONS:
-                    raise ActorQError("policy_kwargs: a table; activation_fn 'relu' or 'tanh'")
+                _check_policy_kwargs(agent, v)
             # abs() <= 1e15: False for NaN and inf, and no float() of a huge int
             elif not isinstance(v, int | float) or isinstance(v, bool) or not abs(v) <= 1e15:
                 raise ActorQError(f"{key} = {v!r}: a number")
@@ -134,9 +208,12 @@ class SB3:
                 raise ActorQError(f"checkpoint_minutes = {v!r}: a positive number")
             elif key == "torch_threads" and not (isinstance(v, int) and 1 <= v <= 1024):
                 raise ActorQError(f"torch_threads = {v!r}: an integer in [1, 1024]")
-            elif key in _COUNTS and not (isinstance(v, int) and v >= (key != "learning_starts")):
-                least = 0 if key == "learning_starts" else 1
-                raise ActorQError(f"{key} = {v!r}: a whole number >= {least}")
+            elif key in _COUNTS:
+                least, most = int(key != "learning_starts"), _MOST.get(key, _COUNT_MAX)
+                if not (isinstance(v, int) and least <= v <= most):
+                    raise ActorQError(f"{key} = {v!r}: a whole number in [{least}, {most:,}]")
+            elif not _in_range(key, v):
+                raise ActorQError(f"{key} = {v!r}: a number {_bounds(key)}")
 
     def kwargs(
         self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]
@@ -162,18 +239,14 @@ class SB3:
             kw["replay_buffer_kwargs"] = {"handle_timeout_termination": False}
         return kw
 
-    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> bool:
-        import torch
+    def build(self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]) -> Any:
+        """SB3's model of a cell, on its vector env (``model.get_env()``), not yet trained."""
         from stable_baselines3 import DQN, PPO
         from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-        from actorq.core.exploration import PolicySampler
         from actorq.envs import make_env, make_vector_env
 
-        settings = cell.get("settings", {})
-        torch.set_num_threads(int(settings.get("torch_threads", 1)))
         env_kwargs = cfg.env_kwargs()  # an Atari cell's engine, resolved as actorq's cells'
-        evaluate = PolicyEval(cfg.env, cfg.eval_episodes, env_kwargs)
         n_envs = int(settings.get("n_envs", 1))
         venv: Any
         if env_kwargs.get("engine") == "envpool":  # the pool actorq's cells train on
@@ -185,8 +258,24 @@ class SB3:
         if settings.get("normalize"):
             venv = VecNormalize(venv, gamma=settings.get("gamma", 0.99))  # rl-zoo: the algo's
         algo = DQN if cfg.agent == "dqn" else PPO
-        model = algo(env=venv, seed=cfg.seed, device="cpu", verbose=0,
-                     **self.kwargs(cfg, cell["width"], settings))  # fmt: skip
+        try:
+            return algo(env=venv, seed=cfg.seed, device="cpu", verbose=0,
+                        **self.kwargs(cfg, width, settings))  # fmt: skip
+        except BaseException:
+            venv.close()
+            raise
+
+    def run(self, cfg: ExperimentConfig, cell: dict[str, Any], run_dir: Path) -> bool:
+        import torch
+        from stable_baselines3 import PPO
+
+        from actorq.core.exploration import PolicySampler
+
+        settings = cell.get("settings", {})
+        torch.set_num_threads(int(settings.get("torch_threads", 1)))
+        evaluate = PolicyEval(cfg.env, cfg.eval_episodes, cfg.env_kwargs())
+        model = self.build(cfg, cell["width"], settings)
+        venv, algo = model.get_env(), type(model)
 
         def predict(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             if evaluate.sampled and algo is PPO:  # from its categorical policy, with ``rng``

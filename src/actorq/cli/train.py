@@ -38,9 +38,13 @@ def cmd_train(algo: str, argv: list[str]) -> int:
 
     cfg = parse_config(config_class(algo), argv, f"actorq train {algo}")
     cfg.validate()
-    from actorq.envs import preset, validate_env_id
+    from actorq.envs import observes_pixels, preset, validate_env_id
 
     validate_env_id(cfg.env)
+    if observes_pixels(cfg.env):  # before the preset's note: bad input is the one line printed
+        from actorq.agents.pixels import check_pixel_config
+
+        check_pixel_config(cfg, cfg.env)
     if preset(cfg.env, algo) and not cfg.resume:
         family = cfg.env.partition(":")[0]
         print(

@@ -47,6 +47,10 @@ class EnvFamily:
     presets: str | None = None
     """``"module:NAME"`` of a dict ``{agent: {config field: value}}``: the settings
     ``actorq train AGENT`` starts from on the family's ids (:func:`preset`), or ``None``."""
+    pixels: bool = False
+    """Every id of the family observes pixels: the pixel path's settings are checked from the
+    id alone, before an env is made (making one loads a ROM: seconds, and the emulator's
+    banner on stderr above the error line)."""
 
 
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
@@ -80,6 +84,7 @@ ENV_FAMILIES: dict[str, EnvFamily] = {
         "actorq.envs.atari_envpool:make_atari_vector",
         eval_sampled=True,
         presets="actorq.envs.atari:PRESETS",
+        pixels=True,
     ),
 }
 
@@ -122,6 +127,12 @@ def eval_env_kwargs(env_id: str, kwargs: dict[str, Any] | None = None) -> dict[s
 def eval_sampled(env_id: str) -> bool:
     """Whether evaluations on ``env_id`` sample actions (:attr:`EnvFamily.eval_sampled`)."""
     return _split(env_id)[0].eval_sampled
+
+
+def observes_pixels(env_id: str) -> bool:
+    """Whether ``env_id``'s family observes pixels (:attr:`EnvFamily.pixels`), known without
+    making an env."""
+    return _split(env_id)[0].pixels
 
 
 def preset(env_id: str, agent: str) -> dict[str, Any]:

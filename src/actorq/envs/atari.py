@@ -285,6 +285,20 @@ class AtariOptions:
         opts = cls(**kwargs)
         if opts.mode not in ("train", "eval"):
             raise EnvIdError(f"atari: mode must be 'train' or 'eval', got {opts.mode!r}")
+        s = opts.sticky  # not (0 <= s <= 1): False for NaN too
+        if not isinstance(s, int | float) or isinstance(s, bool) or not 0 <= s <= 1:
+            raise EnvIdError(f"atari: sticky must be a probability in [0, 1], got {s!r}")
+        for name, least, most in (
+            ("noop_max", 0, 1_000), ("frame_skip", 1, 64), ("screen_size", 36, 1_024),
+            ("frame_stack", 1, 64),
+        ):  # fmt: skip
+            v = getattr(opts, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not least <= v <= most:
+                raise EnvIdError(
+                    f"atari: {name} must be an integer in [{least}, {most}], got {v!r}"
+                )
+        if not isinstance(opts.fire_reset, bool):
+            raise EnvIdError(f"atari: fire_reset must be true or false, got {opts.fire_reset!r}")
         return opts
 
 
