@@ -113,6 +113,13 @@ def headers(head: str) -> list[str]:
     return ["weights", "return (mean ± std)", "min", "per-seed means", agree, "mean |Δa|"]
 
 
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a sweep killed while writing keeps the earlier files."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) -> None:
     import matplotlib
 
@@ -141,7 +148,9 @@ def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) ->
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    tmp = path.with_name(path.stem + ".tmp.png")  # whole or not at all, as _write
+    fig.savefig(tmp, dpi=120)
+    os.replace(tmp, path)
     plt.close(fig)
 
 
@@ -160,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=ints, default=[0, 1, 2])
     ap.add_argument("--states", type=int, default=10_000, help="replay states for agreement")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--force", action="store_true", help="replace an existing sweep's files")
     args = ap.parse_args(argv)
     try:
         for b in args.bits:
@@ -176,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--episodes must be positive and --seeds non-empty")
 
     name = args.name or args.run_dir.name
+    done = args.out / f"ptq_sweep_{name}.json"
+    if done.exists() and not args.force:  # before an hour of evaluation, not after it
+        ap.error(
+            f"{done} exists (another run's sweep?): --name NAME for a new one, "
+            "--force to replace it"
+        )
     loaded = load_run_policy(str(args.run_dir), "fp32")
     pixels = isinstance(loaded[1], PixelPolicyIO)
     if args.snapshots is None:
@@ -267,14 +283,14 @@ def write(
         },
         "rows": rows,
     }  # fmt: skip
-    Path(f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    _write(Path(f"{stem}.json"), json.dumps(result, indent=2) + "\n")
     lines = [
         f"# {title}", "", f"`{command}`", "", f"- date: {machine['date']}",
         *(f"- {n}" for n in notes), "",
         *md_table([h.replace("|", "\\|") for h in headers(head)],
                   [fmt_row(r, head) for r in rows]),
     ]  # fmt: skip
-    Path(f"{stem}.md").write_text("\n".join(lines) + "\n")  # fmt: skip
+    _write(Path(f"{stem}.md"), "\n".join(lines) + "\n")
     plot(Path(f"{stem}.png"), rows, title, sorted(args.bits))
     print(Path(f"{stem}.md").read_text() + f"wrote {stem}.json, .md and .png")
 
@@ -445,11 +461,11 @@ def main_autoselect(argv: list[str] | None = None) -> int:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     md = args.out / "precision_autoselect.md"
-    md.write_text("\n".join(lines) + "\n")
+    _write(md, "\n".join(lines) + "\n")
     result: dict[str, Any] = {"benchmark": "precision_autoselect", "machine": machine}
     result["command"] = command
     result["cells"] = cells
-    (args.out / "precision_autoselect.json").write_text(json.dumps(result, indent=2) + "\n")
+    _write(args.out / "precision_autoselect.json", json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {md} and precision_autoselect.json")
     return 0
 

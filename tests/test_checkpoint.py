@@ -167,22 +167,56 @@ def test_a_non_finite_optimizer_state_never_resumes(tiny: Any, bad: float) -> No
     assert "\n" not in str(e.value) and run.metrics.read_bytes() == before
 
 
+@pytest.mark.parametrize("how", ["oserror", "safetensors"])
 def test_a_full_disk_during_a_save_keeps_the_old_checkpoint_and_leaves_no_temporary(
-    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """Disk full mid-save (issue 49 item 14): one CheckpointError line, the previous checkpoint
-    still loads, and no half-written checkpoint.tmp is left to fill the disk."""
+    still loads, and no half-written checkpoint.tmp is left to fill the disk. safetensors
+    reports a full disk as its own error, not an OSError (seen on a full tmpfs)."""
     import safetensors.torch
+    from safetensors import SafetensorError
 
     d = _copy(saved, tmp_path / "r")
     before = ckpt.load(d)
 
     def full(*args: Any, **kwargs: Any) -> None:
-        raise OSError(28, "No space left on device")
+        if how == "oserror":
+            raise OSError(28, "No space left on device")
+        raise SafetensorError(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No '
+            'space left on device" })'
+        )
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
-    with pytest.raises(CheckpointError, match="No space left on device; the previous one is kept"):
+    with pytest.raises(
+        CheckpointError, match=r"No space left on device.*; the previous one is kept"
+    ):
         ckpt.save(d, before[0], before[1])
     assert not d.with_name(d.name + ".tmp").exists()
     tensors, state, _ = ckpt.load(d)
     assert state == before[1] and tensors.keys() == before[0].keys()
+
+
+def test_a_save_after_a_cut_one_keeps_the_only_checkpoint_until_it_is_replaced(
+    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save cut between its two renames leaves only ``checkpoint.old``; the next save must
+    not delete it before its own copy is in place: killed there, the run still resumes."""
+    d = _copy(saved, tmp_path / "r")
+    tensors, state, _ = ckpt.load(d)
+    old = d.with_name(d.name + ".old")
+    d.rename(old)  # the cut save's state: the previous checkpoint moved aside, no new one
+    real = Path.rename
+
+    def killed(self: Path, target: Any) -> Any:
+        if self.name.endswith(".tmp"):
+            raise KeyboardInterrupt  # the process dies before the new copy is renamed in
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save(d, tensors, state)
+    monkeypatch.undo()
+    again, state_again, _ = ckpt.load(d)  # falls back to checkpoint.old, as it did before
+    assert state_again == state and again.keys() == tensors.keys()

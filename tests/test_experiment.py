@@ -27,6 +27,7 @@ from actorq.experiment import (
     resolve_config,
 )
 from actorq.logging import MetricLogger
+from actorq.rundir import RunDir
 
 
 def test_train_does_not_change_the_callers_config(tiny: Callable[..., Any]) -> None:
@@ -44,6 +45,35 @@ def test_resolve_config_validates(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="already holds a run"):
         (tmp_path / "checkpoint").mkdir()
         open_run_dir(DQNConfig(run_dir=str(tmp_path)))
+
+
+@pytest.mark.parametrize(
+    ("left", "needle"),
+    [
+        ({"best/state.json": "{}"}, "holds a best policy (best/)"),
+        ({"metrics.csv": "step,wall_time,metric,value\n1,2,charts/eval_return,3\n"},
+         "holds a run's metrics.csv"),
+        ({"summary.json": "{}"}, "holds a finished run's summary.json"),
+    ],
+)  # fmt: skip
+def test_a_new_run_never_writes_over_a_killed_runs_output(
+    tmp_path: Path, left: dict[str, str], needle: str
+) -> None:
+    """A run killed before its first checkpoint left its best policy and metrics: a new run
+    into that directory is refused (it would replace best/ and append its curve to the old
+    one's), not only one into a directory holding a checkpoint."""
+    for name, text in left.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=r"^[^\n]*$") as e:
+        train(DQNConfig(run_dir=str(tmp_path), total_steps=500, progress=False))
+    assert needle in str(e.value) and "no checkpoint to resume from" in str(e.value)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    # a header alone (a run that logged nothing) or a config.json is no run to keep
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "metrics.csv").write_text("step,wall_time,metric,value\n")
+    assert RunDir(tmp_path / "other").held_output() is None
 
 
 def test_counters_round_trip_and_read_old_checkpoints() -> None:

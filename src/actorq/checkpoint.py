@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ def save(
     replay_writer: Any | None = None,
 ) -> None:
     """``tensors``: torch tensors; ``state``: JSON-able; ``replay_writer(path)`` writes npz."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     tmp = ckpt_dir.with_name(ckpt_dir.name + ".tmp")
@@ -50,18 +52,39 @@ def save(
             replay_writer(tmp / "replay.npz")
         files = sorted(p.name for p in tmp.iterdir())
         (tmp / MANIFEST).write_text(json.dumps({f: _sha256(tmp / f) for f in files}, indent=1))
-    except OSError as e:  # a full disk, a read-only filesystem: the old checkpoint stays whole
+        for name in (*files, MANIFEST):  # on disk before the renames make them the checkpoint
+            _fsync(tmp / name)
+        _fsync(tmp)
+    # a full disk, a read-only filesystem (safetensors reports them as its own error): the old
+    # checkpoint stays whole
+    except (OSError, SafetensorError) as e:
         shutil.rmtree(tmp, ignore_errors=True)  # and no half-written copy fills the disk
-        why = e.strerror or first_line(e)
+        why = getattr(e, "strerror", None) or first_line(e)
         raise CheckpointError(
             f"cannot write the checkpoint in {ckpt_dir.parent}: {why}; the previous one is kept"
         ) from None
     old = ckpt_dir.with_name(ckpt_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if ckpt_dir.exists():
+    if ckpt_dir.exists():  # else ``old`` may be the only complete checkpoint (a cut save's)
+        shutil.rmtree(old, ignore_errors=True)
         ckpt_dir.rename(old)
     tmp.rename(ckpt_dir)
+    _fsync(ckpt_dir.parent)  # the renames themselves survive a power loss
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a directory's entries') data to the disk; a filesystem that cannot
+    (some network mounts refuse a directory's fsync) is left to its own guarantees."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:

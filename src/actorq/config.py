@@ -43,6 +43,13 @@ __all__ = [
     "parse_hidden",
 ]
 
+#: What a resume may change: run length, display, and how updates run (not what they compute).
+#: Anything else is the saved run's (but where the learner computes:
+#: :func:`actorq.run.resume.resume_device`). A bench's resumed cells follow the same rule.
+RESUME_OVERRIDES = (
+    "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
+    "replay_on_device", "learner_threads",
+)  # fmt: skip
 MAX_WIDTH = 1 << 16  # a 65536-wide layer is already 16 GiB of fp32 weights per pair
 MAX_LAYERS = 64
 

@@ -108,6 +108,25 @@ class RunDir:
         old = self.checkpoint.with_name(self.checkpoint.name + ".old")
         return self.checkpoint.exists() or old.exists()
 
+    def held_output(self) -> str | None:
+        """What a run left here that a new run would overwrite or mix with: its checkpoint,
+        its best policy, its metrics (rows past the header) or its summary; None if nothing.
+        A run killed before its first checkpoint leaves ``best/`` and metrics it cannot resume."""
+        if self.has_checkpoint():
+            return "a checkpoint"
+        if self.best.exists():
+            return f"a best policy ({self.best.name}/)"
+        if self.summary_file.exists():
+            return f"a finished run's {self.summary_file.name}"
+        try:
+            with open(self.metrics, "rb") as f:
+                f.readline()  # the header
+                if f.readline():
+                    return f"a run's {self.metrics.name}"
+        except OSError:  # none, or unreadable (prepare() says which)
+            pass
+        return None
+
     def read_config_json(self) -> dict[str, Any]:
         """``config.json`` as a JSON object; one :class:`CheckpointError` line otherwise."""
         if not self.is_run():

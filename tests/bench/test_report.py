@@ -293,3 +293,25 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     # the policy the cells ran, not the MLP widths in their names (unused by the Nature-CNN)
     assert "| ppo-pong | Nature-CNN | int8 |" in md and "### ppo-pong (Nature-CNN)" in md
     assert "64x64" not in md.replace("w64x64", "")
+
+
+def test_a_summary_json_the_report_did_not_write_is_kept(tmp_path: Path) -> None:
+    """``summary.json`` is a common name: at a results root, one that is not the report's Atari
+    rows is refused with one line and left as it was, the report not written."""
+    r = tmp_path / "results"
+    d = r / "ppo-pong-w64x64-int8-s0"
+    d.mkdir(parents=True)
+    cfg = {"agent": "ppo", "env": "atari:Pong", "precision": "int8", "seed": 0, "log_every": 2.0}
+    (d / "config.json").write_text(json.dumps(cfg))
+    with open(d / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "wall_time", "metric", "value"])
+        w.writerow([250_000, f"{T0 + 1:.3f}", "perf/actor_sps", 250.0])
+        w.writerow([250_000, f"{T0 + 2:.3f}", EVAL_METRIC, -20.0])
+    (r / "summary.json").write_text('{"mine": 1}')
+    assert main(["report", str(r), "--reps", "100"]) == 2
+    assert (r / "summary.json").read_text() == '{"mine": 1}'
+    assert not (r / "report.md").exists()
+    (r / "summary.json").unlink()
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    assert main(["report", str(r), "--reps", "100"]) == 0  # its own: replaced

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 
 import actorq.experiment
 from actorq.bench import cell as bench_cell
+from actorq.bench.results import ResultsError
 from actorq.bench.runner import plan_matrix, run_matrix
 from actorq.bench.sb3_checkpoint import check_counters
 from actorq.bench.spec import Cell, SpecError, load_spec
+from actorq.cli import main
 
 DQN = """
 name = "resume"
@@ -185,16 +187,38 @@ def test_without_resume_a_partial_cell_starts_over(tmp_path: Path) -> None:
     assert plan_matrix(spec, tmp_path / "r").resumes == set()
 
 
-def test_a_partial_cell_with_other_settings_starts_over(tmp_path: Path) -> None:
+def test_a_partial_cell_with_other_settings_is_refused_and_kept(tmp_path: Path) -> None:
+    """A checkpoint is never deleted because the spec changed: what a resume may change (the
+    run's length, how updates run) goes on from it; anything else is one line, nothing run,
+    nothing removed (an Atari cell's checkpoint is days of training)."""
     spec = _spec(tmp_path, DQN.format(fw="actorq"))
     cell = spec.cells[0]
     cell_dir = tmp_path / "r" / cell.name
     (cell_dir / "checkpoint").mkdir(parents=True)
-    old = {"name": cell.name, "config": {**cell.config, "total_steps": 999}}
+    (cell_dir / "checkpoint" / "weights").write_text("kept")
+    old = {"name": cell.name, "config": {**cell.config, "total_steps": 999, "learner_threads": 2}}
     (cell_dir / "cell.json").write_text(json.dumps(old))
-    assert plan_matrix(spec, tmp_path / "r").resumes == set()
-    (cell_dir / "cell.json").write_text(json.dumps({**old, "config": cell.config}))
-    assert plan_matrix(spec, tmp_path / "r").resumes == {cell.name}
+    assert plan_matrix(spec, tmp_path / "r").resumes == {cell.name}  # a longer or shorter run
+    for key, value, needle in [
+        ("gamma", 0.5, "(gamma: 0.5 -> None)"),
+        ("batch_size", 7, "(batch_size: 7 -> "),
+    ]:
+        (cell_dir / "cell.json").write_text(
+            json.dumps({**old, "config": {**cell.config, key: value}})
+        )
+        with pytest.raises(ResultsError, match=r"^[^\n]*$") as e:
+            plan_matrix(spec, tmp_path / "r")
+        assert "holds a checkpoint of a run with other settings" in str(e.value)
+        assert needle in str(e.value) and "remove that cell" in str(e.value)
+        assert main(["bench", str(spec.path), "--results", str(tmp_path / "r")]) == 2
+        assert (cell_dir / "checkpoint" / "weights").read_text() == "kept"
+    (cell_dir / "cell.json").write_text(json.dumps({**old, "framework": "sb3"}))
+    with pytest.raises(ResultsError, match="checkpoint of framework 'sb3'"):
+        plan_matrix(spec, tmp_path / "r")
+    (cell_dir / "cell.json").unlink()
+    with pytest.raises(ResultsError, match=r"holds a checkpoint but no cell\.json"):
+        plan_matrix(spec, tmp_path / "r")
+    assert (cell_dir / "checkpoint" / "weights").read_text() == "kept"
 
 
 @pytest.mark.parametrize("value", ["1", '"yes"', "[true]"])

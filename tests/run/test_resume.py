@@ -13,7 +13,8 @@ from actorq.agents.ppo.config import PPOConfig
 from actorq.cli.train import parse_config
 from actorq.config import ExperimentConfig
 from actorq.errors import ConfigError
-from actorq.run.resume import resolve_run
+from actorq.run.resume import Counters, adopt_best, resolve_run, trim_metrics
+from actorq.rundir import RunDir
 
 
 def _saved(run: Path, cfg: ExperimentConfig) -> str:
@@ -109,3 +110,47 @@ def test_a_resume_of_a_broken_run_is_one_line(
         assert err.count("\n") == 1 and "corrupt config.json" in err, err
     assert main(["train", "dqn", "--resume", str(tmp_path / ("x" * 300))]) == 2
     assert "not an actorq run directory" in capsys.readouterr().err
+
+
+def _best(run: Path, best_eval: float, steps: int) -> None:
+    (run / "best").mkdir(parents=True)
+    counters = {"best_eval": best_eval, "best_eval_steps": steps}
+    (run / "best" / "state.json").write_text(json.dumps({"counters": counters}))
+
+
+def test_a_resume_keeps_a_better_best_kept_after_its_checkpoint(tmp_path: Path) -> None:
+    """Killed after keeping a new best (225.7) but before the next checkpoint (which knew
+    73.7): the resumed run counts 225.7, so a later 95 does not replace the better policy."""
+    _best(tmp_path, 225.7, 2000)
+    c = Counters(best_eval=73.7, best_eval_steps=400)
+    adopt_best(c, RunDir(tmp_path))
+    assert (c.best_eval, c.best_eval_steps) == (225.7, 2000)
+    c = Counters(best_eval=300.0, best_eval_steps=3000)  # the checkpoint's is better: kept
+    adopt_best(c, RunDir(tmp_path))
+    assert (c.best_eval, c.best_eval_steps) == (300.0, 3000)
+    (tmp_path / "best" / "state.json").write_text('{"counters": {"best_eval": NaN}}')
+    adopt_best(c, RunDir(tmp_path))  # an unreadable or non-finite record is ignored
+    assert c.best_eval == 300.0
+    adopt_best(c, RunDir(tmp_path / "none"))
+    assert c.best_eval == 300.0
+
+
+def test_a_resume_drops_the_metrics_its_checkpoint_had_not_seen(tmp_path: Path) -> None:
+    """A dead segment's rows (past the checkpoint's step, or logged after it was saved) would
+    put an evaluation the resumed run never made into its curve and time to target."""
+    rows = [
+        "step,wall_time,metric,value",
+        "1000,100.000,charts/eval_return,10",
+        "2000,200.000,perf/actor_sps,900",  # at the checkpoint's step, before its save: kept
+        "2000,200.700,charts/eval_return,225.7",  # at its step, logged after the save
+        "3000,300.000,charts/eval_return,95",  # past its step
+        "x,y,odd,row",  # not parsed: kept as it is
+    ]
+    (tmp_path / "metrics.csv").write_text("\n".join(rows) + "\n")
+    trim_metrics(RunDir(tmp_path), 2000, 200.5)
+    kept = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert kept == [*rows[:3], rows[5]]
+    trim_metrics(RunDir(tmp_path), 1000, None)  # a checkpoint from before saved_at: steps only
+    assert (tmp_path / "metrics.csv").read_text().splitlines() == [*rows[:2], rows[5]]
+    trim_metrics(RunDir(tmp_path / "none"), 0, None)  # no metrics.csv: nothing to do
+    assert not list(tmp_path.glob("*.tmp"))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 import math
 import re
 import sys
@@ -782,6 +783,22 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     return "\n".join(lines).rstrip() + "\n", data, images
 
 
+def _check_ours(path: Path) -> None:
+    """``summary.json`` at the results' root is the report's (a list of Atari rows): a file of
+    that name written by someone else is refused with one line, never replaced."""
+    try:
+        d = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError):
+        d = None
+    if not (isinstance(d, list) and all(isinstance(x, dict) and "game" in x for x in d)):
+        raise ResultsError(
+            f"{shown(path)} is not a report's summary (a list of Atari rows); move it away "
+            "and run the report again"
+        )
+
+
 def write_report(results: Path, reps: int = 2000) -> Path:
     """Write ``results/report.md`` (and ``report.json``, the PNGs); returns the report's path.
 
@@ -792,6 +809,8 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     if not results.is_dir():
         raise ResultsError(f"results directory not found: {shown(results)}")
     text, data, images = build_report(results, reps)
+    if data["atari"]:
+        _check_ours(results / "summary.json")
     for name, png in images.items():
         write_atomic(results / name, png)
     write_atomic(results / "report.json", strict_json(data))

@@ -13,8 +13,9 @@ Ctrl-C); finished cells are skipped, so an interrupted matrix continues where it
 directory without a complete summary is a partial run: it is cleared and the cell runs again
 from the start, so wall-clock times (time-to-target) never mix two sessions; unless the spec
 says ``resume = true`` (cells of hours), where a partial cell that holds a checkpoint (actorq's
-``checkpoint/``, or an adapter's in the same place) and was run with the settings the spec gives
-now continues from it: its run's clock, evaluation seconds and time to target go on from the
+``checkpoint/``, or an adapter's in the same place) continues from it if it ran the settings the
+spec gives now, up to what a resume may change (other changes are refused with one line, the
+checkpoint kept): its run's clock, evaluation seconds and time to target go on from the
 checkpoint's counters, so an interruption loses at most one checkpoint interval. A summary.json cut
 short is such a partial run; one that parses but is not what a run writes (a list, a missing or
 wrong-typed field) stops the matrix with one line naming it (:mod:`actorq.bench.results`), as
@@ -46,6 +47,7 @@ from actorq.bench.results import (
     write_atomic,
 )
 from actorq.bench.spec import Cell, Spec
+from actorq.config import RESUME_OVERRIDES
 from actorq.errors import shown
 from actorq.rundir import RunDir, lock_file, unlock_file
 
@@ -94,18 +96,42 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
 
 
 def _can_resume(cell: Cell, cell_dir: Path) -> bool:
-    """Whether a partial cell holds a checkpoint of the run the spec asks now (the same
-    config, framework axis and framework settings as its cell.json records)."""
+    """Whether a partial cell holds a checkpoint to go on from (spec ``resume = true``).
+
+    A checkpoint of another run than the spec asks now (a config field, the framework axis
+    or the framework's settings changed since, beyond what a resume may change: the run's
+    length, display, how updates run; :data:`~actorq.config.RESUME_OVERRIDES`) is refused
+    with one line: never deleted to start over (an Atari cell's is days of training)."""
     if not RunDir(cell_dir).has_checkpoint():
         return False
     old = read_cell_json(cell_dir / "cell.json")
+    keep = "restore the spec's setting, use another --results directory, or remove that cell"
     if old is None or not isinstance(old.get("config"), dict):
-        return False
-    return old.get("framework", NATIVE) == cell.framework and _difference(cell, old) is None
+        raise ResultsError(
+            f"{cell_dir} holds a checkpoint but no cell.json saying what it ran; {keep}"
+        )
+    if old.get("framework", NATIVE) != cell.framework:
+        raise ResultsError(
+            f"{cell_dir} holds a checkpoint of framework {old.get('framework', NATIVE)!r}, "
+            f"the spec's cell is {cell.framework!r}; {keep}"
+        )
+    resumable = set(RESUME_OVERRIDES) if cell.framework == NATIVE else {"total_steps"}
+    for diff, was, now in _differences(cell, old):
+        if diff not in resumable:
+            raise ResultsError(
+                f"{cell_dir} holds a checkpoint of a run with other settings than the spec "
+                f"gives now ({diff}: {was!r} -> {now!r}); {keep} to start it over"
+            )
+    return True
 
 
 def _difference(cell: Cell, old: dict[str, Any]) -> tuple[str, Any, Any] | None:
     """The first setting (key, then, now) where the cell.json ``old`` differs from ``cell``."""
+    return next(iter(_differences(cell, old)), None)
+
+
+def _differences(cell: Cell, old: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Every setting (key, then, now) where the cell.json ``old`` differs from ``cell``."""
     # a cell from before the framework axis ran actorq alone
     then = {**old["config"], "frameworks": old.get("frameworks", [NATIVE]),
             "settings": old.get("settings", {})}  # fmt: skip
@@ -113,8 +139,7 @@ def _difference(cell: Cell, old: dict[str, Any]) -> tuple[str, Any, Any] | None:
         {**cell.config, "frameworks": list(cell.frameworks), "settings": cell.settings}
     ))  # fmt: skip
     keys = sorted(set(then) | set(now))
-    diff = next((k for k in keys if then.get(k) != now.get(k)), None)
-    return None if diff is None else (diff, then.get(diff), now.get(diff))
+    return [(k, then.get(k), now.get(k)) for k in keys if then.get(k) != now.get(k)]
 
 
 def _check_same_cell(cell: Cell, cell_dir: Path) -> None:

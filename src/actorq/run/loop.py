@@ -48,10 +48,13 @@ from actorq.run.report import (
 from actorq.run.resume import (
     Counters,
     Loaded,
+    adopt_best,
     load_replay,
     open_run_dir,
+    refuse_held_output,
     resolve_run,
     restore,
+    trim_metrics,
     write_config,
 )
 from actorq.rundir import RunDir
@@ -78,8 +81,8 @@ def train(
     builder.check_spec(spec)
     check_run_memory(cfg, builder, spec)  # all input checked: from here on the run dir is written
     run = RunDir(Path(cfg.run_dir or ""))
-    if not cfg.resume and run.has_checkpoint():  # said before the lock file is made, too
-        raise ConfigError(f"{run} already holds a run; use --resume {run} or a new --run-dir")
+    if not cfg.resume:  # said before the lock file is made, too
+        refuse_held_output(run)
     run.prepare()  # a run directory the run can write, or one line
     with run.lock():  # the one writer: a second train() into this directory is refused here
         loaded = run.load_checkpoint() if cfg.resume else None
@@ -340,6 +343,11 @@ def _prepare_learner(
     warm: dict[str, float] = {}
     if loaded is not None:
         rng = restore(loaded, learner, c)
+        adopt_best(c, RunDir(run_dir))
+        saved_at = loaded[1].get("saved_at")
+        trim_metrics(
+            RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None
+        )
     else:
         warm = learner.warm_start()  # a fresh run: before the first snapshot is taken
     return learner, io, c, rng, warm

@@ -199,5 +199,7 @@ class Checkpointer:
             "learner": meta,
             "counters": self.c.to_json(),
             "rng": {"numpy": ckpt.rng_state(self.rng), "python": list(random.getstate()[1])},
+            # when (epoch seconds): a resume drops the metrics rows logged after it
+            "saved_at": time.time(),
         }
         ckpt.save(where, tensors, state, replay_writer)

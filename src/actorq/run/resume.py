@@ -5,7 +5,11 @@ restoring a checkpoint: counters, RNG streams, replay.
 from __future__ import annotations
 
 import copy
+import csv
 import dataclasses
+import json
+import math
+import os
 import random
 import sys
 import time
@@ -16,7 +20,7 @@ import numpy as np
 import torch
 
 from actorq import checkpoint as ckpt
-from actorq.config import ExperimentConfig, device_problem, is_device_name
+from actorq.config import RESUME_OVERRIDES, ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, first_line
@@ -79,12 +83,6 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     return saved
 
 
-#: What a resume may change: run length, display, and how updates run (not what they compute).
-#: Anything else is the saved run's (but where the learner computes: :func:`resume_device`).
-RESUME_OVERRIDES = (
-    "total_steps", "progress", "log_every", "stop_at_target", "learner_mode", "updates_per_turn",
-    "replay_on_device", "learner_threads",
-)  # fmt: skip
 _RESUME_FREE = (
     *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
 )  # fmt: skip
@@ -140,14 +138,28 @@ def refuse_conflicts(resume_dir: str | Path, conflicts: list[str]) -> None:
         )
 
 
+def refuse_held_output(run: RunDir) -> None:
+    """One line when a new run would write into another run's output (never overwritten nor
+    mixed): resume it when it has a checkpoint, else pick another directory."""
+    held = run.held_output()
+    if held is None:
+        return
+    if run.has_checkpoint():
+        raise ConfigError(f"{run} already holds a run; use --resume {run} or a new --run-dir")
+    raise ConfigError(
+        f"{run} holds {held} of an earlier run (no checkpoint to resume from); "
+        "use a new --run-dir, or move that run away"
+    )
+
+
 def open_run_dir(cfg: ExperimentConfig) -> Path:
     """Create (or, resuming, reuse) the run directory; write config.json for a new run. Called
     with the run's lock held (:func:`train`), so no other run can be starting in it."""
     run = RunDir(Path(cfg.run_dir) if cfg.run_dir else _default_run_dir(cfg))
     if run.path.exists() and not run.path.is_dir():
         raise ConfigError(f"--run-dir {run} is a file, not a directory")
-    if not cfg.resume and run.has_checkpoint():
-        raise ConfigError(f"{run} already holds a run; use --resume {run} or a new --run-dir")
+    if not cfg.resume:
+        refuse_held_output(run)
     run.path.mkdir(parents=True, exist_ok=True)
     cfg.run_dir = str(run)
     if not cfg.resume:
@@ -221,3 +233,53 @@ def load_replay(replay: Any, path: Path) -> None:
         replay.load(path)
     except Exception as e:
         raise CheckpointError(f"cannot read {path}: {first_line(e)}") from None
+
+
+def adopt_best(counters: Counters, run: RunDir) -> None:
+    """Take ``RUN/best``'s evaluation as the best so far when it beats the checkpoint's: a run
+    killed after keeping a new best but before its next checkpoint resumes with the older
+    record, and its next, worse, best would replace the better policy kept there."""
+    try:
+        saved = json.loads((run.best / "state.json").read_bytes())["counters"]
+        best, steps = saved["best_eval"], saved["best_eval_steps"]
+    except (OSError, ValueError, KeyError, TypeError):  # none, or unreadable: nothing to keep
+        return
+    if not (isinstance(best, int | float) and math.isfinite(best) and isinstance(steps, int)):
+        return
+    if counters.best_eval is None or best > counters.best_eval:
+        counters.best_eval, counters.best_eval_steps = float(best), steps
+
+
+def trim_metrics(run: RunDir, env_steps: int, saved_at: float | None) -> None:
+    """Rewrite ``metrics.csv`` without the rows the checkpoint had not seen (logged by a run
+    killed after it: steps past ``env_steps``, or logged after ``saved_at``), so a resumed run's
+    curve and first evaluation at the target are its own, not a dead segment's. Written whole
+    (a tmp file, then a rename); rows that do not parse are kept as they are."""
+    path = run.metrics
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise CheckpointError(f"cannot read {path} to resume: {first_line(e)}") from None
+
+    def seen(row: list[str]) -> bool:
+        try:
+            step, wall = int(row[0]), float(row[1])
+        except (ValueError, IndexError):
+            return True
+        # wall times are written to the millisecond
+        return step <= env_steps and (saved_at is None or wall <= saved_at + 1e-3)
+
+    kept = rows[:1] + [r for r in rows[1:] if seen(r)]
+    if len(kept) == len(rows):
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", newline="") as f:
+            csv.writer(f).writerows(kept)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CheckpointError(f"cannot rewrite {path} to resume: {e.strerror or e}") from None
