@@ -347,6 +347,41 @@ def test_sigterm_to_the_runner_stops_its_cell_as_ctrl_c_does(
     assert marker.read_text() == "checkpointed"
 
 
+def test_a_second_sigterm_does_not_cut_the_cells_checkpoint_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduler (or an impatient user) that sends SIGTERM twice: the cell's checkpoint, in
+    flight after the first, is written whole before the runner stops (it was killed there)."""
+    import threading
+
+    marker = tmp_path / "got-sigint"
+    hang = (
+        "import time\n"
+        "try:\n    time.sleep(600)\n"
+        "except KeyboardInterrupt:\n"
+        "    time.sleep(2.0)\n"  # a checkpoint being written
+        f"    open({str(marker)!r}, 'w').write('checkpointed')\n"
+    )
+    spec = _hanging_cell(tmp_path, monkeypatch, hang)
+    spec.timeout_s = 30.0
+
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    old = signal.signal(signal.SIGTERM, mine)
+    timers = [threading.Timer(s, os.kill, (os.getpid(), signal.SIGTERM)) for s in (3.0, 3.5)]
+    for timer in timers:
+        timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_matrix(spec, tmp_path / "r", progress=False)
+    finally:
+        for timer in timers:
+            timer.cancel()
+        signal.signal(signal.SIGTERM, old)
+    assert marker.read_text() == "checkpointed"
+
+
 def test_a_spec_that_turns_energy_off_is_obeyed() -> None:
     """Every cell tracks energy on the spec's grid, unless the spec says energy = false (the
     matrix turned it back on: issue 49, item 10)."""

@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,18 +212,34 @@ def cell_command(cell_dir: Path) -> list[str]:
     return [sys.executable, "-m", "actorq.bench.cell", str(cell_dir / "cell.json")]
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT first (the run checkpoints and stops its actors), then SIGKILL."""
-    for sig, wait in ((signal.SIGINT, 30.0), (signal.SIGKILL, 10.0)):
+#: how long a stopped cell may take to checkpoint (an Atari DQN cell writes its 0.7 GB frame
+#: replay) before it is killed
+STOP_GRACE_S = 60.0
+
+
+def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGINT first (the run checkpoints and stops its actors), then SIGKILL. A second Ctrl-C
+    or SIGTERM meanwhile does not cut the checkpoint short: the wait goes on to its end."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(timeout=wait)
+        if _wait(proc, wait):
             return
+
+
+def _wait(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Whether ``proc`` exits within ``seconds``, interrupts (Ctrl-C, SIGTERM) notwithstanding."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            return True
         except subprocess.TimeoutExpired:
-            continue
+            return False
+        except KeyboardInterrupt:
+            print("actorq: the cell is checkpointing; stopping when it is done", file=sys.stderr)
 
 
 @dataclass
