@@ -382,6 +382,38 @@ def test_a_second_sigterm_does_not_cut_the_cells_checkpoint_short(
     assert marker.read_text() == "checkpointed"
 
 
+def test_a_sigterm_while_a_timed_out_cell_checkpoints_stops_the_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM that lands while a timed-out cell checkpoints waits for the checkpoint, then
+    stops the matrix as asked (it was swallowed: the next cell started)."""
+    import threading
+
+    marker = tmp_path / "got-sigint"
+    hang = (
+        "import time\n"
+        "try:\n    time.sleep(600)\n"
+        "except KeyboardInterrupt:\n"
+        "    time.sleep(4.0)\n"  # the checkpoint the time limit's SIGINT started
+        f"    open({str(marker)!r}, 'w').write('checkpointed')\n"
+    )
+    spec = _hanging_cell(tmp_path, monkeypatch, hang)  # its time limit: 8 s
+
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    old = signal.signal(signal.SIGTERM, mine)
+    timer = threading.Timer(9.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_matrix(spec, tmp_path / "r", progress=False)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, old)
+    assert marker.read_text() == "checkpointed"
+
+
 def test_a_spec_that_turns_energy_off_is_obeyed() -> None:
     """Every cell tracks energy on the spec's grid, unless the spec says energy = false (the
     matrix turned it back on: issue 49, item 10)."""

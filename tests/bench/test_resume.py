@@ -212,6 +212,9 @@ def test_a_partial_cell_with_other_settings_is_refused_and_kept(tmp_path: Path) 
         assert needle in str(e.value) and "remove that cell" in str(e.value)
         assert main(["bench", str(spec.path), "--results", str(tmp_path / "r")]) == 2
         assert (cell_dir / "checkpoint" / "weights").read_text() == "kept"
+    moved = {**old, "config": {**cell.config, "device": "cuda"}}  # --resume --device's change
+    (cell_dir / "cell.json").write_text(json.dumps(moved))
+    assert plan_matrix(spec, tmp_path / "r").resumes == {cell.name}
     (cell_dir / "cell.json").write_text(json.dumps({**old, "framework": "sb3"}))
     with pytest.raises(ResultsError, match="checkpoint of framework 'sb3'"):
         plan_matrix(spec, tmp_path / "r")
@@ -254,3 +257,26 @@ def test_sb3_checkpoint_counters_are_checked_or_refused_with_one_error(d: Any) -
     assert record["wall_time_s"] >= 0 and record["eval_time_s"] >= 0
     assert isinstance(extra["next_eval"], int)
     assert extra["engine"] in (None, "envpool", "ale")
+
+
+def test_an_sb3_cell_resumes_with_other_threads_but_not_other_settings(tmp_path: Path) -> None:
+    from unittest import mock
+
+    from actorq.bench.sb3 import SB3 as Adapter
+
+    with mock.patch.object(Adapter, "missing", return_value=None):  # nothing of SB3 runs
+        spec = _spec(tmp_path, DQN.format(fw="sb3") + SB3)
+    cell = spec.cells[0]
+    cell_dir = tmp_path / "r" / cell.name
+    (cell_dir / "checkpoint").mkdir(parents=True)
+    old = {"name": cell.name, "framework": "sb3", "frameworks": ["sb3"], "config": cell.config}
+    for sb3_settings, resumes in [
+        ({**cell.settings, "torch_threads": 2, "checkpoint_minutes": 1.0}, True),
+        ({**cell.settings, "train_freq": 3}, False),
+    ]:
+        (cell_dir / "cell.json").write_text(json.dumps({**old, "settings": sb3_settings}))
+        if resumes:
+            assert plan_matrix(spec, tmp_path / "r").resumes == {cell.name}
+        else:
+            with pytest.raises(ResultsError, match=r"\(settings\.train_freq: 3 -> 4\)"):
+                plan_matrix(spec, tmp_path / "r")

@@ -154,3 +154,33 @@ def test_a_resume_drops_the_metrics_its_checkpoint_had_not_seen(tmp_path: Path) 
     assert (tmp_path / "metrics.csv").read_text().splitlines() == [*rows[:2], rows[5]]
     trim_metrics(RunDir(tmp_path / "none"), 0, None)  # no metrics.csv: nothing to do
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_an_evaluation_due_at_the_checkpoint_is_run_again_on_resume() -> None:
+    """The periodic checkpoint is saved inside the learner's turn, before that turn's due
+    evaluation: killed after evaluating, the resume drops the evaluation's rows (its checkpoint
+    had not seen them) and must run it again, not skip to the next multiple of eval_every."""
+    from actorq.run.monitor import Evaluator
+
+    cfg = DQNConfig(eval_every=400)
+    c = Counters(env_steps=2000, next_eval=2000)  # saved while the evaluation at 2000 was due
+    ev = Evaluator(cfg, None, None, None, print, c.env_steps, 0.0, c.next_eval)  # type: ignore[arg-type]
+    assert ev.due(2000)
+    old = Evaluator(cfg, None, None, None, print, 2000)  # type: ignore[arg-type]
+    assert old.next == 2400  # a checkpoint from before next_eval: as before
+    assert Counters.from_json(c.to_json()).next_eval == 2000
+    assert Counters.from_json({"env_steps": 5}).next_eval is None
+
+
+def test_trimming_keeps_earlier_steps_whatever_their_clock(tmp_path: Path) -> None:
+    """A segment that ran on a node whose clock was ahead logged wall times past a later
+    checkpoint's save: rows at earlier steps are the checkpoint's history and stay."""
+    rows = [
+        "step,wall_time,metric,value",
+        "1000,900.000,charts/eval_return,10",  # earlier step, a clock ahead of the save's
+        "2000,150.000,perf/actor_sps,900",
+        "2000,250.000,charts/eval_return,50",  # at the checkpoint's step, after its save
+    ]
+    (tmp_path / "metrics.csv").write_text("\n".join(rows) + "\n")
+    trim_metrics(RunDir(tmp_path), 2000, 200.0)
+    assert (tmp_path / "metrics.csv").read_text().splitlines() == rows[:3]

@@ -116,14 +116,29 @@ def _can_resume(cell: Cell, cell_dir: Path) -> bool:
             f"{cell_dir} holds a checkpoint of framework {old.get('framework', NATIVE)!r}, "
             f"the spec's cell is {cell.framework!r}; {keep}"
         )
-    resumable = set(RESUME_OVERRIDES) if cell.framework == NATIVE else {"total_steps"}
     for diff, was, now in _differences(cell, old):
-        if diff not in resumable:
-            raise ResultsError(
-                f"{cell_dir} holds a checkpoint of a run with other settings than the spec "
-                f"gives now ({diff}: {was!r} -> {now!r}); {keep} to start it over"
+        if diff == "settings" and isinstance(was, dict) and isinstance(now, dict):
+            # a framework's own settings: how its updates run may change (SB3's threads)
+            keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+            diff, was, now = next(
+                ((f"settings.{k}", was.get(k), now.get(k)) for k in keys if k not in _SB3_FREE),
+                (diff, None, None),
             )
+            if was is None and now is None:
+                continue
+        elif diff in (_NATIVE_FREE if cell.framework == NATIVE else {"total_steps"}):
+            continue
+        raise ResultsError(
+            f"{cell_dir} holds a checkpoint of a run with other settings than the spec "
+            f"gives now ({diff}: {was!r} -> {now!r}); {keep} to start it over"
+        )
     return True
+
+
+#: what a partial cell's resume may change: actorq's resume overrides and the learner's device
+#: (``actorq train --resume --device``); an SB3 cell's run length, threads and checkpoint period
+_NATIVE_FREE = frozenset({*RESUME_OVERRIDES, "device"})
+_SB3_FREE = frozenset({"torch_threads", "checkpoint_minutes"})
 
 
 def _difference(cell: Cell, old: dict[str, Any]) -> tuple[str, Any, Any] | None:
@@ -176,7 +191,8 @@ def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> in
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _stop_group(proc)
+            if _stop_group(proc):  # stopped by the time limit, and asked to stop meanwhile
+                raise KeyboardInterrupt from None
             return TIMEOUT_STATUS
         except KeyboardInterrupt:
             _stop_group(proc)
@@ -217,29 +233,43 @@ def cell_command(cell_dir: Path) -> list[str]:
 STOP_GRACE_S = 60.0
 
 
-def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGINT first (the run checkpoints and stops its actors), then SIGKILL. A second Ctrl-C
-    or SIGTERM meanwhile does not cut the checkpoint short: the wait goes on to its end."""
+def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> bool:
+    """SIGINT first (the run checkpoints and stops its actors), then SIGKILL. A Ctrl-C or
+    SIGTERM meanwhile does not cut the checkpoint short: it is remembered, and the return value
+    says whether one came (the caller then stops the matrix, as it asked)."""
+    interrupted = False
     for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        if _wait(proc, wait):
-            return
+        while True:
+            try:
+                os.killpg(proc.pid, sig)
+                break
+            except ProcessLookupError:
+                return interrupted
+            except KeyboardInterrupt:  # raised around the call: send it (again), to be sure
+                interrupted = True
+        done, again = _wait(proc, wait)
+        interrupted = interrupted or again
+        if done:
+            break
+    return interrupted
 
 
-def _wait(proc: subprocess.Popen[bytes], seconds: float) -> bool:
-    """Whether ``proc`` exits within ``seconds``, interrupts (Ctrl-C, SIGTERM) notwithstanding."""
+def _wait(proc: subprocess.Popen[bytes], seconds: float) -> tuple[bool, bool]:
+    """(whether ``proc`` exited within ``seconds``, whether an interrupt came meanwhile)."""
     deadline = time.monotonic() + seconds
+    interrupted = False
     while True:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            return True
+            return True, interrupted
         except subprocess.TimeoutExpired:
-            return False
+            return False, interrupted
         except KeyboardInterrupt:
-            print("actorq: the cell is checkpointing; stopping when it is done", file=sys.stderr)
+            if not interrupted:
+                print(
+                    "actorq: the cell is checkpointing; stopping when it is done", file=sys.stderr
+                )
+            interrupted = True
 
 
 @dataclass

@@ -195,7 +195,10 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
             f"{cfg.total_steps:,}: nothing to train, summarising its checkpoint (raise "
             "--total-steps to go on)"
         )
-    evaluator = Evaluator(cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s)
+    evaluator = Evaluator(
+        cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s, c.next_eval
+    )
+    c.next_eval = evaluator.next  # checkpointed: a resume redoes an evaluation it had not seen
     interval = IntervalLogger(logger, progress, c)
     if warm:
         logger.log(c.env_steps, warm)
@@ -371,7 +374,7 @@ def _where_it_diverged(e: DivergedError, r: _Run) -> DivergedError:
     else:  # nothing to point at: say so, and what usually fixes it
         kept = (
             " before its first checkpoint, so none was written (lower the learning "
-            "rate or --max-grad-norm)"
+            "rate or --max-grad-norm, in a new --run-dir)"
         )
     return DivergedError(f"{e}; stopped at {r.c.env_steps} env steps{kept}")
 

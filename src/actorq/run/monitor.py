@@ -36,9 +36,14 @@ class Evaluator:
         say: Callable[[str], None],
         env_steps: int,
         eval_s: float = 0.0,
+        next_eval: int | None = None,
     ) -> None:
         self.cfg, self.io, self.target, self.logger, self.say = cfg, io, target, logger, say
-        self.next = (env_steps // cfg.eval_every + 1) * cfg.eval_every
+        # a resumed run's checkpoint says which evaluation is next (one due when it was saved,
+        # not yet run, is run); older checkpoints, the next multiple of eval_every
+        if next_eval is None:
+            next_eval = (env_steps // cfg.eval_every + 1) * cfg.eval_every
+        self.next = next_eval
         self.seconds = eval_s  # time spent evaluating (periodic and confirmation), all segments
 
     def due(self, env_steps: int) -> bool:
@@ -50,6 +55,7 @@ class Evaluator:
         cfg = self.cfg
         t = time.perf_counter()
         self.next = (c.env_steps // cfg.eval_every + 1) * cfg.eval_every
+        c.next_eval = self.next
         rets = self.io.evaluate(data, cfg.eval_episodes, EVAL_SEED)
         c.last_eval = float(rets.mean())
         self.logger.log(c.env_steps, {"charts/eval_return": c.last_eval})

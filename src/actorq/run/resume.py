@@ -190,6 +190,9 @@ class Counters:
     #: the best periodic evaluation so far and its env step: the policy kept in ``RUN/best``
     best_eval: float | None = None
     best_eval_steps: int | None = None
+    #: the env step of the next periodic evaluation (None in checkpoints from before it: the
+    #: next multiple of eval_every): a checkpoint saved while one was due makes a resume run it
+    next_eval: int | None = None
     #: ``updates`` when the latest snapshot was published (an evaluation publishes only if the
     #: weights changed since, so on-policy data is not made stale by evaluations)
     updates_at_publish: int = 0
@@ -269,8 +272,12 @@ def trim_metrics(run: RunDir, env_steps: int, saved_at: float | None) -> None:
             step, wall = int(row[0]), float(row[1])
         except (ValueError, IndexError):
             return True
-        # wall times are written to the millisecond
-        return step <= env_steps and (saved_at is None or wall <= saved_at + 1e-3)
+        # rows at the checkpoint's step were logged before or after its save (wall times, to
+        # the millisecond, tell which); earlier steps' rows are kept whatever their clock said
+        # (a segment on a node whose clock ran ahead)
+        if step != env_steps:
+            return step < env_steps
+        return saved_at is None or wall <= saved_at + 1e-3
 
     kept = rows[:1] + [r for r in rows[1:] if seen(r)]
     if len(kept) == len(rows):
