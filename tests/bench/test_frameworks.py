@@ -297,3 +297,14 @@ def test_bad_sb3_settings_are_one_line_at_load(line: str, needle: str, tmp_path:
     with pytest.raises(SpecError, match=r"^[^\n]*$") as e:
         load_spec(_spec(tmp_path, text + f"[tasks.sb3]\n{line}\n"))
     assert "tasks[0].sb3" in str(e.value) and needle in str(e.value)
+
+
+def test_sb3_gradient_steps_takes_minus_one_as_sb3_does() -> None:
+    """-1: as many gradient steps as env steps collected (rl-zoo's LunarLander DQN uses it)."""
+    from actorq.bench.sb3 import SB3
+    from actorq.errors import ActorQError
+
+    SB3().check("dqn", {"gradient_steps": -1, "train_freq": 4})
+    for bad in (-2, 0, 1.5):
+        with pytest.raises(ActorQError, match="gradient_steps"):
+            SB3().check("dqn", {"gradient_steps": bad})

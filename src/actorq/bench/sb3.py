@@ -208,6 +208,8 @@ class SB3:
                 raise ActorQError(f"checkpoint_minutes = {v!r}: a positive number")
             elif key == "torch_threads" and not (isinstance(v, int) and 1 <= v <= 1024):
                 raise ActorQError(f"torch_threads = {v!r}: an integer in [1, 1024]")
+            elif key == "gradient_steps" and v == -1:
+                pass  # SB3's "as many as the env steps collected" (rl-zoo's LunarLander DQN)
             elif key in _COUNTS:
                 least, most = int(key != "learning_starts"), _MOST.get(key, _COUNT_MAX)
                 if not (isinstance(v, int) and least <= v <= most):
