@@ -254,3 +254,63 @@ def test_help_names_positional_arguments_not_their_type(
         main([*argv, "--help"])
     usage = capsys.readouterr().out.splitlines()[0]
     assert name in usage.split() and "STR" not in usage.split(), usage
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("evalfuzz") / "run"
+    train(DQNConfig(actors=0, envs_per_actor=4, total_steps=1200, min_replay_size=400,
+                    eval_every=600, eval_episodes=1, stop_at_target=False, progress=False,
+                    energy=False, run_dir=str(run)))  # fmt: skip
+    return run
+
+
+def _listing(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+_EVAL_FLAGS = {
+    "--episodes": ["1", "2", "0", "-1", "100001", "nan", "1e400", "abc", ""],
+    "--precision": ["fp32", "fp16", "int8", "int4", "auto", "int3", "", "nan"],
+    "--runtime": ["ort", "numpy", "torch", "cuda", ""],
+    "--which": ["latest", "best", "worst", ""],
+    "--seed": ["0", "-1", "4294967295", "nan", "99999999999999999999"],
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cmd=st.sampled_from(["eval", "export"]),
+    flags=st.lists(
+        st.sampled_from(sorted(_EVAL_FLAGS)).flatmap(
+            lambda f: st.tuples(st.just(f), st.sampled_from(_EVAL_FLAGS[f]) | st.text(max_size=4))
+        ),
+        max_size=3,
+    ),
+    out=st.sampled_from(["new.onnx", "exists.onnx", "a/b.onnx", "dir", ""]),
+    force=st.booleans(),
+)
+def test_eval_and_export_flags_are_one_line_or_work(
+    small_run: Path, tmp_path_factory: pytest.TempPathFactory, cmd: str,
+    flags: list[tuple[str, str]], out: str, force: bool,
+) -> None:  # fmt: skip
+    """`actorq eval` / `export` read a run directory and flags: success, or one error line and
+    exit status 2; the run directory is never written, nor a partial --out."""
+    if cmd == "export":  # (--which best reads RUN/best: the run's evaluations kept one)
+        flags = [(f, v) for f, v in flags if f in ("--precision", "--which")]
+    d = tmp_path_factory.mktemp("out")
+    (d / "exists.onnx").write_bytes(b"keep")
+    (d / "dir").mkdir()
+    argv = [cmd, str(small_run), *[x for pair in flags for x in pair]]
+    if cmd == "export":
+        argv += ["--out", str(d / out), *(["--force"] if force else [])]
+    before, outs = _listing(small_run), _listing(d)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+    assert _listing(small_run) == before
+    if code == 0:
+        return
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("actorq: error:"), lines
+    assert _listing(d) == outs  # a refused export writes nothing
