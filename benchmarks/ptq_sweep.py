@@ -39,6 +39,7 @@ from actorq.agents.pixels import PIXEL_CALIBRATION_STATES, PixelPolicyIO, pixel_
 from actorq.agents.policy_io import compare_policies
 from actorq.core.evaluation import evaluate
 from actorq.envs import eval_sampled
+from actorq.output import write_output
 from actorq.quant.autoselect import select_precision
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.ptq import fake_quantize, fake_quantize_module
@@ -113,13 +114,6 @@ def headers(head: str) -> list[str]:
     return ["weights", "return (mean ± std)", "min", "per-seed means", agree, "mean |Δa|"]
 
 
-def _write(path: Path, text: str) -> None:
-    """Whole or not at all: a sweep killed while writing keeps the earlier files."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) -> None:
     import matplotlib
 
@@ -148,9 +142,7 @@ def plot(path: Path, rows: list[dict[str, Any]], title: str, bits: list[int]) ->
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")  # whole or not at all, as _write
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, path)
+    write_output(path, lambda f: fig.savefig(f, format="png", dpi=120), "--out")
     plt.close(fig)
 
 
@@ -283,14 +275,14 @@ def write(
         },
         "rows": rows,
     }  # fmt: skip
-    _write(Path(f"{stem}.json"), json.dumps(result, indent=2) + "\n")
+    write_output(Path(f"{stem}.json"), json.dumps(result, indent=2) + "\n", "--out")
     lines = [
         f"# {title}", "", f"`{command}`", "", f"- date: {machine['date']}",
         *(f"- {n}" for n in notes), "",
         *md_table([h.replace("|", "\\|") for h in headers(head)],
                   [fmt_row(r, head) for r in rows]),
     ]  # fmt: skip
-    _write(Path(f"{stem}.md"), "\n".join(lines) + "\n")
+    write_output(Path(f"{stem}.md"), "\n".join(lines) + "\n", "--out")
     plot(Path(f"{stem}.png"), rows, title, sorted(args.bits))
     print(Path(f"{stem}.md").read_text() + f"wrote {stem}.json, .md and .png")
 
@@ -461,11 +453,13 @@ def main_autoselect(argv: list[str] | None = None) -> int:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     md = args.out / "precision_autoselect.md"
-    _write(md, "\n".join(lines) + "\n")
+    write_output(md, "\n".join(lines) + "\n", "--out")
     result: dict[str, Any] = {"benchmark": "precision_autoselect", "machine": machine}
     result["command"] = command
     result["cells"] = cells
-    _write(args.out / "precision_autoselect.json", json.dumps(result, indent=2) + "\n")
+    write_output(
+        args.out / "precision_autoselect.json", json.dumps(result, indent=2) + "\n", "--out"
+    )
     print(f"\nwrote {md} and precision_autoselect.json")
     return 0
 

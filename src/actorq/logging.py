@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from actorq.errors import OutputError, shown
+from actorq.errors import ActorQError, OutputError, shown
 from actorq.rundir import RunDir
+
+HEADER = ["step", "wall_time", "metric", "value"]
+
+
+def rewrite_metrics(path: Path, rows: list[list[str]], error: type[ActorQError]) -> None:
+    """Rewrite ``metrics.csv`` as its header and ``rows``, whole or not at all (a resume drops
+    the rows its checkpoint had not seen; a kill meanwhile must not lose the earlier ones)."""
+    from actorq.output import write_output
+
+    buf = io.StringIO()
+    csv.writer(buf).writerows([HEADER, *rows])
+    write_output(path, buf.getvalue(), "metrics", error=error)
 
 
 class MetricLogger:
@@ -26,7 +39,7 @@ class MetricLogger:
             self._f = open(self.path, "a", newline="")  # noqa: SIM115
             self._csv = csv.writer(self._f)
             if new:
-                self._csv.writerow(["step", "wall_time", "metric", "value"])
+                self._csv.writerow(HEADER)
         self._tb: Any = None
         if tensorboard:
             try:

@@ -64,10 +64,13 @@ class MLPBuilder(abc.ABC):
     def env_spec(self, cfg: ExperimentConfig) -> EnvSpec:
         from actorq.envs import env_spec, observes_pixels
 
-        if observes_pixels(cfg.env):  # one line before an env (an emulator) is even made
+        # a setting the pixel path does not run yet: one line, up front (for a pixel family,
+        # before an env, an emulator, is even made)
+        known = observes_pixels(cfg.env)
+        if known:
             check_pixel_config(cfg, cfg.env)
         spec = env_spec(cfg.env)
-        if is_pixels(spec):  # a setting the pixel path does not run yet: one line, up front
+        if is_pixels(spec) and not known:
             check_pixel_config(cfg, spec.env_id)
         return spec
 

@@ -27,6 +27,7 @@ from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # the adapters' name
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.core.seeds import FINAL_EVAL_SEED as FINAL_EVAL_SEED
 from actorq.errors import ActorQError
+from actorq.logging import rewrite_metrics
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -142,20 +143,9 @@ class Record:
         self.t0 = time.perf_counter()
         self.prior_s = 0.0  # training seconds of earlier segments (a resumed cell)
         self.hit: tuple[int, float] | None = None  # (env steps, seconds) at the target
-        self._keep_rows(run_dir / "metrics.csv", keep or [])
+        rewrite_metrics(run_dir / "metrics.csv", keep or [], ActorQError)
         self.csv = open(run_dir / "metrics.csv", "a", newline="")  # noqa: SIM115 (closed in finish)
         self.rows = csv.writer(self.csv)
-
-    @staticmethod
-    def _keep_rows(path: Path, rows: list[list[str]]) -> None:
-        """Rewrite ``path`` as its header and ``rows``, whole or not at all (a kill while a
-        resume rewrites it must not lose the earlier segments' evaluations)."""
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["step", "wall_time", "metric", "value"])
-            w.writerows(rows)
-        os.replace(tmp, path)
 
     @classmethod
     def resumed(

@@ -119,13 +119,11 @@ def _can_resume(cell: Cell, cell_dir: Path) -> bool:
     for diff, was, now in _differences(cell, old):
         if diff == "settings" and isinstance(was, dict) and isinstance(now, dict):
             # a framework's own settings: how its updates run may change (SB3's threads)
-            keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
-            diff, was, now = next(
-                ((f"settings.{k}", was.get(k), now.get(k)) for k in keys if k not in _SB3_FREE),
-                (diff, None, None),
-            )
-            if was is None and now is None:
+            keys = set(was) | set(now)
+            bad = sorted(k for k in keys if was.get(k) != now.get(k) and k not in _SB3_FREE)
+            if not bad:
                 continue
+            diff, was, now = f"settings.{bad[0]}", was.get(bad[0]), now.get(bad[0])
         elif diff in (_NATIVE_FREE if cell.framework == NATIVE else {"total_steps"}):
             continue
         raise ResultsError(

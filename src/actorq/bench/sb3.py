@@ -47,7 +47,7 @@ from actorq.bench.frameworks import (
 )
 from actorq.config import MAX_LAYERS, MAX_WIDTH
 from actorq.core.exploration import epsilon_greedy
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, short
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -145,14 +145,9 @@ def _check_policy_kwargs(agent: str, v: Any) -> None:
                 if agent == "ppo":
                     arch += " or a table {pi = [...], vf = [...]}"
                 raise ActorQError(
-                    f"policy_kwargs: net_arch = {_short(x)}: {arch} (at most {MAX_LAYERS} "
+                    f"policy_kwargs: net_arch = {short(x)}: {arch} (at most {MAX_LAYERS} "
                     f"layers of 1..{MAX_WIDTH})"
                 )
-
-
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def schedule(value: float | str) -> float | Callable[[float], float]:

@@ -9,7 +9,6 @@ import csv
 import dataclasses
 import json
 import math
-import os
 import random
 import sys
 import time
@@ -24,6 +23,7 @@ from actorq.config import RESUME_OVERRIDES, ExperimentConfig, device_problem, is
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
 from actorq.errors import CheckpointError, ConfigError, first_line
+from actorq.logging import rewrite_metrics
 from actorq.run.directory import run_config_from_json
 from actorq.rundir import RunDir
 from actorq.settings import flag, flat_items
@@ -257,7 +257,7 @@ def trim_metrics(run: RunDir, env_steps: int, saved_at: float | None) -> None:
     """Rewrite ``metrics.csv`` without the rows the checkpoint had not seen (logged by a run
     killed after it: steps past ``env_steps``, or logged after ``saved_at``), so a resumed run's
     curve and first evaluation at the target are its own, not a dead segment's. Written whole
-    (a tmp file, then a rename); rows that do not parse are kept as they are."""
+    (:func:`~actorq.logging.rewrite_metrics`); rows that do not parse are kept as they are."""
     path = run.metrics
     try:
         with open(path, newline="") as f:
@@ -279,14 +279,6 @@ def trim_metrics(run: RunDir, env_steps: int, saved_at: float | None) -> None:
             return step < env_steps
         return saved_at is None or wall <= saved_at + 1e-3
 
-    kept = rows[:1] + [r for r in rows[1:] if seen(r)]
-    if len(kept) == len(rows):
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", newline="") as f:
-            csv.writer(f).writerows(kept)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise CheckpointError(f"cannot rewrite {path} to resume: {e.strerror or e}") from None
+    kept = [r for r in rows[1:] if seen(r)]
+    if len(kept) < len(rows) - 1:
+        rewrite_metrics(path, kept, CheckpointError)
