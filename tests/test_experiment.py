@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,9 @@ def test_evaluator_schedule_and_confirmation(tmp_path: Path) -> None:
     assert not ev.run(snap, c, 2.0)  # reached once
     logger.close()
     assert any("confirmation" in s for s in said)
+    # each evaluation's time on the run's clock, beside its return (the report's curves)
+    rows = [r.split(",") for r in (tmp_path / "metrics.csv").read_text().splitlines()[1:]]
+    assert [float(v) for _, _, m, v in rows if m == "perf/run_s"] == [1.0, 2.0]
 
 
 def test_publisher_versions_and_evaluation_publish(tmp_path: Path) -> None:
@@ -256,6 +260,7 @@ def test_resume_of_an_in_process_run_continues_its_step_counter(
 ) -> None:
     kw = dict(min_replay_size=500, eval_every=1_000, stop_at_target=False)
     first = train(tiny("dqn", total_steps=4_000, **kw))
+    time.sleep(1.5)  # a stop between the segments: on the machine's clock, not on the run's
     second = train(DQNConfig(resume=first.run_dir, total_steps=5_000, progress=False))
     # ~1,000 new steps, not 5,000 from zero; the log never goes back in steps
     assert 5_000 <= second.env_steps < 5_000 + 100
@@ -263,6 +268,12 @@ def test_resume_of_an_in_process_run_continues_its_step_counter(
     assert state["counters"]["env_steps"] == second.env_steps
     steps = _csv_steps(Path(first.run_dir))
     assert steps == sorted(steps)
+    rows = [r.split(",") for r in (Path(first.run_dir) / "metrics.csv").read_text().splitlines()]
+    evals = [(float(w), float(v)) for _, w, m, v in rows[1:] if m == "perf/run_s"]
+    assert len(evals) >= 4 and [v for _, v in evals] == sorted(v for _, v in evals)
+    assert evals[-1][1] <= second.wall_time_s
+    # the machine's clock ran on through the stop; the run's did not
+    assert (evals[-1][0] - evals[0][0]) - (evals[-1][1] - evals[0][1]) >= 1.4
 
 
 def test_a_diverging_resume_keeps_the_last_good_checkpoint(

@@ -15,6 +15,12 @@ from actorq.errors import ActorQError, OutputError, shown
 from actorq.rundir import RunDir
 
 HEADER = ["step", "wall_time", "metric", "value"]
+#: a periodic evaluation's mean return (full episodes, the env family's evaluation settings)
+EVAL_METRIC = "charts/eval_return"
+#: the run's own clock at a periodic evaluation: seconds since the start of its training, over
+#: every segment of a resumed run and none of the stops between them (the clock its time to
+#: target is read on); ``wall_time`` is the machine's, which runs on while a run is stopped
+RUN_CLOCK_METRIC = "perf/run_s"
 
 
 def rewrite_metrics(path: Path, rows: list[list[str]], error: type[ActorQError]) -> None:

@@ -229,6 +229,9 @@ def test_sb3_cell_trains_and_reports(tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["framework"] == "sb3" and summary["env_steps"] == 300
     assert (run / "metrics.csv").read_text().count("charts/eval_return") == 3
+    clock = [float(r.split(",")[3]) for r in (run / "metrics.csv").read_text().splitlines()
+             if ",perf/run_s," in r]  # fmt: skip
+    assert len(clock) == 3 and clock == sorted(clock) and clock[-1] <= summary["wall_time_s"]
     text, _, _ = build_report(tmp_path / "r", reps=100)
     assert "| sb3 | 1 |" in text
 

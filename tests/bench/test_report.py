@@ -207,6 +207,58 @@ def test_curve_times_start_one_log_interval_before_the_first_row(results: Path) 
     assert run.eval_curve() == [(10000, 2.5, 100.0), (20000, 4.5, 200.0), (30000, 6.5, 300.0)]
 
 
+def _resumed(results: Path, framework: str, rows: list[tuple[int, float, str, float]]) -> Path:
+    """A cell of two segments (resumed once) whose metrics.csv holds ``rows``."""
+    name = f"cartpole-w64x64-{'int8' if framework == 'actorq' else framework}-s0"
+    d = results / name
+    d.mkdir(parents=True)
+    cfg = {"agent": "dqn", "env": "gym:CartPole-v1", "precision": "int8", "seed": 0,
+           "log_every": 2.0}  # fmt: skip
+    cell = {"name": name, "task": "cartpole", "agent": "dqn", "env": "gym:CartPole-v1",
+            "precision": "int8", "seed": 0, "width": [64, 64], "config": cfg,
+            "framework": framework, "segment": 2}  # fmt: skip
+    (d / "cell.json").write_text(json.dumps(cell))
+    (d / "config.json").write_text(json.dumps(cfg))
+    with open(d / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "wall_time", "metric", "value"])
+        w.writerows([s, f"{T0 + t:.3f}", m, v] for s, t, m, v in rows)
+    return results
+
+
+def _segments(clock: bool) -> list[tuple[int, float, str, float]]:
+    """Perf rows every 2 s over 0..20 s, an evaluation at 10k steps that held the loop for
+    100 s (its rows at 110 s), 2 s more, a stop of 1,000 s, then 2 s rows and an evaluation
+    at 20k steps: 122 s on the run's clock (its time to target's)."""
+    rows = [(100 * i, 2.0 * i, "perf/actor_sps", 1.0) for i in range(1, 6)]  # 2..10 s
+    rows += [(10000, 110.0, EVAL_METRIC, 1.0), (10000, 110.0, "perf/eval_s", 100.0)]
+    rows += [(10100, 112.0, "perf/actor_sps", 1.0)]
+    rows += [(10200 + 100 * i, 1112.0 + 2.0 * i, "perf/actor_sps", 1.0) for i in range(1, 5)]
+    rows += [(20000, 1122.0, EVAL_METRIC, 2.0), (20000, 1122.0, "perf/eval_s", 100.0)]
+    if clock:  # what the loop logs now: each evaluation's time on the run's clock
+        rows += [(10000, 110.0, "perf/run_s", 10.0), (20000, 1122.0, "perf/run_s", 122.0)]
+    return rows
+
+
+def test_curves_are_on_the_runs_own_clock(tmp_path: Path) -> None:
+    """A resumed run's curve leaves its stops out: the evaluations' own ``perf/run_s``; for
+    runs logged before it, the machine's clock less the gaps that were neither logging nor
+    evaluation; another framework's old cells, which log evaluations only: no time."""
+    (run,) = load_runs(_resumed(tmp_path / "a", "actorq", _segments(clock=True)))
+    assert run.eval_curve() == [(10000, 10.0, 1.0), (20000, 122.0, 2.0)]
+    (run,) = load_runs(_resumed(tmp_path / "b", "actorq", _segments(clock=False)))
+    # origin 0 s (first row 2 s less 2 s); the 100 s evaluation stays on the clock (its
+    # point is where it ended), the 1,000 s stop does not
+    assert run.eval_curve() == [(10000, 110.0, 1.0), (20000, 122.0, 2.0)]
+    old_sb3 = [(s, t, m, v) for s, t, m, v in _segments(clock=False) if not m.startswith("perf/a")]
+    (run,) = load_runs(_resumed(tmp_path / "c", "sb3", old_sb3))
+    assert run.eval_curve() == [(10000, None, 1.0), (20000, None, 2.0)]
+    (run,) = load_runs(
+        _resumed(tmp_path / "d", "sb3", [*old_sb3, (20000, 1122.0, "perf/run_s", 9.0)])
+    )
+    assert run.eval_curve() == [(10000, None, 1.0), (20000, 9.0, 2.0)]
+
+
 def test_report_of_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2

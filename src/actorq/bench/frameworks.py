@@ -27,7 +27,7 @@ from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # the adapters' name
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.core.seeds import FINAL_EVAL_SEED as FINAL_EVAL_SEED
 from actorq.errors import ActorQError
-from actorq.logging import rewrite_metrics
+from actorq.logging import EVAL_METRIC, RUN_CLOCK_METRIC, rewrite_metrics
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -125,10 +125,11 @@ def _metric_rows(path: Path, last_step: int) -> list[list[str]]:
 
 class Record:
     """One cell's evaluations, written as actorq writes them: ``metrics.csv`` rows
-    (``charts/eval_return`` and the cumulative ``perf/eval_s``) and, at the end, ``summary.json``
-    with the keys every run's summary has. Times run from :meth:`start` (the other framework's
-    training call); time to target is taken at the start of the evaluation that reached it,
-    earlier evaluations included, as actorq's is (the report subtracts them for both)."""
+    (``charts/eval_return``, the run's clock ``perf/run_s``, the cumulative ``perf/eval_s``)
+    and, at the end, ``summary.json`` with the keys every run's summary has. Times run from
+    :meth:`start` (the other framework's training call); time to target is taken at the start
+    of the evaluation that reached it, earlier evaluations included, as actorq's is (the report
+    subtracts them for both)."""
 
     def __init__(
         self,
@@ -191,7 +192,8 @@ class Record:
             if float(conf.mean()) >= target:
                 self.hit, reached = (step, start - self.t0), True
         self.eval_s += time.perf_counter() - start
-        self.rows.writerow([step, now, "charts/eval_return", mean])
+        self.rows.writerow([step, now, EVAL_METRIC, mean])
+        self.rows.writerow([step, now, RUN_CLOCK_METRIC, start - self.t0])
         self.rows.writerow([step, now, "perf/eval_s", self.eval_s])
         self.csv.flush()
         return reached

@@ -18,8 +18,9 @@ Definitions (the report repeats them):
 * speedup: mean fp32 time to target / mean time to target at the precision.
 * energy: ``energy_kwh`` / ``energy_kg_co2`` of each run's ``summary.json`` (whole machine, the
   whole run); ratio: mean fp32 energy per run / mean energy per run at the precision.
-* curves: a run that stopped (e.g. at its target) keeps its last evaluation afterwards; the
-  wall-clock origin of a run is its first metrics row minus one logging interval.
+* curves: a run that stopped (e.g. at its target) keeps its last evaluation afterwards; time
+  is the run's own clock (``perf/run_s``, the clock of its time to target: a resumed run's
+  stops are not on it; older runs: :meth:`Run.eval_curve`).
 """
 
 from __future__ import annotations
@@ -62,10 +63,15 @@ from actorq.energy import (
     SUMMARY_KWH,
 )
 from actorq.errors import ActorQError, shown
+from actorq.logging import EVAL_METRIC, RUN_CLOCK_METRIC
 from actorq.quant.formats import PRECISIONS
 from actorq.rundir import RunDir
 
-EVAL = "charts/eval_return"
+EVAL = EVAL_METRIC
+EVAL_S_METRIC = "perf/eval_s"  # cumulative seconds of evaluation (both frameworks log it)
+#: a gap in a resumed run's metrics.csv longer than its logging interval and evaluations by
+#: this much is a stop between segments (runs logged before ``perf/run_s``; see eval_curve)
+STOP_GAP_S = 60.0
 PRECISION_ORDER = PRECISIONS
 _ENERGY_METRIC = {SUMMARY_KWH: METRIC_KWH, SUMMARY_KG_CO2: METRIC_KG_CO2}
 #: --reps range: below 100 resamples the 2.5% and 97.5% percentiles of the bootstrap rest on two
@@ -115,13 +121,48 @@ class Run:
         xs = self.series(metric)
         return float(np.mean(xs)) if xs else None
 
-    def eval_curve(self) -> list[tuple[int, float, float]]:
-        """(env steps, seconds since the run's start, eval return) per periodic evaluation."""
+    def eval_curve(self) -> list[tuple[int, float | None, float]]:
+        """(env steps, seconds on the run's clock, eval return) per periodic evaluation.
+
+        The run's clock is what its time to target is read on: ``perf/run_s``, logged with each
+        evaluation (stops between a resumed run's segments are not on it). An actorq run's
+        evaluations logged before that metric existed are placed by the machine's clock from
+        the run's origin (its first perf row less one logging interval), less the stops of a
+        resumed run (:meth:`_stops`); another framework's logged only evaluations, which cannot
+        tell a stop from training: their time is None (no point on a wall-clock axis)."""
         if not self.rows:
             return []
+        clock = {s: v for s, _, m, v in self.rows if m == RUN_CLOCK_METRIC}
+        evals = [(s, w, v) for s, w, m, v in self.rows if m == EVAL]
+        if all(s in clock for s, _, _ in evals) or self.framework != NATIVE:
+            return [(s, None if s not in clock else max(clock[s], 0.0), v) for s, _, v in evals]
         perf = [w for _, w, m, _ in self.rows if m.startswith("perf/")]
         t0 = (min(perf) if perf else min(w for _, w, _, _ in self.rows)) - self.log_every
-        return [(s, max(w - t0, 0.0), v) for s, w, m, v in self.rows if m == EVAL]
+        stops = self._stops() if self.segments > 1 else []
+        machine = {s: max(w - t0 - sum(d for e, d in stops if e <= w), 0.0) for s, w, _ in evals}
+        return [(s, clock.get(s, machine[s]), v) for s, _, v in evals]
+
+    def _stops(self) -> list[tuple[float, float]]:
+        """``(machine time the run went on, seconds it was stopped)`` per stop between segments
+        (:meth:`eval_curve`): its rows in time order, each gap less a logging interval and the
+        evaluation seconds (``perf/eval_s``, cumulative) logged at its end."""
+        # an evaluation holds the loop's logging: its row ends a gap as long as it took, the
+        # confirmation's (if any) ends at its cumulative perf/eval_s row, and that row's value
+        # at the same step says how long both took
+        eval_s_at = {s: v for s, _, m, v in self.rows if m == EVAL_S_METRIC}
+        stops: list[tuple[float, float]] = []
+        eval_s, prev = 0.0, None
+        for s, w, m, v in sorted(self.rows, key=lambda r: r[1]):
+            spent = 0.0
+            if m in (EVAL, EVAL_S_METRIC):
+                spent = max(eval_s_at.get(s, eval_s) - eval_s, 0.0)
+            gap = 0.0 if prev is None else w - prev - self.log_every - spent
+            if gap > STOP_GAP_S:
+                stops.append((w, gap))
+            if m == EVAL_S_METRIC:
+                eval_s = v
+            prev = w
+        return stops
 
     def summary_value(self, key: str) -> Any:
         return None if self.summary is None else self.summary.get(key)
@@ -415,17 +456,18 @@ def _plot_curves(groups: list[Group], reps: int, target: float | None) -> bytes 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=90)
     drawn = False
     for g in groups:
-        curves = [r.eval_curve() for r in g.finished]
-        curves = [c for c in curves if c]
-        if not curves:
-            continue
-        for ax, col, label in ((axes[0], 1, "wall-clock seconds"), (axes[1], 0, "env steps")):
-            end = max(max(p[col] for p in c) for c in curves)
+        runs = [r.eval_curve() for r in g.finished]
+        for ax, col, label in ((axes[0], 1, "run's clock, seconds"), (axes[1], 0, "env steps")):
+            # (x, return) per evaluation; one with no time on the run's clock has no x here
+            curves = [[(float(x), p[2]) for p in c if (x := p[col]) is not None] for c in runs]
+            curves = [c for c in curves if c]
+            if not curves:
+                continue
             if col == 0:
                 grid = np.array(sorted({p[0] for c in curves for p in c}), dtype=float)
             else:
-                grid = np.linspace(0.0, end, 60)
-            m = np.stack([_hold_last([(p[col], p[2]) for p in c], grid) for c in curves])
+                grid = np.linspace(0.0, max(max(p[0] for p in c) for c in curves), 60)
+            m = np.stack([_hold_last(c, grid) for c in curves])
             keep = ~np.isnan(m).any(axis=0)
             if not keep.any():
                 continue
@@ -455,7 +497,9 @@ def _plot_curves(groups: list[Group], reps: int, target: float | None) -> bytes 
             ax.axhline(target, ls="--", lw=1, color="gray")
         ax.set_ylabel("eval return (IQM, 95% CI)")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    # on the clock's panel, or on the steps' where no run has a time on its clock
+    legend = next(ax for ax in axes if ax.get_legend_handles_labels()[0])
+    legend.legend(fontsize=8)
     g0 = groups[0]
     fig.suptitle(f"{g0.task} · policy {policy_label(groups, g0.width)}", fontsize=10)
     fig.tight_layout()
@@ -651,6 +695,12 @@ def _curves(
     """Learning curves per task and width (and throughput vs width when a task has several);
     the PNGs go to ``images``."""
     lines = ["", "## Learning curves", ""]
+    lines += [
+        "Left: each run's own clock, the one its time to target is read on (a resumed run's "
+        "stops between segments are not on it; another framework's evaluations logged before "
+        "actorq logged that clock have no point there). Right: env steps.",
+        "",
+    ]
     for (task, width), gs in groups.items():
         # a task's name is at most a directory name long (the spec checks labels), but with the
         # width and prefix added it may not fit in one file name

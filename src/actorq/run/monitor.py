@@ -18,7 +18,7 @@ from actorq.config import ExperimentConfig
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.distributed.backend import Backend, BackendStats
 from actorq.energy import EnergyTracker
-from actorq.logging import MetricLogger
+from actorq.logging import EVAL_METRIC, RUN_CLOCK_METRIC, MetricLogger
 from actorq.run.publisher import Publisher, check_losses
 from actorq.run.resume import Counters
 
@@ -58,7 +58,7 @@ class Evaluator:
         c.next_eval = self.next
         rets = self.io.evaluate(data, cfg.eval_episodes, EVAL_SEED)
         c.last_eval = float(rets.mean())
-        self.logger.log(c.env_steps, {"charts/eval_return": c.last_eval})
+        self.logger.log(c.env_steps, {EVAL_METRIC: c.last_eval, RUN_CLOCK_METRIC: elapsed})
         self.say(
             f"eval @ {c.env_steps:>8} steps, {elapsed:6.1f}s: "
             f"{_num(rets.mean())} ± {_num(rets.std())} ({cfg.precision})"
