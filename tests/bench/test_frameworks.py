@@ -291,6 +291,9 @@ def test_the_agents_spec_holds_one_task_per_claim() -> None:
         ("policy_kwargs = { ortho_init = 1 }", "ortho_init = 1: true or false"),
         ("policy_kwargs = { log_std_init = nan }", "log_std_init = nan: a number in [-20, 20]"),
         ("buffer_size = 1000", "unknown key 'buffer_size'"),  # a DQN key on a PPO task
+        # SB3's PPO normalizes each minibatch's advantages: it asserts on these (hypothesis)
+        ("batch_size = 1", "batch_size = 1: at least 2 while normalize_advantage"),
+        ("n_steps = 1", "n_steps × n_envs = 1: at least 2"),
     ],
 )
 def test_bad_sb3_settings_are_one_line_at_load(line: str, needle: str, tmp_path: Path) -> None:
@@ -308,6 +311,8 @@ def test_sb3_gradient_steps_takes_minus_one_as_sb3_does() -> None:
     from actorq.errors import ActorQError
 
     SB3().check("dqn", {"gradient_steps": -1, "train_freq": 4})
+    SB3().check("dqn", {"batch_size": 1})  # DQN takes a minibatch of one
+    SB3().check("ppo", {"batch_size": 1, "n_steps": 1, "normalize_advantage": False})
     for bad in (-2, 0, 1.5):
         with pytest.raises(ActorQError, match="gradient_steps"):
             SB3().check("dqn", {"gradient_steps": bad})

@@ -7,6 +7,7 @@ import contextlib
 import csv
 import importlib.util
 import io
+import itertools
 import json
 import math
 import shutil
@@ -323,11 +324,22 @@ def test_sb3_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delet
     from actorq.bench.spec import run_config
 
     for cell in spec.cells:  # accepted settings build SB3's model (no learning: no time)
-        s = cell.settings  # (a rollout too big for memory is a resource, not a validity, bound)
-        if cell.framework == "sb3" and s.get("n_envs", 1) * s.get("n_steps", 2048) <= 10**5:
+        s = cell.settings  # (a rollout too big for memory, or a network too wide for a test's
+        # time, e.g. 6213-wide layers: a minute of orthogonal init, is a resource bound)
+        if (
+            cell.framework == "sb3"
+            and s.get("n_envs", 1) * s.get("n_steps", 2048) <= 10**5
+            and _weights(s.get("policy_kwargs", {}).get("net_arch", [])) <= 1 << 22
+        ):
             SB3().build(
                 run_config(cell.agent, cell.config, spec.country), list(cell.width), s
             ).get_env().close()
+
+
+def _weights(arch: Any) -> int:
+    """Hidden-to-hidden weights of an SB3 ``net_arch`` (a list of widths or {pi, vf})."""
+    lists = list(arch.values()) if isinstance(arch, dict) else [arch]
+    return sum(a * b for w in lists for a, b in itertools.pairwise(w))
 
 
 def test_the_sb3_spec_is_valid() -> None:

@@ -95,6 +95,8 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "exploration_final_eps": (0.0, False, 1.0),
 }  # fmt: skip
 CHECKPOINT_MINUTES = 10.0
+#: SB3's PPO defaults of the settings checked together (its minibatch size, rollout length)
+PPO_BATCH, PPO_STEPS = 64, 2048
 _ACTIVATIONS = ("relu", "tanh")
 #: ``policy_kwargs`` keys the adapter passes on (rl-zoo's entries use these)
 _POLICY_KWARGS = ("activation_fn", "net_arch", "ortho_init", "log_std_init")
@@ -211,6 +213,18 @@ class SB3:
                     raise ActorQError(f"{key} = {v!r}: a whole number in [{least}, {most:,}]")
             elif not _in_range(key, v):
                 raise ActorQError(f"{key} = {v!r}: a number {_bounds(key)}")
+        if agent == "ppo" and settings.get("normalize_advantage", True):
+            # SB3 normalizes each minibatch's advantages (its assertions): one sample, or a
+            # rollout of one step, has no spread to normalize by
+            if settings.get("batch_size", PPO_BATCH) < 2:
+                raise ActorQError(
+                    "batch_size = 1: at least 2 while normalize_advantage (SB3's default) is on"
+                )
+            if settings.get("n_steps", PPO_STEPS) * settings.get("n_envs", 1) < 2:
+                raise ActorQError(
+                    "n_steps × n_envs = 1: at least 2 while normalize_advantage (SB3's default) "
+                    "is on"
+                )
 
     def kwargs(
         self, cfg: ExperimentConfig, width: list[int], settings: dict[str, Any]
