@@ -291,7 +291,18 @@ SB3_SPEC: dict[str, Any] = {
                 "clip_range": "lin_0.2", "ent_coef": 0.0, "torch_threads": 1,
                 "policy_kwargs": {"activation_fn": "tanh", "net_arch": {"pi": [64], "vf": [64]}},
             },
-        }
+        },
+        {
+            "agent": "dqn",
+            "env": "gym:CartPole-v1",
+            "config": {"total_steps": 2000},
+            "sb3": {
+                "buffer_size": 1000, "learning_starts": 100, "batch_size": 32, "train_freq": 4,
+                "gradient_steps": 1, "target_update_interval": 100, "exploration_fraction": 0.2,
+                "exploration_final_eps": 0.05, "torch_threads": 1,
+                "policy_kwargs": {"net_arch": [64, 64]},
+            },
+        },
     ],
 }  # fmt: skip
 SB3_PLACES: list[tuple[Any, ...]] = [
@@ -301,6 +312,11 @@ SB3_PLACES: list[tuple[Any, ...]] = [
                                         "normalize", "vf_coef", "gae_lambda", "x")],
     *[("tasks", 0, "sb3", "policy_kwargs", k) for k in ("activation_fn", "net_arch",
                                                          "ortho_init", "log_std_init", "x")],
+    ("tasks", 1, "sb3"),
+    *[("tasks", 1, "sb3", k) for k in (*SB3_SPEC["tasks"][1]["sb3"], "tau", "gamma",
+                                        "exploration_initial_eps", "optimize_memory_usage",
+                                        "learning_rate", "max_grad_norm", "n_envs", "x")],
+    ("tasks", 1, "sb3", "policy_kwargs", "net_arch"),
 ]  # fmt: skip
 
 
@@ -329,6 +345,7 @@ def test_sb3_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delet
         if (
             cell.framework == "sb3"
             and s.get("n_envs", 1) * s.get("n_steps", 2048) <= 10**5
+            and s.get("buffer_size", 0) <= 10**6
             and _weights(s.get("policy_kwargs", {}).get("net_arch", [])) <= 1 << 22
         ):
             SB3().build(
@@ -344,7 +361,7 @@ def _weights(arch: Any) -> int:
 
 def test_the_sb3_spec_is_valid() -> None:
     with _sb3_present():
-        assert len(load_spec_bytes(to_toml(SB3_SPEC).encode()).cells) == 2
+        assert len(load_spec_bytes(to_toml(SB3_SPEC).encode()).cells) == 4
 
 
 @FUZZ
