@@ -98,3 +98,15 @@ def test_settings_in_groups_are_validated_naming_their_flag(
 def test_a_group_of_the_wrong_kind_is_one_line() -> None:
     with pytest.raises(ConfigError, match="ray settings must be OffPolicyRaySettings"):
         DQNConfig.from_json({"ray": 3, "replay_shards": 2})
+
+
+def test_whole_numbers_in_float_settings_become_floats_and_huge_ones_are_one_line() -> None:
+    """TOML's `log_std_init = 2` or Python's `ent_coef=0` is a float after validation (torch
+    made an integer log-std parameter of it, which cannot take gradients); an int past float's
+    range is a finite-number error, not an OverflowError."""
+    cfg = PPOConfig(log_std_init=2, ent_coef=0)
+    cfg.validate()
+    assert type(cfg.log_std_init) is float and type(cfg.ent_coef) is float
+    assert type(cfg.num_steps) is int  # ints stay ints
+    with pytest.raises(ConfigError, match=r"^--learning-rate must be a finite number, got 1000"):
+        PPOConfig(learning_rate=10**400).validate()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
+import sys
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from actorq.errors import ConfigError
+from actorq.errors import ConfigError, short
 
 #: A group field's annotation marker: its settings keep their plain flag names in ``--help``.
 Group = tyro.conf.OmitArgPrefixes
@@ -176,6 +176,23 @@ def check_fields(cfg: Any) -> None:
         _check_type(f.name, v, hints[f.name])
         if f.name in bounds and isinstance(v, int | float) and not isinstance(v, bool):
             bounds[f.name].check(f.name, v)
+        if isinstance(v, int) and not isinstance(v, bool) and _is_float(hints[f.name]):
+            # a whole number where a float goes (TOML's `log_std_init = 2`, Python's
+            # PPOConfig(ent_coef=0)) becomes one: torch would make an integer tensor of it
+            setattr(cfg, f.name, float(v))  # in range: _check_type checked it
+
+
+_FLOAT_MAX = sys.float_info.max
+
+
+def _is_float(hint: Any) -> bool:
+    """Whether a field's type is ``float`` (``Annotated`` or optional included)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return _is_float(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_float(a) for a in args if a is not type(None)) and int not in args
+    return hint is float
 
 
 def _check_type(name: str, v: Any, hint: Any) -> None:
@@ -197,8 +214,8 @@ def _check_type(name: str, v: Any, hint: Any) -> None:
         ok = isinstance(v, int) and not isinstance(v, bool)
     elif hint is float:
         ok = isinstance(v, int | float) and not isinstance(v, bool)
-        if ok and not math.isfinite(v):
-            raise ConfigError(f"{flag(name)} must be a finite number, got {v}")
+        if ok and not (abs(v) <= _FLOAT_MAX):  # NaN, ±inf, or a whole number past float's range
+            raise ConfigError(f"{flag(name)} must be a finite number, got {short(v)}")
     elif hint is str:
         ok = isinstance(v, str)
     elif origin is tuple and args[:1] == (str,):

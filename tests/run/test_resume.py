@@ -128,9 +128,11 @@ def test_a_resume_keeps_a_better_best_kept_after_its_checkpoint(tmp_path: Path) 
     c = Counters(best_eval=300.0, best_eval_steps=3000)  # the checkpoint's is better: kept
     adopt_best(c, RunDir(tmp_path))
     assert (c.best_eval, c.best_eval_steps) == (300.0, 3000)
-    (tmp_path / "best" / "state.json").write_text('{"counters": {"best_eval": NaN}}')
-    adopt_best(c, RunDir(tmp_path))  # an unreadable or non-finite record is ignored
-    assert c.best_eval == 300.0
+    for record in ("NaN", "1" + "0" * 400, "true"):  # non-finite, past float's range, a bool
+        state = f'{{"counters": {{"best_eval": {record}, "best_eval_steps": 9}}}}'
+        (tmp_path / "best" / "state.json").write_text(state)
+        adopt_best(c, RunDir(tmp_path))  # an unreadable or non-finite record is ignored
+        assert c.best_eval == 300.0
     adopt_best(c, RunDir(tmp_path / "none"))
     assert c.best_eval == 300.0
 

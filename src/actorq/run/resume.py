@@ -8,7 +8,6 @@ import copy
 import csv
 import dataclasses
 import json
-import math
 import random
 import sys
 import time
@@ -247,7 +246,11 @@ def adopt_best(counters: Counters, run: RunDir) -> None:
         best, steps = saved["best_eval"], saved["best_eval_steps"]
     except (OSError, ValueError, KeyError, TypeError):  # none, or unreadable: nothing to keep
         return
-    if not (isinstance(best, int | float) and math.isfinite(best) and isinstance(steps, int)):
+    # abs() <= the largest float: False for NaN, ±inf and a whole number past float's range
+    # (JSON's ints have no bound; math.isfinite would raise OverflowError on one)
+    if not (isinstance(best, int | float) and abs(best) <= sys.float_info.max):
+        return
+    if isinstance(best, bool) or not isinstance(steps, int):
         return
     if counters.best_eval is None or best > counters.best_eval:
         counters.best_eval, counters.best_eval_steps = float(best), steps
