@@ -497,9 +497,9 @@ def _plot_curves(groups: list[Group], reps: int, target: float | None) -> bytes 
             ax.axhline(target, ls="--", lw=1, color="gray")
         ax.set_ylabel("eval return (IQM, 95% CI)")
         ax.grid(alpha=0.3)
-    # on the clock's panel, or on the steps' where no run has a time on its clock
-    legend = next(ax for ax in axes if ax.get_legend_handles_labels()[0])
-    legend.legend(fontsize=8)
+    for ax in axes:  # each panel's own: a run without times on its clock is on one panel only
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     g0 = groups[0]
     fig.suptitle(f"{g0.task} · policy {policy_label(groups, g0.width)}", fontsize=10)
     fig.tight_layout()
