@@ -110,3 +110,8 @@ def test_whole_numbers_in_float_settings_become_floats_and_huge_ones_are_one_lin
     assert type(cfg.num_steps) is int  # ints stay ints
     with pytest.raises(ConfigError, match=r"^--learning-rate must be a finite number, got 1000"):
         PPOConfig(learning_rate=10**400).validate()
+    # past Python's 4,300-digit limit on printing an int: still one line
+    with pytest.raises(ConfigError, match=r"^--learning-rate must be .*an integer of 16610 bits"):
+        PPOConfig(learning_rate=10**5000).validate()
+    with pytest.raises(ConfigError, match=r"^--seed must be .*an integer of 16610 bits"):
+        PPOConfig(seed=10**5000).validate()

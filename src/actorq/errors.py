@@ -61,5 +61,8 @@ def shown(path: object) -> str:
 
 def short(v: object, width: int = 60) -> str:
     """``repr(v)`` cut to ``width`` characters: a hostile value must not make a huge message."""
-    r = repr(v)
+    try:
+        r = repr(v)
+    except ValueError:  # an int past Python's 4,300-digit limit on converting it to text
+        r = f"<an integer of {v.bit_length() if isinstance(v, int) else '?'} bits>"
     return r if len(r) <= width else r[: width - 3] + "..."

@@ -44,7 +44,7 @@ class Bound:
             self.hi is not None and (v > self.hi or (self.hi_open and v == self.hi))
         )
         if bad:
-            raise ConfigError(f"{flag(name)} must be {self.describe()}, got {v}")
+            raise ConfigError(f"{flag(name)} must be {self.describe()}, got {short(v)}")
 
     def describe(self) -> str:
         if self.lo is not None and self.hi is not None:

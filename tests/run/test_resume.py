@@ -128,11 +128,15 @@ def test_a_resume_keeps_a_better_best_kept_after_its_checkpoint(tmp_path: Path) 
     c = Counters(best_eval=300.0, best_eval_steps=3000)  # the checkpoint's is better: kept
     adopt_best(c, RunDir(tmp_path))
     assert (c.best_eval, c.best_eval_steps) == (300.0, 3000)
-    for record in ("NaN", "1" + "0" * 400, "true"):  # non-finite, past float's range, a bool
-        state = f'{{"counters": {{"best_eval": {record}, "best_eval_steps": 9}}}}'
+    # non-finite, past float's range, a bool, steps not a count: ignored, even by a run whose
+    # checkpoint knew no best (any number would beat it)
+    for record, steps in (("NaN", 9), ("1" + "0" * 400, 9), ("true", 9), ("5", "true")):
+        state = f'{{"counters": {{"best_eval": {record}, "best_eval_steps": {steps}}}}}'
         (tmp_path / "best" / "state.json").write_text(state)
-        adopt_best(c, RunDir(tmp_path))  # an unreadable or non-finite record is ignored
-        assert c.best_eval == 300.0
+        for k in (Counters(best_eval=300.0, best_eval_steps=3000), Counters()):
+            before = (k.best_eval, k.best_eval_steps)
+            adopt_best(k, RunDir(tmp_path))
+            assert (k.best_eval, k.best_eval_steps) == before, record
     adopt_best(c, RunDir(tmp_path / "none"))
     assert c.best_eval == 300.0
 

@@ -126,10 +126,12 @@ class Run:
 
         The run's clock is what its time to target is read on: ``perf/run_s``, logged with each
         evaluation (stops between a resumed run's segments are not on it). An actorq run's
-        evaluations logged before that metric existed are placed by the machine's clock from
-        the run's origin (its first perf row less one logging interval), less the stops of a
-        resumed run (:meth:`_stops`); another framework's logged only evaluations, which cannot
-        tell a stop from training: their time is None (no point on a wall-clock axis)."""
+        evaluations logged before that metric existed are placed, approximately, by the
+        machine's clock from the run's origin (its first perf row less one logging interval),
+        less the stops of a cell its cell.json says was resumed (:meth:`_stops`: a long stall
+        of the loop counts as one), at the end of each evaluation rather than its start;
+        another framework's logged only evaluations, which cannot tell a stop from training:
+        their time is None (no point on a wall-clock axis)."""
         if not self.rows:
             return []
         clock = {s: v for s, _, m, v in self.rows if m == RUN_CLOCK_METRIC}

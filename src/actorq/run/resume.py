@@ -250,7 +250,7 @@ def adopt_best(counters: Counters, run: RunDir) -> None:
     # (JSON's ints have no bound; math.isfinite would raise OverflowError on one)
     if not (isinstance(best, int | float) and abs(best) <= sys.float_info.max):
         return
-    if isinstance(best, bool) or not isinstance(steps, int):
+    if isinstance(best, bool) or not isinstance(steps, int) or isinstance(steps, bool):
         return
     if counters.best_eval is None or best > counters.best_eval:
         counters.best_eval, counters.best_eval_steps = float(best), steps
