@@ -220,3 +220,23 @@ def test_a_save_after_a_cut_one_keeps_the_only_checkpoint_until_it_is_replaced(
     monkeypatch.undo()
     again, state_again, _ = ckpt.load(d)  # falls back to checkpoint.old, as it did before
     assert state_again == state and again.keys() == tensors.keys()
+
+
+def test_a_save_that_fails_on_anything_leaves_no_temporary_and_the_old_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Not only OSError: a writer that raises anything else (an overflow from a damaged
+    counter, Ctrl-C) takes its half-written copy with it and keeps the previous checkpoint."""
+    import torch
+
+    cd = tmp_path / "checkpoint"
+    ckpt.save(cd, {"w": torch.zeros(2)}, {"v": 1})
+
+    def broken(path: Path) -> None:
+        path.write_bytes(b"half")
+        raise OverflowError("Python int too large to convert to C long")
+
+    with pytest.raises(OverflowError):
+        ckpt.save(cd, {"w": torch.ones(2)}, {"v": 2}, broken)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    assert json.loads((cd / "state.json").read_text()) == {"v": 1}

@@ -63,6 +63,9 @@ def save(
         raise CheckpointError(
             f"cannot write the checkpoint in {ckpt_dir.parent}: {why}; the previous one is kept"
         ) from None
+    except BaseException:  # a bug, or Ctrl-C mid-save: no half-written copy left behind either
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     old = ckpt_dir.with_name(ckpt_dir.name + ".old")
     if ckpt_dir.exists():  # else ``old`` may be the only complete checkpoint (a cut save's)
         shutil.rmtree(old, ignore_errors=True)

@@ -203,6 +203,36 @@ def test_save_load_round_trip_and_layout_check(tmp_path: Any) -> None:
         other.load(tmp_path / "r.npz")
 
 
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"inserts": np.array(1e30)}, "inserts is float64"),
+        ({"inserts": np.array(2**64 - 1, np.uint64)}, "past 2\\*\\*62"),
+        ({"inserts": np.array(-1)}, "negative"),
+        ({"inserts": np.array([3])}, "inserts is int64\\[1\\]"),
+        ({"written": np.full(3, 2**63 - 1, np.int64)}, "past 2\\*\\*62"),
+        ({"inserts": np.array(10**6)}, "counts 1000000 transitions from"),
+    ],
+)
+def test_a_saved_replay_with_impossible_counters_is_refused(
+    tmp_path: Any, change: dict[str, np.ndarray], match: str
+) -> None:
+    """Counters that would overflow later (the next insert, the next checkpoint's save: a
+    traceback mid-run) or count more transitions than frames are refused at load."""
+    _, records = run(60)
+    replay = filed(records, 3 * 60)
+    replay.save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as z:
+        saved = {k: z[k] for k in z.files}
+    written = saved["written"]
+    np.savez(tmp_path / "bad.npz", **{**saved, **change})
+    back = FrameStackReplay(3 * 60, 3, FRAME, ACTION, 4, 3, 0.9)
+    with pytest.raises(ValueError, match=match):
+        back.load(tmp_path / "bad.npz")
+    assert back.inserts == 0 and (back.written == 0).all()  # nothing changed
+    assert written.dtype == back.written.dtype
+
+
 def test_frame_stacks_are_recognised_only_with_reset_padding() -> None:
     from actorq.envs import frame_stack
 

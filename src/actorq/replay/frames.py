@@ -35,6 +35,8 @@ from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.tables import UniformTable
 from actorq.types import ArraySpec, Batch
 
+#: the most a saved counter may hold (frames written per stream, transitions filed)
+MAX_COUNT = 2**62
 #: slot flags: the slot's frame starts an episode / is an episode's final observation (no action
 #: taken from it) / the step taken from the slot terminated / truncated the episode
 FIRST, END, TERM, TRUNC = 1, 2, 4, 8
@@ -353,8 +355,16 @@ class FrameStackReplay:
                 raise ValueError(f"frame replay field {k!r} is {v.dtype}{list(v.shape)}")
         if not np.isfinite(data["rewards"]).all():
             raise ValueError("frame replay rewards have NaN or Inf")
-        if (data["written"] < 0).any() or inserts.shape != () or int(inserts) < 0:
-            raise ValueError("frame replay counters are negative")
+        if inserts.shape != () or not np.issubdtype(inserts.dtype, np.integer):
+            raise ValueError(f"frame replay's inserts is {inserts.dtype}{list(inserts.shape)}")
+        written = data["written"].astype(np.int64)
+        # a counter past 2**62 would overflow the int64 sums and C longs it goes into later
+        if (written < 0).any() or (written > MAX_COUNT).any() or not 0 <= int(inserts) <= MAX_COUNT:
+            raise ValueError("frame replay counters are negative or past 2**62")
+        if int(inserts) > int(written.sum()):  # each transition filed follows a frame written
+            raise ValueError(
+                f"frame replay counts {int(inserts)} transitions from {int(written.sum())} frames"
+            )
         if (data["flags"] & ~np.uint8(FIRST | END | TERM | TRUNC)).any():
             raise ValueError("frame replay flags hold unknown bits")
         for k, v in data.items():
