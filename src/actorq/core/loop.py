@@ -17,7 +17,7 @@ import numpy as np
 from actorq.core.exploration import Behaviour, make_behaviour, to_env_action
 from actorq.core.interfaces import Actor, ParameterSource
 from actorq.envs import make_vector_env
-from actorq.errors import SnapshotError
+from actorq.errors import SnapshotError, first_line
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime, decode_snapshot, make_runtime
 from actorq.registry import load
@@ -196,6 +196,8 @@ class VectorActor(Actor):
             if isinstance(snap, ModelSnapshot):
                 self._check_fits(snap)
             runtime = make_runtime(snap, self.runtime_kind, self.threads)
+            if isinstance(runtime, ModelRuntime):
+                self._check_runs(runtime)
             # after the runtime: a snapshot refused here leaves behaviour and runtime as they were
             self.behaviour.set_snapshot(snap)
         except (SnapshotError, ValueError):
@@ -214,6 +216,24 @@ class VectorActor(Actor):
         got = {k: snap.meta.get(k) for k in want}
         if got != want:
             raise SnapshotError(f"model snapshot for {got}, this actor's environment has {want}")
+
+    def _check_runs(self, runtime: ModelRuntime) -> None:
+        """A model's metadata may fit while its graph does not (another input shape, another
+        output width): run it once on this actor's observations, so that it is refused here
+        rather than failing, or acting out of range, mid-step."""
+        obs = self.obs
+        try:
+            out = np.asarray(runtime(obs))
+        except Exception as e:  # onnxruntime's own error types (InvalidArgument, Fail, ...)
+            why = first_line(e)
+            raise SnapshotError(
+                f"model snapshot does not run on this actor's observations: {why}"
+            ) from None
+        if out.shape != (len(obs), self.spec.num_actions):
+            raise SnapshotError(
+                f"model snapshot outputs {list(out.shape)} for {len(obs)} observations; this "
+                f"actor's environment has {self.spec.num_actions} actions"
+            )
 
     def select_action(self, obs: np.ndarray) -> np.ndarray:
         return self._act(obs)[0]

@@ -6,6 +6,7 @@ and bad settings. On toy_macro_stdcell (2 macros, a 10 × 20 grid, ~10 ms per ep
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -116,19 +117,23 @@ def test_actor_runs_chip_snapshots_and_refuses_bad_ones() -> None:
         assert isinstance(other, ChipPlacementEnv)
         from actorq.agents.ppo.chip_networks import ChipPolicy
 
+        # another netlist's graph under this one's metadata: the meta fits, the graph does not
+        lying = chip_snapshot(ChipPolicy(other), 5, "int8", "chip:sample_clustered")
+        lying = dataclasses.replace(lying, meta=dict(good.meta))
         for version, data in (
             (2, bytes(bad_bytes)),  # torn copy: checksum
             (3, chip_snapshot(nan_policy, 3, "fp32", ENV).to_bytes()),
             (4, chip_snapshot(ChipPolicy(other), 4, "int8", "chip:sample_clustered").to_bytes()),
+            (5, lying.to_bytes()),
         ):
             cache.publish(version, data)
             assert not actor.update()
             assert actor.version == version and actor.runtime is not None
             assert actor.runtime.version == 1  # kept the last good one
-        assert actor.rejected == 3
+        assert actor.rejected == 4
         actor.step()  # and acts with it
         assert not actor.at_boundary
-        cache.publish(5, chip_snapshot(learner.policy, 5, "fp32", ENV).to_bytes())
+        cache.publish(6, chip_snapshot(learner.policy, 6, "fp32", ENV).to_bytes())
         assert not actor.update()  # mid-chunk: the next good one waits for the chunk's end
     finally:
         actor.close()
