@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -60,3 +61,12 @@ def test_a_mujoco_env_leaves_no_log_file_in_the_working_directory(tmp_path: Path
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+@pytest.mark.parametrize("n", [0, -1, 2.0, True, "2"])
+def test_a_vector_env_of_no_envs_is_one_line(n: object) -> None:
+    """From the Python API (configs bound their counts): one EnvIdError, not Gymnasium's
+    IndexError from an empty list of envs."""
+    with pytest.raises(EnvIdError, match="num_envs must be a positive integer"):
+        make_vector_env("gym:CartPole-v1", n)  # type: ignore[arg-type]
+    make_vector_env("gym:CartPole-v1", np.int64(2)).close()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from actorq.errors import EnvIdError, first_line
@@ -159,6 +160,10 @@ def make_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
     Same-step autoreset: when an episode ends, ``step`` returns the first observation of the
     next episode and puts the last one in ``info["final_obs"]``, which the n-step adder needs.
     """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+        # configs bound their counts; Python callers reach this directly (0: an IndexError deep
+        # in Gymnasium's vector env)
+        raise EnvIdError(f"{env_id}: num_envs must be a positive integer, got {num_envs!r}")
     family, name = _split(env_id)
     if family.vector is not None:
         load(family.validate)(name)
