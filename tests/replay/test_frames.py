@@ -209,7 +209,7 @@ def test_save_load_round_trip_and_layout_check(tmp_path: Any) -> None:
         ({"inserts": np.array(1e30)}, "inserts is float64"),
         ({"inserts": np.array(2**64 - 1, np.uint64)}, "past 2\\*\\*62"),
         ({"inserts": np.array(-1)}, "negative"),
-        ({"inserts": np.array([3])}, "inserts is int64\\[1\\]"),
+        ({"inserts": np.array([3])}, "inserts' is int64\\[1\\]"),
         ({"written": np.full(3, 2**63 - 1, np.int64)}, "past 2\\*\\*62"),
         ({"inserts": np.array(10**6)}, "counts 1000000 transitions from"),
     ],
@@ -231,6 +231,32 @@ def test_a_saved_replay_with_impossible_counters_is_refused(
         back.load(tmp_path / "bad.npz")
     assert back.inserts == 0 and (back.written == 0).all()  # nothing changed
     assert written.dtype == back.written.dtype
+
+
+def test_a_saved_replay_is_refused_from_its_headers_before_any_array_is_read(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small compressed file whose frames claim 64 MB (a zip bomb claims gigabytes) is
+    refused on its header: np.load is never reached."""
+    _, records = run(60)
+    replay = filed(records, 3 * 60)
+    replay.save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as z:
+        saved = {k: z[k] for k in z.files}
+    saved["frames"] = np.zeros((64, 1000, 1000), np.uint8)
+    np.savez_compressed(tmp_path / "bomb.npz", **saved)
+    assert (tmp_path / "bomb.npz").stat().st_size < 1_000_000
+
+    def no_reading(*a: Any, **k: Any) -> None:
+        raise AssertionError("an array was read before its header was checked")
+
+    monkeypatch.setattr(np, "load", no_reading)
+    back = FrameStackReplay(3 * 60, 3, FRAME, ACTION, 4, 3, 0.9)
+    with pytest.raises(ValueError, match=r"'frames' is uint8\[64, 1000, 1000\]"):
+        back.load(tmp_path / "bomb.npz")
+    (tmp_path / "not.npz").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(ValueError, match="not an npz file"):
+        back.load(tmp_path / "not.npz")
 
 
 def test_frame_stacks_are_recognised_only_with_reset_padding() -> None:

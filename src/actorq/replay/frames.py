@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from actorq.replay.npz import check_header, npz_headers
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.tables import UniformTable
 from actorq.types import ArraySpec, Batch
@@ -338,10 +339,15 @@ class FrameStackReplay:
             "flags": self.flags,
             "written": self.written,
         }
+        headers = npz_headers(path)  # sizes checked before any array is read
+        missing = {*want, "inserts", "layout"} - set(headers)
+        if missing:
+            raise ValueError(f"frame replay file lacks {sorted(missing)}")
+        for k, v in want.items():
+            check_header(headers, k, v.shape, v.dtype)
+        check_header(headers, "inserts", ())
+        check_header(headers, "layout", (4,))
         with np.load(path, allow_pickle=False) as z:
-            missing = {*want, "inserts", "layout"} - set(z.files)
-            if missing:
-                raise ValueError(f"frame replay file lacks {sorted(missing)}")
             data = {k: z[k] for k in want}
             inserts, layout = z["inserts"], z["layout"]
         mine = [self.streams, self.slots, self.stack, self.n]

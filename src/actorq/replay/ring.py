@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from actorq.replay.npz import check_header, npz_headers
 from actorq.types import ArraySpec, Batch
 
 
@@ -60,10 +61,15 @@ class ReplayBuffer:
     def load(self, path: str | Path) -> None:
         """Replace the contents with a saved replay; ``ValueError`` (nothing changed) unless
         every field is there with this buffer's shapes and dtypes and they agree in length."""
+        headers = npz_headers(path)  # sizes checked before any array is read
+        missing = set(self.specs) - set(headers)
+        if missing:
+            raise ValueError(f"replay file lacks fields {sorted(missing)}")
+        for k, spec in self.specs.items():  # dtypes: after reading (a same-kind cast is taken)
+            check_header(headers, k, tuple(spec.shape), most=self.capacity)
+        if "_inserts" in headers:
+            check_header(headers, "_inserts", ())
         with np.load(path, allow_pickle=False) as z:
-            missing = set(self.specs) - set(z.files)
-            if missing:
-                raise ValueError(f"replay file lacks fields {sorted(missing)}")
             data = {k: z[k] for k in self.specs}
             inserts = z["_inserts"] if "_inserts" in z.files else None
         lengths = {len(v) if v.ndim else -1 for v in data.values()}
