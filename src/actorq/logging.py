@@ -21,6 +21,8 @@ EVAL_METRIC = "charts/eval_return"
 #: every segment of a resumed run and none of the stops between them (the clock its time to
 #: target is read on); ``wall_time`` is the machine's, which runs on while a run is stopped
 RUN_CLOCK_METRIC = "perf/run_s"
+#: seconds spent in periodic evaluations so far (cumulative, logged after each one)
+EVAL_S_METRIC = "perf/eval_s"
 
 
 def rewrite_metrics(path: Path, rows: list[list[str]], error: type[ActorQError]) -> None:

@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from actorq.bench.frameworks import NATIVE
+from actorq.logging import EVAL_S_METRIC
 
 # report.Run, report.Group and report.GroupMap (not imported: the report imports this module)
 Run: TypeAlias = Any
@@ -47,7 +48,7 @@ def time_to_target(r: Run) -> float:
     t, step = r.summary_value("time_to_target_s"), r.summary_value("steps_to_target")
     if not r.summary_value("reached_target") or t is None:
         return math.inf
-    before = [v for s, _, m, v in r.rows if m == "perf/eval_s" and step is not None and s < step]
+    before = [v for s, _, m, v in r.rows if m == EVAL_S_METRIC and step is not None and s < step]
     return float(t) - (before[-1] if before else 0.0)
 
 

@@ -27,7 +27,7 @@ from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # the adapters' name
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.core.seeds import FINAL_EVAL_SEED as FINAL_EVAL_SEED
 from actorq.errors import ActorQError
-from actorq.logging import EVAL_METRIC, RUN_CLOCK_METRIC, rewrite_metrics
+from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC, rewrite_metrics
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -194,7 +194,7 @@ class Record:
         self.eval_s += time.perf_counter() - start
         self.rows.writerow([step, now, EVAL_METRIC, mean])
         self.rows.writerow([step, now, RUN_CLOCK_METRIC, start - self.t0])
-        self.rows.writerow([step, now, "perf/eval_s", self.eval_s])
+        self.rows.writerow([step, now, EVAL_S_METRIC, self.eval_s])
         self.csv.flush()
         return reached
 

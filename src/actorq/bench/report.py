@@ -63,12 +63,11 @@ from actorq.energy import (
     SUMMARY_KWH,
 )
 from actorq.errors import ActorQError, shown
-from actorq.logging import EVAL_METRIC, RUN_CLOCK_METRIC
+from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
 from actorq.quant.formats import PRECISIONS
 from actorq.rundir import RunDir
 
 EVAL = EVAL_METRIC
-EVAL_S_METRIC = "perf/eval_s"  # cumulative seconds of evaluation (both frameworks log it)
 #: a gap in a resumed run's metrics.csv longer than its logging interval and evaluations by
 #: this much is a stop between segments (runs logged before ``perf/run_s``; see eval_curve)
 STOP_GAP_S = 60.0

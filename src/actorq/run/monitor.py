@@ -18,7 +18,7 @@ from actorq.config import ExperimentConfig
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.distributed.backend import Backend, BackendStats
 from actorq.energy import EnergyTracker
-from actorq.logging import EVAL_METRIC, RUN_CLOCK_METRIC, MetricLogger
+from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC, MetricLogger
 from actorq.run.publisher import Publisher, check_losses
 from actorq.run.resume import Counters
 
@@ -74,7 +74,7 @@ class Evaluator:
                 reached = True
         self.seconds += time.perf_counter() - t
         c.eval_time_s = self.seconds  # checkpointed with the counters
-        self.logger.log(c.env_steps, {"perf/eval_s": self.seconds})  # cumulative
+        self.logger.log(c.env_steps, {EVAL_S_METRIC: self.seconds})
         return reached
 
 
