@@ -149,7 +149,8 @@ def test_ctrl_c_stops_everything_and_checkpoints(tmp_path: Path) -> None:
 
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
     """SIGTERM (kill, docker stop, Slurm, Kubernetes), sent to the learner alone: a final
-    checkpoint and summary, the actors stopped, shared memory removed, a resume hint."""
+    checkpoint and summary (without the final evaluation), the actors stopped, shared memory
+    removed, a resume hint."""
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "actorq.cli", "train", "dqn", "--actors", "2",
            "--envs-per-actor", "4", "--total-steps", "10000000", "--no-progress",
@@ -173,7 +174,12 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
     time.sleep(0.5)
     assert not _procs_mentioning(str(run)), "orphan actor processes"
     assert (run / "checkpoint" / "manifest.json").is_file()
-    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["env_steps"] > 0
+    # no held-out evaluation after a stop signal (minutes on Atari, past a scheduler's grace)
+    assert summary["eval_return"] is None and summary["action_agreement"] is None
+    assert "final_eval_return" not in (run / "metrics.csv").read_text()
+    assert f"actorq eval {run}" in text
     assert not list(Path("/dev/shm").glob(f"actorq-{p.pid}-*"))
 
 

@@ -74,3 +74,16 @@ def test_a_run_without_codecarbon_is_not_measured_and_says_how_to_measure_it(
     out = capsys.readouterr()
     assert "warning" not in out.err and r.energy_kwh is None
     assert "not measured: pip install 'actorq[bench]'" in " ".join(out.out.split())
+
+
+def test_an_interrupted_run_says_its_final_evaluation_was_not_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    r = result(
+        eval_return=None, eval_return_std=None, eval_return_fp32=None, action_agreement=None,
+        agreement_states=None, reached_target=False, steps_to_target=None,
+    )  # fmt: skip
+    out = table(r, capsys)
+    assert "final evaluation │ not run (interrupted)" in out
+    assert "eval return" not in out and "agreement" not in out
+    assert "1000 / 10" in out  # what it did is still reported

@@ -239,6 +239,8 @@ def read_summary(cell_dir: Path) -> dict[str, Any] | None:
     if missing:
         raise ResultsError(f"{path}: missing {', '.join(missing)}")
     f = Fields(path, d)
+    if f.flag("interrupted", nullable=True):
+        return None  # a stopped segment's: no final evaluation (null), the cell goes on
     f.text("env")
     f.text("precision")
     f.integer("env_steps")
@@ -252,11 +254,10 @@ def read_summary(cell_dir: Path) -> dict[str, Any] | None:
         raise f.bad("eval_time_s", f"at most wall_time_s ({wall:g})")
     if f.flag("reached_target", nullable=True) and d.get("time_to_target_s") is None:
         raise ResultsError(f"{path}: reached_target is true but time_to_target_s is missing")
-    f.flag("interrupted", nullable=True)
     f.flag("energy_estimated", nullable=True)
     for key in ("energy_kwh", "energy_kg_co2", "snapshot_bytes", "fp32_snapshot_bytes"):
         f.number(key, nullable=True, lo=0)
-    return None if d.get("interrupted") else d
+    return d
 
 
 def read_failed_why(cell_dir: Path) -> str | None:

@@ -58,7 +58,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
     if result.interrupted:
         print(
             f"actorq: interrupted; checkpoint saved. Resume with: actorq train {algo} "
-            f"--resume {result.run_dir}",
+            f"--resume {result.run_dir}  (evaluate it: actorq eval {result.run_dir})",
             file=sys.stderr,
         )
         return 130

@@ -43,6 +43,7 @@ from actorq.run.report import (
     final_report,
     final_states,
     registered_threshold,
+    run_report,
     write_summary,
 )
 from actorq.run.resume import (
@@ -302,15 +303,22 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
         if not interrupted and not r.past_budget:  # past it, the run's own end already ran
             _finish_learner(r.learner, r.logger, c)
         c.wall_time_s = time.perf_counter() - r.start_wall
-        # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
-        states = final_states(r.backend.replay, cfg.seed)
-        final = r.publisher.snapshot(c.version + 1)
+        if not interrupted:
+            # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
+            states = final_states(r.backend.replay, cfg.seed)
+            final = r.publisher.snapshot(c.version + 1)
         r.checkpointer.save()
     finally:
         r.backend.close()
         r.progress.stop()
 
-    result = final_report(cfg, r.io, final, states, c, st, r.publisher, r.target, r.fp32_bytes)
+    if interrupted:
+        # No held-out evaluation after a stop signal: on Atari it takes minutes (a scheduler's
+        # SIGKILL comes first, 30-60 s on), and the run is not finished: `actorq eval` or the
+        # resumed run's end evaluates it.
+        result = run_report(cfg, c, st, r.publisher, r.target, r.fp32_bytes)
+    else:
+        result = final_report(cfg, r.io, final, states, c, st, r.publisher, r.target, r.fp32_bytes)
     result = dataclasses.replace(
         result,
         interrupted=interrupted,

@@ -33,13 +33,15 @@ class TrainResult:
     env_steps: int
     updates: int
     wall_time_s: float
-    eval_return: float  # final greedy eval, actors' (quantized) snapshot, held-out seeds
-    eval_return_std: float
-    eval_return_fp32: float  # the same weights at fp32
+    # The final held-out evaluation and comparison: None for an interrupted run, which skips
+    # them (minutes on Atari, past a scheduler's grace period; `actorq eval` runs them later).
+    eval_return: float | None  # final greedy eval, actors' (quantized) snapshot, held-out seeds
+    eval_return_std: float | None
+    eval_return_fp32: float | None  # the same weights at fp32
     # Quantized vs fp32 actions on replay states: share of identical greedy actions (discrete),
     # or share of states whose every action component is within 0.05 (continuous, in [-1, 1]).
-    action_agreement: float
-    agreement_states: int
+    action_agreement: float | None
+    agreement_states: int | None
     snapshot_bytes: int
     fp32_snapshot_bytes: int
     publishes: int
@@ -92,15 +94,18 @@ def write_summary(
 ) -> None:
     """The final report to the logs, ``summary.json`` and the console."""
     final = {
-        "charts/final_eval_return": result.eval_return,
-        "charts/final_eval_return_fp32": result.eval_return_fp32,
-        "quant/action_agreement": result.action_agreement,
+        k: v
+        for k, v in (
+            ("charts/final_eval_return", result.eval_return),
+            ("charts/final_eval_return_fp32", result.eval_return_fp32),
+            ("quant/action_agreement", result.action_agreement),
+            ("quant/action_mean_abs_diff", result.action_mean_abs_diff),
+            ("quant/logprob_gap", result.logprob_gap),
+        )
+        if v is not None  # an interrupted run has no final evaluation to log
     }
-    if result.action_mean_abs_diff is not None:
-        final["quant/action_mean_abs_diff"] = result.action_mean_abs_diff
-    if result.logprob_gap is not None:
-        final["quant/logprob_gap"] = result.logprob_gap
-    logger.log(env_steps, final)
+    if final:
+        logger.log(env_steps, final)
     logger.close()
     RunDir(run_dir).write_summary({**result.to_json(), "stop": stop_reason})
     print_summary(result, stop_reason)
@@ -123,6 +128,30 @@ def final_report(
     q_rets = io.evaluate(final, cfg.eval_episodes, FINAL_EVAL_SEED)
     f_rets = io.evaluate(fp32, cfg.eval_episodes, FINAL_EVAL_SEED)
     cmp = io.compare(final, fp32, states, cfg.seed)
+    return dataclasses.replace(
+        run_report(cfg, c, st, publisher, target, fp32_bytes),
+        eval_return=float(q_rets.mean()),
+        eval_return_std=float(q_rets.std()),
+        eval_return_fp32=float(f_rets.mean()),
+        action_agreement=cmp.agreement,
+        agreement_states=cmp.items,
+        action_mean_abs_diff=cmp.mean_abs_diff,
+        logprob_gap=cmp.logprob_gap,
+        eval_label=io.eval_label.format(episodes=cfg.eval_episodes),
+        agreement_on=cmp.items_label,
+        summary_rows=[[k, v] for k, v in io.summary_rows(final)],
+    )
+
+
+def run_report(
+    cfg: ExperimentConfig,
+    c: Counters,
+    st: BackendStats,
+    publisher: Publisher,
+    target: float | None,
+    fp32_bytes: int,
+) -> TrainResult:
+    """What the run did, without the final evaluation: an interrupted run's whole report."""
     return TrainResult(
         run_dir=str(cfg.run_dir),
         env=cfg.env,
@@ -130,11 +159,11 @@ def final_report(
         env_steps=c.env_steps,
         updates=c.updates,
         wall_time_s=c.wall_time_s,
-        eval_return=float(q_rets.mean()),
-        eval_return_std=float(q_rets.std()),
-        eval_return_fp32=float(f_rets.mean()),
-        action_agreement=cmp.agreement,
-        agreement_states=cmp.items,
+        eval_return=None,
+        eval_return_std=None,
+        eval_return_fp32=None,
+        action_agreement=None,
+        agreement_states=None,
         snapshot_bytes=len(publisher.latest),
         fp32_snapshot_bytes=fp32_bytes,
         publishes=c.publishes,
@@ -148,11 +177,7 @@ def final_report(
         actor_restarts=st.actor_restarts,
         rejected_snapshots=st.rejected_snapshots,
         agent=cfg.agent,
-        action_mean_abs_diff=cmp.mean_abs_diff,
-        logprob_gap=cmp.logprob_gap,
-        eval_label=io.eval_label.format(episodes=cfg.eval_episodes),
-        agreement_on=cmp.items_label,
-        summary_rows=[[k, v] for k, v in io.summary_rows(final)],
+        eval_label="not run: interrupted",
     )
 
 
@@ -187,23 +212,31 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     def add(label: str, value: str) -> None:
         t.add_row(escape(label), escape(value))  # "[bench]" and the like are text, not markup
 
-    pm = "±"
-    add(
-        f"eval return ({r.eval_label})",
-        f"{_ret(r.eval_return)} {pm} {_ret(r.eval_return_std, r.eval_return)} ({r.precision})",
-    )
-    add("eval return, same weights fp32", _ret(r.eval_return_fp32))
-    if r.action_mean_abs_diff is None:
-        add(
-            "action agreement vs fp32",
-            f"{100 * r.action_agreement:.2f}% of {r.agreement_states} {r.agreement_on}",
-        )
+    if (
+        r.eval_return is None
+        or r.eval_return_std is None
+        or r.eval_return_fp32 is None
+        or r.action_agreement is None
+    ):
+        add("final evaluation", "not run (interrupted): actorq eval RUN_DIR")
     else:
+        pm = "±"
         add(
-            "actions vs fp32",
-            f"mean |Δa| {r.action_mean_abs_diff:.4f}; {100 * r.action_agreement:.2f}% of "
-            f"{r.agreement_states} {r.agreement_on} within 0.05",
+            f"eval return ({r.eval_label})",
+            f"{_ret(r.eval_return)} {pm} {_ret(r.eval_return_std, r.eval_return)} ({r.precision})",
         )
+        add("eval return, same weights fp32", _ret(r.eval_return_fp32))
+        if r.action_mean_abs_diff is None:
+            add(
+                "action agreement vs fp32",
+                f"{100 * r.action_agreement:.2f}% of {r.agreement_states} {r.agreement_on}",
+            )
+        else:
+            add(
+                "actions vs fp32",
+                f"mean |Δa| {r.action_mean_abs_diff:.4f}; {100 * r.action_agreement:.2f}% of "
+                f"{r.agreement_states} {r.agreement_on} within 0.05",
+            )
     for label, value in r.summary_rows:
         add(label, value)
     if r.target_return is not None:
@@ -211,7 +244,7 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
         # the final evaluation above runs on other held-out seeds and may land below it
         if r.reached_target:
             reached = f"yes, at {r.steps_to_target} steps / {r.time_to_target_s:.1f}s"
-            if r.eval_return < r.target_return:
+            if r.eval_return is not None and r.eval_return < r.target_return:
                 reached += " (final evaluation above: below it)"
         else:
             reached = "no"
