@@ -312,13 +312,12 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
         r.backend.close()
         r.progress.stop()
 
-    if interrupted:
-        # No held-out evaluation after a stop signal: on Atari it takes minutes (a scheduler's
-        # SIGKILL comes first, 30-60 s on), and the run is not finished: `actorq eval` or the
-        # resumed run's end evaluates it.
-        result = run_report(cfg, c, st, r.publisher, r.target, r.fp32_bytes)
-    else:
-        result = final_report(cfg, r.io, final, states, c, st, r.publisher, r.target, r.fp32_bytes)
+    result = run_report(cfg, c, st, r.publisher, r.target, r.fp32_bytes)
+    # No held-out evaluation after a stop signal: on Atari it takes minutes (a scheduler's
+    # SIGKILL comes first, 30-60 s on), and the run is not finished: `actorq eval` or the
+    # resumed run's end evaluates it.
+    if not interrupted:
+        result = final_report(result, cfg, r.io, final, states, c.version + 1)
     result = dataclasses.replace(
         result,
         interrupted=interrupted,

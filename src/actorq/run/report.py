@@ -112,24 +112,22 @@ def write_summary(
 
 
 def final_report(
+    run: TrainResult,
     cfg: ExperimentConfig,
     io: PolicyIO,
     final: bytes,
     states: np.ndarray | None,
-    c: Counters,
-    st: BackendStats,
-    publisher: Publisher,
-    target: float | None,
-    fp32_bytes: int,
+    version: int,
 ) -> TrainResult:
-    """Held-out evaluation of the final weights, quantized and fp32 (greedy, or sampled where
-    the env family says: Atari), and how alike the two act on states the actors visited."""
-    fp32 = io.snapshot(c.version + 1, "fp32")
+    """``run`` (:func:`run_report`) with the held-out evaluation of the final weights,
+    quantized and fp32 (greedy, or sampled where the env family says: Atari), and how alike
+    the two act on states the actors visited."""
+    fp32 = io.snapshot(version, "fp32")
     q_rets = io.evaluate(final, cfg.eval_episodes, FINAL_EVAL_SEED)
     f_rets = io.evaluate(fp32, cfg.eval_episodes, FINAL_EVAL_SEED)
     cmp = io.compare(final, fp32, states, cfg.seed)
     return dataclasses.replace(
-        run_report(cfg, c, st, publisher, target, fp32_bytes),
+        run,
         eval_return=float(q_rets.mean()),
         eval_return_std=float(q_rets.std()),
         eval_return_fp32=float(f_rets.mean()),
