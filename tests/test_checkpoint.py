@@ -74,8 +74,14 @@ def test_a_corrupt_replay_behind_a_valid_manifest_is_one_line(saved: Path, tmp_p
     d = _copy(saved, tmp_path / "r")
     np.savez(d / "replay.npz", obs=np.zeros((3, 7), np.float32))  # wrong shape, fields missing
     _reseal(d)
+    # a dead segment's row, which a resume that goes ahead drops: a refused one writes nothing
+    metrics = tmp_path / "r" / "metrics.csv"
+    with open(metrics, "a") as f:
+        f.write("999999999,1.0,charts/eval_return,1.0\n")
+    before = metrics.read_bytes()
     with pytest.raises(CheckpointError, match="replay"):
         train(DQNConfig(resume=str(tmp_path / "r"), total_steps=3_000, progress=False))
+    assert metrics.read_bytes() == before
 
 
 _FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST, "../config.json"]

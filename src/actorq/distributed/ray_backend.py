@@ -55,6 +55,7 @@ from actorq.distributed.ray_nodes import (  # re-exported: where they were defin
 )
 from actorq.errors import ActorFailedError, ConfigError, first_line
 from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.ring import ReplayBuffer
 from actorq.replay.specs import UniformSpec
 from actorq.replay.tables import TrajectoryQueue
 from actorq.types import Batch
@@ -326,14 +327,15 @@ class ShardedReplay:
         np.savez(path, _inserts=inserts, **wire.concat(parts))  # type: ignore[arg-type]
 
     def load(self, path: str | Path) -> None:
+        """A saved replay (this backend's or the local ring's) dealt out to the shards as
+        :meth:`save` gathered it. Read by the local ring's one reader (each array's npz header
+        before any array, shapes, dtypes, finite values, lengths, the insert counter) into a
+        ring of the table's capacity: ``ValueError`` before any shard is touched."""
         ray = import_ray()
-        with np.load(path, allow_pickle=False) as z:
-            missing = set(self._b.specs) - set(z.files)
-            if missing:
-                raise ValueError(f"replay file lacks fields {sorted(missing)}")
-            data = {k: z[k] for k in self._b.specs}
-            total = int(z["_inserts"]) if "_inserts" in z.files else len(data["reward"])
-        n, s = len(data["reward"]), len(self._b.shards)
+        ring = ReplayBuffer(self._b.replay_capacity, self._b.specs)
+        ring.load(path)
+        data, total = ring.all(), ring.inserts
+        n, s = ring.size, len(self._b.shards)
         refs = []
         for j, shard in enumerate(self._b.shards):
             part = {k: v[j::s] for k, v in data.items()}
@@ -574,6 +576,8 @@ class RayBackend:
         # A shard no actor inserts into would never fill: at most one shard per actor.
         num_shards = min(cfg.ray.replay_shards, cfg.actors)
         table = ctx.table_config
+        # the whole table's: a checkpoint's replay is read (and checked) at that size on resume
+        self.replay_capacity = table.capacity if isinstance(table, UniformSpec) else 1
         if isinstance(table, UniformSpec):
             chunk = max(64, k)
             limiter = shard_limiter(table.limiter, num_shards, table.batch_size, chunk + k * n)

@@ -177,6 +177,16 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         env_steps_offset=c.env_steps,
     )
     backend = start_backend(ctx, loaded, stop)
+    if loaded is not None:  # once the replay is read too: a refused resume writes nothing
+        saved_at = loaded[1].get("saved_at")
+        try:
+            trim_metrics(
+                RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None
+            )
+        except BaseException:
+            backend.close()
+            stop.restore()
+            raise
     replay = backend.replay
     publisher.replay, publisher.backend = replay, backend
     checkpointer = Checkpointer(
@@ -354,10 +364,6 @@ def _prepare_learner(
     if loaded is not None:
         rng = restore(loaded, learner, c)
         adopt_best(c, RunDir(run_dir))
-        saved_at = loaded[1].get("saved_at")
-        trim_metrics(
-            RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None
-        )
     else:
         warm = learner.warm_start()  # a fresh run: before the first snapshot is taken
     return learner, io, c, rng, warm

@@ -1,0 +1,110 @@
+"""The Ray backend's replay checkpoint reader (ShardedReplay.load) without a cluster: a file
+is read by the local ring's one reader before any shard gets a byte, then dealt out as save()
+gathered it. The shards here are stand-ins that record what they are sent."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actorq.distributed import ray_backend, wire
+from actorq.types import ArraySpec
+
+SPECS = {"obs": ArraySpec((3,), "float32"), "reward": ArraySpec((), "float32")}
+
+
+class _Call:
+    def __init__(self, sent: list[tuple[dict[str, np.ndarray], int]]) -> None:
+        self.sent = sent
+
+    def remote(self, payload: bytes, inserts: int) -> None:
+        self.sent.append((wire.decode_batch(payload)[0], inserts))
+
+
+class _Shard:
+    def __init__(self) -> None:
+        self.sent: list[tuple[dict[str, np.ndarray], int]] = []
+        self.load = _Call(self.sent)
+
+
+class _Backend:
+    def __init__(self, shards: int, capacity: int) -> None:
+        self.specs = SPECS
+        self.replay_capacity = capacity
+        self.shards = [_Shard() for _ in range(shards)]
+
+
+class _Ray:
+    @staticmethod
+    def get(refs: Any, timeout: float | None = None) -> Any:
+        return refs
+
+
+@pytest.fixture
+def replay(monkeypatch: pytest.MonkeyPatch) -> ray_backend.ShardedReplay:
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _Ray)
+    return ray_backend.ShardedReplay(_Backend(shards=2, capacity=100))  # type: ignore[arg-type]
+
+
+def _save(path: Path, n: int, inserts: int | None = None, **over: np.ndarray) -> Path:
+    arrays = {
+        "obs": np.arange(3 * n, dtype=np.float32).reshape(n, 3),
+        "reward": np.arange(n, dtype=np.float32),
+        "_inserts": np.array(n if inserts is None else inserts, np.int64),
+        **over,
+    }
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+    return path
+
+
+def test_a_saved_replay_is_dealt_to_the_shards_as_save_gathered_it(
+    replay: ray_backend.ShardedReplay, tmp_path: Path
+) -> None:
+    replay.load(_save(tmp_path / "r.npz", 7, inserts=40))
+    shards = replay._b.shards  # type: ignore[attr-defined]
+    (a, ia), (b, ib) = shards[0].sent[0], shards[1].sent[0]
+    np.testing.assert_array_equal(a["reward"], [0, 2, 4, 6])
+    np.testing.assert_array_equal(b["reward"], [1, 3, 5])
+    np.testing.assert_array_equal(b["obs"][0], [3, 4, 5])
+    assert ia == ib == 20  # the insert counter, split
+
+
+@pytest.mark.parametrize(
+    "over, why",
+    [
+        ({"reward": np.array([1.0, np.nan, 0.0], np.float32)}, "NaN"),
+        ({"reward": np.zeros(2, np.float32)}, "differ in length"),
+        ({"obs": np.zeros((3, 5), np.float32)}, "'obs'"),
+        ({"_inserts": np.array([1, 2])}, "_inserts"),
+    ],
+)
+def test_a_bad_replay_file_is_refused_before_any_shard_is_touched(
+    replay: ray_backend.ShardedReplay, tmp_path: Path, over: dict[str, np.ndarray], why: str
+) -> None:
+    with pytest.raises(ValueError, match=why):
+        replay.load(_save(tmp_path / "r.npz", 3, **over))
+    assert all(not s.sent for s in replay._b.shards)  # type: ignore[attr-defined]
+
+
+def test_a_small_file_claiming_gigabytes_is_refused_from_its_header(
+    replay: ray_backend.ShardedReplay, tmp_path: Path
+) -> None:
+    """A compressed member whose header claims 10**9 rows: refused before np.load allocates."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**9, 3)}
+    )
+    path = _save(tmp_path / "r.npz", 3)
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w", zipfile.ZIP_DEFLATED) as out:
+        with zipfile.ZipFile(path) as zf:
+            for name in ("reward.npy", "_inserts.npy"):
+                out.writestr(name, zf.read(name))
+        out.writestr("obs.npy", header.getvalue() + b"\0" * 4096)  # 4 KB of the 12 GB
+    with pytest.raises(ValueError, match="'obs' is float32\\[1000000000, 3\\]"):
+        replay.load(tmp_path / "bomb.npz")
+    assert all(not s.sent for s in replay._b.shards)  # type: ignore[attr-defined]
