@@ -146,6 +146,8 @@ def run_cell(
         r = train(cfg)
     finally:
         PPOLearner.update = plain_update
+    if r.interrupted:  # checkpointed, not finished: no cell file (a rerun goes on from it)
+        raise SystemExit(130)
     spec = env_spec(cfg.env)
     learner = PPOLearner(cfg, spec)
     tensors, state, _ = load(run_dir / "checkpoint")

@@ -57,6 +57,8 @@ def train_policy(
     )  # fmt: skip
     t0 = time.perf_counter()
     r = train(cfg)
+    if r.interrupted:  # not a finished training run: nothing recorded, nothing judged
+        raise SystemExit(130)
     return {
         "graphs": graphs, "decisions": r.env_steps, "updates": r.updates,
         "train_gain": r.eval_return, "seconds": time.perf_counter() - t0,

@@ -166,7 +166,10 @@ def train_or_resume(cfg: Any) -> Any:
     if (Path(cfg.run_dir) / "checkpoint").is_dir():
         say(f"resuming {cfg.run_dir}")
         cfg = dataclasses.replace(cfg, resume=cfg.run_dir)
-    return train(cfg)
+    r = train(cfg)
+    if r.interrupted:  # checkpointed, not finished: no cell file (a rerun resumes it)
+        raise SystemExit(130)
+    return r
 
 
 def run_cell(stage: str, family: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:

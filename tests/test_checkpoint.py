@@ -8,6 +8,8 @@ import hashlib
 import json
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,14 +76,21 @@ def test_a_corrupt_replay_behind_a_valid_manifest_is_one_line(saved: Path, tmp_p
     d = _copy(saved, tmp_path / "r")
     np.savez(d / "replay.npz", obs=np.zeros((3, 7), np.float32))  # wrong shape, fields missing
     _reseal(d)
+    config = tmp_path / "r" / "config.json"  # energy tracked (where codecarbon is installed)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "energy": True}))
     # a dead segment's row, which a resume that goes ahead drops: a refused one writes nothing
     metrics = tmp_path / "r" / "metrics.csv"
     with open(metrics, "a") as f:
         f.write("999999999,1.0,charts/eval_return,1.0\n")
-    before = metrics.read_bytes()
+    before, threads = metrics.read_bytes(), set(threading.enumerate())
     with pytest.raises(CheckpointError, match="replay"):
         train(DQNConfig(resume=str(tmp_path / "r"), total_steps=3_000, progress=False))
     assert metrics.read_bytes() == before
+    # nothing left running in the caller's process (codecarbon's threads, the publisher's)
+    deadline = time.monotonic() + 10
+    while set(threading.enumerate()) - threads and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not set(threading.enumerate()) - threads
 
 
 _FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST, "../config.json"]

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from actorq.distributed import ray_backend, wire
+from actorq.replay.rate_limiter import SampleToInsertRatio
+from actorq.replay.specs import UniformSpec
 from actorq.types import ArraySpec
 
 SPECS = {"obs": ArraySpec((3,), "float32"), "reward": ArraySpec((), "float32")}
@@ -108,3 +110,18 @@ def test_a_small_file_claiming_gigabytes_is_refused_from_its_header(
     with pytest.raises(ValueError, match="'obs' is float32\\[1000000000, 3\\]"):
         replay.load(tmp_path / "bomb.npz")
     assert all(not s.sent for s in replay._b.shards)  # type: ignore[attr-defined]
+
+
+def test_shards_smaller_than_their_count_read_their_own_checkpoint_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--replay-size 2`` over 4 shards: each holds one item, 4 together; their save has 4 rows
+    and reads back whole (not refused as more than the table's 2)."""
+    table = UniformSpec(2, 1, SampleToInsertRatio(1.0, 1, 10.0))
+    assert ray_backend.shard_capacity(table, 4) == 1
+    assert ray_backend.shards_hold(table, 4) == 4
+    assert ray_backend.shards_hold(UniformSpec(100, 1, table.limiter), 3) == 100
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _Ray)
+    replay = ray_backend.ShardedReplay(_Backend(shards=4, capacity=4))  # type: ignore[arg-type]
+    replay.load(_save(tmp_path / "r.npz", 4))
+    assert [len(s.sent[0][0]["reward"]) for s in replay._b.shards] == [1, 1, 1, 1]  # type: ignore[attr-defined]

@@ -271,6 +271,17 @@ class ParameterTier:
                     ray.kill(h)
 
 
+def shard_capacity(table: UniformSpec, shards: int) -> int:
+    """Each shard's share of a replay table's capacity (at least one item)."""
+    return max(1, table.capacity // shards)
+
+
+def shards_hold(table: UniformSpec, shards: int) -> int:
+    """What the shards hold together: the table's capacity, or more where it is smaller than
+    their count (each holds one item), so that a checkpoint of theirs reads back whole."""
+    return max(table.capacity, shards * shard_capacity(table, shards))
+
+
 class ShardedReplay:
     """The learner's view of the replay shards, for what is not the training stream: its size,
     calibration and evaluation states (sampled outside the rate limiter), and checkpoints in
@@ -576,15 +587,17 @@ class RayBackend:
         # A shard no actor inserts into would never fill: at most one shard per actor.
         num_shards = min(cfg.ray.replay_shards, cfg.actors)
         table = ctx.table_config
-        # the whole table's: a checkpoint's replay is read (and checked) at that size on resume
-        self.replay_capacity = table.capacity if isinstance(table, UniformSpec) else 1
+        # a checkpoint's replay is read (and checked) at the size the shards hold together
+        self.replay_capacity = 1
+        if isinstance(table, UniformSpec):
+            self.replay_capacity = shards_hold(table, num_shards)
         if isinstance(table, UniformSpec):
             chunk = max(64, k)
             limiter = shard_limiter(table.limiter, num_shards, table.batch_size, chunk + k * n)
             self.shard_limiter = limiter
             # each shard: its share of the capacity, behind its own limiter
             table = dataclasses.replace(
-                table, capacity=max(1, table.capacity // num_shards), limiter=limiter
+                table, capacity=shard_capacity(table, num_shards), limiter=limiter
             )
         else:
             chunk = k  # one trajectory chunk per insert

@@ -176,17 +176,25 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         rng=rng,
         env_steps_offset=c.env_steps,
     )
-    backend = start_backend(ctx, loaded, stop)
-    if loaded is not None:  # once the replay is read too: a refused resume writes nothing
-        saved_at = loaded[1].get("saved_at")
-        try:
+    backend: Backend | None = None
+    try:
+        backend = start_backend(ctx, loaded, stop)
+        if loaded is not None:  # once the replay is read too: a refused resume writes nothing
+            saved_at = loaded[1].get("saved_at")
             trim_metrics(
                 RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None
             )
-        except BaseException:
+    except BaseException:
+        # a refused resume (its replay, its metrics) leaves nothing running in the caller's
+        # process: the backend, the publisher's thread, codecarbon's threads
+        if backend is not None:
             backend.close()
-            stop.restore()
-            raise
+        stop.restore()
+        publisher.close()
+        with contextlib.suppress(Exception):
+            if energy is not None:
+                energy.stop()
+        raise
     replay = backend.replay
     publisher.replay, publisher.backend = replay, backend
     checkpointer = Checkpointer(
