@@ -236,19 +236,42 @@ def test_sb3_cell_trains_and_reports(tmp_path: Path) -> None:
     assert "| sb3 | 1 |" in text
 
 
+def _dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> Any:
+    """``actorq bench --dry-run`` of a spec with two tasks (cartpole, other), fp32 and int8,
+    seeds 0-2: (exit status, the cells to run, the error lines)."""
+    task = '[[tasks]]\nagent = "dqn"\nenv = "gym:CartPole-v1"\nlabel = "{}"\n'
+    text = 'precisions = ["fp32", "int8"]\nseeds = [0, 1, 2]\n' + task.format("cartpole")
+    spec = _spec(tmp_path, text + task.format("other"))
+    rc = main(["bench", str(spec), "--dry-run", "--results", str(tmp_path / "r"), *flags])
+    out, err = capsys.readouterr()
+    cells = [ln.split()[0] for ln in out.splitlines() if "(to run)" in ln]
+    return rc, cells, [ln for ln in err.splitlines() if ln.strip()]
+
+
 def test_tasks_runs_only_the_labelled_tasks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    task = '[[tasks]]\nagent = "dqn"\nenv = "gym:CartPole-v1"\nlabel = "{}"\n'
-    text = 'precisions = ["fp32", "int8"]\nseeds = [0, 1]\n' + task.format("cartpole")
-    spec = _spec(tmp_path, text + task.format("other"))
-    args = ["bench", str(spec), "--dry-run", "--results", str(tmp_path / "r")]
-    assert main([*args, "--tasks", "other"]) == 0
-    cells = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if "(to run)" in ln]
-    assert len(cells) == 4 and all(c.startswith("other-") for c in cells)
-    assert main([*args, "--tasks", "nope"]) == 2
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(err) == 1 and "no task labelled 'nope'" in err[0] and "cartpole, other" in err[0]
+    rc, cells, _ = _dry_run(tmp_path, capsys, "--tasks", "other")
+    assert rc == 0 and len(cells) == 6 and all(c.startswith("other-") for c in cells)
+    rc, _, err = _dry_run(tmp_path, capsys, "--tasks", "nope")
+    assert rc == 2 and len(err) == 1
+    assert "no task labelled 'nope'" in err[0] and "cartpole, other" in err[0]
+
+
+def test_cells_runs_only_the_matching_cells_in_the_specs_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, cells, _ = _dry_run(tmp_path, capsys, "--cells", "*-int8-s2", "--cells", "other-*-fp32-s0")
+    assert rc == 0 and len(cells) == 3
+    assert cells[0].startswith("cartpole-") and cells[0].endswith("-int8-s2")
+    assert cells[1].endswith("-fp32-s0") and cells[2].endswith("-int8-s2")
+    rc, cells, _ = _dry_run(tmp_path, capsys, "--tasks", "other", "--cells", "*-s1")
+    assert rc == 0 and len(cells) == 2  # of those tasks' cells
+    assert all(c.startswith("other-") and c.endswith("-s1") for c in cells)
+    for bad in ("*-s3", ""):
+        rc, _, err = _dry_run(tmp_path, capsys, "--cells", bad)
+        assert rc == 2 and len(err) == 1
+        assert "matches no cell" in err[0] and "(12 cells)" in err[0]
 
 
 def test_the_agents_spec_holds_one_task_per_claim() -> None:

@@ -192,7 +192,7 @@ def _listing(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-def check_spec(data: bytes, overrides: tuple[str, ...] = ()) -> None:
+def check_spec(data: bytes, overrides: tuple[str, ...] = (), cells: tuple[str, ...] = ()) -> None:
     """The loader, then `actorq bench --dry-run`: success or one ActorQError line, and nothing
     written beside the spec either way."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,8 +207,10 @@ def check_spec(data: bytes, overrides: tuple[str, ...] = ()) -> None:
             ok = False
         args = ["bench", str(path), "--results", str(d / "results"), "--dry-run"]
         # --override=ITEM: an item that starts with "-" would be read as a flag otherwise
-        rc, out, err = _cli([*args, *(f"--override={o}" for o in overrides)])
-        if overrides:
+        rc, out, err = _cli(
+            [*args, *(f"--override={o}" for o in overrides), *(f"--cells={c}" for c in cells)]
+        )
+        if overrides or cells:
             assert rc in (0, 2)
         else:
             assert rc == (0 if ok else 2), (rc, err)
@@ -377,6 +379,19 @@ def test_the_sb3_spec_is_valid() -> None:
 )
 def test_random_overrides(items: list[tuple[str, str]]) -> None:
     check_spec(VALID, tuple(f"{k}={v}" for k, v in items if "\x00" not in k + v))
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.sampled_from(["*", "*-s1", "*int8*", "[", "[!a-z]*", "**", "?"]) | st.text(max_size=12),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_random_cell_patterns(patterns: list[str]) -> None:
+    """``--cells``: the matching cells listed, or one line (a pattern matching none)."""
+    check_spec(VALID, cells=tuple(p for p in patterns if "\x00" not in p))
 
 
 # ---------------------------------------------------------------- results directories

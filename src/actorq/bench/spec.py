@@ -33,6 +33,7 @@ so a bad spec fails in one line before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import re
@@ -170,6 +171,23 @@ def only_tasks(spec: Spec, labels: Sequence[str]) -> Spec:
             )
     if labels:
         spec.cells = [c for c in spec.cells if c.task in labels]
+    return spec
+
+
+def only_cells(spec: Spec, patterns: Sequence[str]) -> Spec:
+    """``spec`` with only the cells whose names match one of ``patterns`` (shell-style:
+    ``*-s1``, ``ppo-pong-*-int8-s2``; all when empty), in the spec's order: one cell of a long
+    matrix on this machine, the rest elsewhere or later. A pattern that matches no cell is one
+    line listing the cells."""
+    names = [c.name for c in spec.cells]
+    for pattern in patterns:
+        if not pattern or not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            some = ", ".join(names[:6]) + (f", ... ({len(names)} cells)" if len(names) > 6 else "")
+            raise SpecError(f"--cells: {pattern!r} matches no cell of {spec.path}; it has {some}")
+    if patterns:
+        spec.cells = [
+            c for c in spec.cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)
+        ]
     return spec
 
 

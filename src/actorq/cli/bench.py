@@ -28,6 +28,9 @@ class BenchArgs:
     tasks: tyro.conf.UseAppendAction[tuple[str, ...]] = ()
     """Run only these tasks' cells (their labels; repeatable), e.g. --tasks ppo-cartpole: one
     claim of a spec that holds several, into its own results directory."""
+    cells: tyro.conf.UseAppendAction[tuple[str, ...]] = ()
+    """Run only the cells whose names match (shell-style, repeatable; with --tasks, of those
+    tasks), e.g. --cells '*-s2': a long matrix split across machines or sessions."""
     dry_run: bool = False
     """Validate the spec and list the cells (finished or not) without running anything."""
     progress: bool = True
@@ -47,10 +50,11 @@ class ReportArgs:
 
 def cmd_bench(argv: list[str]) -> int:
     from actorq.bench.runner import plan_matrix, run_matrix
-    from actorq.bench.spec import load_spec, only_tasks, parse_overrides
+    from actorq.bench.spec import load_spec, only_cells, only_tasks, parse_overrides
 
     a = parse(BenchArgs, argv, "actorq bench")
     spec = only_tasks(load_spec(a.spec, parse_overrides(a.override)), a.tasks)
+    spec = only_cells(spec, a.cells)
     spec.validate()
     results = Path(a.results) if a.results else Path("runs") / f"bench-{spec.name}"
     if a.dry_run:
