@@ -26,6 +26,7 @@ from actorq.envs import env_spec
 from actorq.errors import ActorQError, CheckpointError
 from actorq.experiment import Counters, load_replay, restore
 from actorq.run import load_run_config
+from tests.damage import HOWS, damaged
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ _FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST, "../
 )
 @given(
     target=st.sampled_from(_FILES),
-    how=st.sampled_from(["flip", "truncate", "junk", "json"]),
+    how=st.sampled_from([*HOWS, "json"]),
     reseal=st.booleans(),
     data=st.data(),
 )
@@ -111,15 +112,8 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
     root = Path(tempfile.mkdtemp(dir=tmp_path)) / "r"  # a fresh copy for every example
     d = _copy(saved, root)
     path = d / target
-    blob = bytearray(path.read_bytes())
-    if how == "flip" and blob:
-        i = data.draw(st.integers(0, len(blob) - 1))
-        blob[i] ^= 1 << data.draw(st.integers(0, 7))
-    elif how == "truncate":
-        blob = blob[: data.draw(st.integers(0, max(len(blob) - 1, 0)))]
-    elif how == "junk":
-        blob = bytearray(data.draw(st.binary(max_size=64)))
-    else:  # valid JSON of the wrong shape
+    blob = bytearray(damaged(path.read_bytes(), how, data))
+    if how == "json":  # valid JSON of the wrong shape
         value = data.draw(
             st.recursive(
                 st.none() | st.integers() | st.text(max_size=5),

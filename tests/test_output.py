@@ -86,3 +86,19 @@ def test_bad_paths_are_one_line_before_any_work(tmp_path: Path, path: str, messa
     with pytest.raises(ActorQError, match=message) as e:
         check_output(tmp_path / path, "--out", suffixes=(".plc",))
     assert "\n" not in str(e.value)
+
+
+def test_a_new_directory_named_with_a_trailing_slash_is_not_written_as_a_file(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ActorQError, match="is a directory; give a file name"):
+        check_output(f"{tmp_path}/newdir/", "--out")
+    assert not (tmp_path / "newdir").exists()
+
+
+def test_a_directory_that_cannot_hold_a_new_file_is_one_line() -> None:
+    """/proc: no file can be created there (root included); the error is the write's line."""
+    out = check_output("/proc/policy.onnx", "--out")
+    with pytest.raises(ActorQError, match=r"cannot write --out /proc/policy\.onnx: ") as e:
+        write_output(out, b"x", "--out")
+    assert "\n" not in str(e.value)

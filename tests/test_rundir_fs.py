@@ -51,6 +51,18 @@ def test_a_run_dir_it_cannot_write_is_one_line_and_nothing_is_written(
     assert files_under(tmp_path) == before
 
 
+def test_a_run_dir_named_in_bytes_that_are_not_utf8_is_one_line_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Linux allows such a name; tensorboard and safetensors take paths as UTF-8 text only (the
+    run crashed after writing config.json, metrics.csv and tb/)."""
+    run = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xffname")
+    assert main([*TRAIN, "--run-dir", run]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not valid UTF-8" in err, err
+    assert files_under(tmp_path) == {}
+
+
 def test_a_read_only_directory_is_refused_before_the_run_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,9 @@ import numpy as np
 from actorq.errors import CheckpointError, first_line
 
 MANIFEST = "manifest.json"
+#: the policy snapshot the actors ran with the checkpoint's weights, where it cannot be made
+#: again from them alone (int8/int4 rounding calibrated on replay states: GPTQ, pixel models)
+SNAPSHOT = "snapshot.bin"
 REQUIRED = ("learner.safetensors", "state.json")  # every checkpoint has these, in its manifest
 
 
@@ -37,8 +40,10 @@ def save(
     tensors: dict[str, Any],
     state: dict[str, Any],
     replay_writer: Any | None = None,
+    files: dict[str, bytes] | None = None,
 ) -> None:
-    """``tensors``: torch tensors; ``state``: JSON-able; ``replay_writer(path)`` writes npz."""
+    """``tensors``: torch tensors; ``state``: JSON-able; ``replay_writer(path)`` writes npz;
+    ``files``: more files by name (e.g. :data:`SNAPSHOT`), in the manifest like the rest."""
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
@@ -50,9 +55,11 @@ def save(
         (tmp / "state.json").write_text(json.dumps(state, indent=1))
         if replay_writer is not None:
             replay_writer(tmp / "replay.npz")
-        files = sorted(p.name for p in tmp.iterdir())
-        (tmp / MANIFEST).write_text(json.dumps({f: _sha256(tmp / f) for f in files}, indent=1))
-        for name in (*files, MANIFEST):  # on disk before the renames make them the checkpoint
+        for name, data in (files or {}).items():
+            (tmp / name).write_bytes(data)
+        names = sorted(p.name for p in tmp.iterdir())
+        (tmp / MANIFEST).write_text(json.dumps({f: _sha256(tmp / f) for f in names}, indent=1))
+        for name in (*names, MANIFEST):  # on disk before the renames make them the checkpoint
             _fsync(tmp / name)
         _fsync(tmp)
     # a full disk, a read-only filesystem (safetensors reports them as its own error): the old
@@ -95,7 +102,7 @@ def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
 
     If a save was cut between its two renames, only ``<dir>.old`` holds a complete checkpoint:
     it is used (and said so on stderr)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load as load_tensors
 
     if not (ckpt_dir / MANIFEST).is_file():
         old = ckpt_dir.with_name(ckpt_dir.name + ".old")
@@ -123,7 +130,8 @@ def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
         if _sha256(path) != digest:
             raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {path}")
     try:
-        tensors = load_file(str(ckpt_dir / "learner.safetensors"))
+        # from bytes: safetensors takes a path only as UTF-8 (a run dir may be named otherwise)
+        tensors = load_tensors((ckpt_dir / "learner.safetensors").read_bytes())
         state = json.loads((ckpt_dir / "state.json").read_text())
     except Exception as e:
         raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {first_line(e)}") from None
@@ -131,6 +139,22 @@ def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
         raise CheckpointError(f"checkpoint state.json in {ckpt_dir} lacks learner/counters/rng")
     replay = ckpt_dir / "replay.npz"
     return tensors, state, replay if "replay.npz" in manifest else None
+
+
+def saved_file(ckpt_dir: Path, name: str) -> bytes | None:
+    """File ``name`` of the checkpoint :func:`load` reads at ``ckpt_dir`` (the cut save's
+    ``.old`` copy where it would), if its manifest lists it, checked against its sha256 again
+    (the file may have changed since); None if it is not there."""
+    if not (ckpt_dir / MANIFEST).is_file():
+        ckpt_dir = ckpt_dir.with_name(ckpt_dir.name + ".old")
+    try:
+        digest = json.loads((ckpt_dir / MANIFEST).read_text()).get(name)
+        data = (ckpt_dir / name).read_bytes() if isinstance(digest, str) else None
+    except (OSError, ValueError, AttributeError):
+        raise CheckpointError(f"cannot read {name} of the checkpoint in {ckpt_dir}") from None
+    if data is not None and hashlib.sha256(data).hexdigest() != digest:
+        raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {ckpt_dir / name}")
+    return data
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:

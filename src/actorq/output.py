@@ -47,8 +47,8 @@ def check_output(
     """The checked output path of ``flag`` (e.g. ``"--out"``); one ``error`` line if it cannot
     be written as asked."""
     p = Path(path)
-    if p.is_dir():
-        raise error(f"{flag} {shown(p)} is a directory; give a file name")
+    if p.is_dir() or str(path).endswith(("/", os.sep)):  # Path() drops a trailing slash
+        raise error(f"{flag} {shown(path)} is a directory; give a file name")
     if not p.parent.is_dir():
         raise error(f"{flag} {shown(p)}: directory {shown(p.parent)} does not exist")
     if suffixes and p.suffix.lower() not in suffixes:
@@ -65,7 +65,12 @@ def write_output(
 ) -> None:
     """Write ``content`` (bytes, text, or a function writing to a binary file) to ``path``
     whole or not at all; call :func:`check_output` first."""
-    fd, tmp = _new_temp(path)
+    try:
+        fd, tmp = _new_temp(path)
+    except OSError as e:  # a directory we may not write in (or cannot: /proc)
+        raise error(
+            f"cannot write {flag} {shown(path)}: {e.strerror or type(e).__name__}"
+        ) from None
     try:
         with os.fdopen(fd, "wb") as f:
             if isinstance(content, str):

@@ -4,7 +4,10 @@ that makes its writer the only one.
 ::
 
     RUN/config.json      the run's config (its agent's ExperimentConfig, as JSON)
-    RUN/checkpoint/      the last checkpoint (actorq.checkpoint; checkpoint.old mid-swap)
+    RUN/checkpoint/      the last checkpoint (actorq.checkpoint; checkpoint.old mid-swap):
+                         learner.safetensors, state.json, replay.npz, snapshot.bin (the
+                         actors' calibrated int8/int4 snapshot), manifest.json
+    RUN/best/            the best evaluated policy, the same without the replay
     RUN/metrics.csv      every logged metric by env step; RUN/tb/ the same for TensorBoard
     RUN/summary.json     the final report (written when the run ends)
     RUN/actors/          each local actor process's config and log
@@ -61,7 +64,8 @@ class RunDir:
             return self.checkpoint
         if which != "best":
             raise CheckpointError(f"which policy: 'latest' or 'best', not {which!r}")
-        if not self.best.exists():
+        # a save cut between its two renames leaves best.old, which loading falls back to
+        if not (self.best.exists() or self.best.with_name("best.old").exists()):
             raise CheckpointError(
                 f"{shown(self.path)} has no best policy yet (it is kept at each periodic "
                 "evaluation that beats the earlier ones)"
@@ -170,6 +174,10 @@ class RunDir:
         ``--run-dir`` below a file, or an entry of the layout that is the wrong kind of thing
         (``metrics.csv`` a directory, ``tb`` a file), before any of the run is written."""
         where = shown(self.path)
+        try:  # tensorboard and safetensors take paths as UTF-8 text only
+            str(self.path.resolve()).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"--run-dir {where} is not valid UTF-8; give another") from None
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(f"--run-dir {where} is a file, not a directory")
         try:

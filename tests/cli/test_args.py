@@ -36,3 +36,21 @@ def test_help_lines_break_where_the_terminal_ends_not_where_the_source_does(
         assert any(words in line for line in out.getvalue().splitlines()), words
     # tyro's own helper is back after the parse
     assert tyro._strings.remove_single_line_breaks is not join_paragraph_lines
+
+
+@pytest.mark.parametrize("columns", ["40", "60", "200"])
+def test_an_invalid_choice_is_one_whole_line_whatever_the_terminal_width(
+    columns: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tyro wraps its message at the terminal's width and lists choices in a set's order: the
+    one line keeps all of it, the choices sorted, without tyro's 'None' for an unset option."""
+    monkeypatch.setenv("COLUMNS", columns)
+    assert main(["eval", "run", "--precision", "auto"]) == 2
+    assert main(["export", "run", "--which", "worst"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == [
+        "actorq: error: invalid choice 'auto' for argument '--precision'. expected one of "
+        "fp16, fp32, int4, int8. (see actorq eval --help)",
+        "actorq: error: invalid choice 'worst' for argument '--which'. expected one of best, "
+        "latest. (see actorq export --help)",
+    ]

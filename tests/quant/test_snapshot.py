@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from actorq.errors import SnapshotError
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
+from tests.damage import HOWS, damaged
 
 
 def layers(spec: PolicySpec, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -132,18 +133,12 @@ def test_absurd_scales_are_refused(scale: float) -> None:
 @given(st.data())
 def test_corrupted_snapshots_are_refused_in_one_line(data: Any) -> None:
     spec = PolicySpec(4, (16, 16), 3, head=data.draw(st.sampled_from(["q", "categorical"])))
-    blob = bytearray(make_snapshot(layers(spec), spec, data.draw(st.sampled_from(
-        ["fp32", "fp16", "int8", "int4"])), 3).to_bytes())  # fmt: skip
-    how = data.draw(st.sampled_from(["flip", "truncate", "random"]))
-    if how == "flip":
-        i = data.draw(st.integers(0, len(blob) - 1))
-        blob[i] ^= 1 << data.draw(st.integers(0, 7))
-    elif how == "truncate":
-        blob = blob[: data.draw(st.integers(0, len(blob) - 1))]
-    else:
-        blob = bytearray(data.draw(st.binary(max_size=256)))
+    blob = make_snapshot(layers(spec), spec, data.draw(st.sampled_from(
+        ["fp32", "fp16", "int8", "int4"])), 3).to_bytes()  # fmt: skip
+    how = data.draw(st.sampled_from(HOWS))
+    blob = damaged(blob, how, data, random_size=256)
     try:
-        PolicySnapshot.from_bytes(bytes(blob))
+        PolicySnapshot.from_bytes(blob)
     except SnapshotError as e:
         assert str(e) and "\n" not in str(e)
     else:  # accepted only if the corruption left every byte that matters intact

@@ -95,6 +95,16 @@ def _message(text: str, positionals: Sequence[str] = ()) -> str:
     raw = [re.sub(r"^[│|]", "", ln) for ln in text.splitlines()]  # a box border, if drawn
     at = next((i for i, ln in enumerate(raw) if main in ln), len(raw))
     indent = len(raw[at]) - len(raw[at].lstrip()) if at < len(raw) else 0
+    # a message wrapped at the terminal's width goes on at its indent, up to a rule or blank
+    # line ("invalid choice ... Expected one of (...)"); a deeper line is an argument's entry
+    while at + 1 < len(raw):
+        m = _BOX.match(raw[at + 1])
+        more = m.group(1).strip() if m else ""
+        deeper = len(raw[at + 1]) - len(raw[at + 1].lstrip()) > indent
+        if not more or deeper or not set(more) - set("─-+|│ ") or "For full helptext" in more:
+            break
+        main += more if more[0] in ".,;:)" else " " + more
+        at += 1
     # under the message, one entry per argument, four spaces deeper: "--flag TYPE" or "TYPE"
     entries: list[str] = []
     suggested: list[str] = []
@@ -115,6 +125,15 @@ def _message(text: str, positionals: Sequence[str] = ()) -> str:
         names = [e if e.startswith("--") else next(pos, e).upper() for e in entries]
         if names:
             return f"missing {', '.join(names)}"
+    # tyro lists an option's choices in a set's order, with 'None' for one that may be unset
+    main = re.sub(
+        r"Expected one of \(([^)]*)\)",
+        lambda m: (
+            "expected one of "
+            + ", ".join(sorted({c.strip(" '") for c in m.group(1).split(",")} - {"None", ""}))
+        ),
+        main,
+    )
     flags = list(dict.fromkeys(e for e in suggested if e.startswith("--")))
     if flags:
         return f"{main}; did you mean {' or '.join(flags[:3])}?"

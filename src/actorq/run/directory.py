@@ -84,7 +84,8 @@ def load_run_policy(
         cfg.runtime = runtime  # type: ignore[assignment]
         cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
     builder = builder_for(cfg)
-    tensors, state, _ = ckpt.load(RunDir(rd).policy_checkpoint(which))
+    where = RunDir(rd).policy_checkpoint(which)
+    tensors, state, _ = ckpt.load(where)
     spec = builder.env_spec(cfg)
     learner = builder.make_learner(cfg, spec)
     try:
@@ -98,6 +99,10 @@ def load_run_policy(
     if not io.is_finite():
         raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
     precision = precision or cfg.precision
+    if precision == "auto":  # a run saves the precision it chose: a config.json edited since
+        raise CheckpointError(
+            f"{shown(rd / 'config.json')}: precision 'auto' was never resolved; pass --precision"
+        )
     calibration = None
     if isinstance(io, ModelPolicyIO) and io.calibration_states(precision):
         # a convolutional int8 policy's activation ranges: replay is not at hand here, so
@@ -106,4 +111,27 @@ def load_run_policy(
 
         n = io.calibration_states(precision)
         calibration = random_states(cfg, spec, n)[:n]
-    return cfg, io, io.snapshot(version, precision, calibration)
+    fresh = io.snapshot(version, precision, calibration)
+    saved = _saved_snapshot(where, state, precision, fresh)
+    return cfg, io, fresh if saved is None else saved
+
+
+def _saved_snapshot(
+    where: Path, state: dict[str, Any], precision: str, fresh: bytes
+) -> bytes | None:
+    """The snapshot the run's actors ran with the checkpoint's weights, where the checkpoint
+    keeps one of ``precision`` (its rounding or activation ranges were calibrated on replay
+    states, which are not at hand here: made again, ``fresh``, they would differ). One line if
+    it does not fit the run's policy (its size is ``fresh``'s: the same layers and format)."""
+    record = state.get("snapshot")
+    if not isinstance(record, dict) or record.get("precision") != precision:
+        return None
+    data = ckpt.saved_file(where, ckpt.SNAPSHOT)
+    if data is None:
+        raise CheckpointError(f"checkpoint in {shown(where)} lacks the {ckpt.SNAPSHOT} it names")
+    if len(data) != len(fresh):
+        raise CheckpointError(
+            f"{shown(where / ckpt.SNAPSHOT)} does not fit the run's policy "
+            f"({len(data):,} bytes, its layers make {len(fresh):,})"
+        )
+    return data

@@ -200,6 +200,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     checkpointer = Checkpointer(
         run_dir, learner, c, rng, replay, bool(getattr(cfg, "save_replay", False))
     )
+    checkpointer.publisher = publisher
     logger = MetricLogger(run_dir)
     progress = Progress(cfg.progress, cfg.total_steps, c.env_steps)
     progress.print(f"run dir: {run_dir}")
@@ -325,7 +326,7 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
             # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
             states = final_states(r.backend.replay, cfg.seed)
             final = r.publisher.snapshot(c.version + 1)
-        r.checkpointer.save()
+        r.checkpointer.save(None if interrupted else final)
     finally:
         r.backend.close()
         r.progress.stop()

@@ -62,6 +62,7 @@ class Publisher:
         self.blocked: list[float] = []  # per publish: what the learner's thread paid
         self.skipped = 0
         self.latest = b""
+        self.latest_updates = -1  # the learner updates ``latest`` was made from
         self._freezer = io if isinstance(io, FreezableIO) else None  # the IO that can freeze
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="actorq-publish")
@@ -73,6 +74,13 @@ class Publisher:
     @property
     def asynchronous(self) -> bool:
         return self._pool is not None
+
+    def calibrates(self) -> bool:
+        """Whether the run's snapshots depend on more than the weights (int8/int4 rounding or
+        activation ranges calibrated on replay states): a checkpoint then keeps its own."""
+        if isinstance(self.io, ModelPolicyIO):
+            return bool(self.io.calibration_states(self.cfg.precision))
+        return self.gptq
 
     def _calibration(self, version: int, precision: str) -> np.ndarray | None:
         # a whole-network policy says what it calibrates on; an MLP takes GPTQ's states
@@ -111,7 +119,7 @@ class Publisher:
             p = self.cfg.precision
             make = self._freezer.freeze(c.version, p, self._calibration(c.version, p))
             c.updates_at_publish = c.updates
-            self._inflight = self._pool.submit(self._send, c.version, make, t)
+            self._inflight = self._pool.submit(self._send, c.version, make, t, c.updates)
             self.blocked.append(time.perf_counter() - t)
             return
         self.settle()
@@ -124,7 +132,7 @@ class Publisher:
         if first is None:
             self.times.append(time.perf_counter() - t)
             self.blocked.append(self.times[-1])
-        self.latest = data
+        self.latest, self.latest_updates = data, c.updates
         c.updates_at_publish = c.updates
 
     def publish_for_evaluation(self, c: Counters) -> None:
@@ -134,11 +142,11 @@ class Publisher:
         if c.updates != c.updates_at_publish:
             self.publish(c, in_line=True)
 
-    def _send(self, version: int, make: Callable[[], bytes], t0: float) -> None:
+    def _send(self, version: int, make: Callable[[], bytes], t0: float, updates: int) -> None:
         assert self.backend is not None
         data = make()
         self.backend.publish(version, data)
-        self.latest = data
+        self.latest, self.latest_updates = data, updates
         self.times.append(time.perf_counter() - t0)
 
     def settle(self) -> None:
@@ -180,16 +188,31 @@ class Checkpointer:
         self.dir = self.run.checkpoint
         self.learner, self.c, self.rng, self.replay = learner, counters, rng, replay
         self.save_replay = save_replay and bool(getattr(replay, "persistent", False))
+        #: the run's publisher: a checkpoint keeps the snapshot the actors ran with its weights
+        #: where that cannot be made again from them alone (:meth:`Publisher.calibrates`)
+        self.publisher: Publisher | None = None
 
-    def save(self) -> None:
-        """The latest checkpoint: learner, counters, RNG streams, replay if kept."""
-        self._write(self.dir, self.replay.save if self.save_replay else None)
+    def save(self, snapshot: bytes | None = None) -> None:
+        """The latest checkpoint: learner, counters, RNG streams, replay if kept; ``snapshot``:
+        the policy snapshot of these weights if it is not the last one published (the run's
+        final one)."""
+        self._write(self.dir, self.replay.save if self.save_replay else None, snapshot)
 
     def save_best(self) -> None:
-        """The best policy so far (``RUN/best``): the same checkpoint without the replay."""
+        """The best policy so far (``RUN/best``): the same checkpoint without the replay (and
+        with the snapshot just evaluated)."""
         self._write(self.run.best, None)
 
-    def _write(self, where: Path, replay_writer: Any) -> None:
+    def _snapshot(self, given: bytes | None) -> bytes | None:
+        p = self.publisher
+        if p is None or not p.calibrates():
+            return None  # `actorq eval` makes the same bytes from the weights
+        if given is not None:
+            return given
+        # the last publish, if it was made from these weights (not a publish still in flight)
+        return p.latest if p.latest and p.latest_updates == self.c.updates else None
+
+    def _write(self, where: Path, replay_writer: Any, snapshot: bytes | None = None) -> None:
         tensors, meta = self.learner.state()
         for name, t in tensors.items():
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
@@ -202,4 +225,9 @@ class Checkpointer:
             # when (epoch seconds): a resume drops the metrics rows logged after it
             "saved_at": time.time(),
         }
-        ckpt.save(where, tensors, state, replay_writer)
+        files = {}
+        snap = self._snapshot(snapshot)
+        if snap is not None and self.publisher is not None:
+            files[ckpt.SNAPSHOT] = snap
+            state["snapshot"] = {"precision": self.publisher.cfg.precision, "file": ckpt.SNAPSHOT}
+        ckpt.save(where, tensors, state, replay_writer, files)

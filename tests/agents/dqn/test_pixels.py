@@ -70,11 +70,15 @@ def test_int8_actors_learn_it_and_the_summary_reports_their_agreement(tiny: Any)
     assert r.precision == "int8" and r.agreement_states > 0
     assert r.action_agreement >= 0.99, r
     assert r.eval_return >= 7.5, r
-    # actorq eval/export: the checkpoint at int8, calibrated on random play (no replay there)
+    # actorq eval/export: the snapshot the run ended with, calibrated on its replay (kept in
+    # the checkpoint: eval has no replay), evaluating to the summary's return
+    from actorq.core.seeds import FINAL_EVAL_SEED
     from actorq.run.directory import load_run_policy
 
-    snap = decode_snapshot(load_run_policy(cfg.run_dir, None)[2])
+    _, io, data = load_run_policy(cfg.run_dir, None)
+    snap = decode_snapshot(data)
     assert snap.precision == "int8" and snap.meta["calibration_states"] == 256
+    assert float(io.evaluate(data, cfg.eval_episodes, FINAL_EVAL_SEED).mean()) == r.eval_return
 
 
 def test_publishes_calibrate_int8_on_replay_states() -> None:
