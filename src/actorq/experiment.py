@@ -23,6 +23,7 @@ from actorq.run.report import (
     final_report,
     print_summary,
     registered_threshold,
+    run_report,
     write_summary,
 )
 from actorq.run.resume import (
@@ -66,6 +67,7 @@ __all__ = [
     "restore",
     "resume_conflicts",
     "resume_device",
+    "run_report",
     "start_backend",
     "train",
     "write_config",
