@@ -78,16 +78,16 @@ class Publisher:
     def calibrates(self) -> bool:
         """Whether the run's snapshots depend on more than the weights (int8/int4 rounding or
         activation ranges calibrated on replay states): a checkpoint then keeps its own."""
-        if isinstance(self.io, ModelPolicyIO):
-            return bool(self.io.calibration_states(self.cfg.precision))
-        return self.gptq
+        return self._states_needed(self.cfg.precision) > 0
 
-    def _calibration(self, version: int, precision: str) -> np.ndarray | None:
+    def _states_needed(self, precision: str) -> int:
         # a whole-network policy says what it calibrates on; an MLP takes GPTQ's states
         if isinstance(self.io, ModelPolicyIO):
-            n = self.io.calibration_states(precision)
-        else:
-            n = self.cfg.calibration_states if self.gptq else 0
+            return self.io.calibration_states(precision)
+        return self.cfg.calibration_states if self.gptq else 0
+
+    def _calibration(self, version: int, precision: str) -> np.ndarray | None:
+        n = self._states_needed(precision)
         if not n or self.replay is None:
             return None
         # not gated on replay.size: PPO's queue is empty right after the learner consumed it
