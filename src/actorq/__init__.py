@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from actorq.errors import ActorQError  # every error bad input causes (one line; light to import)
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from actorq.run.policy import TrainedPolicy, load
 
 __all__ = [
+    "ActorQError",
     "D4PGConfig",
     "DQNConfig",
     "PPOConfig",

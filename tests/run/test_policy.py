@@ -10,11 +10,16 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import actorq
 from actorq.cli import main
 from actorq.errors import ActorQError
 from actorq.experiment import train
+from actorq.quant.runtimes import decode_snapshot, make_runtime
+from tests.agents.pixel_task import PIXEL_RUN, Pixels, pixel_env  # noqa: F401 (the fixture)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,7 @@ def test_predict_is_the_greedy_action_for_one_or_many(dqn_run: Path) -> None:
     batch = policy.predict(obs)
     assert batch.shape == (32,) and set(np.unique(batch)) <= {0, 1}
     assert [int(policy.predict(o)) for o in obs] == batch.tolist()
-    with pytest.raises(ActorQError, match="obs_dim 4"):
+    with pytest.raises(ActorQError, match=r"shape \(4,\) or a batch \(n, 4\), got \(5,\)"):
         policy.predict(np.zeros(5, np.float32))
 
 
@@ -76,3 +81,86 @@ def test_eval_says_the_episodes_it_ran(dqn_run: Path, capsys: pytest.CaptureFixt
     assert main(["eval", str(dqn_run), "--episodes", "3"]) == 0
     out = capsys.readouterr().out
     assert "over 3 episodes (held-out, 3 ep;" in out and "10 ep" not in out
+
+
+@pytest.fixture(scope="module")
+def pixel_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PPO run on the small pixel task with int8 convolutional actors (the Atari path)."""
+    import gymnasium as gym
+
+    from tests.agents.pixel_task import ENV
+
+    run = tmp_path_factory.mktemp("pixels") / "run"
+    gym.register(ENV, entry_point=Pixels)
+    try:
+        cfg = actorq.PPOConfig(
+            **{**PIXEL_RUN, "precision": "int8", "total_steps": 256, "eval_episodes": 1},
+            actors=0, num_steps=32, minibatch_size=32, run_dir=str(run), progress=False,
+            log_every=1e9, energy=False,
+        )  # fmt: skip
+        train(cfg)
+    finally:
+        gym.registry.pop(ENV)
+    return run
+
+
+@pytest.mark.usefixtures("pixel_env")
+def test_a_pixel_policy_predicts_as_its_actors_run_it(pixel_run: Path) -> None:
+    """predict() ran MLP snapshots only: a pixel (Atari) run's policy was an error."""
+    policy = actorq.load(pixel_run)
+    assert policy.precision == "int8"
+    frames = np.random.default_rng(0).integers(0, 256, (16, 4, 36, 36)).astype(np.uint8)
+    batch = policy.predict(frames)
+    # the run's own snapshot, in the runtime its actors use
+    runtime = make_runtime(decode_snapshot(policy._data))
+    np.testing.assert_array_equal(batch, runtime(frames).argmax(axis=1))
+    assert [int(policy.predict(f)) for f in frames] == batch.tolist()
+    np.testing.assert_array_equal(policy.predict(frames.astype(np.float64)), batch)  # 0..255
+    sampled = [policy.predict(frames, deterministic=False, seed=s) for s in (0, 1, 0)]
+    assert all(set(a.tolist()) <= {0, 1} for a in sampled)
+    again = actorq.load(pixel_run)  # a seed's stream starts anew, whatever came before
+    np.testing.assert_array_equal(again.predict(frames, deterministic=False, seed=1), sampled[1])
+    assert policy.predict(np.zeros((0, 4, 36, 36), np.uint8)).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("obs", "says"),
+    [
+        (np.zeros((4, 36, 35), np.uint8), "got \\(4, 36, 35\\)"),
+        (np.zeros((1, 1, 4, 36, 36), np.uint8), "or a batch"),
+        (np.full((4, 36, 36), 256.0), "whole numbers in \\[0, 255\\]"),
+        (np.full((4, 36, 36), 0.5), "whole numbers"),
+        (np.full((4, 36, 36), np.nan), "whole numbers"),
+        ("frames", "numbers, got dtype <U6"),
+        (None, "numbers, got dtype object"),
+        ([[1, 2], [3]], "not ragged"),
+    ],
+)
+@pytest.mark.usefixtures("pixel_env")
+def test_bad_pixels_are_one_line(pixel_run: Path, obs: Any, says: str) -> None:
+    with pytest.raises(ActorQError, match=says):
+        actorq.load(pixel_run).predict(obs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    obs=hnp.arrays(
+        st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_, np.complex64]),
+        hnp.array_shapes(min_dims=0, max_dims=3, max_side=5),
+    )
+    | st.builds(np.full, st.sampled_from([(4,), (2, 4), (3,)]), st.floats() | st.integers()),
+)
+def test_predict_takes_any_array_or_says_why_in_one_line(dqn_run: Path, obs: np.ndarray) -> None:
+    policy = actorq.load(dqn_run, precision="int8")
+    try:
+        action = policy.predict(obs)
+    except ActorQError as e:
+        assert "\n" not in str(e)
+    else:
+        x = np.asarray(obs)
+        assert np.isfinite(x.astype(np.float32)).all() and x.shape[-1] == 4
+        assert np.shape(action) == x.shape[:-1] and set(np.ravel(action).tolist()) <= {0, 1}
+
+
+def test_the_error_class_is_public() -> None:
+    assert actorq.ActorQError is ActorQError

@@ -260,8 +260,17 @@ class ModelRuntime:
             raise SnapshotError(f"{OBS_LOGITS} snapshot: onnxruntime cannot load it: {e}") from None
         if self._out not in {o.name for o in self._sess.get_outputs()}:
             raise SnapshotError(f"{OBS_LOGITS} snapshot: the model has no output {self._out!r}")
-        inputs = {i.name: i.type for i in self._sess.get_inputs()}
-        self._dtype = np.uint8 if inputs.get("obs") == "tensor(uint8)" else np.float32
+        obs = next((i for i in self._sess.get_inputs() if i.name == "obs"), None)
+        if obs is None:
+            raise SnapshotError(f"{OBS_LOGITS} snapshot: the model has no input 'obs'")
+        self._dtype = np.uint8 if obs.type == "tensor(uint8)" else np.float32
+        dims = list(obs.shape)[1:]  # after the batch
+        #: one observation's shape, as the model's input declares it (``(obs_dim,)`` where a
+        #: dimension is symbolic)
+        self.obs_shape: tuple[int, ...] = (
+            tuple(dims) if all(isinstance(d, int) and d > 0 for d in dims) else (self.obs_dim,)
+        )
+        self.obs_dtype = np.dtype(self._dtype)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(obs, dtype=self._dtype)

@@ -4,7 +4,7 @@
 
     policy = actorq.load("runs/dqn-CartPole-v1-int8-s0", precision="int8")
     action = policy.predict(obs)                 # one observation, or a batch of them
-    returns = policy.evaluate(episodes=10)       # greedy episodes on fresh seeds
+    returns = policy.evaluate(episodes=10)       # episodes on fresh seeds, as `actorq eval`
     policy.export("cartpole.onnx")               # a standalone ONNX model (input obs)
 
 The policy is the run's last checkpoint, quantized to ``precision`` exactly as its actors ran
@@ -14,6 +14,7 @@ it (default: the run's precision), computed by the same runtime (onnxruntime by 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,15 @@ from actorq.agents import builder_for
 from actorq.core.exploration import PolicySampler, to_env_action
 from actorq.errors import ActorQError, shown
 from actorq.output import check_output, write_output
-from actorq.quant.runtimes import PolicyRuntime, make_runtime, to_onnx
+from actorq.quant.heads import Head
+from actorq.quant.runtimes import (
+    ModelRuntime,
+    PolicyRuntime,
+    decode_snapshot,
+    make_runtime,
+    snapshot_head,
+    to_onnx,
+)
 from actorq.quant.snapshot import PolicySnapshot
 from actorq.run.directory import load_run_policy
 
@@ -43,45 +52,83 @@ class TrainedPolicy:
         self.precision: str = precision or cfg.precision
         self.run_dir = Path(run_dir)
         self._io, self._data = io, data
-        self._runtime: PolicyRuntime | None = None
+        self._runtime: PolicyRuntime | ModelRuntime | None = None
+        self._head: Head
+        self._obs_shape: tuple[int, ...] = ()
+        self._pixels = False
         self._bounds: tuple[np.ndarray, np.ndarray] | None = None
         self._sampler: PolicySampler | None = None
+        self._sampler_seed = 0
 
-    def _mlp_runtime(self) -> PolicyRuntime:
+    def _acting(self) -> PolicyRuntime | ModelRuntime:
+        """The runtime :meth:`predict` runs: an MLP snapshot's in the run's runtime, a whole
+        model's (pixels, chip placement) in onnxruntime, as the actors run them."""
         if self._runtime is None:
             try:
-                snap = PolicySnapshot.from_bytes(self._data)
-            except ActorQError:
+                snap = decode_snapshot(self._data)
+            except ActorQError:  # GO's graph network: its input is a graph, not an observation
                 raise ActorQError(
-                    f"predict() runs the MLP policies of dqn, d4pg and ppo; {shown(self.run_dir)} "
-                    f"is a {self.config.agent} run whose policy is exported whole (use evaluate(), "
-                    "export(), or its own command: actorq graphopt place / actorq chip place)"
+                    f"predict() takes observations; {shown(self.run_dir)} is a "
+                    f"{self.config.agent} run whose policy takes a graph (use evaluate(), "
+                    "export(), or actorq graphopt place)"
                 ) from None
-            self._runtime = make_runtime(snap, self.config.runtime)
+            self._head = snapshot_head(snap)
+            if isinstance(snap, PolicySnapshot):
+                self._runtime = make_runtime(snap, self.config.runtime)
+                self._obs_shape, self._pixels = (snap.spec.obs_dim,), False
+            else:
+                model = make_runtime(snap)  # a whole model runs in onnxruntime
+                self._runtime = model
+                self._obs_shape, self._pixels = model.obs_shape, model.obs_dtype == np.uint8
         return self._runtime
 
-    def predict(self, obs: np.ndarray, deterministic: bool = True, seed: int = 0) -> np.ndarray:
-        """The policy's action for ``obs`` (one observation, or a batch ``(n, obs_dim)``), as
-        the environment takes it: an index for discrete actions, an array in the action
-        space's bounds for continuous ones. ``deterministic``: the greedy action (argmax, or a
-        Gaussian's mean); otherwise sampled from a stochastic policy (PPO) with ``seed``."""
-        runtime = self._mlp_runtime()
-        spec = runtime.spec
-        x = np.asarray(obs, np.float32)
-        single = x.ndim == 1
-        if x.shape[-1:] != (spec.obs_dim,) or x.ndim not in (1, 2):
+    def _observations(self, obs: Any) -> tuple[np.ndarray, bool]:
+        """``obs`` as a batch the runtime takes, and whether it was one observation; one
+        :class:`ActorQError` line for anything else (wrong shape, not numbers, NaN or Inf,
+        pixels outside a byte's range)."""
+        shape = self._obs_shape
+        try:
+            x = np.asarray(obs)
+        except (ValueError, TypeError):  # ragged nesting
             raise ActorQError(
-                f"predict: observations of shape (obs_dim,) or (n, obs_dim) with obs_dim "
-                f"{spec.obs_dim}, got {x.shape}"
+                "predict: observations must be an array of numbers (not ragged)"
+            ) from None
+        if x.dtype.kind not in "biuf":
+            raise ActorQError(f"predict: observations must be numbers, got dtype {x.dtype}")
+        if x.ndim not in (len(shape), len(shape) + 1) or x.shape[x.ndim - len(shape) :] != shape:
+            raise ActorQError(
+                f"predict: one observation of shape {shape} or a batch (n, "
+                f"{', '.join(map(str, shape))}), got {x.shape}"
             )
-        out = runtime(x[None] if single else x)
-        head = spec.policy_head
+        if self._pixels:
+            if x.dtype != np.uint8 and not ((x >= 0) & (x <= 255) & (x == np.floor(x))).all():
+                raise ActorQError("predict: pixels are bytes: whole numbers in [0, 255]")
+            x = x.astype(np.uint8, copy=False)
+        else:
+            with np.errstate(over="ignore"):  # a float64 past float32's range: refused below
+                x = x.astype(np.float32, copy=False)
+            if not np.isfinite(x).all():  # also a float64 past float32's range
+                raise ActorQError("predict: observations hold NaN or Inf (as float32)")
+        single = x.ndim == len(shape)
+        return (x[None] if single else x), single
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True, seed: int = 0) -> np.ndarray:
+        """The policy's action for ``obs`` (one observation, or a batch ``(n, *obs_shape)``;
+        Atari: ``(4, 84, 84)`` uint8 stacks), as the environment takes it: an index for
+        discrete actions, an array in the action space's bounds for continuous ones.
+        ``deterministic``: the greedy action (argmax, or a Gaussian's mean); otherwise sampled
+        from a stochastic policy (PPO), calls with one ``seed`` drawing from one stream (a
+        call with another seed starts that seed's)."""
+        runtime = self._acting()
+        x, single = self._observations(obs)
+        out = runtime(x)
+        head = self._head
         if deterministic or not head.stochastic:
             action = head.greedy(out)
         else:
-            if self._sampler is None:
-                self._sampler = PolicySampler(seed)
-                self._sampler.set_snapshot(PolicySnapshot.from_bytes(self._data))
+            if self._sampler is None or seed != self._sampler_seed:
+                self._sampler, self._sampler_seed = PolicySampler(seed), seed
+                self._sampler.set_snapshot(decode_snapshot(self._data))
             action = self._sampler.act(out)[0]
         if not head.discrete:
             if self._bounds is None:
@@ -95,8 +142,8 @@ class TrainedPolicy:
         return action[0] if single else action
 
     def evaluate(self, episodes: int = 10, seed: int = 20_000) -> np.ndarray:
-        """Returns of ``episodes`` greedy episodes on environments seeded ``seed``, ``seed +
-        1``, ...: what ``actorq eval`` prints."""
+        """Returns of ``episodes`` episodes on environments seeded ``seed``, ``seed + 1``,
+        ...: what ``actorq eval`` prints (greedy; Atari samples, as its evaluations do)."""
         if not 1 <= episodes <= 100_000:
             raise ActorQError(f"episodes must be in [1, 100000], got {episodes}")
         return np.asarray(self._io.evaluate(self._data, episodes, seed))
