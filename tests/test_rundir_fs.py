@@ -20,7 +20,8 @@ from actorq.rundir import RunDir
 
 TRAIN = ["train", "dqn", "--actors", "0", "--total-steps", "120", "--min-replay-size", "60",
          "--eval-every", "120", "--eval-episodes", "1", "--no-progress", "--no-energy"]  # fmt: skip
-ENTRIES = ("config.json", "metrics.csv", "summary.json", "checkpoint", "best", "tb", "actors")
+ENTRIES = ("config.json", "metrics.csv", "summary.json", "checkpoint", "best", "tb", "actors",
+           "notes.txt")  # fmt: skip
 
 
 def files_under(p: Path) -> dict[str, bytes | None]:
@@ -135,3 +136,33 @@ def test_random_run_dir_layouts_train_or_fail_in_one_line_without_touching_other
     assert {k: after_outside.get(k) for k in before_outside} == before_outside
     if code != 0:
         assert code == 2 and files_under(run) == before_run
+
+
+def test_a_new_run_among_a_users_files_is_refused_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``actorq train --run-dir /dev`` (as root) trained into /dev: a new run went into any
+    existing directory, mixing its files with the user's and overwriting a ``config.json``
+    that was not a run's. It goes into a new or empty directory (or a bench cell's) now."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    (mine / "config.json").write_text('{"lr": 3}')
+    before = files_under(mine)
+    assert main([*TRAIN, "--run-dir", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "holds what is not a run's (config.json, notes.txt): a new run goes into a new" in err
+    assert err.count("\n") == 1
+    assert files_under(mine) == before  # not even the lock file
+
+    (mine / "notes.txt").unlink()  # a config.json alone is refused too, unless it is a run's
+    assert main([*TRAIN, "--run-dir", str(mine)]) == 2
+    assert (mine / "config.json").read_text() == '{"lr": 3}'
+    capsys.readouterr()
+
+    cell = tmp_path / "cell"  # what actorq bench leaves before a cell's run starts
+    cell.mkdir()
+    (cell / "cell.json").write_text("{}")
+    (cell / "log.txt").write_text("")
+    assert main([*TRAIN, "--run-dir", str(cell)]) == 0
+    assert RunDir(cell).foreign_entries() == []  # a finished run holds only its own names

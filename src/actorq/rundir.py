@@ -11,7 +11,12 @@ that makes its writer the only one.
     RUN/metrics.csv      every logged metric by env step; RUN/tb/ the same for TensorBoard
     RUN/summary.json     the final report (written when the run ends)
     RUN/actors/          each local actor process's config and log
+    RUN/precision_auto.md  what ``--precision auto`` measured, and its choice
     RUN/.lock            held (flock) by the one process writing the run
+    RUN/cell.json, RUN/log.txt  a bench cell's record and output (``actorq bench``), beside its run
+
+A new run starts only in a directory that does not exist or holds nothing else
+(:meth:`RunDir.foreign_entries`): it never mixes with, or overwrites, what a user keeps there.
 
 Every reader and writer of a run goes through :class:`RunDir` rather than spelling paths:
 the training loop, ``actorq eval``/``export``, ``actorq.load``, GO's ``--init-from``, bench and
@@ -31,6 +36,11 @@ from typing import Any
 
 from actorq import checkpoint as ckpt
 from actorq.errors import CheckpointError, ConfigError, first_line, shown
+
+#: A bench cell's files in its run directory, written before the run starts (``actorq bench``).
+BENCH_CELL_FILES = ("cell.json", "log.txt")
+#: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
+PROBE_PREFIX = ".write-probe-"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +98,10 @@ class RunDir:
     def actors(self) -> Path:
         return self.path / "actors"
 
+    @property
+    def precision_auto(self) -> Path:
+        return self.path / "precision_auto.md"
+
     def actor_config(self, i: int) -> Path:
         return self.actors / f"actor{i}.json"
 
@@ -111,6 +125,36 @@ class RunDir:
         (``checkpoint.old``, which :meth:`load_checkpoint` falls back to)."""
         old = self.checkpoint.with_name(self.checkpoint.name + ".old")
         return self.checkpoint.exists() or old.exists()
+
+    def own_names(self) -> frozenset[str]:
+        """Every name a run (or the bench, for its cell) writes directly in the directory,
+        including the transient ones a cut write leaves (``checkpoint.tmp``, ``best.old``)."""
+        saves = (self.checkpoint.name, self.best.name)
+        return frozenset(
+            {p.name for p in (self.config_file, self.metrics, self.tensorboard, self.actors)}
+            | {self.summary_file.name, self.precision_auto.name, ".lock", *BENCH_CELL_FILES}
+            | {f"{n}{tail}" for n in saves for tail in ("", ".tmp", ".old")}
+        )
+
+    def foreign_entries(self) -> list[str]:
+        """The entries of this directory that are not a run's (:meth:`own_names`; a write
+        probe a killed run left), sorted; none where it does not exist. A ``config.json``
+        that is not a run's config (not a JSON object with an ``env``) counts too: a new run
+        would overwrite it."""
+        try:
+            names = sorted(os.listdir(self.path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        own = self.own_names()
+        out = [n for n in names if n not in own and not n.startswith(PROBE_PREFIX)]
+        if self.config_file.name in names:
+            try:
+                ours = "env" in self.read_config_json()
+            except CheckpointError:  # not a file, not JSON, not an object
+                ours = False
+            if not ours:
+                out.insert(0, self.config_file.name)
+        return out
 
     def held_output(self) -> str | None:
         """What a run left here that a new run would overwrite or mix with: its checkpoint,
@@ -226,7 +270,7 @@ def _why(e: OSError) -> str:
 def _probe(directory: Path) -> tuple[int, str]:
     import tempfile
 
-    return tempfile.mkstemp(prefix=".write-probe-", dir=directory)
+    return tempfile.mkstemp(prefix=PROBE_PREFIX, dir=directory)
 
 
 _HELD: dict[str, int] = {}  # path -> fd: locks this process holds (one per directory)

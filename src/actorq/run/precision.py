@@ -14,6 +14,7 @@ from actorq.agents.policy_io import ModelPolicyIO, learner_snapshot
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import MLPLearner
 from actorq.distributed.backend import PrecisionTrial, backend_class
+from actorq.rundir import RunDir
 
 
 def random_states(cfg: ExperimentConfig, spec: Any, n: int = 1024) -> np.ndarray:
@@ -73,6 +74,6 @@ def select_model_run_precision(
 
 def _select(cfg: ExperimentConfig, trial: PrecisionTrial, run_dir: Path) -> str:
     precision, table = backend_class(cfg).select_precision(cfg, trial)
-    (run_dir / "precision_auto.md").write_text(table + "\n")
+    RunDir(run_dir).precision_auto.write_text(table + "\n")
     print(table, flush=True)
     return precision

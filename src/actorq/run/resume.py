@@ -21,7 +21,7 @@ from actorq import checkpoint as ckpt
 from actorq.config import RESUME_OVERRIDES, ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
-from actorq.errors import CheckpointError, ConfigError, first_line
+from actorq.errors import CheckpointError, ConfigError, first_line, shown
 from actorq.logging import rewrite_metrics
 from actorq.run.directory import run_config_from_json
 from actorq.rundir import RunDir
@@ -139,7 +139,17 @@ def refuse_conflicts(resume_dir: str | Path, conflicts: list[str]) -> None:
 
 def refuse_held_output(run: RunDir) -> None:
     """One line when a new run would write into another run's output (never overwritten nor
-    mixed): resume it when it has a checkpoint, else pick another directory."""
+    mixed): resume it when it has a checkpoint, else pick another directory; or among files
+    that are not a run's (``--run-dir .``, ``--run-dir ~/data``): a new run needs a new or
+    empty directory."""
+    foreign = run.foreign_entries()
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        names = ", ".join(shown(n) for n in foreign[:3])
+        raise ConfigError(
+            f"--run-dir {shown(run.path)} holds what is not a run's ({names}{more}): a new "
+            "run goes into a new or empty directory"
+        )
     held = run.held_output()
     if held is None:
         return
