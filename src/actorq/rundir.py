@@ -35,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from actorq import checkpoint as ckpt
-from actorq.errors import CheckpointError, ConfigError, first_line, shown
+from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
+from actorq.inputs import read_input
 
+#: A run's config.json and summary.json are a few KB: a file past this is not one.
+MAX_JSON_BYTES = 16 << 20
 #: A bench cell's files in its run directory, written before the run starts (``actorq bench``).
 BENCH_CELL_FILES = ("cell.json", "log.txt")
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
@@ -166,12 +169,13 @@ class RunDir:
             return f"a best policy ({self.best.name}/)"
         if self.summary_file.exists():
             return f"a finished run's {self.summary_file.name}"
-        try:
-            with open(self.metrics, "rb") as f:
-                f.readline()  # the header
-                if f.readline():
-                    return f"a run's {self.metrics.name}"
-        except OSError:  # none, or unreadable (prepare() says which)
+        try:  # a FIFO there would block the open (prepare() refuses it: not a regular file)
+            if self.metrics.is_file():
+                with open(self.metrics, "rb") as f:
+                    f.readline()  # the header
+                    if f.readline():
+                        return f"a run's {self.metrics.name}"
+        except OSError:  # unreadable (prepare() says which)
             pass
         return None
 
@@ -181,9 +185,10 @@ class RunDir:
             raise CheckpointError(
                 f"{shown(self.path)} is not an actorq run directory (no config.json)"
             )
+        raw = read_input(self.config_file, shown(self.config_file), CheckpointError, MAX_JSON_BYTES)
         try:
-            d = json.loads(self.config_file.read_bytes().decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as e:  # ValueError: JSON's, UTF-8's, a
+            d = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as e:  # ValueError: JSON's, UTF-8's, a
             # number past Python's digit limit; RecursionError: nesting deeper than it parses
             raise CheckpointError(
                 f"corrupt config.json in {shown(self.path)}: {first_line(e)}"
@@ -206,8 +211,8 @@ class RunDir:
     def read_summary(self) -> dict[str, Any] | None:
         """``summary.json`` (None while the run has not ended or if it is unreadable)."""
         try:
-            d = json.loads(self.summary_file.read_bytes())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            d = json.loads(read_input(self.summary_file, "summary.json", limit=MAX_JSON_BYTES))
+        except (ActorQError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             return None
         return d if isinstance(d, dict) else None
 

@@ -63,6 +63,7 @@ from actorq.energy import (
     SUMMARY_KWH,
 )
 from actorq.errors import ActorQError, shown
+from actorq.inputs import read_input
 from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
 from actorq.quant.formats import PRECISIONS
 from actorq.rundir import RunDir
@@ -837,11 +838,11 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
 def _check_ours(path: Path) -> None:
     """``summary.json`` at the results' root is the report's (a list of Atari rows): a file of
     that name written by someone else is refused with one line, never replaced."""
-    try:
-        d = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    if not path.exists():  # (a dangling link too: replaced, never followed)
         return
-    except (OSError, ValueError):
+    try:  # a device node or FIFO there is refused below, not read (or waited on)
+        d = json.loads(read_input(path, shown(path), ResultsError))
+    except (ActorQError, ValueError, RecursionError):
         d = None
     if not (isinstance(d, list) and all(isinstance(x, dict) and "game" in x for x in d)):
         raise ResultsError(

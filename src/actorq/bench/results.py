@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from actorq.bench.spec import one_line
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, shown
+from actorq.inputs import read_input
 from actorq.rundir import RunDir
 
 #: summary.json keys a finished run always has (experiment.TrainResult)
@@ -62,12 +63,9 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
+    if not path.exists():  # (a dangling link too)
         return None
-    except OSError as e:
-        raise ResultsError(f"cannot read {path}: {e.strerror or e}") from None
+    return read_input(path, shown(path), ResultsError)
 
 
 def read_json_object(path: Path) -> dict[str, Any] | None:

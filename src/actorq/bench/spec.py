@@ -48,7 +48,8 @@ from actorq.agents import AGENTS, config_class
 from actorq.bench.frameworks import FRAMEWORKS, NATIVE, get_adapter
 from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, shown
+from actorq.inputs import read_input
 from actorq.settings import flat_hints
 
 
@@ -91,6 +92,8 @@ _TASK_KEYS = frozenset(
 MAX_TIMEOUT_S = 30 * 24 * 3600.0
 #: bytes in one file name on Linux and macOS: cell names and bench-<name> are directory names
 _MAX_NAME_BYTES = 255
+#: A spec is a page of TOML: a file past this is not one.
+MAX_SPEC_BYTES = 16 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,10 +308,7 @@ def _dir_name(where: str, what: str, name: str, max_bytes: int, too_long: str = 
 
 def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
     """The spec's text and its parsed TOML; one SpecError line for a file that is not."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SpecError(f"cannot read spec {path}: {e.strerror or e}") from None
+    data = read_input(path, f"spec {shown(path)}", SpecError, limit=MAX_SPEC_BYTES)
     try:
         text = data.decode("utf-8")  # TOML is UTF-8 (tomllib reads str; the locale is not it)
     except UnicodeDecodeError as e:

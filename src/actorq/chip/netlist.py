@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from actorq.errors import NetlistError, short, shown
+from actorq.inputs import read_input
 from actorq.resources import ResourceError, available_memory, gib
 
 # node kinds (values of Netlist.kind)
@@ -182,9 +183,9 @@ def read_text(path: str | Path) -> str:
     try:
         if p.stat().st_size > limit:
             raise ResourceError(_too_big(where, f"is {gib(p.stat().st_size)}", have, bound))
-        raw = p.read_bytes()
     except OSError as e:
         raise NetlistError(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
+    raw = read_input(p, where, NetlistError, limit=limit)  # a regular file, read no further
     if raw[:2] == b"\x1f\x8b":
         try:  # at most limit + 1 bytes: a small file can unpack to gigabytes
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from actorq.errors import GraphError, short, shown
+from actorq.inputs import read_input
 
 __all__ = ["short", "shown"]  # re-exported: graphopt's readers import them from here
 
@@ -41,10 +42,7 @@ def read_json(path: str | Path) -> Any:
     """Parse a JSON file; raise :class:`GraphError` naming the file for anything unreadable."""
     p = Path(path)
     where = shown(p)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise GraphError(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
+    raw = read_input(p, where, GraphError)
     try:
         text = raw.decode("utf-8-sig")  # a leading BOM (some Windows editors add it) is harmless
     except UnicodeDecodeError as e:

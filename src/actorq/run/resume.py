@@ -21,10 +21,11 @@ from actorq import checkpoint as ckpt
 from actorq.config import RESUME_OVERRIDES, ExperimentConfig, device_problem, is_device_name
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
-from actorq.errors import CheckpointError, ConfigError, first_line, shown
+from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
+from actorq.inputs import read_input
 from actorq.logging import rewrite_metrics
 from actorq.run.directory import run_config_from_json
-from actorq.rundir import RunDir
+from actorq.rundir import MAX_JSON_BYTES, RunDir
 from actorq.settings import flag, flat_items
 
 
@@ -252,9 +253,10 @@ def adopt_best(counters: Counters, run: RunDir) -> None:
     killed after keeping a new best but before its next checkpoint resumes with the older
     record, and its next, worse, best would replace the better policy kept there."""
     try:
-        saved = json.loads((run.best / "state.json").read_bytes())["counters"]
+        raw = read_input(run.best / "state.json", "best/state.json", limit=MAX_JSON_BYTES)
+        saved = json.loads(raw)["counters"]
         best, steps = saved["best_eval"], saved["best_eval_steps"]
-    except (OSError, ValueError, KeyError, TypeError):  # none, or unreadable: nothing to keep
+    except (ActorQError, ValueError, KeyError, TypeError, RecursionError):  # none, unreadable
         return
     # abs() <= the largest float: False for NaN, ±inf and a whole number past float's range
     # (JSON's ints have no bound; math.isfinite would raise OverflowError on one)

@@ -1,0 +1,73 @@
+"""Reading a file a user names: a regular file, read once, no further than a bound.
+
+Every reader of an input file (bench specs, graph and cluster JSON, netlists and placements,
+bench results, a run's ``config.json`` and ``summary.json``) reads through :func:`read_input`,
+so what is not a regular file is one line before a byte is read: ``/dev/zero`` (it never ends:
+a MemoryError after filling the memory), ``/dev/stdin`` or a FIFO (opening one waits for a
+writer: a hang), a directory. A file larger than its bound (by default, a quarter of the memory
+this process can still use: decoding and parsing hold several bytes per byte) is one line too,
+and nothing past the bound is read even from a file that grows while it is read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from actorq.errors import ActorQError
+from actorq.resources import available_memory, gib
+
+#: What a reader may hold by default: this share of the memory available (module docstring).
+MEMORY_SHARE = 4
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes" if n < 1 << 20 else gib(n)
+
+
+def read_input(
+    path: str | Path,
+    where: str,
+    error: type[ActorQError] = ActorQError,
+    limit: int | None = None,
+) -> bytes:
+    """The bytes of the regular file ``path``; one ``error`` line starting with ``where`` for a
+    file that cannot be opened, is not a regular file, or is larger than ``limit`` bytes
+    (default: :data:`MEMORY_SHARE` of the memory available)."""
+    try:  # O_NONBLOCK: opening a FIFO returns at once (then it is refused) instead of waiting
+        fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise error(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise error(f"{where}: {_kind(st.st_mode)}, not a regular file; give a file")
+    with os.fdopen(fd, "rb") as f:
+        size = st.st_size
+        if limit is None:
+            have, bound = available_memory()
+            limit, why = have // MEMORY_SHARE, f"a quarter of the {gib(have)} {bound}"
+        else:
+            why = "the most this file may be"
+        if size > limit:
+            raise error(f"{where}: {_size(size)}, more than {_size(limit)} ({why})")
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise error(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
+    if len(data) > limit:  # it grew while being read
+        raise error(f"{where}: more than {_size(limit)} ({why})")
+    return data

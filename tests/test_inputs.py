@@ -1,0 +1,83 @@
+"""Input files are read only when they are regular files, and no further than a bound:
+``actorq bench /dev/zero`` filled the memory (a MemoryError traceback), a FIFO given as a spec
+(or left at a run's ``metrics.csv``) hung the command forever."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actorq.cli import main
+from actorq.errors import ActorQError
+from actorq.inputs import read_input
+
+
+def _in_time(fn: object, seconds: float = 60.0) -> object:
+    """``fn()``'s result; fails (instead of hanging the suite) if it does not return in time."""
+    out: list[object] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())  # type: ignore[operator]
+        except BaseException as e:  # handed to the test's thread
+            failed.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    if failed:
+        raise failed[0]
+    assert out, f"did not return within {seconds} s (blocked on a FIFO?)"
+    return out[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.binary(max_size=64), limit=st.integers(0, 80))
+def test_a_regular_file_is_read_whole_up_to_its_bound(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, limit: int
+) -> None:
+    p = tmp_path_factory.mktemp("in") / "f"
+    p.write_bytes(data)
+    if len(data) <= limit:
+        assert read_input(p, "f", limit=limit) == data
+    else:
+        with pytest.raises(ActorQError, match=f"f: {len(data)} bytes, more than {limit} bytes"):
+            read_input(p, "f", limit=limit)
+
+
+def test_what_is_not_a_regular_file_is_one_line_before_a_byte_is_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = [("/dev/zero", "a character device"), (fifo, "a FIFO"), (tmp_path, "a directory")]
+    for path, kind in cases:
+        with pytest.raises(ActorQError, match=f"^x: {kind}, not a regular file; give a file$"):
+            _in_time(lambda p=path: read_input(p, "x"))  # type: ignore[misc]
+    with pytest.raises(ActorQError, match=r"^x: cannot read \(No such file or directory\)$"):
+        read_input(tmp_path / "nope", "x")
+    big = tmp_path / "big"
+    big.write_bytes(b"0" * 100)
+    with pytest.raises(ActorQError, match="more than 99 bytes"):
+        read_input(big, "x", limit=99)
+
+
+def test_a_spec_or_a_run_dir_that_is_a_device_or_fifo_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    for spec, kind in (("/dev/zero", "a character device"), (str(fifo), "a FIFO")):
+        assert _in_time(lambda s=spec: main(["bench", s, "--dry-run"])) == 2  # type: ignore[misc]
+        err = capsys.readouterr().err
+        assert err == f"actorq: error: spec {spec}: {kind}, not a regular file; give a file\n"
+    run = tmp_path / "run"  # a FIFO where a run's metrics.csv goes: was a hang before any check
+    run.mkdir()
+    os.mkfifo(run / "metrics.csv")
+    train = ["train", "dqn", "--run-dir", str(run), "--total-steps", "100", "--no-progress"]
+    assert _in_time(lambda: main(train)) == 2
+    assert "metrics.csv is not a regular file" in capsys.readouterr().err
