@@ -80,4 +80,5 @@ def test_a_spec_or_a_run_dir_that_is_a_device_or_fifo_is_one_line(
     os.mkfifo(run / "metrics.csv")
     train = ["train", "dqn", "--run-dir", str(run), "--total-steps", "100", "--no-progress"]
     assert _in_time(lambda: main(train)) == 2
-    assert "metrics.csv is not a regular file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "metrics.csv is not a regular file" in err and err.count("\n") == 1

@@ -102,3 +102,21 @@ def test_a_directory_that_cannot_hold_a_new_file_is_one_line() -> None:
     with pytest.raises(ActorQError, match=r"cannot write --out /proc/policy\.onnx: ") as e:
         write_output(out, b"x", "--out")
     assert "\n" not in str(e.value)
+
+
+def test_open_append_takes_a_regular_file_and_nothing_else(tmp_path: Path) -> None:
+    """A FIFO at a bench cell's log.txt hung the bench on resume (its open waited for a
+    reader); a link at an actor's log would have been written through."""
+    from actorq.output import open_append
+
+    log = tmp_path / "log.txt"
+    for line in (b"one\n", b"two\n"):
+        with open_append(log) as f:
+            f.write(line)
+    assert log.read_bytes() == b"one\ntwo\n"
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(log)
+    for name in ("fifo", "link"):
+        with pytest.raises(ActorQError, match=f"{name}: cannot append to it"):
+            open_append(tmp_path / name)
+    assert log.read_bytes() == b"one\ntwo\n"

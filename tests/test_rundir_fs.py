@@ -166,3 +166,65 @@ def test_a_new_run_among_a_users_files_is_refused_and_nothing_is_written(
     (cell / "log.txt").write_text("")
     assert main([*TRAIN, "--run-dir", str(cell)]) == 0
     assert RunDir(cell).foreign_entries() == []  # a finished run holds only its own names
+
+
+def _make(d: Path, entries: dict[str, str | None]) -> Path:
+    d.mkdir()
+    for name, text in entries.items():
+        if text is None:
+            (d / name).mkdir()
+            (d / name / "data.txt").write_text("irreplaceable")
+        else:
+            (d / name).write_text(text)
+    return d
+
+
+@pytest.mark.parametrize(
+    ("entries", "named"),
+    [
+        ({"config.json": '{"env": "CartPole-v1", "lr": 0.001}'}, "config.json"),  # a user's hparams
+        ({"best.old": None}, "best.old"),  # a save's leftovers with no run: a save deletes them
+        ({"checkpoint.tmp": None}, "checkpoint.tmp"),
+        ({"metrics.csv": "a;b;c\r1;2;3\r4;5;6\r"}, "metrics.csv"),  # not a run's: no header
+        ({"log.txt": "my notes"}, "log.txt"),  # a bench cell's only beside its cell.json
+        ({".lock": "do not touch"}, ".lock"),
+    ],
+)
+def test_a_users_entry_at_a_runs_name_is_not_taken_for_the_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entries: dict[str, str | None], named: str
+) -> None:
+    """Review of 9e260ed: a name a run writes was taken as the run's whatever it held, so a
+    user's config.json with an "env" key was overwritten, best.old/ deleted, a CR-ended CSV
+    appended to, a .lock's text replaced."""
+    d = _make(tmp_path / "mine", entries)
+    before = files_under(d)
+    assert main([*TRAIN, "--run-dir", str(d)]) == 2
+    assert f"holds what is not a run's ({named})" in capsys.readouterr().err
+    assert files_under(d) == before
+
+
+@pytest.mark.parametrize("name", [".lock", "precision_auto.md"])
+def test_a_link_at_a_name_a_run_writes_is_refused_and_its_target_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """The lock's pid and --precision auto's table were written through a link left there."""
+    target = tmp_path / "important.txt"
+    target.write_text("precious")
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / name).symlink_to(target)
+    assert main([*TRAIN, "--run-dir", str(d), "--precision", "auto"]) == 2
+    assert f"{name} is not a regular file" in capsys.readouterr().err
+    assert target.read_text() == "precious"
+
+
+def test_a_directory_that_cannot_be_listed_is_left_to_prepare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write-only directory (mode 333) trained before; listing it raised a traceback."""
+
+    def denied(path: object) -> list[str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "listdir", denied)
+    assert RunDir(tmp_path).foreign_entries() == []

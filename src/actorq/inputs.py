@@ -47,7 +47,10 @@ def read_input(
     """The bytes of the regular file ``path``; one ``error`` line starting with ``where`` for a
     file that cannot be opened, is not a regular file, or is larger than ``limit`` bytes
     (default: :data:`MEMORY_SHARE` of the memory available)."""
-    try:  # O_NONBLOCK: opening a FIFO returns at once (then it is refused) instead of waiting
+    try:
+        if not stat.S_ISREG(mode := os.stat(path).st_mode):  # never opened (a tape rewinds)
+            raise error(f"{where}: {_kind(mode)}, not a regular file; give a file")
+        # O_NONBLOCK: were a FIFO swapped in since, its open returns at once (refused below)
         fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise error(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
@@ -65,7 +68,10 @@ def read_input(
         if size > limit:
             raise error(f"{where}: {_size(size)}, more than {_size(limit)} ({why})")
         try:
-            data = f.read(limit + 1)
+            # what fstat said, and one byte more: a read allocates the whole size it is asked
+            data = f.read(min(size, limit) + 1)
+            while len(data) <= limit and (more := f.read(min(1 << 24, limit + 1 - len(data)))):
+                data += more  # it grew since (a running bench's metrics.csv): on, to the bound
         except OSError as e:
             raise error(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
     if len(data) > limit:  # it grew while being read

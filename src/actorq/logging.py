@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from actorq.errors import ActorQError, OutputError, shown
-from actorq.rundir import RunDir
+from actorq.rundir import METRICS_HEADER, RunDir
 
-HEADER = ["step", "wall_time", "metric", "value"]
+HEADER = list(METRICS_HEADER)
 #: a periodic evaluation's mean return (full episodes, the env family's evaluation settings)
 EVAL_METRIC = "charts/eval_return"
 #: the run's own clock at a periodic evaluation: seconds since the start of its training, over

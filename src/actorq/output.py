@@ -107,3 +107,21 @@ def _new_temp(path: Path) -> tuple[int, Path]:
         except FileExistsError:  # another writer's temporary: draw another name
             continue
     raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def open_append(path: Path, error: type[ActorQError] = ActorQError) -> BinaryIO:
+    """``path`` opened to append bytes (created if absent: a log); one ``error`` line if it is
+    not a regular file: a FIFO (whose open would wait for a reader: a hang), a device node, or
+    a link (not followed: it would write wherever it points)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:  # ELOOP: a link; ENXIO: a FIFO nobody reads
+        raise error(
+            f"{shown(path)}: cannot append to it ({e.strerror or e}); move it away"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise error(f"{shown(path)} is not a regular file; move it away")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "ab")

@@ -40,8 +40,16 @@ from actorq.inputs import read_input
 
 #: A run's config.json and summary.json are a few KB: a file past this is not one.
 MAX_JSON_BYTES = 16 << 20
-#: A bench cell's files in its run directory, written before the run starts (``actorq bench``).
-BENCH_CELL_FILES = ("cell.json", "log.txt")
+#: A bench cell's files in its run directory (``actorq bench``): what the matrix asked for,
+#: written before the run starts; then the run's output, and why it failed if it did.
+CELL_FILE = "cell.json"
+BENCH_CELL_FILES = (CELL_FILE, "log.txt", "failed.json")
+#: metrics.csv's first line (:class:`actorq.logging.MetricLogger`; the bench's SB3 cells too).
+METRICS_HEADER = ("step", "wall_time", "metric", "value")
+#: A config.json is a run's only with these (every agent's ExperimentConfig has them).
+CONFIG_KEYS = frozenset({"env", "precision", "seed", "total_steps", "run_dir", "actors"})
+#: What a filesystem or a desktop puts in any directory: not a user's data a run could mix with.
+SYSTEM_NAMES = frozenset({"lost+found", ".DS_Store"})
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
 PROBE_PREFIX = ".write-probe-"
 
@@ -132,32 +140,86 @@ class RunDir:
     def own_names(self) -> frozenset[str]:
         """Every name a run (or the bench, for its cell) writes directly in the directory,
         including the transient ones a cut write leaves (``checkpoint.tmp``, ``best.old``)."""
-        saves = (self.checkpoint.name, self.best.name)
         return frozenset(
             {p.name for p in (self.config_file, self.metrics, self.tensorboard, self.actors)}
             | {self.summary_file.name, self.precision_auto.name, ".lock", *BENCH_CELL_FILES}
-            | {f"{n}{tail}" for n in saves for tail in ("", ".tmp", ".old")}
+            | {self.checkpoint.name, self.best.name}
+            | self._transient_names()
+        )
+
+    def _transient_names(self) -> frozenset[str]:
+        saves = (self.checkpoint.name, self.best.name)
+        return frozenset(
+            {f"{n}{tail}" for n in saves for tail in (".tmp", ".old")}
+            | {self.summary_file.name + ".tmp"}  # the bench's SB3 cells write it so
         )
 
     def foreign_entries(self) -> list[str]:
-        """The entries of this directory that are not a run's (:meth:`own_names`; a write
-        probe a killed run left), sorted; none where it does not exist. A ``config.json``
-        that is not a run's config (not a JSON object with an ``env``) counts too: a new run
-        would overwrite it."""
+        """The entries of this directory a new run would mix with or overwrite, sorted: what
+        is not one of :meth:`own_names` (filesystem litter and write probes aside), and those
+        names where they are not a run's: a ``config.json`` without a run config's keys, a
+        ``metrics.csv`` without its header, a ``.lock`` that is not a pid, a cut save's
+        ``.tmp``/``.old`` directory or a bench's ``log.txt`` with no run or cell beside it (a
+        save or a fresh cell would delete it). None where the directory cannot be listed (or
+        does not exist: :meth:`prepare` says what is wrong)."""
         try:
             names = sorted(os.listdir(self.path))
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return []
         own = self.own_names()
-        out = [n for n in names if n not in own and not n.startswith(PROBE_PREFIX)]
-        if self.config_file.name in names:
-            try:
-                ours = "env" in self.read_config_json()
-            except CheckpointError:  # not a file, not JSON, not an object
-                ours = False
-            if not ours:
-                out.insert(0, self.config_file.name)
+        run = self.config_file.name in names and self._config_is_a_run()
+        cell = CELL_FILE in names
+        out = []
+        for n in names:
+            if n in SYSTEM_NAMES or n.startswith((PROBE_PREFIX, ".nfs")):
+                continue
+            if n in (self.config_file.name, self.metrics.name, ".lock") and not _plain(
+                self.path / n
+            ):
+                ok = True  # a link, directory, FIFO...: prepare() refuses it, saying so
+            elif n == self.config_file.name:
+                ok = run
+            elif n == self.metrics.name:
+                ok = self._starts_with(self.metrics, ",".join(METRICS_HEADER).encode())
+            elif n == ".lock":
+                ok = self._is_pid_file(self.path / n)
+            elif n in self._transient_names():
+                ok = run or cell
+            elif n in BENCH_CELL_FILES and n != CELL_FILE:
+                ok = cell
+            else:
+                ok = n in own
+            if not ok:
+                out.append(n)
         return out
+
+    def _config_is_a_run(self) -> bool:
+        if not _plain(self.config_file):
+            return False
+        try:
+            return set(self.read_config_json()) >= CONFIG_KEYS
+        except CheckpointError:  # not a regular file, not JSON, not an object
+            return False
+
+    @staticmethod
+    def _starts_with(path: Path, head: bytes) -> bool:
+        """A regular file (not a link) that is empty or starts with ``head``."""
+        try:
+            with open(path, "rb") as f:
+                got = f.read(len(head))
+        except OSError:
+            return False
+        return got in (b"", head)
+
+    @staticmethod
+    def _is_pid_file(path: Path) -> bool:
+        """A lock file :func:`lock_file` wrote: a pid or nothing."""
+        try:
+            with open(path, "rb") as f:
+                got = f.read(33)
+        except OSError:
+            return False
+        return len(got) <= 32 and (not got.strip() or got.strip().isdigit())
 
     def held_output(self) -> str | None:
         """What a run left here that a new run would overwrite or mix with: its checkpoint,
@@ -233,7 +295,8 @@ class RunDir:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError(f"--run-dir {where}: cannot create it ({_why(e)})") from None
-        files = (self.config_file, self.metrics, self.summary_file)
+        lock = self.path / ".lock"
+        files = (self.config_file, self.metrics, self.summary_file, self.precision_auto, lock)
         dirs = (self.checkpoint, self.best, self.tensorboard, self.actors)
         move = "move it away or pick another --run-dir"
         for p in files:  # never written through a symlink (it would write somewhere else)
@@ -268,6 +331,11 @@ class RunDir:
                 unlock_file(path)
 
 
+def _plain(p: Path) -> bool:
+    """A regular file, not a link to one."""
+    return not p.is_symlink() and p.is_file()
+
+
 def _why(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
@@ -292,7 +360,12 @@ def lock_file(path: Path, message: str) -> bool:
     if key in _HELD:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:  # O_NOFOLLOW: a link left at the lock's name is not followed to write a pid there
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        raise ConfigError(
+            f"{shown(path)} cannot be a lock file ({_why(e)}); move it away"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -206,6 +206,43 @@ def test_results_path_that_is_a_file_is_one_line(
         run_matrix(spec, tmp_path / "results", lambda c, d, t: 0, progress=False)
 
 
+def test_a_users_files_where_the_bench_would_clear_or_write_are_one_line_and_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory at a fresh cell's name was deleted to start the cell (a user's thesis in
+    it too), and a spec.toml no bench wrote was overwritten at the results' root."""
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(SPEC)
+    results = tmp_path / "results"
+    cell = results / load_spec(spec_path).cells[0].name
+    cell.mkdir(parents=True)
+    (cell / "thesis.tex").write_text("mine")
+    argv = ["bench", str(spec_path), "--results", str(results), "--no-progress"]
+    for extra in ([], ["--dry-run"]):
+        assert main([*argv, *extra]) == 2
+        _one_error(capsys, "holds what is not a cell's run (thesis.tex)")
+    assert (cell / "thesis.tex").read_text() == "mine" and sorted(results.iterdir()) == [cell]
+    (cell / "thesis.tex").unlink()
+    (results / "spec.toml").write_text("# my other spec")
+    assert main([*argv, "--dry-run"]) == 2
+    _one_error(capsys, "spec.toml is not a bench's (no machine.json beside it)")
+    assert (results / "spec.toml").read_text() == "# my other spec"
+
+
+def test_a_results_file_whose_metadata_cannot_be_read_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Path.exists raises for EACCES on Python 3.11: the results readers let it out."""
+    from actorq.bench.results import ResultsError, read_json_object
+
+    def denied(self: Path, *a: Any, **k: Any) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "exists", denied)
+    with pytest.raises(ResultsError, match="cannot read"):
+        read_json_object(tmp_path / "cell.json")
+
+
 # ---------------------------------------------------------------- 3. report options
 
 
@@ -232,8 +269,10 @@ def _fake_summary(cell: Cell, cell_dir: Path, **extra: Any) -> None:
         "energy_kwh": 0.001, "energy_kg_co2": 0.0004, "energy_estimated": True, **extra,
     }  # fmt: skip
     (cell_dir / "summary.json").write_text(json.dumps(summary))
+    run = {"env": cell.env, "precision": cell.precision, "seed": cell.seed, "actors": 0,
+           "total_steps": 3000, "run_dir": str(cell_dir)}  # a run's config has these  # fmt: skip
     (cell_dir / "config.json").write_text(
-        json.dumps({**cell.config, "agent": cell.agent, "hidden": list(cell.width)})
+        json.dumps({**run, **cell.config, "agent": cell.agent, "hidden": list(cell.width)})
     )
     with open(cell_dir / "metrics.csv", "w", newline="") as f:
         w = csv.writer(f)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+import actorq
 from actorq import PPOConfig, train
 from actorq.agents import config_class
 from actorq.agents.ppo.chip import ChipPolicyIO
@@ -21,6 +22,7 @@ from actorq.chip.cost import PlacementCost
 from actorq.chip.netlist import get_netlist, netlist_dir
 from actorq.chip.plc import load_plc
 from actorq.cli import main
+from actorq.errors import ActorQError
 from actorq.run import load_run_policy
 
 TOY = "toy_macro_stdcell"
@@ -312,7 +314,11 @@ def test_random_flag_values_are_one_line_or_success(
         "show": ["chip", "show", SAMPLE_PLC, "--netlist", "sample_clustered", "--out", str(out)],
     }[sub]
     argv = [*base, *[runs["chip"] if x == "RUN" else x for pair in flags for x in pair]]
-    code, _, err = run(*argv)
+    try:
+        code, _, err = run(*argv)
+    except SystemExit as e:  # -h or --help as a value asks for help, as argparse's flags do
+        assert e.code in (0, None) and {"-h", "--help"} & set(argv), e.code
+        return
     event(f"{sub}: exit {code}")
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if code != 0:
@@ -340,3 +346,16 @@ def test_cost_says_when_macros_lie_outside_the_canvas(
     assert main(["chip", "cost", TOY, str(out)]) == 0
     err = capsys.readouterr().err
     assert "lie outside the" in err and "\n" not in err.strip()
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_a_chip_policy_at_a_precision_it_has_none_of_is_one_line(
+    runs: dict[str, Any], precision: str
+) -> None:
+    """eval/export/actorq.load of a chip (or GO) run at fp16 or int4 was a ValueError traceback
+    from the ONNX builder: the precision is checked as the run's config checks it."""
+    code, _, err = run("eval", runs["chip"], "--precision", precision, "--episodes", "1")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"chip policy, not --precision {precision}" in err
+    with pytest.raises(ActorQError, match=f"not --precision {precision}"):
+        actorq.load(runs["chip"], precision=precision)

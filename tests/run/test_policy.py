@@ -120,6 +120,9 @@ def test_a_pixel_policy_predicts_as_its_actors_run_it(pixel_run: Path) -> None:
     assert all(set(a.tolist()) <= {0, 1} for a in sampled)
     again = actorq.load(pixel_run)  # a seed's stream starts anew, whatever came before
     np.testing.assert_array_equal(again.predict(frames, deterministic=False, seed=1), sampled[1])
+    for seed in (-1, 1.5, None, True, 2**64):
+        with pytest.raises(ActorQError, match="seed must be a whole number >= 0"):
+            policy.predict(frames, deterministic=False, seed=seed)  # type: ignore[arg-type]
     assert policy.predict(np.zeros((0, 4, 36, 36), np.uint8)).shape == (0,)
 
 
@@ -133,7 +136,7 @@ def test_a_pixel_policy_predicts_as_its_actors_run_it(pixel_run: Path) -> None:
         (np.full((4, 36, 36), np.nan), "whole numbers"),
         ("frames", "numbers, got dtype <U6"),
         (None, "numbers, got dtype object"),
-        ([[1, 2], [3]], "not ragged"),
+        ([[1, 2], [3]], "a rectangular array"),
     ],
 )
 @pytest.mark.usefixtures("pixel_env")

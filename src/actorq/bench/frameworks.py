@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import importlib
 import importlib.util
+import io
 import json
 import os
 import time
@@ -26,7 +27,8 @@ import numpy as np
 from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # the adapters' names
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.core.seeds import FINAL_EVAL_SEED as FINAL_EVAL_SEED
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, shown
+from actorq.inputs import read_input
 from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC, rewrite_metrics
 
 if TYPE_CHECKING:
@@ -113,12 +115,12 @@ class PolicyEval:
 
 def _metric_rows(path: Path, last_step: int) -> list[list[str]]:
     """metrics.csv's rows (header dropped) at env steps up to ``last_step``; [] if absent."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))[1:]
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return []
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+    data = read_input(path, f"{shown(path)} (to resume)")
+    try:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))[1:]
+    except (UnicodeDecodeError, csv.Error) as e:
         raise ActorQError(f"cannot read {path} to resume: {e}") from None
     return [r for r in rows if len(r) == 4 and r[0].isdigit() and int(r[0]) <= last_step]
 

@@ -838,8 +838,9 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
 def _check_ours(path: Path) -> None:
     """``summary.json`` at the results' root is the report's (a list of Atari rows): a file of
     that name written by someone else is refused with one line, never replaced."""
-    if not path.exists():  # (a dangling link too: replaced, never followed)
-        return
+    with contextlib.suppress(OSError):  # unreadable metadata: read_input says why
+        if not path.exists():  # (a dangling link too: replaced, never followed)
+            return
     try:  # a device node or FIFO there is refused below, not read (or waited on)
         d = json.loads(read_input(path, shown(path), ResultsError))
     except (ActorQError, ValueError, RecursionError):

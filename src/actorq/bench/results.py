@@ -63,8 +63,9 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def _read_bytes(path: Path) -> bytes | None:
-    if not path.exists():  # (a dangling link too)
-        return None
+    with contextlib.suppress(OSError):  # unreadable metadata: read_input says why
+        if not path.exists():  # (a dangling link too)
+            return None
     return read_input(path, shown(path), ResultsError)
 
 

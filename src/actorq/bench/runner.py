@@ -50,6 +50,7 @@ from actorq.bench.results import (
 from actorq.bench.spec import Cell, Spec
 from actorq.config import RESUME_OVERRIDES
 from actorq.errors import shown
+from actorq.output import open_append
 from actorq.rundir import RunDir, lock_file, unlock_file
 
 #: runs one cell into its directory, within a time limit; returns an exit status
@@ -93,7 +94,30 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
         elif spec.resume and _can_resume(cell, cell_dir):
             resumes.add(cell.name)
         (finished if done else todo).append(cell)
+    _refuse_foreign(results, [c for c in todo if c.name not in resumes])
     return Plan(finished, todo, read_sessions(results), resumes)
+
+
+def _refuse_foreign(results: Path, fresh: list[Cell]) -> None:
+    """One line where the bench would delete or overwrite what is not its own: a directory at
+    a fresh cell's name (cleared to start the cell over) holding what is not a run's or a
+    cell's, or a ``spec.toml`` at the root that no bench wrote (it writes machine.json beside
+    it)."""
+    move = "move it away or use another --results"
+    for cell in fresh:
+        foreign = RunDir(results / cell.name).foreign_entries()
+        if foreign:
+            names = ", ".join(shown(n) for n in foreign[:3])
+            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            raise ResultsError(
+                f"{shown(results / cell.name)} holds what is not a cell's run ({names}{more}), "
+                f"and the cell would start over there; {move}"
+            )
+    spec_file = results / "spec.toml"
+    if os.path.lexists(spec_file) and not os.path.lexists(results / "machine.json"):
+        raise ResultsError(
+            f"{shown(spec_file)} is not a bench's (no machine.json beside it); {move}"
+        )
 
 
 def _can_resume(cell: Cell, cell_dir: Path) -> bool:
@@ -180,7 +204,7 @@ def subprocess_runner(cell: Cell, cell_dir: Path, timeout_s: float | None) -> in
     Its own session so that a timeout or Ctrl-C reaches the run's actor processes too.
     """
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    with open(cell_dir / "log.txt", "ab") as log:
+    with open_append(cell_dir / "log.txt", ResultsError) as log:
         with _sigint_delivered():
             proc = subprocess.Popen(
                 cell_command(cell_dir), stdout=log, stderr=subprocess.STDOUT, env=env,

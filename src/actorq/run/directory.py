@@ -8,6 +8,7 @@ place --policy RUN``, ``--resume``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,8 @@ def load_run_policy(
     if not io.is_finite():
         raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
     precision = precision or cfg.precision
+    if precision not in (cfg.precision, "auto"):  # what this policy is published at (a chip
+        dataclasses.replace(cfg, precision=precision).validate()  # or GO one: fp32, int8)
     if precision == "auto":  # a run saves the precision it chose: a config.json edited since
         raise CheckpointError(
             f"{shown(rd / 'config.json')}: precision 'auto' was never resolved; pass --precision"

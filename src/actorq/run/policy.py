@@ -20,7 +20,7 @@ import numpy as np
 
 from actorq.agents import builder_for
 from actorq.core.exploration import PolicySampler, to_env_action
-from actorq.errors import ActorQError, shown
+from actorq.errors import ActorQError, short, shown
 from actorq.output import check_output, write_output
 from actorq.quant.heads import Head
 from actorq.quant.runtimes import (
@@ -91,7 +91,7 @@ class TrainedPolicy:
             x = np.asarray(obs)
         except (ValueError, TypeError):  # ragged nesting
             raise ActorQError(
-                "predict: observations must be an array of numbers (not ragged)"
+                "predict: observations must be a rectangular array of numbers"
             ) from None
         if x.dtype.kind not in "biuf":
             raise ActorQError(f"predict: observations must be numbers, got dtype {x.dtype}")
@@ -119,6 +119,10 @@ class TrainedPolicy:
         ``deterministic``: the greedy action (argmax, or a Gaussian's mean); otherwise sampled
         from a stochastic policy (PPO), calls with one ``seed`` drawing from one stream (a
         call with another seed starts that seed's)."""
+        if not deterministic and not (
+            isinstance(seed, int | np.integer) and not isinstance(seed, bool) and 0 <= seed < 2**63
+        ):
+            raise ActorQError(f"predict: seed must be a whole number >= 0, got {short(seed)}")
         runtime = self._acting()
         x, single = self._observations(obs)
         out = runtime(x)
