@@ -81,4 +81,4 @@ def test_a_spec_or_a_run_dir_that_is_a_device_or_fifo_is_one_line(
     train = ["train", "dqn", "--run-dir", str(run), "--total-steps", "100", "--no-progress"]
     assert _in_time(lambda: main(train)) == 2
     err = capsys.readouterr().err
-    assert "metrics.csv is not a regular file" in err and err.count("\n") == 1
+    assert "holds what is not a run's (metrics.csv)" in err and err.count("\n") == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,8 +35,8 @@ def files_under(p: Path) -> dict[str, bytes | None]:
 @pytest.mark.parametrize(
     ("make", "needle"),
     [
-        (lambda d: (d / "metrics.csv").mkdir(parents=True), "metrics.csv is not a regular file"),
-        (lambda d: (d.mkdir(), (d / "tb").write_text("x")), "tb is not a directory"),
+        (lambda d: (d / "metrics.csv").mkdir(parents=True), "not a run's (metrics.csv)"),
+        (lambda d: (d.mkdir(), (d / "tb").write_text("x")), "not a run's (tb)"),
         (lambda d: d.parent.joinpath("f").write_text("x"), "cannot create it (Not a directory)"),
     ],
 )
@@ -214,7 +215,7 @@ def test_a_link_at_a_name_a_run_writes_is_refused_and_its_target_kept(
     d.mkdir()
     (d / name).symlink_to(target)
     assert main([*TRAIN, "--run-dir", str(d), "--precision", "auto"]) == 2
-    assert f"{name} is not a regular file" in capsys.readouterr().err
+    assert f"holds what is not a run's ({name})" in capsys.readouterr().err
     assert target.read_text() == "precious"
 
 
@@ -228,3 +229,48 @@ def test_a_directory_that_cannot_be_listed_is_left_to_prepare(
 
     monkeypatch.setattr(os, "listdir", denied)
     assert RunDir(tmp_path).foreign_entries() == []
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        {"cell.json.tmp": "{"},  # the bench killed writing cell.json
+        {"cell.json": "{}", "failed.json.tmp": "{", "log.txt": ""},  # ... writing failed.json
+        {"cell.json": "{}", ".metrics.csv.299d41e70b6f.tmp": "step", "log.txt": ""},  # SB3's
+        {"cell.json": "{}", "metrics.csv.tmp": "", "config.json": ""},  # older versions' temp
+        {"cell.json": "{}", "config.json": '{"env": "gym:Cart'},  # a config write cut short
+        {".lock": "2341\n", "tb": None, "actors": None},  # a run killed before its config
+    ],
+)
+def test_what_actorq_leaves_when_killed_is_its_own(tmp_path: Path, entries: dict[str, Any]) -> None:
+    """Review of 53bfb2e: temporary copies the bench and runs leave when killed between a
+    write and its rename made the next `actorq bench` refuse the cell as not its own."""
+    d = tmp_path / "cell"
+    d.mkdir()
+    for name, text in entries.items():
+        (d / name).mkdir() if text is None else (d / name).write_text(text)
+    assert RunDir(d).foreign_entries() == []
+
+
+@pytest.mark.parametrize("name", ["tb", "actors", "checkpoint", "best.old", "metrics.csv"])
+def test_a_users_directory_at_a_runs_name_is_not_the_runs(tmp_path: Path, name: str) -> None:
+    """A user's directory at a run's name (a thesis in tb/) was taken for the run's: a bench
+    cell starting over deletes its directory, a run overwrites actors/actor0.json."""
+    d = tmp_path / "cell"
+    (d / name).mkdir(parents=True)
+    (d / name / "thesis.tex").write_text("mine")
+    (d / "cell.json").write_text("{}")
+    assert RunDir(d).foreign_entries() == [name]
+
+
+def test_an_entry_that_cannot_be_looked_at_is_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python 3.11's is_symlink raises for EACCES (a directory listable but not searchable)."""
+    (tmp_path / "config.json").write_text("{}")
+
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "is_symlink", denied)
+    assert RunDir(tmp_path).foreign_entries() == ["config.json"]

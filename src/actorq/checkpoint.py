@@ -25,6 +25,8 @@ MANIFEST = "manifest.json"
 #: again from them alone (int8/int4 rounding calibrated on replay states: GPTQ, pixel models)
 SNAPSHOT = "snapshot.bin"
 REQUIRED = ("learner.safetensors", "state.json")  # every checkpoint has these, in its manifest
+#: Every file a checkpoint directory may hold (the replay where the run saves it).
+FILES = frozenset({*REQUIRED, MANIFEST, SNAPSHOT, "replay.npz"})
 
 
 def _sha256(path: Path) -> str:

@@ -30,13 +30,15 @@ import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from actorq import checkpoint as ckpt
 from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
 from actorq.inputs import read_input
+from actorq.output import write_output
 
 #: A run's config.json and summary.json are a few KB: a file past this is not one.
 MAX_JSON_BYTES = 16 << 20
@@ -48,6 +50,12 @@ BENCH_CELL_FILES = (CELL_FILE, "log.txt", "failed.json")
 METRICS_HEADER = ("step", "wall_time", "metric", "value")
 #: A config.json is a run's only with these (every agent's ExperimentConfig has them).
 CONFIG_KEYS = frozenset({"env", "precision", "seed", "total_steps", "run_dir", "actors"})
+#: The checkpoint directories' names: the save, its copy being written, the one it replaced.
+SAVE_TAILS = ("", ".tmp", ".old")
+#: A file written whole through a temporary copy: ``NAME.tmp`` (the bench's results) or
+#: ``.NAME.<hex>.tmp`` (:func:`actorq.output.write_output`); group 1 is NAME.
+_TEMP = re.compile(r"(?:\.(.+)\.[0-9a-f]{12}|(?!\.)(.+))\.tmp")
+_ACTOR_FILE = re.compile(r"actor[0-9]+\.(?:json|log)")
 #: What a filesystem or a desktop puts in any directory: not a user's data a run could mix with.
 SYSTEM_NAMES = frozenset({"lost+found", ".DS_Store"})
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
@@ -139,56 +147,55 @@ class RunDir:
 
     def own_names(self) -> frozenset[str]:
         """Every name a run (or the bench, for its cell) writes directly in the directory,
-        including the transient ones a cut write leaves (``checkpoint.tmp``, ``best.old``)."""
+        including those a cut save leaves (``checkpoint.tmp``, ``best.old``)."""
         return frozenset(
             {p.name for p in (self.config_file, self.metrics, self.tensorboard, self.actors)}
             | {self.summary_file.name, self.precision_auto.name, ".lock", *BENCH_CELL_FILES}
-            | {self.checkpoint.name, self.best.name}
-            | self._transient_names()
+            | set(self._saves())
         )
 
-    def _transient_names(self) -> frozenset[str]:
-        saves = (self.checkpoint.name, self.best.name)
-        return frozenset(
-            {f"{n}{tail}" for n in saves for tail in (".tmp", ".old")}
-            | {self.summary_file.name + ".tmp"}  # the bench's SB3 cells write it so
-        )
+    def _saves(self) -> tuple[str, ...]:
+        """The checkpoint directories' names, the cut saves' among them."""
+        return tuple(f"{n}{t}" for n in (self.checkpoint.name, self.best.name) for t in SAVE_TAILS)
 
     def foreign_entries(self) -> list[str]:
-        """The entries of this directory a new run would mix with or overwrite, sorted: what
-        is not one of :meth:`own_names` (filesystem litter and write probes aside), and those
-        names where they are not a run's: a ``config.json`` without a run config's keys, a
-        ``metrics.csv`` without its header, a ``.lock`` that is not a pid, a cut save's
-        ``.tmp``/``.old`` directory or a bench's ``log.txt`` with no run or cell beside it (a
-        save or a fresh cell would delete it). None where the directory cannot be listed (or
-        does not exist: :meth:`prepare` says what is wrong)."""
+        """The entries of this directory a new run would mix with, overwrite or (a bench cell
+        starting over) delete, sorted; filesystem litter and write probes aside. An entry at a
+        run's name counts only holding what a run writes there: a ``config.json`` with a run
+        config's keys (or any beside a bench cell's cell.json: a write cut short), a
+        ``metrics.csv`` with its header, a ``.lock`` holding a pid, regular files (not links);
+        checkpoint directories of checkpoint files, ``tb/`` of event files, ``actors/`` of
+        actor configs and logs; a cut save, a half-written file's temporary copy or a bench's
+        ``log.txt``/``failed.json`` only beside a run or a cell. Empty where the directory
+        cannot be listed or does not exist (:meth:`prepare` says what is wrong)."""
         try:
             names = sorted(os.listdir(self.path))
         except OSError:
             return []
-        own = self.own_names()
         run = self.config_file.name in names and self._config_is_a_run()
-        cell = CELL_FILE in names
+        cell = CELL_FILE in names or f"{CELL_FILE}.tmp" in names  # (the bench cut writing it)
+        files = {self.summary_file.name, self.precision_auto.name, *BENCH_CELL_FILES}
+        dirs = {**dict.fromkeys(self._saves(), _is_checkpoint_file)}
+        dirs |= {self.tensorboard.name: _is_event_file, self.actors.name: _is_actor_file}
         out = []
         for n in names:
+            p = self.path / n
             if n in SYSTEM_NAMES or n.startswith((PROBE_PREFIX, ".nfs")):
                 continue
-            if n in (self.config_file.name, self.metrics.name, ".lock") and not _plain(
-                self.path / n
-            ):
-                ok = True  # a link, directory, FIFO...: prepare() refuses it, saying so
-            elif n == self.config_file.name:
-                ok = run
+            if n == self.config_file.name:
+                ok = run or (cell and _plain(p))
             elif n == self.metrics.name:
-                ok = self._starts_with(self.metrics, ",".join(METRICS_HEADER).encode())
+                ok = _plain(p) and _starts_with(p, ",".join(METRICS_HEADER).encode())
             elif n == ".lock":
-                ok = self._is_pid_file(self.path / n)
-            elif n in self._transient_names():
+                ok = _plain(p) and _is_pid_file(p)
+            elif n in dirs:  # a cut save's copies are deleted by the next save: a run's only
+                ok = _holds_only(p, dirs[n]) and (run or cell or not n.endswith(SAVE_TAILS[1:]))
+            elif _temp_of(n) in files | {self.config_file.name, self.metrics.name}:
                 ok = run or cell
-            elif n in BENCH_CELL_FILES and n != CELL_FILE:
-                ok = cell
+            elif n in files:
+                ok = _plain(p) and (cell or n not in BENCH_CELL_FILES[1:])
             else:
-                ok = n in own
+                ok = False
             if not ok:
                 out.append(n)
         return out
@@ -200,26 +207,6 @@ class RunDir:
             return set(self.read_config_json()) >= CONFIG_KEYS
         except CheckpointError:  # not a regular file, not JSON, not an object
             return False
-
-    @staticmethod
-    def _starts_with(path: Path, head: bytes) -> bool:
-        """A regular file (not a link) that is empty or starts with ``head``."""
-        try:
-            with open(path, "rb") as f:
-                got = f.read(len(head))
-        except OSError:
-            return False
-        return got in (b"", head)
-
-    @staticmethod
-    def _is_pid_file(path: Path) -> bool:
-        """A lock file :func:`lock_file` wrote: a pid or nothing."""
-        try:
-            with open(path, "rb") as f:
-                got = f.read(33)
-        except OSError:
-            return False
-        return len(got) <= 32 and (not got.strip() or got.strip().isdigit())
 
     def held_output(self) -> str | None:
         """What a run left here that a new run would overwrite or mix with: its checkpoint,
@@ -260,7 +247,8 @@ class RunDir:
         return d
 
     def write_config_json(self, d: dict[str, Any]) -> None:
-        self.config_file.write_text(json.dumps(d, indent=1))
+        """Whole or not at all (a run killed while writing it leaves none, never half)."""
+        write_output(self.config_file, json.dumps(d, indent=1), "config", error=ConfigError)
 
     def load_checkpoint(self) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
         """``(tensors, state, replay file or None)`` of the last checkpoint, verified
@@ -268,7 +256,7 @@ class RunDir:
         return ckpt.load(self.checkpoint)
 
     def write_summary(self, d: dict[str, Any]) -> None:
-        self.summary_file.write_text(json.dumps(d, indent=1))
+        write_output(self.summary_file, json.dumps(d, indent=1), "summary")
 
     def read_summary(self) -> dict[str, Any] | None:
         """``summary.json`` (None while the run has not ended or if it is unreadable)."""
@@ -332,8 +320,58 @@ class RunDir:
 
 
 def _plain(p: Path) -> bool:
-    """A regular file, not a link to one."""
-    return not p.is_symlink() and p.is_file()
+    """A regular file, not a link to one (False where it cannot be looked at)."""
+    try:
+        return not p.is_symlink() and p.is_file()
+    except OSError:  # Python 3.11's is_symlink raises for EACCES
+        return False
+
+
+def _starts_with(path: Path, head: bytes) -> bool:
+    """An empty file, or one starting with ``head``."""
+    try:
+        with open(path, "rb") as f:
+            got = f.read(len(head))
+    except OSError:
+        return False
+    return got in (b"", head)
+
+
+def _is_pid_file(path: Path) -> bool:
+    """A lock file :func:`lock_file` wrote: a pid or nothing."""
+    try:
+        with open(path, "rb") as f:
+            got = f.read(33)
+    except OSError:
+        return False
+    return len(got) <= 32 and (not got.strip() or got.strip().isdigit())
+
+
+def _holds_only(d: Path, own: Callable[[str], bool]) -> bool:
+    """A directory (or a link to one: ``tb`` on another disk) whose entries are all regular
+    files that ``own`` names; False where it cannot be listed."""
+    try:
+        return d.is_dir() and all(own(n) and _plain(d / n) for n in os.listdir(d))
+    except OSError:
+        return False
+
+
+def _temp_of(name: str) -> str | None:
+    """The file whose temporary copy ``name`` is (:data:`_TEMP`), or None."""
+    m = _TEMP.fullmatch(name)
+    return None if m is None else m[1] or m[2]
+
+
+def _is_checkpoint_file(name: str) -> bool:
+    return name in ckpt.FILES
+
+
+def _is_event_file(name: str) -> bool:
+    return name.startswith("events.out.tfevents.")
+
+
+def _is_actor_file(name: str) -> bool:
+    return _ACTOR_FILE.fullmatch(name) is not None
 
 
 def _why(e: OSError) -> str:

@@ -227,6 +227,14 @@ def test_a_users_files_where_the_bench_would_clear_or_write_are_one_line_and_kep
     assert main([*argv, "--dry-run"]) == 2
     _one_error(capsys, "spec.toml is not a bench's (no machine.json beside it)")
     assert (results / "spec.toml").read_text() == "# my other spec"
+    (results / "spec.toml").write_text(SPEC)  # the spec kept in its own results: its own
+    assert main([*argv, "--dry-run"]) == 0
+    capsys.readouterr()
+    cell.rmdir()
+    cell.write_text("a file at a cell's name")  # refused before the lock or machine.json
+    assert main(argv) == 2
+    _one_error(capsys, "is not a cell's directory")
+    assert sorted(p.name for p in results.iterdir()) == [cell.name, "spec.toml"]
 
 
 def test_a_results_file_whose_metadata_cannot_be_read_is_one_line(

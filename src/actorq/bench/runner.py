@@ -94,18 +94,21 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
         elif spec.resume and _can_resume(cell, cell_dir):
             resumes.add(cell.name)
         (finished if done else todo).append(cell)
-    _refuse_foreign(results, [c for c in todo if c.name not in resumes])
+    _refuse_foreign(spec, results, [c for c in todo if c.name not in resumes])
     return Plan(finished, todo, read_sessions(results), resumes)
 
 
-def _refuse_foreign(results: Path, fresh: list[Cell]) -> None:
+def _refuse_foreign(spec: Spec, results: Path, fresh: list[Cell]) -> None:
     """One line where the bench would delete or overwrite what is not its own: a directory at
     a fresh cell's name (cleared to start the cell over) holding what is not a run's or a
-    cell's, or a ``spec.toml`` at the root that no bench wrote (it writes machine.json beside
-    it)."""
+    cell's, a file there, or a ``spec.toml`` at the root that no bench wrote (it writes
+    machine.json beside it) and that is not this spec."""
     move = "move it away or use another --results"
     for cell in fresh:
-        foreign = RunDir(results / cell.name).foreign_entries()
+        where = results / cell.name
+        if os.path.lexists(where) and not where.is_dir():
+            raise ResultsError(f"{shown(where)} is not a cell's directory; {move}")
+        foreign = RunDir(where).foreign_entries()
         if foreign:
             names = ", ".join(shown(n) for n in foreign[:3])
             more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
@@ -114,7 +117,11 @@ def _refuse_foreign(results: Path, fresh: list[Cell]) -> None:
                 f"and the cell would start over there; {move}"
             )
     spec_file = results / "spec.toml"
-    if os.path.lexists(spec_file) and not os.path.lexists(results / "machine.json"):
+    if (
+        os.path.lexists(spec_file)
+        and not os.path.lexists(results / "machine.json")
+        and not _holds(spec_file, spec.text.encode("utf-8"))  # the spec kept in its results
+    ):
         raise ResultsError(
             f"{shown(spec_file)} is not a bench's (no machine.json beside it); {move}"
         )
@@ -322,6 +329,14 @@ def _record_session(results: Path, spec: Spec, sessions: list[dict[str, Any]]) -
     ]
     write_atomic(results / "machine.json", json.dumps({"sessions": sessions}, indent=1))
     write_atomic(results / "spec.toml", spec.text)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the regular file ``path`` holds exactly ``data``."""
+    try:
+        return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def _fresh_dir(cell_dir: Path) -> None:

@@ -20,7 +20,7 @@ from actorq.core.loop import ActorSetup, make_actor
 from actorq.distributed import shm
 from actorq.distributed.backend import BackendContext, BackendStats, select_precision_here
 from actorq.errors import ActorFailedError, shown
-from actorq.output import open_append
+from actorq.output import open_append, write_output
 from actorq.replay.tables import TrajectoryQueue, UniformTable
 from actorq.rundir import RunDir
 from actorq.types import Batch
@@ -212,7 +212,7 @@ class LocalBackend:
 
     def _spawn(self, i: int) -> None:
         path = RunDir(self.run_dir).actor_config(i)
-        path.write_text(json.dumps(self._config(i)))
+        write_output(path, json.dumps(self._config(i)), "actor config")  # never into a FIFO
         log = open_append(RunDir(self.run_dir).actor_log(i))
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         self.procs[i] = subprocess.Popen(

@@ -54,8 +54,11 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
         out.validate()
         validate_env_id(out.env)
         run_dir = Path(out.run_dir) if out.run_dir else _default_run_dir(out)
-        if run_dir.exists() and not run_dir.is_dir():
-            raise ConfigError(f"--run-dir {run_dir} is a file, not a directory")
+        try:
+            if run_dir.exists() and not run_dir.is_dir():
+                raise ConfigError(f"--run-dir {shown(run_dir)} is a file, not a directory")
+        except OSError as e:  # Python 3.11's exists() raises for EACCES on a parent
+            raise ConfigError(f"--run-dir {shown(run_dir)}: {e.strerror or e}") from None
         out.run_dir = str(run_dir)
         return out
     resume_dir = Path(cfg.resume)
