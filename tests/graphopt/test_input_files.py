@@ -328,3 +328,15 @@ def test_documented_examples_still_load() -> None:
     assert g.num_ops == 9 and g.name == "mlp-step" and g.anchor is not None
     c = load_cluster(EXAMPLES / "cluster_2gpu_mixed.json")
     assert c.num_devices == 2 and c.name == "2gpu-mixed"
+
+
+def test_a_graph_file_that_is_not_a_regular_file_says_so(tmp_path: Path) -> None:
+    """A FIFO or a directory named like a graph file was "not found"."""
+    fifo, folder = tmp_path / "g.json", tmp_path / "h.npz"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    for p in (fifo, folder):
+        with pytest.raises(GraphError, match="is not a regular file; give a graph file"):
+            load_graph(p)
+        with pytest.raises(GraphError, match="is not a regular file; give a cluster file"):
+            load_cluster(p)

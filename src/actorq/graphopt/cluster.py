@@ -219,6 +219,8 @@ def load_cluster(path: str | Path) -> Cluster:
     wrong with the file is one :class:`GraphError` line that starts with the path."""
     p = Path(path)
     if not p.is_file():
+        if p.exists():  # a directory, FIFO, device: never opened
+            raise GraphError(f"{shown(p)} is not a regular file; give a cluster file")
         raise GraphError(f"cluster file not found: {shown(p)}")
     with naming(p):
         return cluster_from_dict(read_json(p), name=p.stem, where=shown(p))

@@ -416,6 +416,8 @@ def load_graph(path: str | Path) -> Graph:
     Anything wrong with the file is one :class:`GraphError` line that starts with the path."""
     p = Path(path)
     if not p.is_file():
+        if p.exists():  # a directory, FIFO, device: never opened
+            raise GraphError(f"{shown(p)} is not a regular file; give a graph file")
         raise GraphError(f"graph file not found: {shown(p)}")
     with naming(p):
         if p.suffix == ".json":
