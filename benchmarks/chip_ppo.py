@@ -22,7 +22,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse
 import dataclasses
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from actorq.checkpoint import load
 from actorq.chip.env import ChipPlacementEnv, random_legal_proxies
 from actorq.envs import env_spec, make_env
 from actorq.logging import read_metrics
+from actorq.rundir import RunDir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +123,7 @@ def run_cell(
     netlist: str, precision: str, seed: int, s: Settings, actors: int, out: Path
 ) -> dict[str, Any]:
     run_dir = out / "runs" / f"{netlist}-{precision}-s{seed}"
-    shutil.rmtree(run_dir, ignore_errors=True)  # a cell killed midway starts again
+    RunDir(run_dir).clear()  # a cell killed midway starts again (never a user's folder)
     cfg = PPOConfig(
         env=f"chip:{netlist}", network="chip", precision=precision, seed=seed, actors=actors,
         envs_per_actor=s.envs, num_steps=s.num_steps, minibatch_size=s.minibatch,

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.learning import PPOLearner
 from actorq.agents.step import TorchLearner, resolve_mode
 from actorq.bench.machine import cpu_model, git_commit
+from actorq.rundir import RunDir
 from actorq.types import ArraySpec, EnvSpec
 
 NATURE: tuple[int, ...] = ()  # the Nature-CNN (pixels) in place of an MLP's widths
@@ -245,7 +245,7 @@ def measure_system(
         learner_threads=1 if device == "cpu" else 4,
         run_dir=str(run_root / f"{agent}-{'x'.join(map(str, hidden))}-b{batch}-{path}"),
     )  # fmt: skip
-    shutil.rmtree(common["run_dir"], ignore_errors=True)  # a rerun of the row starts afresh
+    RunDir(common["run_dir"]).clear()  # a rerun of the row starts afresh (never a user's folder)
     if path.startswith("fast"):
         common["learner_mode"] = "auto"
         if path == "fast-k1":  # one update per loop turn (as on the first GPU lease)

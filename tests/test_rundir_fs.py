@@ -274,3 +274,18 @@ def test_an_entry_that_cannot_be_looked_at_is_one_line_not_a_traceback(
 
     monkeypatch.setattr(Path, "is_symlink", denied)
     assert RunDir(tmp_path).foreign_entries() == ["config.json"]
+
+
+def test_clear_removes_a_run_and_never_a_users_folder(tmp_path: Path) -> None:
+    """Benchmarks start a killed cell over by removing its run directory: only a run's."""
+    run = tmp_path / "run"
+    assert main([*TRAIN, "--run-dir", str(run)]) == 0
+    RunDir(run).clear()
+    assert not run.exists()
+    RunDir(run).clear()  # nothing there: nothing to do
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("mine")
+    with pytest.raises(ConfigError, match=r"holds what is not a run's \(thesis.tex\)"):
+        RunDir(mine).clear()
+    assert (mine / "thesis.tex").read_text() == "mine"

@@ -31,6 +31,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,20 @@ class RunDir:
             if not ok:
                 out.append(n)
         return out
+
+    def clear(self) -> None:
+        """Remove this run directory to start it over (a benchmark's cell killed midway);
+        :class:`ConfigError` (nothing removed) if it holds what is not a run's
+        (:meth:`foreign_entries`), or is not a directory."""
+        if not os.path.lexists(self.path):
+            return
+        foreign = self.foreign_entries() if self.path.is_dir() else [self.path.name]
+        if foreign:
+            names = ", ".join(map(shown, foreign[:3]))
+            raise ConfigError(
+                f"{shown(self.path)} holds what is not a run's ({names}): not removed; move it away"
+            )
+        shutil.rmtree(self.path)
 
     def _config_is_a_run(self) -> bool:
         if not _plain(self.config_file):
