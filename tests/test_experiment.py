@@ -63,7 +63,8 @@ def test_a_new_run_never_writes_over_a_killed_runs_output(
     """A run killed before its first checkpoint left its best policy and metrics: a new run
     into that directory is refused (it would replace best/ and append its curve to the old
     one's), not only one into a directory holding a checkpoint."""
-    for name, text in left.items():
+    config = json.dumps(DQNConfig(run_dir=str(tmp_path)).to_json())  # what a run writes first
+    for name, text in {"config.json": config, **left}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}

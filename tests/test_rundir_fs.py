@@ -21,6 +21,8 @@ from actorq.rundir import RunDir
 
 TRAIN = ["train", "dqn", "--actors", "0", "--total-steps", "120", "--min-replay-size", "60",
          "--eval-every", "120", "--eval-episodes", "1", "--no-progress", "--no-energy"]  # fmt: skip
+#: a bench cell's record, as `actorq bench` writes it (the fields a cell.json must have)
+CELL = '{"name": "c", "agent": "dqn", "env": "gym:CartPole-v1"}'
 ENTRIES = ("config.json", "metrics.csv", "summary.json", "checkpoint", "best", "tb", "actors",
            "notes.txt")  # fmt: skip
 
@@ -163,7 +165,7 @@ def test_a_new_run_among_a_users_files_is_refused_and_nothing_is_written(
 
     cell = tmp_path / "cell"  # what actorq bench leaves before a cell's run starts
     cell.mkdir()
-    (cell / "cell.json").write_text("{}")
+    (cell / "cell.json").write_text(CELL)
     (cell / "log.txt").write_text("")
     assert main([*TRAIN, "--run-dir", str(cell)]) == 0
     assert RunDir(cell).foreign_entries() == []  # a finished run holds only its own names
@@ -235,10 +237,12 @@ def test_a_directory_that_cannot_be_listed_is_left_to_prepare(
     "entries",
     [
         {"cell.json.tmp": "{"},  # the bench killed writing cell.json
-        {"cell.json": "{}", "failed.json.tmp": "{", "log.txt": ""},  # ... writing failed.json
-        {"cell.json": "{}", ".metrics.csv.299d41e70b6f.tmp": "step", "log.txt": ""},  # SB3's
-        {"cell.json": "{}", "metrics.csv.tmp": "", "config.json": ""},  # older versions' temp
-        {"cell.json": "{}", "config.json": '{"env": "gym:Cart'},  # a config write cut short
+        {"cell.json": CELL, "failed.json.tmp": "{", "log.txt": ""},  # ... writing failed.json
+        {"cell.json": CELL, ".metrics.csv.299d41e70b6f.tmp": "step", "log.txt": ""},  # SB3's
+        {"cell.json": CELL, "metrics.csv.tmp": "", "config.json": ""},  # older versions' temp
+        {"cell.json": CELL, "config.json": '{"env": "gym:Cart'},  # a config write cut short
+        {".lock": "", ".config.json.0123456789ab.tmp": "{"},  # a run killed writing its config
+        {"cell.json": CELL, "checkpoint.tmp": None},  # a save cut short (safetensors' temp)
         {".lock": "2341\n", "tb": None, "actors": None},  # a run killed before its config
     ],
 )
@@ -249,6 +253,11 @@ def test_what_actorq_leaves_when_killed_is_its_own(tmp_path: Path, entries: dict
     d.mkdir()
     for name, text in entries.items():
         (d / name).mkdir() if text is None else (d / name).write_text(text)
+    if (d / "checkpoint.tmp").exists():
+        (d / "checkpoint.tmp" / ".tmpVxF9mB").write_bytes(b"")
+        (d / "checkpoint.tmp" / "state.json").write_text("{}")
+    if (d / "actors").exists():
+        (d / "actors" / ".actor1.json.0123456789ab.tmp").write_text("{")
     assert RunDir(d).foreign_entries() == []
 
 
@@ -259,7 +268,7 @@ def test_a_users_directory_at_a_runs_name_is_not_the_runs(tmp_path: Path, name: 
     d = tmp_path / "cell"
     (d / name).mkdir(parents=True)
     (d / name / "thesis.tex").write_text("mine")
-    (d / "cell.json").write_text("{}")
+    (d / "cell.json").write_text(CELL)
     assert RunDir(d).foreign_entries() == [name]
 
 
@@ -289,3 +298,30 @@ def test_clear_removes_a_run_and_never_a_users_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"holds what is not a run's \(thesis.tex\)"):
         RunDir(mine).clear()
     assert (mine / "thesis.tex").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        {"summary.json": '{"my": "thesis results"}', "precision_auto.md": "notes"},
+        {"cell.json": '{"my": 1}', "config.json": '{"my": 1}', "log.txt": "mine"},
+        {"lost+found": None, ".lock": ""},
+    ],
+)
+def test_clear_never_removes_what_no_run_or_cell_wrote(
+    tmp_path: Path, entries: dict[str, Any]
+) -> None:
+    """Review of 8aba2b3: a summary or notes with no run beside them, any file named
+    cell.json, filesystem litter: clear() (and a bench cell starting over) removed them."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for name, text in entries.items():
+        (d / name).mkdir() if text is None else (d / name).write_text(text)
+    before = files_under(d)
+    with pytest.raises(ConfigError, match="not removed"):
+        RunDir(d).clear()
+    assert files_under(d) == before
+    link = tmp_path / "link"
+    link.symlink_to(d)
+    with pytest.raises(ConfigError, match="is not a run's directory: not removed"):
+        RunDir(link).clear()

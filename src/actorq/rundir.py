@@ -56,7 +56,10 @@ SAVE_TAILS = ("", ".tmp", ".old")
 #: A file written whole through a temporary copy: ``NAME.tmp`` (the bench's results) or
 #: ``.NAME.<hex>.tmp`` (:func:`actorq.output.write_output`); group 1 is NAME.
 _TEMP = re.compile(r"(?:\.(.+)\.[0-9a-f]{12}|(?!\.)(.+))\.tmp")
-_ACTOR_FILE = re.compile(r"actor[0-9]+\.(?:json|log)")
+#: an actor's config and log, and write_output's copy of a config cut while written
+_ACTOR_FILE = re.compile(r"actor[0-9]+\.(?:json|log)|\.actor[0-9]+\.json\.[0-9a-f]{12}\.tmp")
+#: safetensors' own temporary copy of learner.safetensors (in a save cut short)
+_SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9_]{6,}")
 #: What a filesystem or a desktop puts in any directory: not a user's data a run could mix with.
 SYSTEM_NAMES = frozenset({"lost+found", ".DS_Store"})
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
@@ -174,7 +177,9 @@ class RunDir:
         except OSError:
             return []
         run = self.config_file.name in names and self._config_is_a_run()
-        cell = CELL_FILE in names or f"{CELL_FILE}.tmp" in names  # (the bench cut writing it)
+        # a run killed writing its first config.json leaves only write_output's copy of it
+        run = run or any(_temp_of(n) == self.config_file.name for n in names)
+        cell = _is_cell_json(self.path / CELL_FILE) or f"{CELL_FILE}.tmp" in names  # (cut)
         files = {self.summary_file.name, self.precision_auto.name, *BENCH_CELL_FILES}
         dirs = {**dict.fromkeys(self._saves(), _is_checkpoint_file)}
         dirs |= {self.tensorboard.name: _is_event_file, self.actors.name: _is_actor_file}
@@ -193,8 +198,10 @@ class RunDir:
                 ok = _holds_only(p, dirs[n]) and (run or cell or not n.endswith(SAVE_TAILS[1:]))
             elif _temp_of(n) in files | {self.config_file.name, self.metrics.name}:
                 ok = run or cell
-            elif n in files:
-                ok = _plain(p) and (cell or n not in BENCH_CELL_FILES[1:])
+            elif n == CELL_FILE:
+                ok = cell
+            elif n in files:  # a summary, the auto table, a bench's log: a run's or a cell's
+                ok = _plain(p) and (run or cell)
             else:
                 ok = False
             if not ok:
@@ -203,17 +210,24 @@ class RunDir:
 
     def clear(self) -> None:
         """Remove this run directory to start it over (a benchmark's cell killed midway);
-        :class:`ConfigError` (nothing removed) if it holds what is not a run's
-        (:meth:`foreign_entries`), or is not a directory."""
+        :class:`ConfigError` (nothing removed) if it is a link or not a directory, or holds
+        what is not a run's (:meth:`foreign_entries`; filesystem litter too, which a new run
+        may live beside but a removal would take)."""
         if not os.path.lexists(self.path):
             return
-        foreign = self.foreign_entries() if self.path.is_dir() else [self.path.name]
+        if self.path.is_symlink() or not self.path.is_dir():
+            raise ConfigError(f"{shown(self.path)} is not a run's directory: not removed")
+        litter = [n for n in os.listdir(self.path) if n in SYSTEM_NAMES or n.startswith(".nfs")]
+        foreign = litter + self.foreign_entries()
         if foreign:
             names = ", ".join(map(shown, foreign[:3]))
             raise ConfigError(
                 f"{shown(self.path)} holds what is not a run's ({names}): not removed; move it away"
             )
-        shutil.rmtree(self.path)
+        try:
+            shutil.rmtree(self.path)
+        except OSError as e:
+            raise ConfigError(f"cannot remove {shown(self.path)}: {_why(e)}") from None
 
     def _config_is_a_run(self) -> bool:
         if not _plain(self.config_file):
@@ -378,7 +392,18 @@ def _temp_of(name: str) -> str | None:
 
 
 def _is_checkpoint_file(name: str) -> bool:
-    return name in ckpt.FILES
+    return name in ckpt.FILES or _SAFETENSORS_TEMP.fullmatch(name) is not None
+
+
+def _is_cell_json(p: Path) -> bool:
+    """A bench cell's record (what ``actorq bench`` writes: its name, agent and env)."""
+    if not _plain(p):
+        return False
+    try:
+        d = json.loads(read_input(p, "cell.json", limit=MAX_JSON_BYTES))
+    except (ActorQError, ValueError, RecursionError):
+        return False
+    return isinstance(d, dict) and {"name", "agent", "env"} <= set(d)
 
 
 def _is_event_file(name: str) -> bool:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -340,9 +339,8 @@ def _holds(path: Path, data: bytes) -> bool:
 
 
 def _fresh_dir(cell_dir: Path) -> None:
-    try:
-        if cell_dir.exists():  # a partial run: start over (see the module docstring)
-            shutil.rmtree(cell_dir)
+    try:  # a partial run: start over (see the module docstring); never what is not a run's,
+        RunDir(cell_dir).clear()  # checked again now (plan_matrix's check may be hours old)
         cell_dir.mkdir()
     except OSError as e:
         raise ResultsError(f"cannot make {cell_dir}: {e.strerror or e}") from None
