@@ -149,15 +149,6 @@ class RunDir:
         old = self.checkpoint.with_name(self.checkpoint.name + ".old")
         return self.checkpoint.exists() or old.exists()
 
-    def own_names(self) -> frozenset[str]:
-        """Every name a run (or the bench, for its cell) writes directly in the directory,
-        including those a cut save leaves (``checkpoint.tmp``, ``best.old``)."""
-        return frozenset(
-            {p.name for p in (self.config_file, self.metrics, self.tensorboard, self.actors)}
-            | {self.summary_file.name, self.precision_auto.name, ".lock", *BENCH_CELL_FILES}
-            | set(self._saves())
-        )
-
     def _saves(self) -> tuple[str, ...]:
         """The checkpoint directories' names, the cut saves' among them."""
         return tuple(f"{n}{t}" for n in (self.checkpoint.name, self.best.name) for t in SAVE_TAILS)
@@ -220,9 +211,9 @@ class RunDir:
         litter = [n for n in os.listdir(self.path) if n in SYSTEM_NAMES or n.startswith(".nfs")]
         foreign = litter + self.foreign_entries()
         if foreign:
-            names = ", ".join(map(shown, foreign[:3]))
             raise ConfigError(
-                f"{shown(self.path)} holds what is not a run's ({names}): not removed; move it away"
+                f"{shown(self.path)} holds what is not a run's ({some(foreign)}): not removed; "
+                "move it away"
             )
         try:
             shutil.rmtree(self.path)
@@ -346,6 +337,12 @@ class RunDir:
         finally:
             if taken:
                 unlock_file(path)
+
+
+def some(names: list[str]) -> str:
+    """The first three of ``names`` for a message, and how many more."""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(map(shown, names[:3])) + more
 
 
 def _plain(p: Path) -> bool:

@@ -50,7 +50,7 @@ from actorq.bench.spec import Cell, Spec
 from actorq.config import RESUME_OVERRIDES
 from actorq.errors import shown
 from actorq.output import open_append
-from actorq.rundir import RunDir, lock_file, unlock_file
+from actorq.rundir import RunDir, lock_file, some, unlock_file
 
 #: runs one cell into its directory, within a time limit; returns an exit status
 CellRunner = Callable[[Cell, Path, float | None], int]
@@ -109,10 +109,8 @@ def _refuse_foreign(spec: Spec, results: Path, fresh: list[Cell]) -> None:
             raise ResultsError(f"{shown(where)} is not a cell's directory; {move}")
         foreign = RunDir(where).foreign_entries()
         if foreign:
-            names = ", ".join(shown(n) for n in foreign[:3])
-            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
             raise ResultsError(
-                f"{shown(results / cell.name)} holds what is not a cell's run ({names}{more}), "
+                f"{shown(results / cell.name)} holds what is not a cell's run ({some(foreign)}), "
                 f"and the cell would start over there; {move}"
             )
     spec_file = results / "spec.toml"

@@ -25,7 +25,7 @@ from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line,
 from actorq.inputs import read_input
 from actorq.logging import rewrite_metrics
 from actorq.run.directory import run_config_from_json
-from actorq.rundir import MAX_JSON_BYTES, RunDir
+from actorq.rundir import MAX_JSON_BYTES, RunDir, some
 from actorq.settings import flag, flat_items
 
 
@@ -148,10 +148,8 @@ def refuse_held_output(run: RunDir) -> None:
     empty directory."""
     foreign = run.foreign_entries()
     if foreign:
-        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        names = ", ".join(shown(n) for n in foreign[:3])
         raise ConfigError(
-            f"--run-dir {shown(run.path)} holds what is not a run's ({names}{more}): a new "
+            f"--run-dir {shown(run.path)} holds what is not a run's ({some(foreign)}): a new "
             "run goes into a new or empty directory"
         )
     held = run.held_output()
