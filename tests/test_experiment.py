@@ -27,7 +27,7 @@ from actorq.experiment import (
     registered_threshold,
     resolve_config,
 )
-from actorq.logging import MetricLogger
+from actorq.logging import CONFIRM_METRIC, MetricLogger, read_metrics
 from actorq.rundir import RunDir
 
 
@@ -123,6 +123,9 @@ def test_evaluator_schedule_and_confirmation(tmp_path: Path) -> None:
     assert not ev.run(snap, c, 2.0)  # reached once
     logger.close()
     assert any("confirmation" in s for s in said)
+    # the confirmation is logged, once (a report reads a running run's time to target from it)
+    confirmed = [(s, v) for s, v in read_metrics(tmp_path)[CONFIRM_METRIC]]
+    assert len(confirmed) == 1 and confirmed[0][0] == 3_000 and confirmed[0][1] >= 10.0
     # each evaluation's time on the run's clock, beside its return (the report's curves)
     rows = [r.split(",") for r in (tmp_path / "metrics.csv").read_text().splitlines()[1:]]
     assert [float(v) for _, _, m, v in rows if m == "perf/run_s"] == [1.0, 2.0]

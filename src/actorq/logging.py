@@ -23,6 +23,9 @@ EVAL_METRIC = "charts/eval_return"
 RUN_CLOCK_METRIC = "perf/run_s"
 #: seconds spent in periodic evaluations so far (cumulative, logged after each one)
 EVAL_S_METRIC = "perf/eval_s"
+#: the mean return of a periodic evaluation's confirmation on fresh seeds (one at or above the
+#: target is the run's time to target: a report reads a running run's from it)
+CONFIRM_METRIC = "charts/confirm_return"
 
 
 def rewrite_metrics(path: Path, rows: list[list[str]], error: type[ActorQError]) -> None:

@@ -4,6 +4,8 @@ with actorq's, alternating, checked on resume, compared in the report."""
 from __future__ import annotations
 
 import json
+import math
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,10 +17,11 @@ from actorq.bench import cell as bench_cell
 from actorq.bench import frameworks
 from actorq.bench.frameworks import Record
 from actorq.bench.report import build_report
-from actorq.bench.results import ResultsError
+from actorq.bench.results import ResultsError, read_metrics
 from actorq.bench.runner import run_matrix
 from actorq.bench.spec import Cell, SpecError, load_spec
 from actorq.cli import main
+from actorq.logging import CONFIRM_METRIC
 
 SPEC = """
 name = "side"
@@ -121,6 +124,9 @@ def test_another_frameworks_target_counts_only_when_fresh_seeds_confirm_it(
     record.finish(300, 1.0, np.array([60.0]))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["steps_to_target"] == 200
+    # each confirmation is logged (a report reads a running cell's time to target from it)
+    rows = read_metrics(tmp_path / "metrics.csv", lambda m: m == CONFIRM_METRIC)
+    assert [(s, v) for s, _, _, v in rows] == [(100, 40.0), (200, 60.0)]
 
 
 def test_cells_alternate_across_frameworks_seed_by_seed(toy: None, tmp_path: Path) -> None:
@@ -164,6 +170,17 @@ def test_a_toy_framework_runs_through_the_matrix_and_the_report(toy: None, tmp_p
     assert ratios[("training time", "int8")] == pytest.approx(0.25, rel=1e-3)
     assert set(ratios) == {(w, p) for w in ("training time", "time to target")
                            for p in ("fp32", "int8")}  # fmt: skip
+
+
+def test_one_seed_a_side_is_shown_without_a_spread_or_a_ci(toy: None, tmp_path: Path) -> None:
+    results = tmp_path / "r"
+    run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)
+    for d in results.glob("*-s1"):
+        shutil.rmtree(d)
+    text, data, _ = build_report(results, reps=100)
+    assert "| toy | 1 | 120.0 (1 seed) | 1/1 |" in text  # not "± 0.0": one seed has no spread
+    assert "(one seed each: no CI)" in text and "95% CI" not in text.split("## Side by side")[1]
+    assert all(math.isnan(d["low"]) and math.isnan(d["high"]) for d in data["frameworks"])
 
 
 def test_resume_with_another_framework_list_is_refused(toy: None, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from actorq.bench.report import EVAL as EVAL_METRIC
 from actorq.bench.report import bound, curve_iqm_ci, iqm, iqm_ci, load_runs
 from actorq.cli import main
+from actorq.logging import CONFIRM_METRIC
 
 pytest.importorskip("rliable")
 pytest.importorskip("matplotlib")
@@ -79,9 +80,9 @@ def _cell(
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     r = tmp_path / "results"
-    # fp32: 3 of 4 seeds reach the target, mean 100 s; int8: all 4, mean 50 s -> speedup 2.00
+    # fp32: every seed reaches the target, mean 100 s; int8 too, mean 50 s -> speedup 2.00
     for seed, ttt, final in [(0, 100.0, 100.0), (1, 120.0, 200.0), (2, 80.0, 300.0),
-                             (3, None, 400.0)]:  # fmt: skip
+                             (3, 100.0, 400.0)]:  # fmt: skip
         _cell(r, "cartpole", "fp32", seed, ttt=ttt, final=final, kwh=0.004)
     for seed, final in enumerate([500.0, 500.0, 500.0, 10.0]):
         _cell(r, "cartpole", "int8", seed, ttt=50.0, final=final, kwh=0.002,
@@ -101,6 +102,39 @@ def results(tmp_path: Path) -> Path:
     return r
 
 
+@pytest.mark.parametrize(
+    ("fp32_ttt", "int8_ttt", "shown", "speedup"),
+    [
+        # int8 missed the target on a seed fp32 reached on every one: never, not 2× sooner
+        ([100.0, 100.0], [50.0, None], "0× (1/2 vs fp32 2/2 reached)", 0.0),
+        # fp32 missed it on a seed, int8 reached it on every one
+        ([100.0, None], [50.0, 50.0], "∞× (2/2 vs fp32 1/2 reached)", None),  # JSON: null
+        # each side missed it once: no mean over every seed on either side, no ratio
+        ([100.0, None], [50.0, None], "— (1/2 vs fp32 1/2 reached)", None),
+    ],
+)
+def test_speedup_counts_seeds_that_never_reached_the_target(
+    tmp_path: Path,
+    fp32_ttt: list[float | None],
+    int8_ttt: list[float | None],
+    shown: str,
+    speedup: float | None,
+) -> None:
+    r = tmp_path / "results"
+    for precision, times in (("fp32", fp32_ttt), ("int8", int8_ttt)):
+        for seed, ttt in enumerate(times):
+            _cell(r, "cartpole", precision, seed, ttt=ttt, final=100.0)
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    text = (r / "report.md").read_text()
+    assert f"| {shown} |" in _row(text, "| cartpole | 64x64 | int8 |")
+    fp32_all = None not in fp32_ttt
+    assert ("| 1.00× |" if fp32_all else "| — (1/2 reached) |") in _row(
+        text, "| cartpole | 64x64 | fp32 |"
+    )
+    rows = {x["precision"]: x for x in json.loads((r / "report.json").read_text())["table"]}
+    assert rows["int8"]["speedup"] == speedup
+
+
 def _row(text: str, prefix: str) -> str:
     """The one row of the first table (per task: speedup, return, energy) with this prefix."""
     table = text.split("## Where the time goes")[0]
@@ -117,18 +151,22 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     fp32 = _row(text, "| cartpole | 64x64 | fp32 |")
     int8 = _row(text, "| cartpole | 64x64 | int8 |")
     fp16 = _row(text, "| cartpole | 64x64 | fp16 |")
-    # reached 3/4, mean time to target (100 + 120 + 80) / 3 = 100; IQM of 100..400 = 250
-    assert "| 3/4 (≥ 475) | 100.0 | 1.00× (3/4 reached) | 250.0 [" in fp32
+    # mean time to target (100 + 120 + 80 + 100) / 4 = 100; IQM of 100..400 = 250
+    assert "| 4/4 (≥ 475) | 100.0 | 1.00× | 250.0 [" in fp32
     # int8: 50 s -> 100 / 50 = 2.00×; IQM of [10, 500, 500, 500] trims 10 and one 500 -> 500
-    assert "| 4/4 (≥ 475) | 50.0 | 2.00× (4/4 vs fp32 3/4 reached) | 500.0 [" in int8
+    assert "| 4/4 (≥ 475) | 50.0 | 2.00× | 500.0 [" in int8
     # energy: 0.004 vs 0.002 kWh per run -> 2.00×, CO2 at one intensity -> 2.00× as well
     assert "| 0.002 | 0.0008 | 2.00× | 2.00× |" in int8
     assert "| 0.004 | 0.0016 | 1.00× | 1.00× |" in fp32
     assert "never reached (0/2)" in fp16 and "(+1 failed)" in fp16
-    # 0.004 / 0.003 = 1.33×, from the one run that logged energy
-    assert fp16.endswith("| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | 1.33× | 1.33× |")
+    # 0.004 / 0.003 = 1.33×, from the one run that logged energy, and said so
+    assert fp16.endswith(
+        "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | 1.33× (1/2 vs fp32 4/4 runs) "
+        "| 1.33× (1/2 vs fp32 4/4 runs) |"
+    )
     int4 = _row(text, "| cartpole | 64x64 | int4 |")
-    assert "| 1/1 (≥ 475) | 60.0 | 1.67× (1/1 vs fp32 3/4 reached) |" in int4
+    # one seed: no CI to give
+    assert "| 1/1 (≥ 475) | 60.0 | 1.67× | 50.0 (1 seed) |" in int4
     assert int4.endswith("| not recorded | not recorded | not recorded | not recorded |")
 
     rows = {r["precision"]: r for r in data["table"]}
@@ -146,10 +184,10 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     assert perf["fp32"]["bound"] == "actor-bound" and perf["int8"]["bound"] == "learner-bound"
     assert perf["int8"]["busy_sps"] == pytest.approx(2250.0)
     # run time per 1k env steps (wall_time_s = time to target + 1, or 201 without one; 30k
-    # steps): fp32 (101 + 121 + 81 + 201) / 4 / 30 = 4.2 s; int8 51 / 30 = 1.7 s -> 2.47×
-    assert "| 0.05 | 0.60 | learner-bound | 900 | 2250 | 1.70 | 2.47× | 280 | 28.0% |" in text
-    assert "| 4.20 | 1.00× |" in text
-    assert perf["int8"]["run_speedup_vs_fp32"] == pytest.approx(4.2 / 1.7)
+    # steps): fp32 (101 + 121 + 81 + 101) / 4 / 30 = 3.37 s; int8 51 / 30 = 1.7 s -> 1.98×
+    assert "| 0.05 | 0.60 | learner-bound | 900 | 2250 | 1.70 | 1.98× | 280 | 28.0% |" in text
+    assert "| 3.37 | 1.00× |" in text
+    assert perf["int8"]["run_speedup_vs_fp32"] == pytest.approx(101 / 30 / 1.7)
     assert "Energy is estimated" in text
     assert "cartpole-w64x64-fp16-s2: exit status 1" in text
     png = results / "curves-cartpole-w64x64.png"
@@ -301,6 +339,8 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
                 w.writerow([250_000 * i, f"{T0 + 100.0 * i:.3f}", "perf/actor_sps", 250.0])
                 w.writerow([250_000 * i, f"{T0 + 100.0 * i + 1:.3f}", EVAL_METRIC, score])
                 w.writerow([250_000 * i, f"{T0 + 100.0 * i + 1:.3f}", "perf/eval_s", 60.0 * i])
+            # the evaluation at 19.0 was confirmed on fresh seeds (18.5)
+            w.writerow([750_000, f"{T0 + 302.0:.3f}", CONFIRM_METRIC, 18.5])
         if finished:
             summary = {"env": "atari:Pong", "precision": "int8", "wall_time_s": 9000.0,
                        "eval_time_s": 1000.0, "env_steps": 2_500_000, "eval_return": 20.5,
@@ -330,6 +370,12 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     assert partial["precision"] == "fp32" and partial["final_score"] is None
     assert partial["frames"] == 3_000_000 and partial["frames_to_target"] == 3_000_000
     assert partial["wall_to_target_s"] is None and not partial["finished"]
+    # a running cell whose evaluation at the target was not confirmed: not reached (yet)
+    sb3 = r / "ppo-pong-w64x64-sb3-s0" / "metrics.csv"
+    sb3.write_text(sb3.read_text().replace(f"{CONFIRM_METRIC},18.5", f"{CONFIRM_METRIC},17.0"))
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    partial = next(x for x in json.loads((r / "summary.json").read_text()) if not x["finished"])
+    assert partial["last_eval"] == 19.0 and partial["frames_to_target"] is None
     # a finished cell whose evaluation at the target was not confirmed: no frames to target
     done_dir = r / "ppo-pong-w64x64-int8-s0"
     summary = json.loads((done_dir / "summary.json").read_text())

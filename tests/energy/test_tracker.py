@@ -103,3 +103,12 @@ def test_missing_codecarbon_is_unavailable(monkeypatch, capsys) -> None:
     assert not t.available
     assert not t.snapshot().ok and not t.stop().ok
     assert "codecarbon is not installed" in capsys.readouterr().err
+
+
+def test_readings_add_only_when_both_were_measured() -> None:
+    from actorq.energy import UNAVAILABLE, EnergyReading
+
+    a = EnergyReading(kwh=1.0, kg_co2=0.5, estimated=False, ok=True)
+    b = EnergyReading(kwh=2.0, kg_co2=0.25, estimated=True, ok=True)
+    assert a.plus(b) == EnergyReading(kwh=3.0, kg_co2=0.75, estimated=True, ok=True)
+    assert not a.plus(UNAVAILABLE).ok and not UNAVAILABLE.plus(a).ok

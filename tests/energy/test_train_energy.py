@@ -35,3 +35,38 @@ def test_energy_off_records_nothing(tmp_path: Path) -> None:
     r = train(_cfg(tmp_path, energy=False))
     assert r.energy_kwh is None
     assert "energy/kwh" not in read_metrics(tmp_path)
+
+
+def _counters(run: Path) -> dict:
+    return json.loads((run / "checkpoint" / "state.json").read_text())["counters"]
+
+
+def test_a_resumed_run_reports_the_energy_of_all_its_segments(tmp_path: Path) -> None:
+    first = train(_cfg(tmp_path, total_steps=2_000))
+    assert first.energy_kwh is not None and first.energy_kg_co2 is not None
+    # the checkpoint carries the total so far
+    assert _counters(tmp_path)["energy_kwh"] == pytest.approx(first.energy_kwh)
+    second = train(_cfg(tmp_path, resume=str(tmp_path), total_steps=3_500, run_dir=None))
+    assert second.energy_kwh is not None and second.energy_kg_co2 is not None
+    # the whole run's: the first segment's and the second's (each > 0), not the last one's
+    assert second.energy_kwh > first.energy_kwh
+    assert second.energy_kg_co2 > first.energy_kg_co2
+    assert _counters(tmp_path)["energy_kwh"] == pytest.approx(second.energy_kwh)
+    kwh = [v for s, v in read_metrics(tmp_path)["energy/kwh"] if s > 2_000]
+    assert kwh and min(kwh) >= first.energy_kwh  # the metrics go on from the total too
+
+
+def test_a_segment_not_measured_leaves_no_whole_run_energy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.run import loop
+
+    with monkeypatch.context() as m:  # the first segment ran where codecarbon was missing
+        m.setattr(loop, "codecarbon_installed", lambda: False)
+        train(_cfg(tmp_path, total_steps=2_000))
+    assert _counters(tmp_path)["energy_kwh"] is None
+    r = train(_cfg(tmp_path, resume=str(tmp_path), total_steps=3_500, run_dir=None))
+    # one segment's energy is not the run's: none, and said so at the start
+    assert r.energy_kwh is None and r.energy_kg_co2 is None
+    assert json.loads((tmp_path / "summary.json").read_text())["energy_kwh"] is None
+    assert "the summary will have none" in capsys.readouterr().err

@@ -73,6 +73,10 @@ def ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float, float, float]:
     return point, float(lo), float(hi)
 
 
+def _x(ratio: float) -> str:
+    return "∞×" if math.isinf(ratio) else f"{ratio:.2f}×"
+
+
 def _s(x: float) -> str:
     return "∞" if math.isinf(x) else "—" if math.isnan(x) else f"{x:.1f}"
 
@@ -91,6 +95,7 @@ def _row(g: Group) -> list[str]:
     return [
         g.precision,
         str(len(rs)),
+        f"{finals[0]:.1f} (1 seed)" if len(finals) == 1 else
         f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
         f"{len(reached)}/{len(rs)}" if target else "—",
         f"{np.median(hit):,.0f}" if hit else "—",
@@ -147,8 +152,12 @@ def framework_section(
                                          np.array([f(x) for x in m.finished]))  # fmt: skip
                     if math.isnan(r):
                         continue
+                    if len(o.finished) == len(m.finished) == 1:  # no spread to resample
+                        lo = hi = math.nan
+                    ci = ("one seed each: no CI" if math.isnan(lo)
+                          else f"95% CI {_x(lo)}–{_x(hi)}")  # fmt: skip
                     lines.append(f"- {what}, {o.precision} / actorq {m.precision}: median "
-                                 f"{r:.2f}× (95% CI {lo:.2f}–{hi:.2f})")  # fmt: skip
+                                 f"{_x(r)} ({ci})")  # fmt: skip
                     data.append({"task": task, "width": list(width), "what": what,
                                  "other": o.precision, "actorq": m.precision,
                                  "ratio": r, "low": lo, "high": hi})  # fmt: skip

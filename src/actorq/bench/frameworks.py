@@ -29,7 +29,13 @@ from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.core.seeds import FINAL_EVAL_SEED as FINAL_EVAL_SEED
 from actorq.errors import ActorQError, shown
 from actorq.inputs import read_input
-from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC, rewrite_metrics
+from actorq.logging import (
+    CONFIRM_METRIC,
+    EVAL_METRIC,
+    EVAL_S_METRIC,
+    RUN_CLOCK_METRIC,
+    rewrite_metrics,
+)
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -185,18 +191,21 @@ class Record:
         # the cell's log.txt, as actorq's loop prints its evaluations: progress of a long cell
         print(f"eval @ {step:>8} steps, {start - self.t0:8.1f}s: {mean:7.4g} ± {rets.std():.4g} "
               f"({self.framework})", flush=True)  # fmt: skip
-        target, reached = self.cfg.target_return, False
+        target, reached, confirmed = self.cfg.target_return, False, None
         if self.hit is None and target is not None and mean >= target and not stopping():
             # fresh seeds per evaluation (actorq's loop takes them per publish)
             conf = returns(confirm_seed(step // self.cfg.eval_every, self.cfg.eval_episodes))
             print(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}",
                   flush=True)  # fmt: skip
-            if float(conf.mean()) >= target:
+            confirmed = float(conf.mean())
+            if confirmed >= target:
                 self.hit, reached = (step, start - self.t0), True
         self.eval_s += time.perf_counter() - start
         self.rows.writerow([step, now, EVAL_METRIC, mean])
         self.rows.writerow([step, now, RUN_CLOCK_METRIC, start - self.t0])
         self.rows.writerow([step, now, EVAL_S_METRIC, self.eval_s])
+        if confirmed is not None:
+            self.rows.writerow([step, now, CONFIRM_METRIC, confirmed])
         self.csv.flush()
         return reached
 

@@ -12,10 +12,12 @@ bootstrap confidence intervals, for final returns and at every point of the lear
 Definitions (the report repeats them):
 
 * time to target: the run's ``time_to_target_s``: wall-clock seconds from the start of the
-  learner's loop to the first periodic greedy evaluation whose mean reached the target and was
-  confirmed on fresh seeds. Per task × precision it is the mean over the seeds that reached it;
-  seeds that never did are counted and shown, never dropped silently.
-* speedup: mean fp32 time to target / mean time to target at the precision.
+  learner's loop to the first periodic evaluation whose mean reached the target and was
+  confirmed on fresh seeds, evaluations included (the side-by-side section's excludes them).
+  Per task × precision it is the mean over the seeds that reached it; seeds that never did are
+  counted and shown, never dropped silently.
+* speedup: mean fp32 time to target / mean time to target at the precision, over every seed: a
+  seed that never reached the target counts as never (a side with one has no finite mean).
 * energy: ``energy_kwh`` / ``energy_kg_co2`` of each run's ``summary.json`` (whole machine, the
   whole run); ratio: mean fp32 energy per run / mean energy per run at the precision.
 * curves: a run that stopped (e.g. at its target) keeps its last evaluation afterwards; time
@@ -64,7 +66,7 @@ from actorq.energy import (
 )
 from actorq.errors import ActorQError, shown
 from actorq.inputs import read_input
-from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
+from actorq.logging import CONFIRM_METRIC, EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
 from actorq.quant.formats import PRECISIONS
 from actorq.rundir import RunDir
 
@@ -85,9 +87,13 @@ def check_reps(reps: int) -> None:
 
 
 def _reported_metric(metric: str) -> bool:
-    """The metrics.csv rows the report reads: evaluations, perf/* (whose first row is a run's
-    wall-clock origin) and energy."""
-    return metric == EVAL or metric.startswith("perf/") or metric in _ENERGY_METRIC.values()
+    """The metrics.csv rows the report reads: evaluations and their confirmations, perf/* (whose
+    first row is a run's wall-clock origin) and energy."""
+    return (
+        metric in (EVAL, CONFIRM_METRIC)
+        or metric.startswith("perf/")
+        or metric in _ENERGY_METRIC.values()
+    )
 
 
 @dataclasses.dataclass
@@ -378,7 +384,10 @@ def _fmt(x: float | None, spec: str = ".1f", none: str = "—") -> str:
 
 
 def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
-    """(speedup, text): mean fp32 time to target / mean time to target at g's precision."""
+    """(speedup, text): mean fp32 time to target / mean time to target at g's precision, over
+    every finished seed: a seed that never reached the target takes forever, so a side with one
+    has no finite mean (a precision that missed where fp32 reached on every seed: 0×; the
+    other way round: ∞×; both: no ratio). Seeds that did not reach it are never dropped."""
     n, k = len(g.finished), len(g.ttt())
     if fp32 is None:
         return None, "no fp32 cells"
@@ -388,20 +397,34 @@ def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
         return None, "no target"
     if not k:
         return None, f"never reached (0/{n})"
-    f = fp32.ttt()
+    f, m = fp32.ttt(), len(fp32.finished)
     if not f:
-        return None, f"fp32 never reached (0/{len(fp32.finished)})"
-    if float(np.mean(g.ttt())) <= 0:  # a target reached at once (time 0): no ratio to take
-        return None, f"— (reached at 0 s, {k}/{n})"
-    s = float(np.mean(f)) / float(np.mean(g.ttt()))
+        return None, f"fp32 never reached (0/{m})"
+    mine_all, theirs_all = k == n, len(f) == m
     if g is fp32:
-        return s, f"{s:.2f}×" + ("" if k == n else f" ({k}/{n} reached)")
-    partial = (
-        ""
-        if k == n and len(f) == len(fp32.finished)
-        else f" ({k}/{n} vs fp32 {len(f)}/{len(fp32.finished)} reached)"
-    )
+        partial = "" if mine_all else f" ({k}/{n} reached)"
+    else:
+        partial = "" if mine_all and theirs_all else f" ({k}/{n} vs fp32 {len(f)}/{m} reached)"
+    if not mine_all and not theirs_all:
+        return None, f"—{partial}"  # forever on both sides: no ratio
+    if not mine_all:
+        return 0.0, f"0×{partial}"
+    mine = float(np.mean(g.ttt()))
+    if mine <= 0:  # a target reached at once (time 0): no ratio to take
+        return None, f"— (reached at 0 s, {k}/{n})"
+    if not theirs_all:
+        return math.inf, f"∞×{partial}"
+    s = float(np.mean(f)) / mine
     return s, f"{s:.2f}×{partial}"
+
+
+def _iqm_text(xs: list[float], ret: tuple[float, float, float] | None) -> str:
+    """An IQM and its 95% CI (``ret``) as the table shows it; one seed has no CI to give."""
+    if ret is None:
+        return "—"
+    if len(xs) == 1:
+        return f"{ret[0]:.1f} (1 seed)"
+    return f"{ret[0]:.1f} [{ret[1]:.1f}, {ret[2]:.1f}]"
 
 
 def _ratio(fp32: Group | None, g: Group, key: str) -> tuple[float | None, str]:
@@ -412,7 +435,11 @@ def _ratio(fp32: Group | None, g: Group, key: str) -> tuple[float | None, str]:
         return None, "not recorded"
     if b <= 0:
         return None, "—"
-    return a / b, f"{a / b:.2f}×"
+    # a mean over some runs only (others not measured) is said so, as the energy columns say it
+    n, nf = len(g.energy(key)), len(fp32.energy(key))
+    whole = n == len(g.finished) and nf == len(fp32.finished)
+    part = "" if whole else f" ({n}/{len(g.finished)} vs fp32 {nf}/{len(fp32.finished)} runs)"
+    return a / b, f"{a / b:.2f}×{part}"
 
 
 def _energy_text(g: Group, key: str, spec: str) -> str:
@@ -570,7 +597,9 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
         "## Per task: speedup, return, energy (QuaRL's table)",
         "",
         "Time to target: mean over the seeds that reached the target (confirmed on fresh seeds), "
-        "from the start of the learner's loop; speedup = fp32 time / time at the precision. "
+        "from the start of the learner's loop, evaluations included; speedup = fp32 time / time "
+        "at the precision, means over every seed (one that never reached the target counts as "
+        "never: 0× or ∞×, or no ratio when both sides have one). "
         "Energy: whole machine, whole run, mean per run; ratio = fp32 / precision.",
         "",
         "| task | policy | precision | runs | reached target | time to target s | speedup vs fp32 "
@@ -603,7 +632,7 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
                 f"| {task} | {policy_label(gs, width)} | {g.precision} | {len(fin)}"
                 + (f" ({', '.join(others)})" if others else "")
                 + f" | {reached} | {_fmt(_mean(g.ttt()))} | {spd_text} | "
-                + ("—" if ret is None else f"{ret[0]:.1f} [{ret[1]:.1f}, {ret[2]:.1f}]")
+                + _iqm_text(finals, ret)
                 + f" | {_energy_text(g, SUMMARY_KWH, '.3g')}"
                 + f" | {_energy_text(g, SUMMARY_KG_CO2, '.3g')} | {kr_text} | {cr_text} |"
             )
@@ -613,7 +642,7 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
                     "runs": len(fin), "failed": n_fail, "reached": len(g.ttt()),
                     "target": tgt, "time_to_target_s": _mean(g.ttt()), "speedup": spd,
                     "return_iqm": None if ret is None else ret[0],
-                    "return_ci": None if ret is None else [ret[1], ret[2]],
+                    "return_ci": None if ret is None or len(finals) < 2 else [ret[1], ret[2]],
                     "kwh": _mean(g.energy(SUMMARY_KWH)), "kg_co2": _mean(g.energy(SUMMARY_KG_CO2)),
                     "kwh_ratio": kr, "co2_ratio": cr,
                 }
@@ -732,7 +761,7 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
     (agent steps × the frame skip of 4), the final score (full games, raw score; None until the
     cell finishes), frames and training wall seconds to the target (a finished cell's summary:
     the first periodic evaluation that reached it, confirmed, wall seconds less evaluation; a
-    running cell's: its first evaluation at the target, frames only), frames per second of a
+    running cell's: its first confirmed one, frames only), frames per second of a
     finished cell's training (its wall time less its evaluations'), the last periodic
     evaluation so far, and every periodic evaluation as ``evals``: ``[frames, mean score]``
     pairs (report.json's rows carry them; summary.json keeps issue 50's row without them)."""
@@ -750,9 +779,13 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
         wall, evals = r.summary_value("wall_time_s"), r.summary_value("eval_time_s") or 0.0
         fps = int(steps) * skip / (wall - evals) if wall and wall > evals else None
         if to_target is None and r.target is not None and not r.finished:
-            # a running cell's first evaluation at the target (its confirmation is not logged);
-            # a finished cell's summary is the word: unconfirmed hits stay null
-            to_target = next((s for s, _, v in curve if v >= r.target), None)
+            # a running cell's first confirmed evaluation at the target (logs from before the
+            # confirmation was logged have none: null); a finished cell's summary is the word
+            to_target = next(
+                (s for s, _, m, v in r.rows if m == CONFIRM_METRIC and v >= r.target), None
+            )
+        if to_target is None:  # a summary from before steps_to_target: its time has evaluations
+            wall_to_target = math.inf
         out.append(
             {
                 "game": r.env.removeprefix("atari:"), "agent": r.agent, "framework": r.framework,

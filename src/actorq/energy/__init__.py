@@ -12,8 +12,10 @@ from actorq.energy.tracker import (
     SUMMARY_ESTIMATED,
     SUMMARY_KG_CO2,
     SUMMARY_KWH,
+    UNAVAILABLE,
     EnergyReading,
     EnergyTracker,
+    RunEnergy,
     codecarbon_installed,
 )
 
@@ -24,7 +26,9 @@ __all__ = [
     "SUMMARY_ESTIMATED",
     "SUMMARY_KG_CO2",
     "SUMMARY_KWH",
+    "UNAVAILABLE",
     "EnergyReading",
     "EnergyTracker",
+    "RunEnergy",
     "codecarbon_installed",
 ]

@@ -21,8 +21,8 @@ Contract for the experiment loop (``actorq.experiment.train``)::
 * Every method is guarded: a missing codecarbon, or any exception inside it, makes the tracker
   *unavailable*; it prints one warning line to stderr (once per tracker) and every later
   reading has ``ok=False``. Training must go on regardless.
-* Readings are cumulative since :meth:`start` (a resumed run starts at zero again; add the
-  previous summary's values if a total over sessions is wanted).
+* Readings are cumulative since :meth:`start`; a resumed run adds its earlier segments'
+  total, kept in its checkpoint (:meth:`EnergyReading.plus`; ``actorq.run.loop``).
 * ``tracking_mode="machine"``: the whole machine's CPU and RAM power, so the learner and all
   actor processes are covered together (and so is anything else running on the machine: bench
   runs should have the machine to themselves).
@@ -80,6 +80,18 @@ class EnergyReading:
         if not self.ok:
             return {}
         return {METRIC_KWH: self.kwh, METRIC_KG_CO2: self.kg_co2}
+
+    def plus(self, other: EnergyReading) -> EnergyReading:
+        """The two readings together (a run's earlier segments and this one); not ok unless
+        both are: a segment not measured leaves no whole-run total."""
+        if not (self.ok and other.ok):
+            return UNAVAILABLE
+        return EnergyReading(
+            kwh=self.kwh + other.kwh,
+            kg_co2=self.kg_co2 + other.kg_co2,
+            estimated=self.estimated or other.estimated,
+            ok=True,
+        )
 
     def as_summary(self) -> dict[str, Any]:
         """Summary keys; ``None`` values when not ok (the report then says "not recorded")."""
@@ -233,6 +245,24 @@ class EnergyTracker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RunEnergy:
+    """A run's energy over all its segments: ``before``, its earlier segments' total (kept in its
+    checkpoint; not ok where one was not measured), plus this segment's ``tracker``. The same
+    calls as :class:`EnergyTracker`, whose readings it adds to ``before``."""
+
+    def __init__(self, tracker: EnergyTracker, before: EnergyReading) -> None:
+        self.tracker, self.before = tracker, before
+
+    def start(self) -> None:
+        self.tracker.start()
+
+    def snapshot(self) -> EnergyReading:
+        return self.before.plus(self.tracker.snapshot())
+
+    def stop(self) -> EnergyReading:
+        return self.before.plus(self.tracker.stop())
 
 
 def _is_estimated(tracker: Any) -> bool:

@@ -31,7 +31,13 @@ from actorq.agents.policy_io import ModelPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.distributed.backend import Backend, BackendContext, make_backend
-from actorq.energy import EnergyTracker, codecarbon_installed
+from actorq.energy import (
+    UNAVAILABLE,
+    EnergyReading,
+    EnergyTracker,
+    RunEnergy,
+    codecarbon_installed,
+)
 from actorq.errors import CheckpointError, ConfigError, DivergedError
 from actorq.logging import MetricLogger
 from actorq.run.memory import check_run_memory
@@ -102,7 +108,7 @@ class _Run:
     target: float | None
     fp32_bytes: int
     publisher: Publisher
-    energy: EnergyTracker | None
+    energy: RunEnergy | None
     stop: StopOnSignal
     backend: Backend
     checkpointer: Checkpointer
@@ -159,10 +165,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     publisher = Publisher(cfg, io, asynchronous)
     fp32_bytes = len(publisher.snapshot(0, "fp32"))
     first = publisher.snapshot(c.version)
-    # without the [bench] extra a run is not measured, and the summary says how to measure it
-    energy = EnergyTracker(cfg.energy_country) if cfg.energy and codecarbon_installed() else None
-    if energy is not None:
-        energy.start()  # ~1.5 s (hardware detection): before the actors and the run's clock
+    energy = _start_energy(cfg, c, loaded is not None)  # before the actors and the run's clock
     # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
     # stops through the loop's clean path (checkpoint, summary).
     stop = StopOnSignal()
@@ -294,6 +297,7 @@ def _learn(cfg: ExperimentConfig, r: _Run, batch: Any) -> int:
             r.interval.add_metrics(r.learner.read_metrics(), c.updates)
             c.env_steps = r.backend.env_steps()
             c.wall_time_s = time.perf_counter() - r.start_wall  # time to target on resume
+            _keep_energy(c, r.energy.snapshot() if r.energy is not None else None)
             r.checkpointer.save()
         batch = r.backend.ready_batch() if turn < cfg.updates_per_turn else None
     return turn
@@ -322,6 +326,7 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
         if not interrupted and not r.past_budget:  # past it, the run's own end already ran
             _finish_learner(r.learner, r.logger, c)
         c.wall_time_s = time.perf_counter() - r.start_wall
+        _keep_energy(c, reading)
         if not interrupted:
             # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
             states = final_states(r.backend.replay, cfg.seed)
@@ -345,6 +350,44 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
     )
     write_summary(result, stop_reason, r.logger, r.run_dir, c.env_steps)
     return result
+
+
+def _start_energy(cfg: ExperimentConfig, c: Counters, resumed: bool) -> RunEnergy | None:
+    """The run's energy tracker, started (~1.5 s: codecarbon detects the hardware), or None:
+    without the [bench] extra a run is not measured, and its summary says how to measure it.
+    The whole run's: a resume adds its earlier segments' total, kept in its checkpoint."""
+    if not (cfg.energy and codecarbon_installed()):
+        c.energy_kwh = c.energy_kg_co2 = c.energy_estimated = None  # a segment not measured
+        return None
+    energy = RunEnergy(EnergyTracker(cfg.energy_country), _energy_before(c, resumed))
+    if resumed and not energy.before.ok:
+        print(
+            "actorq: warning: energy: the checkpoint holds no total of the run's earlier "
+            "segments (not measured, or saved by an older actorq): the summary will have none",
+            file=sys.stderr,
+        )
+    energy.start()
+    return energy
+
+
+def _energy_before(c: Counters, resumed: bool) -> EnergyReading:
+    """The run's energy before this segment: none for a new run; a resumed run's total from its
+    checkpoint (not ok where a segment was not measured or the checkpoint predates the total:
+    the summary then has no energy, rather than one segment's for the whole run's)."""
+    if not resumed:
+        return EnergyReading(kwh=0.0, kg_co2=0.0, estimated=False, ok=True)
+    if c.energy_kwh is None or c.energy_kg_co2 is None:
+        return UNAVAILABLE
+    return EnergyReading(c.energy_kwh, c.energy_kg_co2, bool(c.energy_estimated), ok=True)
+
+
+def _keep_energy(c: Counters, reading: EnergyReading | None) -> None:
+    """The counters carry the run's energy so far into its checkpoint (None: not measured)."""
+    if reading is None or not reading.ok:
+        c.energy_kwh = c.energy_kg_co2 = c.energy_estimated = None
+    else:
+        c.energy_kwh, c.energy_kg_co2 = reading.kwh, reading.kg_co2
+        c.energy_estimated = reading.estimated
 
 
 def _prepare_learner(

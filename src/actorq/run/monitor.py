@@ -17,8 +17,14 @@ from actorq.agents.policy_io import PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.seeds import EVAL_SEED, confirm_seed
 from actorq.distributed.backend import Backend, BackendStats
-from actorq.energy import EnergyTracker
-from actorq.logging import EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC, MetricLogger
+from actorq.energy import RunEnergy
+from actorq.logging import (
+    CONFIRM_METRIC,
+    EVAL_METRIC,
+    EVAL_S_METRIC,
+    RUN_CLOCK_METRIC,
+    MetricLogger,
+)
 from actorq.run.publisher import Publisher, check_losses
 from actorq.run.resume import Counters
 
@@ -68,6 +74,7 @@ class Evaluator:
             seed = confirm_seed(c.publishes, cfg.eval_episodes)  # fresh seeds per publish
             conf = self.io.evaluate(data, cfg.eval_episodes, seed)
             self.say(f"  confirmation on fresh seeds: {conf.mean():.1f} ± {conf.std():.1f}")
+            self.logger.log(c.env_steps, {CONFIRM_METRIC: float(conf.mean())})
             if conf.mean() >= self.target:
                 c.steps_to_target = c.env_steps
                 c.time_to_target_s = elapsed
@@ -187,7 +194,7 @@ def log_interval(
     backend: Backend,
     interval: IntervalLogger,
     publisher: Publisher,
-    energy: EnergyTracker | None,
+    energy: RunEnergy | None,
     progress: Progress,
 ) -> dict[str, Any]:
     """One log interval: supervise the actors, log the metrics; returns what a callback gets."""

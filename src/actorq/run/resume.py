@@ -207,6 +207,12 @@ class Counters:
     #: ``updates`` when the latest snapshot was published (an evaluation publishes only if the
     #: weights changed since, so on-policy data is not made stale by evaluations)
     updates_at_publish: int = 0
+    #: the run's energy and carbon up to this checkpoint, every segment of it (a resume adds
+    #: its own tracker's); None where a segment was not measured (energy off, codecarbon
+    #: missing or failing) or in checkpoints from before the fields: no whole-run total then
+    energy_kwh: float | None = None
+    energy_kg_co2: float | None = None
+    energy_estimated: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
