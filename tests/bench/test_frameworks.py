@@ -183,6 +183,19 @@ def test_one_seed_a_side_is_shown_without_a_spread_or_a_ci(toy: None, tmp_path: 
     assert all(math.isnan(d["low"]) and math.isnan(d["high"]) for d in data["frameworks"])
 
 
+def test_a_target_neither_side_reached_is_said_not_left_out(toy: None, tmp_path: Path) -> None:
+    results = tmp_path / "r"
+    run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)
+    for s in results.glob("*/summary.json"):
+        summary = json.loads(s.read_text())
+        summary.update(reached_target=False, steps_to_target=None, time_to_target_s=None)
+        s.write_text(json.dumps(summary))
+    text, data, _ = build_report(results, reps=100)
+    line = "- time to target, toy / actorq int8: no ratio (neither side's median run reached"
+    assert line in text
+    assert {d["what"] for d in data["frameworks"]} == {"training time"}
+
+
 def test_resume_with_another_framework_list_is_refused(toy: None, tmp_path: Path) -> None:
     results = tmp_path / "r"
     run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)

@@ -13,7 +13,7 @@ frameworks alternate cell by cell; the section says when the cells ran in severa
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -107,6 +107,23 @@ def _row(g: Group) -> list[str]:
     ]  # fmt: skip
 
 
+def _ratio_line(
+    what: str, o: Group, m: Group, f: Callable[[Run], float]
+) -> tuple[str, dict[str, Any] | None]:
+    """The report's line for one ratio of ``f`` (training time, time to target), the other
+    framework's group ``o`` over actorq's ``m``, and its report.json row (None: no ratio)."""
+    head = f"- {what}, {o.precision} / actorq {m.precision}:"
+    r, lo, hi = ratio_ci(np.array([f(x) for x in o.finished]), np.array([f(x) for x in m.finished]))
+    if math.isnan(r):
+        return f"{head} no ratio (neither side's median run reached the target)", None
+    if len(o.finished) == len(m.finished) == 1:  # no spread to resample
+        lo = hi = math.nan
+    ci = "one seed each: no CI" if math.isnan(lo) else f"95% CI {_x(lo)}–{_x(hi)}"
+    row = {"what": what, "other": o.precision, "actorq": m.precision, "ratio": r, "low": lo,
+           "high": hi}  # fmt: skip
+    return f"{head} median {_x(r)} ({ci})", row
+
+
 def framework_section(
     groups: GroupMap, runs: Sequence[Run], data: list[dict[str, Any]]
 ) -> list[str]:
@@ -148,18 +165,9 @@ def framework_section(
         for o in others:
             for m in mine:
                 for what, f in (("training time", train_time), ("time to target", time_to_target)):
-                    r, lo, hi = ratio_ci(np.array([f(x) for x in o.finished]),
-                                         np.array([f(x) for x in m.finished]))  # fmt: skip
-                    if math.isnan(r):
-                        continue
-                    if len(o.finished) == len(m.finished) == 1:  # no spread to resample
-                        lo = hi = math.nan
-                    ci = ("one seed each: no CI" if math.isnan(lo)
-                          else f"95% CI {_x(lo)}–{_x(hi)}")  # fmt: skip
-                    lines.append(f"- {what}, {o.precision} / actorq {m.precision}: median "
-                                 f"{_x(r)} ({ci})")  # fmt: skip
-                    data.append({"task": task, "width": list(width), "what": what,
-                                 "other": o.precision, "actorq": m.precision,
-                                 "ratio": r, "low": lo, "high": hi})  # fmt: skip
+                    line, row = _ratio_line(what, o, m, f)
+                    lines.append(line)
+                    if row is not None:
+                        data.append({"task": task, "width": list(width), **row})
         lines.append("")
     return lines
