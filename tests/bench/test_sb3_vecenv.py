@@ -62,3 +62,21 @@ def test_observations_are_copies_not_the_envs_buffer() -> None:
         assert not np.shares_memory(first, second)
     finally:
         env.close()
+
+
+def test_an_atari_cell_trains_on_envpool_whatever_the_config_was_given() -> None:
+    """The engine is resolved where SB3's env is built (an unvalidated config says "auto"): an
+    SB3 cell trains on the pool actorq's cells use, not on Python ale-py envs."""
+    from actorq import PPOConfig
+    from actorq.bench.sb3 import SB3
+    from actorq.envs.atari import envpool_installed
+
+    if not envpool_installed():
+        pytest.skip("EnvPool is not installed")
+    cfg = PPOConfig(env="atari:Pong", seed=0)
+    assert cfg.atari_engine == "auto"
+    model = SB3().build(cfg, [64, 64], {"policy": "CnnPolicy", "n_envs": 2, "n_steps": 8})
+    try:
+        assert isinstance(model.get_env(), ActorQVecEnv)
+    finally:
+        model.get_env().close()

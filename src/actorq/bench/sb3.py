@@ -257,7 +257,11 @@ class SB3:
 
         from actorq.envs import make_env, make_vector_env
 
-        env_kwargs = cfg.env_kwargs()  # an Atari cell's engine, resolved as actorq's cells'
+        env_kwargs = cfg.env_kwargs()
+        if "engine" in env_kwargs:  # an Atari cell's: "auto" resolved as actorq's cells resolve it
+            from actorq.envs.atari import resolve_engine
+
+            env_kwargs["engine"] = resolve_engine(env_kwargs["engine"])
         n_envs = int(settings.get("n_envs", 1))
         venv: Any
         if env_kwargs.get("engine") == "envpool":  # the pool actorq's cells train on
