@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -143,10 +144,59 @@ def test_an_interrupted_sb3_cell_continues_from_its_checkpoint(
     summary = json.loads((cell_dir / "summary.json").read_text())
     assert summary["env_steps"] == 1200 and summary["segments"] == 2
     assert summary["wall_time_s"] > first["counters"]["wall_time_s"]
-    assert summary["resume_refill_steps"] == 100  # learning_starts, off the budget
+    assert "resume_refill_steps" not in summary  # its replay came back with its checkpoint
     rows = (cell_dir / "metrics.csv").read_text().split()
     evals = [int(r.split(",")[0]) for r in rows if ",charts/eval_return," in r]
     assert evals == [400, 800, 1200]  # the interrupted segment's kept, none twice
+
+
+def test_an_sb3_dqn_cell_resumes_with_the_replay_it_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay buffer saved at the stop is the one the resumed model learns on, exactly
+    (at the collection's start); a checkpoint without one (from before it was kept) refills it
+    off the budget instead."""
+    pytest.importorskip("stable_baselines3")
+    import actorq.run.monitor
+    from actorq.bench import sb3_checkpoint
+
+    spec = _spec(tmp_path, DQN.format(fw="sb3") + SB3)
+    results, cell = tmp_path / "r", spec.cells[0]
+    monkeypatch.setattr(actorq.run.monitor, "StopOnSignal", _StopAfter)
+    saved: dict[str, Any] = {}
+    real_save = sb3_checkpoint.save
+
+    def keep(run_dir: Path, model: Any, *args: Any) -> None:
+        real_save(run_dir, model, *args)
+        rb = model.replay_buffer
+        saved.update(obs=rb.observations.copy(), acts=rb.actions.copy(), at=args[-1])
+
+    monkeypatch.setattr(sb3_checkpoint, "save", keep)
+    run_matrix(spec, results, _in_process, progress=False)
+    cell_dir = results / cell.name
+    assert (cell_dir / "checkpoint" / "replay.npz").is_file()
+    monkeypatch.undo()
+    from actorq.bench.sb3 import SB3 as Adapter
+    from actorq.bench.spec import run_config
+
+    cfg = run_config("dqn", cell.config, "USA")
+    cfg.validate()
+    model = Adapter().build(cfg, list(cell.width), cell.settings)
+    _, _, replayed = sb3_checkpoint.load(cell_dir, model)
+    rb = model.replay_buffer
+    pos, full = saved["at"]
+    assert replayed and (rb.pos, rb.full) == (pos, full) and pos > 100
+    assert np.array_equal(rb.observations[:pos], saved["obs"][:pos])
+    assert np.array_equal(rb.actions[:pos], saved["acts"][:pos])
+    model.get_env().close()
+    # an older checkpoint: no replay in it (the manifest re-sealed without it)
+    manifest = cell_dir / "checkpoint" / "manifest.json"
+    (cell_dir / "checkpoint" / "replay.npz").unlink()
+    entries = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({k: v for k, v in entries.items() if k != "replay.npz"}))
+    run_matrix(spec, results, _in_process, progress=False)
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    assert summary["resume_refill_steps"] == 100  # learning_starts, off the budget
 
 
 class _StopAfterEvaluation(_StopAfter):

@@ -327,12 +327,13 @@ class _Segment:
         self.cfg, self.run_dir, self.model = cfg, run_dir, model
         self.next_eval = cfg.eval_every
         self.refills: list[list[float]] = []
+        self.segment = int(cell.get("segment", 1)) if cell.get("resume") else 1
         self.engine = cfg.env_kwargs().get("engine")  # None off Atari
         self.counters = sb3_checkpoint.algo_counters(model)  # at the collection's start
-        #: the record's counters and next evaluation at that start, saved with them
-        self.at_start: tuple[dict[str, Any], int] | None = None
+        #: the record's counters, next evaluation and replay position at that start, saved
+        self.at_start: tuple[dict[str, Any], int, tuple[int, bool] | None] | None = None
         if cell.get("resume"):
-            state, extra = sb3_checkpoint.load(run_dir, model)
+            state, extra, replayed = sb3_checkpoint.load(run_dir, model)
             saved = extra["engine"] or ("ale" if self.engine else None)  # older: the ALE
             if saved != self.engine:
                 raise ActorQError(
@@ -344,7 +345,7 @@ class _Segment:
             self.record = Record.resumed(cfg, run_dir, "sb3", state, model.num_timesteps)
             # new episodes on this segment's seeds (the first segment's were cfg.seed)
             model.get_env().seed(cfg.seed + 1000 * int(cell.get("segment", 2)))
-            if cfg.agent == "dqn":  # its replay is not saved: refill it, off the budget
+            if cfg.agent == "dqn" and not replayed:  # an older checkpoint: refill, off budget
                 kw = model.replay_buffer.buffer_size, max(model.learning_starts, model.batch_size)
                 need = min(*kw, model.num_timesteps)
                 steps, secs = sb3_checkpoint.refill_replay(model, need, cfg.total_steps)
@@ -356,9 +357,18 @@ class _Segment:
         """Checkpoint the model with the counters, clock and next evaluation of its collection's
         start (SB3 changes no weights inside a collection): a resume redoes that collection with
         what happened in it, an evaluation that fell there included (its row, seconds, target)."""
-        state, next_eval = self.at_start or (self.record.state(), self.next_eval)
+        state, next_eval, replay_at = self.at_start or (
+            self.record.state(),
+            self.next_eval,
+            self.replay_position(),
+        )
         extra = {"next_eval": next_eval, "refills": self.refills, "engine": self.engine}
-        sb3_checkpoint.save(self.run_dir, self.model, self.counters, state, extra)
+        sb3_checkpoint.save(self.run_dir, self.model, self.counters, state, extra, replay_at)
+
+    def replay_position(self) -> tuple[int, bool] | None:
+        """A DQN's replay buffer's (pos, full) now; None for PPO."""
+        buffer = getattr(self.model, "replay_buffer", None)
+        return None if buffer is None else (int(buffer.pos), bool(buffer.full))
 
     def learn(self, returns: Callable[[int], np.ndarray], checkpoint_s: float) -> bool:
         """Train to the budget; returns whether a stop signal interrupted it."""
@@ -376,7 +386,7 @@ class _Segment:
 
             def _on_rollout_start(self) -> None:
                 seg.counters = sb3_checkpoint.algo_counters(self.model)
-                seg.at_start = (seg.record.state(), seg.next_eval)
+                seg.at_start = (seg.record.state(), seg.next_eval, seg.replay_position())
 
             def _on_step(self) -> bool:
                 if stop.requested:
@@ -406,7 +416,7 @@ class _Segment:
             record.csv.close()
             return True
         wall_s = time.perf_counter() - record.t0
-        extra: dict[str, Any] = {"segments": len(self.refills) + 1} if self.refills else {}
+        extra: dict[str, Any] = {"segments": self.segment} if self.segment > 1 else {}
         if self.refills:
             extra["resume_refill_steps"] = int(sum(r[0] for r in self.refills))
             extra["resume_refill_s"] = float(sum(r[1] for r in self.refills))

@@ -6,10 +6,12 @@ JSON, a sha256 manifest) in the cell's ``checkpoint/``: the policy's weights, th
 tensors, the RNG streams, VecNormalize's statistics, and the counters as JSON. A resume rebuilds
 the model from the cell's settings (as the first segment did) and loads these into it.
 
-Not saved: the environments (an episode in progress restarts) and DQN's replay buffer (up to
-5.6 GB of frames for Atari): a resumed DQN refills it with the restored policy's ε-greedy actions
-before learning goes on (:func:`refill_replay`); those steps are not counted in the budget and
-their seconds are kept apart (``resume_refill_s``), both recorded in the summary.
+DQN's replay buffer goes with every checkpoint (``replay.npz``, frames stored once:
+:mod:`actorq.bench.sb3_replay`), as actorq's DQN saves its own. Not saved: the environments (an
+episode in progress restarts). A checkpoint without a replay (one from before it was kept)
+makes a resumed DQN refill it with the restored policy's ε-greedy actions before learning goes
+on (:func:`refill_replay`); those steps are not counted in the budget and their seconds are
+kept apart (``resume_refill_s``), both recorded in the summary.
 
 Checkpoints are written at points where the weights and the counters agree: every counter is
 the one at the start of the current collection (PPO's weights change only after a rollout,
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from actorq import checkpoint as ckpt
+from actorq.bench import sb3_replay
 from actorq.errors import CheckpointError, first_line
 
 #: counters of the algorithm saved at a collection's start (attribute names of SB3's models)
@@ -43,10 +46,12 @@ def save(
     counters: dict[str, int],
     record: dict[str, Any],
     extra: dict[str, Any],
+    replay_at: tuple[int, bool] | None = None,
 ) -> None:
     """Write ``run_dir/checkpoint``: the model's tensors, ``counters`` (the algorithm's, from
-    :func:`algo_counters` at the collection's start), ``record`` (the Record's state) and
-    ``extra`` (the adapter's: next evaluation, refills)."""
+    :func:`algo_counters` at the collection's start), ``record`` (the Record's state),
+    ``extra`` (the adapter's: next evaluation, refills) and, for DQN, its replay buffer with
+    ``replay_at``, its (pos, full) at that start."""
     import torch
 
     from actorq.agents.state import pack
@@ -67,7 +72,9 @@ def save(
     rng = {"python": list(random.getstate()[1]),
            "numpy": [kind, int(pos), int(has_gauss), float(gauss)]}  # fmt: skip
     state = {"learner": learner, "counters": {**record, **extra}, "rng": rng}
-    ckpt.save(run_dir / "checkpoint", tensors, state)
+    buffer = getattr(model, "replay_buffer", None)
+    write = None if buffer is None or replay_at is None else sb3_replay.writer(buffer, *replay_at)
+    ckpt.save(run_dir / "checkpoint", tensors, state, write)
 
 
 def _vecnormalize(model: Any) -> Any:
@@ -77,11 +84,13 @@ def _vecnormalize(model: Any) -> Any:
     return env if isinstance(env, VecNormalize) else None
 
 
-def load(run_dir: Path, model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def load(run_dir: Path, model: Any) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """Load ``run_dir/checkpoint`` into ``model`` (built from the cell's settings); returns
     the Record's state and the adapter's extra counters, checked (one CheckpointError line for
-    a checkpoint of another model or a damaged state.json)."""
-    tensors, state, _ = ckpt.load(run_dir / "checkpoint")
+    a checkpoint of another model, a damaged state.json or replay), and whether it restored a
+    DQN's replay buffer."""
+    tensors, state, replay = ckpt.load(run_dir / "checkpoint")
+    buffer = getattr(model, "replay_buffer", None)
     try:
         record, extra = check_counters(state["counters"])
         learner = state["learner"]
@@ -93,13 +102,15 @@ def load(run_dir: Path, model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
                 setattr(model, k, v)
         _load_rng(tensors, state["rng"])
         _load_vecnormalize(model, tensors, extra)
+        if replay is not None and buffer is not None:
+            sb3_replay.load_replay(replay, buffer, getattr(model.action_space, "n", None))
     except CheckpointError:
         raise
     except Exception as e:
         raise CheckpointError(
             f"{run_dir / 'checkpoint'} does not fit this SB3 cell: {first_line(e)}"
         ) from None
-    return record, extra
+    return record, extra, replay is not None and buffer is not None
 
 
 def _load_model(model: Any, tensors: dict[str, Any], learner: dict[str, Any]) -> None:
