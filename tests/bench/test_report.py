@@ -107,6 +107,7 @@ def results(tmp_path: Path) -> Path:
     [
         # int8 missed the target on a seed fp32 reached on every one: never, not 2× sooner
         ([100.0, 100.0], [50.0, None], "0× (1/2 vs fp32 2/2 reached)", 0.0),
+        ([100.0, 100.0], [None, None], "0× (0/2 vs fp32 2/2 reached)", 0.0),  # on none
         # fp32 missed it on a seed, int8 reached it on every one
         ([100.0, None], [50.0, 50.0], "∞× (2/2 vs fp32 1/2 reached)", None),  # JSON: null
         # each side missed it once: no mean over every seed on either side, no ratio
@@ -158,7 +159,7 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     # energy: 0.004 vs 0.002 kWh per run -> 2.00×, CO2 at one intensity -> 2.00× as well
     assert "| 0.002 | 0.0008 | 2.00× | 2.00× |" in int8
     assert "| 0.004 | 0.0016 | 1.00× | 1.00× |" in fp32
-    assert "never reached (0/2)" in fp16 and "(+1 failed)" in fp16
+    assert "| 0× (0/2 vs fp32 4/4 reached) |" in fp16 and "(+1 failed)" in fp16
     # 0.004 / 0.003 = 1.33×, from the one run that logged energy, and said so
     assert fp16.endswith(
         "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | 1.33× (1/2 vs fp32 4/4 runs) "
@@ -413,3 +414,23 @@ def test_a_summary_json_the_report_did_not_write_is_kept(tmp_path: Path) -> None
     (r / "summary.json").unlink()
     assert main(["report", str(r), "--reps", "100"]) == 0
     assert main(["report", str(r), "--reps", "100"]) == 0  # its own: replaced
+
+
+@pytest.mark.parametrize(("in_summary", "segment"), [(True, 1), (True, 2), (False, 2)])
+def test_a_segments_energy_is_never_reported_as_the_runs(
+    tmp_path: Path, in_summary: bool, segment: int
+) -> None:
+    """A summary's null energy (a resumed segment not measured) is not recorded, not the last
+    energy row of metrics.csv (an earlier segment's); nor are a resumed run's rows when its
+    summary predates the key."""
+    r = tmp_path / "results"
+    _cell(r, "cartpole", "fp32", 0, ttt=None, final=1.0, energy_rows=(0.001, 0.002))
+    d = r / "cartpole-w64x64-fp32-s0"
+    summary = json.loads((d / "summary.json").read_text())
+    if in_summary:
+        summary.update(energy_kwh=None, energy_kg_co2=None)
+    (d / "summary.json").write_text(json.dumps(summary))
+    cell = json.loads((d / "cell.json").read_text())
+    (d / "cell.json").write_text(json.dumps({**cell, "segment": segment}))
+    (run,) = load_runs(r)
+    assert run.energy("energy_kwh") is None and run.energy("energy_kg_co2") is None

@@ -174,3 +174,42 @@ def test_damaged_replays_load_or_fail_with_one_value_error(
         load_replay(path, _buffer(rows=16, envs=1), ACTIONS)
     except ValueError as e:
         assert "\n" not in str(e)
+
+
+@pytest.mark.parametrize(
+    ("pos", "full", "cut"), [(5, False, 4), (0, True, ROWS - 1), (0, False, None)]
+)
+def test_a_memory_optimised_buffer_ends_the_episode_a_resume_cuts(
+    pos: int, full: bool, cut: int | None
+) -> None:
+    """Its last transition's next observation is the row the resumed envs overwrite first."""
+    from actorq.bench.sb3_replay import cut_episodes
+
+    b = _buffer(next_obs=False)
+    b.pos, b.full = pos, full
+    cut_episodes(b)
+    expect = np.zeros_like(b.dones)
+    if cut is not None:
+        expect[cut] = 1.0
+    assert np.array_equal(b.dones, expect)
+    kept = _buffer()  # next observations kept: the stored transition stays as it was
+    kept.pos = pos
+    cut_episodes(kept)
+    assert not kept.dones.any()
+
+
+def test_a_member_that_is_not_an_array_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    """np.load reads a member named ``stacks`` (no ``.npy``) as it is, ahead of ``stacks.npy``:
+    its header was never checked, so the file is refused whole."""
+    import zipfile
+
+    b = _buffer()
+    _play(b, ROWS + 10, seed=2)
+    path = tmp_path / "replay.npz"
+    writer(b, b.pos, b.full)(path)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("stacks", b"\x93NUMPY" + b"\0" * 64)
+    out = _buffer()
+    with pytest.raises(ValueError, match="member 'stacks' is not an array"):
+        load_replay(path, out, ACTIONS)
+    _same(out, _buffer())

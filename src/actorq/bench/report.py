@@ -176,12 +176,15 @@ class Run:
         return None if self.summary is None else self.summary.get(key)
 
     def energy(self, key: str) -> float | None:
-        """The run's energy (``energy_kwh``) or CO2 (``energy_kg_co2``): the summary's, else
-        the last (cumulative) value of its metric in metrics.csv, else None (not recorded)."""
-        v = self.summary_value(key)
-        if v is not None:
-            return float(v)
-        xs = self.series(_ENERGY_METRIC[key])
+        """The run's energy (``energy_kwh``) or CO2 (``energy_kg_co2``): the summary's (null:
+        not recorded for the whole run, e.g. a resumed segment not measured), else, for a
+        summary without the key from a run never resumed, the last (cumulative) value of its
+        metric in metrics.csv, else None (not recorded). A resumed run's rows may be one
+        segment's: never the whole run's."""
+        if self.summary is not None and key in self.summary:
+            v = self.summary[key]
+            return None if v is None else float(v)
+        xs = self.series(_ENERGY_METRIC[key]) if self.segments == 1 else []
         return xs[-1] if xs else None
 
 
@@ -395,18 +398,16 @@ def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
         return None, "no finished runs"
     if all(r.summary_value("target_return") is None for r in g.finished):
         return None, "no target"
-    if not k:
-        return None, f"never reached (0/{n})"
     f, m = fp32.ttt(), len(fp32.finished)
-    if not f:
-        return None, f"fp32 never reached (0/{m})"
+    if not m:
+        return None, "no finished fp32 runs"
     mine_all, theirs_all = k == n, len(f) == m
     if g is fp32:
         partial = "" if mine_all else f" ({k}/{n} reached)"
     else:
         partial = "" if mine_all and theirs_all else f" ({k}/{n} vs fp32 {len(f)}/{m} reached)"
-    if not mine_all and not theirs_all:
-        return None, f"—{partial}"  # forever on both sides: no ratio
+    if not mine_all and not theirs_all:  # forever on both sides: no ratio
+        return None, f"never reached (0/{n})" if not k else f"—{partial}"
     if not mine_all:
         return 0.0, f"0×{partial}"
     mine = float(np.mean(g.ttt()))

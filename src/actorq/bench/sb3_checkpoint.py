@@ -104,6 +104,7 @@ def load(run_dir: Path, model: Any) -> tuple[dict[str, Any], dict[str, Any], boo
         _load_vecnormalize(model, tensors, extra)
         if replay is not None and buffer is not None:
             sb3_replay.load_replay(replay, buffer, getattr(model.action_space, "n", None))
+            sb3_replay.cut_episodes(buffer)  # the resumed envs start new episodes
     except CheckpointError:
         raise
     except Exception as e:

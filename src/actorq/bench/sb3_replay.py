@@ -139,6 +139,17 @@ def load_replay(path: Path, buffer: Any, num_actions: int | None) -> None:
     buffer.pos, buffer.full = int(arrays["pos"]), bool(arrays["full"])
 
 
+def cut_episodes(buffer: Any) -> None:
+    """A resumed segment's environments start new episodes. In a memory-optimised buffer (no
+    ``next_observations``) the next observation of the last transition is row ``pos`` of
+    ``observations``, which the first new step overwrites: that transition ends its episode
+    there (done), as these settings end an episode cut by a time limit (SB3 refuses them with
+    ``handle_timeout_termination``). A buffer that keeps next observations keeps the true one."""
+    if hasattr(buffer, "next_observations") or (buffer.pos == 0 and not buffer.full):
+        return
+    buffer.dones[buffer.pos - 1] = 1.0  # pos 0 of a full ring: its last row
+
+
 def _check_values(a: dict[str, np.ndarray], rows: int, envs: int, num_actions: int | None) -> None:
     if not 0 <= int(a["pos"]) < rows:
         raise ValueError(f"replay pos {int(a['pos'])} is not a row of {rows}")

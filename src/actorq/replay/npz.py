@@ -12,13 +12,14 @@ import numpy as np
 
 def npz_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """``{name: (shape, dtype)}`` of every array in the ``.npz`` at ``path`` (``ValueError``
-    for a file that is not one, or a member whose header is not an array's)."""
+    for a file that is not one, or a member that is not an array: ``np.load`` would read a
+    member named without ``.npy`` as it is, unchecked, before the array of that name)."""
     out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     try:
         with zipfile.ZipFile(path) as zf:
             for member in zf.namelist():
                 if not member.endswith(".npy"):
-                    continue
+                    raise ValueError(f"replay file member {member[:40]!r} is not an array")
                 with zf.open(member) as f:
                     version = np.lib.format.read_magic(f)
                     if version == (1, 0):
