@@ -5,8 +5,10 @@ minibatch gradient steps on the clipped surrogate objective, with a value loss a
 bonus; advantages by GAE(λ) (Schulman et al., "High-Dimensional Continuous Control Using
 Generalized Advantage Estimation", ICLR 2016). The details follow CleanRL's ``ppo.py`` and
 ``ppo_continuous_action.py`` (Huang et al., "The 37 Implementation Details of PPO", 2022):
-advantage normalisation per minibatch, clipped value loss, global gradient clipping, linear
-learning-rate annealing, observation and reward normalisation.
+advantage normalisation per minibatch, global gradient clipping, linear learning-rate
+annealing, a value loss of ½·MSE (SB3's is MSE: the same ``vf_coef`` weighs it twice as much
+there), and where ``PPOConfig`` turns them on, the clipped value loss and observation and
+reward normalisation (off for Atari).
 
 What is actorq's: the data comes from actors running a *quantized* snapshot, which is therefore
 the behaviour policy. The ratio is ``exp(log π_θ(a|s) − log μ(a|s))`` with ``log μ`` the value
