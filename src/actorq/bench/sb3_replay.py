@@ -88,47 +88,46 @@ def writer(buffer: Any, pos: int, full: bool) -> Callable[[Path], None]:
     return write
 
 
+Expected = dict[str, tuple[tuple[int, ...], np.dtype, int | None]]
+
+
+def _expected(buffer: Any) -> Expected:
+    """The arrays a replay file for SB3's ``buffer`` holds: ``{name: (shape, dtype, most)}``,
+    ``most`` bounding the rows of a variable-length array of rows of ``shape``."""
+    x, y = buffer.observations, getattr(buffer, "next_observations", None)
+    n = x.shape[0] * x.shape[1]
+    out: Expected = {name: (getattr(buffer, name).shape, getattr(buffer, name).dtype, None)
+           for name in ("actions", "rewards", "dones", "timeouts")}  # fmt: skip
+    out |= {"pos": ((), np.dtype(np.int64), None), "full": ((), np.dtype(np.bool_), None)}
+    if not _stacked(x):
+        out["observations"] = (x.shape, x.dtype, None)
+        if y is not None:
+            out["next_observations"] = (y.shape, y.dtype, None)
+        return out
+    out["newest"] = (x.shape[:2] + x.shape[3:], x.dtype, None)
+    out["stack_rows"] = ((2,), np.dtype(np.int64), n)
+    out["stacks"] = ((x.shape[2] - 1, *x.shape[3:]), x.dtype, n)
+    if y is not None:
+        out["next_rows"] = ((2,), np.dtype(np.int64), n)
+        out["nexts"] = (y.shape[2:], y.dtype, n)
+    return out
+
+
 def load_replay(path: Path, buffer: Any, num_actions: int | None) -> None:
     """Restore ``path`` into SB3's ``buffer`` (built from the cell's settings); ValueError naming
     the first field that does not fit it (``num_actions``: a discrete action space's size)."""
     x, y = buffer.observations, getattr(buffer, "next_observations", None)
-    rows, envs = x.shape[:2]
-    try:
-        headers = npz_headers(path)
-    except ValueError:
-        raise
-    except Exception as e:  # as below
-        raise ValueError(f"replay file unreadable ({type(e).__name__}: {first_line(e)})") from None
-    for name in ("actions", "rewards", "dones", "timeouts"):
-        check_header(headers, name, getattr(buffer, name).shape, getattr(buffer, name).dtype)
-    check_header(headers, "pos", (), np.dtype(np.int64))
-    check_header(headers, "full", (), np.dtype(np.bool_))
-    stacked = _stacked(x)
-    if stacked:
-        check_header(headers, "newest", x.shape[:2] + x.shape[3:], x.dtype)
-        check_header(headers, "stack_rows", (2,), np.dtype(np.int64), most=rows * envs)
-        check_header(headers, "stacks", (x.shape[2] - 1, *x.shape[3:]), x.dtype, rows * envs)
-        if y is not None:
-            check_header(headers, "next_rows", (2,), np.dtype(np.int64), most=rows * envs)
-            check_header(headers, "nexts", y.shape[2:], y.dtype, most=rows * envs)
-    else:
-        check_header(headers, "observations", x.shape, x.dtype)
-        if y is not None:
-            check_header(headers, "next_observations", y.shape, y.dtype)
-    names = ["actions", "rewards", "dones", "timeouts", "pos", "full"]
-    if stacked:
-        names += ["newest", "stack_rows", "stacks"] + (
-            ["next_rows", "nexts"] if y is not None else []
-        )
-    else:
-        names += ["observations"] + (["next_observations"] if y is not None else [])
+    expected = _expected(buffer)
+    headers = npz_headers(path)
+    for name, (shape, dtype, most) in expected.items():
+        check_header(headers, name, shape, dtype, most)
     try:  # only the arrays checked above: another member may claim any size
         with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in names}
+            arrays = {k: z[k] for k in expected}
     except Exception as e:  # a damaged zip: zipfile's errors are many (NotImplementedError too)
         raise ValueError(f"replay file unreadable ({type(e).__name__}: {first_line(e)})") from None
-    _check_values(arrays, rows, envs, num_actions)
-    if stacked:
+    _check_values(arrays, x.shape[0], x.shape[1], num_actions)
+    if "newest" in arrays:
         _decode(arrays, x, y)
     else:
         x[...] = arrays["observations"]

@@ -27,8 +27,12 @@ def npz_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]
                     else:
                         shape, _, dtype = np.lib.format.read_array_header_2_0(f)
                 out[member.removesuffix(".npy")] = (tuple(shape), dtype)
+    except ValueError:
+        raise
     except zipfile.BadZipFile as e:
         raise ValueError(f"not an npz file ({e})") from None
+    except Exception as e:  # a damaged zip: zipfile's errors are many (NotImplementedError too)
+        raise ValueError(f"not a readable npz file ({type(e).__name__}: {e})") from None
     return out
 
 

@@ -357,7 +357,7 @@ def _start_energy(cfg: ExperimentConfig, c: Counters, resumed: bool) -> RunEnerg
     without the [bench] extra a run is not measured, and its summary says how to measure it.
     The whole run's: a resume adds its earlier segments' total, kept in its checkpoint."""
     if not (cfg.energy and codecarbon_installed()):
-        c.energy_kwh = c.energy_kg_co2 = c.energy_estimated = None  # a segment not measured
+        _keep_energy(c, None)  # a segment not measured: no whole-run total from here on
         return None
     energy = RunEnergy(EnergyTracker(cfg.energy_country), _energy_before(c, resumed))
     if resumed and not energy.before.ok:
