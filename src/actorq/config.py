@@ -105,6 +105,10 @@ class ExperimentConfig(Grouped):
     #: Settings retired after their experiments (docs/go-transfer.md, "What was tried"): name ->
     #: (the default they had, why). An old config.json holding one at its default loads.
     retired: ClassVar[dict[str, tuple[Any, str]]] = {}
+    #: What a saved run's config.json that lacks a setting ran with (the setting came later,
+    #: with another default): applied to saved runs only (resume, eval), never to a user's
+    #: settings, whose unnamed fields take the class defaults.
+    saved_run_defaults: ClassVar[dict[str, Any]] = {}
     #: Ranges of numeric fields (:func:`check_fields`); subclasses add their own.
     bounds: ClassVar[dict[str, Bound]] = {
         "calibration_states": Bound(1, 10**7),

@@ -473,6 +473,51 @@ def test_a_finished_cell_run_with_other_settings_is_refused_not_reported(tmp_pat
     assert calls == [] and len(out.skipped) == len(spec.cells)  # the same spec: all finished
 
 
+def test_a_cells_unnamed_settings_are_the_agents_defaults_as_in_train(tmp_path: Path) -> None:
+    """A DQN cell whose spec names neither ``dueling`` nor ``calibration`` runs what
+    ``actorq train dqn`` runs (the dueling head, GPTQ-calibrated rounding), not what a run saved
+    before those settings existed ran (the bench built cells that way until 2026-11-30)."""
+    from actorq import DQNConfig
+    from actorq.bench.spec import run_config
+
+    spec = load_spec(_spec(tmp_path, GOOD))
+    cell = next(c for c in spec.cells if c.agent == "dqn")
+    for cfg in (cell.make_config(), run_config("dqn", cell.config, "USA")):
+        assert (cfg.dueling, cfg.calibration) == (DQNConfig.dueling, DQNConfig.calibration)
+        assert (cfg.dueling, cfg.calibration) == (True, "auto")
+
+
+def test_a_cell_finished_before_the_agents_defaults_counts_only_where_the_spec_names_its_own(
+    tmp_path: Path,
+) -> None:
+    """A cell.json without ``defaults`` ran DQN without its dueling head and rounded to nearest:
+    the spec must name those settings for the cell to count as finished (one line otherwise,
+    naming what changed); a cell written now records its defaults."""
+    from actorq.bench.results import ResultsError
+
+    results = tmp_path / "results"
+    spec = load_spec(_spec(tmp_path, GOOD))
+    run_matrix(spec, results, lambda c, d, t: _fake_summary(c, d) or 0, progress=False)
+    for c in spec.cells:  # as an older bench wrote them
+        path = results / c.name / "cell.json"
+        old = json.loads(path.read_text())
+        assert old.pop("defaults") == "agent"
+        path.write_text(json.dumps(old))
+    calls: list[str] = []
+    changed = r"other settings .*\((dueling: False -> True|calibration: 'none' -> 'auto')\)"
+    with pytest.raises(ResultsError, match=changed):
+        run_matrix(spec, results, lambda c, d, t: calls.append(c.name) or 0, progress=False)
+    named = GOOD.replace("total_steps = 2000", "total_steps = 2000\ndueling = false\n"
+                         'calibration = "none"')  # fmt: skip
+    out = run_matrix(
+        load_spec(_spec(tmp_path, named)),
+        results,
+        lambda c, d, t: calls.append(c.name) or 0,
+        progress=False,
+    )
+    assert calls == [] and len(out.skipped) == len(spec.cells)  # D4PG's cell: no such settings
+
+
 def test_a_failed_cell_says_why_not_just_its_exit_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

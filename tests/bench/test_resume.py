@@ -246,7 +246,8 @@ def test_a_partial_cell_with_other_settings_is_refused_and_kept(tmp_path: Path) 
     cell_dir = tmp_path / "r" / cell.name
     (cell_dir / "checkpoint").mkdir(parents=True)
     (cell_dir / "checkpoint" / "weights").write_text("kept")
-    old = {"name": cell.name, "config": {**cell.config, "total_steps": 999, "learner_threads": 2}}
+    old = {"name": cell.name, "defaults": "agent",
+           "config": {**cell.config, "total_steps": 999, "learner_threads": 2}}  # fmt: skip
     (cell_dir / "cell.json").write_text(json.dumps(old))
     assert plan_matrix(spec, tmp_path / "r").resumes == {cell.name}  # a longer or shorter run
     for key, value, needle in [

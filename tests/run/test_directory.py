@@ -68,6 +68,21 @@ def test_a_nested_config_json_loads_like_the_flat_one(tmp_path: Path) -> None:
     assert load_run_config(_run(tmp_path, nested)) == cfg
 
 
+def test_an_old_dqn_run_loads_with_what_it_ran_a_new_one_with_what_it_says(
+    tmp_path: Path,
+) -> None:
+    # a config.json from before the dueling head and GPTQ rounding existed ran without them;
+    # one that names them (every run since) keeps its values; a config a user gives (the
+    # bench's cells) takes the class defaults: only saved runs get the older values
+    old = {k: v for k, v in DQNConfig().to_json().items() if k not in ("dueling", "calibration")}
+    got = load_run_config(_run(tmp_path, old))
+    assert (got.dueling, got.calibration) == (False, "none")
+    shutil.rmtree(tmp_path / "run")
+    assert load_run_config(_run(tmp_path, DQNConfig().to_json())) == DQNConfig()
+    given = DQNConfig.from_json(old)
+    assert (given.dueling, given.calibration) == (True, "auto")
+
+
 # ----------------------------------------------------- the policy `actorq eval` / export read
 
 

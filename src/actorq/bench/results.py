@@ -182,7 +182,7 @@ def read_cell_json(path: Path) -> dict[str, Any] | None:
         return None
     f = Fields(path, d)
     for key in ("name", "task", "agent", "env", "precision", "country", "spec", "spec_sha256",
-                "framework"):  # fmt: skip
+                "framework", "defaults"):  # fmt: skip
         f.text(key)
     f.integer("seed")
     f.integer("session")

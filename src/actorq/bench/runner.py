@@ -25,6 +25,7 @@ does a damaged machine.json: both are read before anything is written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from actorq.agents import AGENTS, config_class
 from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     ResultsError,
@@ -172,13 +174,37 @@ def _difference(cell: Cell, old: dict[str, Any]) -> tuple[str, Any, Any] | None:
     return next(iter(_differences(cell, old)), None)
 
 
+#: cell.json's ``defaults``: a cell's config fields the spec does not name take the agent's
+#: defaults (``DQNConfig()``'s). A cell.json without it was written when the bench built its
+#: configs as saved runs' are read, so those fields took the older runs' values
+#: (:attr:`~actorq.config.ExperimentConfig.saved_run_defaults`: DQN without its dueling head,
+#: rounding to nearest); a comparison fills them in on both sides, so that such a cell counts
+#: as the same run only where the spec now names those values.
+CLASS_DEFAULTS = "agent"
+
+
+def _unnamed_defaults(cell: Cell, old: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what an older cell ran, what the cell runs now) for the settings whose unnamed value
+    changed with cell.json's ``defaults``; empty for a cell.json that records them."""
+    if old.get("defaults") == CLASS_DEFAULTS or cell.framework != NATIVE:
+        return {}, {}
+    if cell.agent not in AGENTS:
+        return {}, {}
+    cls = config_class(cell.agent)
+    fields = {f.name: f.default for f in dataclasses.fields(cls)}
+    then = {k: v for k, v in cls.saved_run_defaults.items() if k not in old["config"]}
+    now = {k: fields[k] for k in then if k not in cell.config and k in fields}
+    return then, now
+
+
 def _differences(cell: Cell, old: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """Every setting (key, then, now) where the cell.json ``old`` differs from ``cell``."""
+    ran, runs = _unnamed_defaults(cell, old)
     # a cell from before the framework axis ran actorq alone
-    then = {**old["config"], "frameworks": old.get("frameworks", [NATIVE]),
+    then = {**ran, **old["config"], "frameworks": old.get("frameworks", [NATIVE]),
             "settings": old.get("settings", {})}  # fmt: skip
     now = json.loads(json.dumps(
-        {**cell.config, "frameworks": list(cell.frameworks), "settings": cell.settings}
+        {**runs, **cell.config, "frameworks": list(cell.frameworks), "settings": cell.settings}
     ))  # fmt: skip
     keys = sorted(set(then) | set(now))
     return [(k, then.get(k), now.get(k)) for k in keys if then.get(k) != now.get(k)]
@@ -366,7 +392,8 @@ def _prepare_cell(spec: Spec, plan: Plan, cell: Cell, cell_dir: Path) -> bool:
                 "width": list(cell.width), "country": spec.country,
                 "spec": spec.name, "spec_sha256": spec.sha256, "config": cell.config,
                 "framework": cell.framework, "frameworks": list(cell.frameworks),
-                "settings": cell.settings, "session": len(plan.sessions),
+                "settings": cell.settings, "defaults": CLASS_DEFAULTS,
+                "session": len(plan.sessions),
                 "resume": resume, "segment": segment,
             },
             indent=1,

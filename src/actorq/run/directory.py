@@ -48,7 +48,8 @@ def run_config_from_json(
             raise CheckpointError(f"{path}: unknown agent {agent!r}")
         if str(d.get("env", "")).startswith("atari:"):  # before EnvPool, every game was ale's
             d = {"atari_engine": "ale", **d}
-        cfg = config_class(agent).from_json(d)
+        cls = config_class(agent)
+        cfg = cls.from_json({**cls.saved_run_defaults, **d})  # what an older run ran with
     except ConfigError as e:  # e.g. a retired setting at a value it no longer has
         raise CheckpointError(f"{path}: {e}") from None
     except (TypeError, AttributeError, ValueError) as e:

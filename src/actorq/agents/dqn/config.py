@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from actorq.config import POSITIVE, Bound, OffPolicyConfig, Widths
 from actorq.errors import ConfigError
@@ -24,6 +24,8 @@ class DQNConfig(OffPolicyConfig):
         "epsilon": Bound(0, 1),
         "epsilon_alpha": Bound(0, 1000),
     }
+    #: Runs saved before these settings existed (2c1b768) had a plain head and plain rounding.
+    saved_run_defaults: ClassVar[dict[str, Any]] = {"dueling": False, "calibration": "none"}
 
     env: str = "gym:CartPole-v1"
     """Environment id with discrete actions, e.g. gym:CartPole-v1, gym:Acrobot-v1,
@@ -64,11 +66,3 @@ class DQNConfig(OffPolicyConfig):
                 f"--dueling splits the last hidden layer in two; its width must be even, "
                 f"got {self.hidden[-1]} (or pass --no-dueling)"
             )
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Self:
-        d = dict(d)
-        # Runs saved before these options existed used a plain head and plain rounding.
-        d.setdefault("dueling", False)
-        d.setdefault("calibration", "none")
-        return super().from_json(d)
