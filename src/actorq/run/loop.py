@@ -183,6 +183,9 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     try:
         backend = start_backend(ctx, loaded, stop)
         if loaded is not None:  # once the replay is read too: a refused resume writes nothing
+            if publisher.calibrates():  # on the restored replay, or the checkpoint's own
+                publisher.replay = backend.replay
+                first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded[1])
             saved_at = loaded[1].get("saved_at")
             trim_metrics(
                 RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None

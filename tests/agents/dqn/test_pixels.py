@@ -121,6 +121,65 @@ def test_publishes_calibrate_int8_on_replay_states() -> None:
     assert replay.asked == [PIXEL_CALIBRATION_STATES]  # fp32 needs no states
 
 
+def _firsts(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The snapshots a run publishes first (to its actors, and its evaluations' ``latest``)."""
+    from actorq.run.publisher import Publisher
+
+    got: list[bytes] = []
+    publish = Publisher.publish
+
+    def spy(self: Publisher, c: Any, first: bytes | None = None, in_line: bool = False) -> None:
+        if first is not None:
+            got.append(first)
+        publish(self, c, first, in_line)
+
+    monkeypatch.setattr(Publisher, "publish", spy)
+    return got
+
+
+def test_a_resumed_int8_run_starts_its_actors_on_a_snapshot_calibrated_on_its_replay(
+    tiny: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the resumed run's first snapshot was made before its replay was restored: calibrated on
+    # nothing (activation ranges over every possible frame), acted with until the learner's
+    # first publish (on a Pong checkpoint: fp32's greedy action on 7% of replay states)
+    from actorq.agents.pixels import PIXEL_CALIBRATION_STATES
+
+    cfg = tiny("dqn", **{**PIXEL_RUN, **DQN_LEARNS, "precision": "int8", "total_steps": 400})
+    train(cfg)  # it ends with its final snapshot (version + 1), not one the actors ran
+    firsts = _firsts(monkeypatch)
+    train(DQNConfig(resume=cfg.run_dir, total_steps=480, progress=False))
+    snap = decode_snapshot(firsts[0])
+    assert snap.precision == "int8" and snap.meta["calibration_states"] == PIXEL_CALIBRATION_STATES
+
+
+def test_an_interrupted_int8_run_resumes_with_the_snapshot_its_actors_ran(
+    tiny: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # stopped (SIGTERM, Ctrl-C) right after a publish, the checkpoint keeps the snapshot the
+    # actors ran and an evaluation would score; a resume starts from exactly those bytes
+    cfg = tiny("dqn", **{**PIXEL_RUN, **DQN_LEARNS, "precision": "int8", "publish_every": 1},
+               log_every=1e-6)  # fmt: skip
+    calls = []
+
+    def stop(info: dict[str, Any]) -> None:
+        calls.append(info)
+        if len(calls) == 120:  # 480 env steps: 70 updates past the replay's 200
+            raise KeyboardInterrupt  # what a stop signal raises in the loop
+
+    assert train(cfg, callback=stop).interrupted
+    kept = (Path(cfg.run_dir) / "checkpoint" / "snapshot.bin").read_bytes()
+    snap = decode_snapshot(kept)
+    assert snap.version > 1 and snap.meta["calibration_states"] > 0
+    firsts = _firsts(monkeypatch)
+
+    def halt(info: dict[str, Any]) -> None:
+        raise KeyboardInterrupt
+
+    train(DQNConfig(resume=cfg.run_dir, progress=False, log_every=1e-6), callback=halt)
+    assert firsts[0] == kept
+
+
 def test_auto_picks_one_of_the_measured_pixel_precisions(tiny: Any, tmp_path: Path) -> None:
     cfg = tiny("dqn", **{**PIXEL_RUN, "precision": "auto", "total_steps": 64}, min_replay_size=32)
     r = train(cfg)
