@@ -175,9 +175,25 @@ class UniformTable:
     def load(self, path: str | Path) -> None:
         """Restore a saved replay; its items count as inserted up to the rule's minimum size
         (:attr:`Table.credit`; Ray's replay shards do the same), so the ratio starts where a
-        full replay keeps it rather than after ``min_size_to_sample`` new inserts."""
+        full replay keeps it rather than after ``min_size_to_sample`` new inserts
+        (:meth:`resume_at` then moves it to where the checkpoint stood, if it says)."""
         self.ring.load(path)
         self.credit = min(self.ring.size, self.limiter.min_size_to_sample)
+        self.inserts, self.samples = self.credit, 0
+
+    @property
+    def lead(self) -> float:
+        """The rate limiter's position: inserts × samples_per_insert − samples (Reverb's diff;
+        this session's, with the restored replay's credit)."""
+        return self.inserts * self.limiter.samples_per_insert - self.samples
+
+    def resume_at(self, lead: float) -> None:
+        """Start this session's limiter at a checkpoint's :attr:`lead`, after :meth:`load`:
+        the restored replay counts as that many inserts. From the centre instead, a
+        learner-bound run's actors ran ``error_buffer`` samples' worth of inserts ahead again
+        after every resume (Atari DQN: 10k steps with no update), an actor-bound one's learner
+        as many samples."""
+        self.credit = max(0, round(lead / self.limiter.samples_per_insert))
         self.inserts, self.samples = self.credit, 0
 
 

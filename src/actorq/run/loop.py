@@ -183,6 +183,9 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     try:
         backend = start_backend(ctx, loaded, stop)
         if loaded is not None:  # once the replay is read too: a refused resume writes nothing
+            resume_at = getattr(backend.replay, "resume_at", None)
+            if c.replay_lead is not None and loaded[2] is not None and resume_at is not None:
+                resume_at(c.replay_lead)  # the rate limiter where the checkpoint left it
             if publisher.calibrates():  # on the restored replay, or the checkpoint's own
                 publisher.replay = backend.replay
                 first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded[1])

@@ -234,6 +234,8 @@ class Checkpointer:
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise DivergedError(f"learner tensor {name!r} is NaN or infinite")
         tensors["rng.torch"] = torch.get_rng_state()
+        lead = getattr(self.replay, "lead", None) if replay_writer is not None else None
+        self.c.replay_lead = None if lead is None else float(lead)
         state = {
             "learner": meta,
             "counters": self.c.to_json(),

@@ -213,6 +213,12 @@ class Counters:
     energy_kwh: float | None = None
     energy_kg_co2: float | None = None
     energy_estimated: bool | None = None
+    #: the replay's samples-per-insert position at this checkpoint (Reverb's diff: inserts ×
+    #: samples_per_insert − samples, :attr:`~actorq.replay.tables.UniformTable.lead`): a resume
+    #: starts its rate limiter there, so actors run no further ahead of the learner (nor it of
+    #: them) than before the stop. None: no replay saved, Ray's shards, older checkpoints (the
+    #: restored items then count as inserts up to min_replay_size: the limiter's centre)
+    replay_lead: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -241,9 +247,18 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         random.setstate((3, tuple(state["rng"]["python"]), None))
     except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
         raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
+    lead = restored.replay_lead  # a number JSON can hold past float's range: not finite here
+    if lead is not None and not (
+        isinstance(lead, int | float) and not isinstance(lead, bool) and abs(lead) <= MAX_LEAD
+    ):
+        raise CheckpointError(f"checkpoint counters hold a bad replay_lead: {lead!r:.60}")
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
     return rng
+
+
+#: a replay's lead is inserts × samples_per_insert: far below this in any run
+MAX_LEAD = 2.0**62
 
 
 def load_replay(replay: Any, path: Path) -> None:
