@@ -39,6 +39,10 @@ class _Backend:
         self.specs = SPECS
         self.replay_capacity = capacity
         self.shards = [_Shard() for _ in range(shards)]
+        self.refreshed_after: list[int] = []  # how many shards had their part when polled
+
+    def refresh_sizes(self) -> None:
+        self.refreshed_after.append(sum(bool(s.sent) for s in self.shards))
 
 
 class _Ray:
@@ -74,6 +78,9 @@ def test_a_saved_replay_is_dealt_to_the_shards_as_save_gathered_it(
     np.testing.assert_array_equal(b["reward"], [1, 3, 5])
     np.testing.assert_array_equal(b["obs"][0], [3, 4, 5])
     assert ia == ib == 20  # the insert counter, split
+    # the polled sizes are read again once every shard holds its part: a resumed run's first
+    # snapshot calibrates on them (polled later, the replay said it was empty)
+    assert replay._b.refreshed_after == [2]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -125,3 +132,38 @@ def test_shards_smaller_than_their_count_read_their_own_checkpoint_back(
     replay = ray_backend.ShardedReplay(_Backend(shards=4, capacity=4))  # type: ignore[arg-type]
     replay.load(_save(tmp_path / "r.npz", 4))
     assert [len(s.sent[0][0]["reward"]) for s in replay._b.shards] == [1, 1, 1, 1]  # type: ignore[attr-defined]
+
+
+class _Dumping:
+    """A shard stand-in holding ``items`` oldest first, as ``ReplayShard.dump`` returns them."""
+
+    def __init__(self, rewards: list[int]) -> None:
+        batch = {
+            "obs": np.repeat(np.asarray(rewards, np.float32)[:, None], 3, axis=1),
+            "reward": np.asarray(rewards, np.float32),
+        }
+        self.dump = type("D", (), {"remote": staticmethod(lambda: wire.encode_batch(batch))})()
+
+
+def test_a_ray_replay_saved_and_resumed_keeps_each_shards_items_oldest_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Items 0..15 were inserted round robin into 2 shards (shard 0 even, shard 1 odd). Saved
+    shard after shard, a resumed shard held ``[0, 2, .., 14, 1, 3, .., 15]``'s halves: shard 0's
+    newest (14) ahead of shard 1's oldest (1), so the next inserts evicted the newest data.
+    Saved by age, each shard gets its own items back oldest first, and a local ring reading the
+    same file (a Ray run resumed with --backend local) holds them oldest first."""
+    from actorq.replay.ring import ReplayBuffer
+
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _Ray)
+    old = _Backend(shards=2, capacity=16)
+    old.shards = [_Dumping(list(range(0, 16, 2))), _Dumping(list(range(1, 16, 2)))]  # type: ignore[list-item]
+    old.shard_inserts = lambda: [8, 8]  # type: ignore[attr-defined]
+    ray_backend.ShardedReplay(old).save(tmp_path / "r.npz")  # type: ignore[arg-type]
+    ring = ReplayBuffer(16, SPECS)
+    ring.load(tmp_path / "r.npz")
+    np.testing.assert_array_equal(ring.all()["reward"], np.arange(16))
+    new = _Backend(shards=2, capacity=16)
+    ray_backend.ShardedReplay(new).load(tmp_path / "r.npz")  # type: ignore[arg-type]
+    got = [s.sent[0][0]["reward"].tolist() for s in new.shards]
+    assert got == [list(range(0, 16, 2)), list(range(1, 16, 2))]

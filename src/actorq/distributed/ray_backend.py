@@ -282,6 +282,18 @@ def shards_hold(table: UniformSpec, shards: int) -> int:
     return max(table.capacity, shards * shard_capacity(table, shards))
 
 
+def by_age(parts: list[Batch]) -> Batch:
+    """The shards' contents (each oldest first) as one batch, oldest first across them: every
+    shard's first item, then every shard's second, ... :meth:`ShardedReplay.load` deals item
+    ``i`` back to shard ``i % shards``, each again oldest first, and the local ring drops the
+    oldest first. Concatenated shard by shard, a restored shard held shard 0's items of every
+    age ahead of shard 1's, and evicted shard 0's newest before shard 1's oldest."""
+    ranks = np.concatenate([np.arange(len(next(iter(p.values())))) for p in parts])
+    shard = np.concatenate([np.full(len(next(iter(p.values()))), j) for j, p in enumerate(parts)])
+    order = np.lexsort((shard, ranks))
+    return {k: v[order] for k, v in wire.concat(parts).items()}
+
+
 class ShardedReplay:
     """The learner's view of the replay shards, for what is not the training stream: its size,
     calibration and evaluation states (sampled outside the rate limiter), and checkpoints in
@@ -335,7 +347,7 @@ class ShardedReplay:
         if not parts:
             parts = [{k: s.zeros(0) for k, s in self._b.specs.items()}]
         inserts = np.array(sum(self._b.shard_inserts()), np.int64)
-        np.savez(path, _inserts=inserts, **wire.concat(parts))  # type: ignore[arg-type]
+        np.savez(path, _inserts=inserts, **by_age(parts))  # type: ignore[arg-type]
 
     def load(self, path: str | Path) -> None:
         """A saved replay (this backend's or the local ring's) dealt out to the shards as
@@ -352,6 +364,9 @@ class ShardedReplay:
             part = {k: v[j::s] for k, v in data.items()}
             refs.append(shard.load.remote(wire.encode_batch(part), total // s if n else 0))
         ray.get(refs)
+        # the sizes the backend polls (every 0.2 s) said 0 until the next poll: the resumed
+        # run's first snapshot, calibrated on these states, found none
+        self._b.refresh_sizes()
 
 
 class _ShardPump(abc.ABC):
@@ -721,6 +736,10 @@ class RayBackend:
 
     def shard_sizes(self) -> list[int]:
         return [s.size for s in self._shard_state]
+
+    def refresh_sizes(self) -> None:
+        """Poll the shards now (a restored replay's size, before the poll thread's next)."""
+        self._poll()
 
     def shard_inserts(self) -> list[int]:
         return [s.inserts for s in self._shard_state]
