@@ -154,8 +154,8 @@ def test_an_sb3_dqn_cell_resumes_with_the_replay_it_had(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The replay buffer saved at the stop is the one the resumed model learns on, exactly
-    (at the collection's start); a checkpoint without one (from before it was kept) refills it
-    off the budget instead."""
+    (at the collection's start), and its action space's random stream goes on; a checkpoint
+    without one (from before it was kept) refills it off the budget instead."""
     pytest.importorskip("stable_baselines3")
     import actorq.run.monitor
     from actorq.bench import sb3_checkpoint
@@ -170,6 +170,7 @@ def test_an_sb3_dqn_cell_resumes_with_the_replay_it_had(
         real_save(run_dir, model, *args)
         rb = model.replay_buffer
         saved.update(obs=rb.observations.copy(), acts=rb.actions.copy(), at=args[-1])
+        saved["space"] = model.action_space.np_random.bit_generator.state
 
     monkeypatch.setattr(sb3_checkpoint, "save", keep)
     run_matrix(spec, results, _in_process, progress=False)
@@ -188,6 +189,8 @@ def test_an_sb3_dqn_cell_resumes_with_the_replay_it_had(
     assert replayed and (rb.pos, rb.full) == (pos, full) and pos > 100
     assert np.array_equal(rb.observations[:pos], saved["obs"][:pos])
     assert np.array_equal(rb.actions[:pos], saved["acts"][:pos])
+    # its random actions (learning_starts, epsilon) go on where they were, not from the seed
+    assert model.action_space.np_random.bit_generator.state == saved["space"]
     model.get_env().close()
     # an older checkpoint: no replay in it (the manifest re-sealed without it)
     manifest = cell_dir / "checkpoint" / "manifest.json"

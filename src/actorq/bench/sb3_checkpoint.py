@@ -70,7 +70,9 @@ def save(
             extra = {**extra, f"{name}.count": float(rms.count)}
     learner["counters"] = counters
     rng = {"python": list(random.getstate()[1]),
-           "numpy": [kind, int(pos), int(has_gauss), float(gauss)]}  # fmt: skip
+           "numpy": [kind, int(pos), int(has_gauss), float(gauss)],
+           # SB3's random actions (learning_starts, epsilon) draw from the action space's own
+           "action_space": ckpt.rng_state(model.action_space.np_random)}  # fmt: skip
     state = {"learner": learner, "counters": {**record, **extra}, "rng": rng}
     buffer = getattr(model, "replay_buffer", None)
     write = None if buffer is None or replay_at is None else sb3_replay.writer(buffer, *replay_at)
@@ -100,7 +102,7 @@ def load(run_dir: Path, model: Any) -> tuple[dict[str, Any], dict[str, Any], boo
                 raise ValueError(f"counter {k}: {v!r}")
             if hasattr(model, k):
                 setattr(model, k, v)
-        _load_rng(tensors, state["rng"])
+        _load_rng(tensors, state["rng"], model.action_space)
         _load_vecnormalize(model, tensors, extra)
         if replay is not None and buffer is not None:
             sb3_replay.load_replay(replay, buffer, getattr(model.action_space, "n", None))
@@ -124,7 +126,9 @@ def _load_model(model: Any, tensors: dict[str, Any], learner: dict[str, Any]) ->
     unpack(tensors, learner, {"policy": model.policy}, optim, model.device)
 
 
-def _load_rng(tensors: dict[str, Any], rng: dict[str, Any]) -> None:
+def _load_rng(tensors: dict[str, Any], rng: dict[str, Any], space: Any) -> None:
+    """The random streams, the action space's too (checkpoints from before it kept none: it
+    then starts again from the cell's seed, repeating the first segment's random actions)."""
     import torch
 
     torch.set_rng_state(tensors["rng.torch"])
@@ -132,6 +136,10 @@ def _load_rng(tensors: dict[str, Any], rng: dict[str, Any]) -> None:
     keys = tensors["rng.numpy"].numpy().astype(np.uint32)
     np.random.set_state((kind, keys, int(pos), int(has_gauss), float(gauss)))
     random.setstate((3, tuple(int(x) for x in rng["python"]), None))
+    if "action_space" in rng:  # np_random has no setter: its generator's state, in place
+        space.np_random.bit_generator.state = ckpt.restore_rng(
+            rng["action_space"]
+        ).bit_generator.state
 
 
 def _load_vecnormalize(model: Any, tensors: dict[str, Any], extra: dict[str, Any]) -> None:
