@@ -249,3 +249,28 @@ def test_a_save_that_fails_on_anything_leaves_no_temporary_and_the_old_checkpoin
         ckpt.save(cd, {"w": torch.ones(2)}, {"v": 2}, broken)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
     assert json.loads((cd / "state.json").read_text()) == {"v": 1}
+
+
+def test_cuda_random_streams_are_kept_and_restored_where_the_devices_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a GPU here, torch.cuda is stood in for: a process that used CUDA saves each
+    device's stream; a resume sets the ones this machine has (tests/test_cuda.py: the real one)."""
+    import torch
+
+    from actorq import checkpoint as ckpt
+
+    assert ckpt.cuda_rng_states() == {} or torch.cuda.is_initialized()  # CPU-only: nothing
+    streams = [torch.arange(8, dtype=torch.uint8), torch.arange(8, 16, dtype=torch.uint8)]
+    set_calls: list[tuple[list[int], int]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: streams)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(
+        torch.cuda, "set_rng_state", lambda t, i: set_calls.append((t.tolist(), int(i)))
+    )
+    saved = ckpt.cuda_rng_states()
+    assert sorted(saved) == ["rng.cuda.0", "rng.cuda.1"]
+    ckpt.restore_cuda_rng({**saved, "rng.torch": torch.zeros(1), "rng.cuda.x": streams[0]})
+    assert set_calls == [(list(range(8)), 0)]  # device 1 is not on this machine

@@ -135,6 +135,22 @@ def test_ppo_learns_cartpole_with_its_learner_on_cuda(tiny: Callable[..., Any]) 
     assert r.logprob_gap is not None and r.logprob_gap < 0.05
 
 
+def test_a_checkpoint_keeps_the_cuda_random_stream_and_a_resume_restores_it(
+    tiny: Callable[..., Any],
+) -> None:
+    # PPO's minibatch shuffles draw from the learner's device: restored from the seed, every
+    # resumed segment of a GPU run repeated the first one's shuffles
+    from actorq import checkpoint as ckpt
+
+    cfg = tiny("ppo", device="cuda", total_steps=2_048, stop_at_target=False)
+    train(cfg)
+    tensors, _, _ = ckpt.load(Path(cfg.run_dir) / "checkpoint")
+    saved = tensors[f"{ckpt.CUDA_RNG}{torch.cuda.current_device()}"]
+    torch.cuda.manual_seed_all(123)
+    ckpt.restore_cuda_rng(tensors)
+    assert torch.equal(torch.cuda.get_rng_state(), saved)
+
+
 def test_a_gpu_trained_run_is_read_back_on_a_machine_without_one(
     tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -183,3 +183,32 @@ def restore_rng(d: dict[str, Any]) -> np.random.Generator:
         "uinteger": d["uinteger"],
     }
     return np.random.Generator(bg)
+
+
+#: checkpoint tensors holding a CUDA device's random stream: ``rng.cuda.<device index>``
+CUDA_RNG = "rng.cuda."
+
+
+def cuda_rng_states() -> dict[str, Any]:
+    """Each CUDA device's random stream, where this process has used CUDA (a learner on the
+    GPU draws PPO's minibatch shuffles there: restored from the seed instead, every resumed
+    segment repeated the first one's)."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    return {f"{CUDA_RNG}{i}": t for i, t in enumerate(torch.cuda.get_rng_state_all())}
+
+
+def restore_cuda_rng(tensors: dict[str, Any]) -> None:
+    """Set the CUDA random streams a checkpoint keeps, on the devices this machine has (a GPU
+    run resumed on a CPU, or on fewer GPUs, leaves the rest: nothing draws from them)."""
+    import torch
+
+    saved = {k: t for k, t in tensors.items() if k.startswith(CUDA_RNG)}
+    if not saved or not torch.cuda.is_available():
+        return
+    for name, t in saved.items():
+        index = name.removeprefix(CUDA_RNG)
+        if index.isdigit() and int(index) < torch.cuda.device_count():
+            torch.cuda.set_rng_state(t, int(index))

@@ -42,7 +42,12 @@ class MetricLogger:
     """Writes ``name, value`` at a step to ``metrics.csv`` (long format, appendable across
     resumes) and to TensorBoard event files in the run directory."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, tensorboard: bool = True, purge_step: int | None = None
+    ) -> None:
+        """``purge_step``: a resumed run's first step past its checkpoint: TensorBoard hides
+        the events a killed segment logged from it on (``metrics.csv`` drops its rows:
+        :func:`trim_metrics`), so no curve holds two points at one step."""
         self.run_dir = run_dir
         self.path = RunDir(run_dir).metrics
         with self._writing():
@@ -56,7 +61,7 @@ class MetricLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(RunDir(run_dir).tensorboard))
+                self._tb = SummaryWriter(str(RunDir(run_dir).tensorboard), purge_step=purge_step)
             except ImportError:  # tensorboard missing: CSV still works
                 self._tb = None
 

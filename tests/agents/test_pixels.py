@@ -30,6 +30,7 @@ from actorq.errors import SnapshotError
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import decode_snapshot, make_runtime
 from actorq.types import ArraySpec, EnvSpec
+from tests.agents.pixel_task import pixel_env  # noqa: F401
 
 PIXELS = EnvSpec("atari:Pong", ArraySpec((4, 84, 84), "uint8"), ArraySpec((), "int64"), 6)
 FLAT = EnvSpec("gym:CartPole-v1", ArraySpec((4,), "float32"), ArraySpec((), "int64"), 2)
@@ -263,3 +264,47 @@ def test_auto_picks_the_fastest_measured_pixel_precision_that_agrees() -> None:
     assert all(c.latency_us_batch1 is not None and c.agreement >= 0.99 for c in fast.candidates)
     slow = select_model_precision(snaps, states, 8, timer=timer({"fp32": 9, "fp16": 8, "int8": 8}))
     assert slow.precision == "fp32"  # nothing 1.3× faster: fp32
+
+
+@pytest.mark.usefixtures("pixel_env")
+def test_an_interrupted_int8_ppo_run_resumes_with_the_snapshot_its_actors_ran(
+    tmp_path: Any,
+) -> None:
+    """PPO's queue is not checkpointed, so a resume has no states to calibrate on: it starts
+    from the checkpoint's snapshot. At version 106 that snapshot's header is 8 bytes longer than
+    one made without calibration (its meta: 256 states, GPTQ rounding), and a resume compared
+    their lengths and refused a good checkpoint; now their layers are compared."""
+    from actorq import train
+    from tests.agents.pixel_task import PIXEL_RUN
+
+    cfg = PPOConfig(**{**PIXEL_RUN, "precision": "int8", "actors": 0, "total_steps": 100_000},
+                    run_dir=str(tmp_path / "run"), progress=False, log_every=1e-6, num_steps=2,
+                    minibatch_size=8, update_epochs=1)  # fmt: skip
+    calls: list[int] = []
+
+    def stop(info: dict[str, Any]) -> None:
+        calls.append(1)
+        if len(calls) == 320:  # version 106
+            raise KeyboardInterrupt
+
+    assert train(cfg, callback=stop).interrupted
+    kept = (tmp_path / "run" / "checkpoint" / "snapshot.bin").read_bytes()
+    assert decode_snapshot(kept).version >= 100
+    got: list[bytes] = []
+
+    def first(info: dict[str, Any]) -> None:
+        raise KeyboardInterrupt
+
+    from actorq.run.publisher import Publisher
+
+    publish = Publisher.publish
+
+    def spy(self: Publisher, c: Any, given: bytes | None = None, in_line: bool = False) -> None:
+        if given is not None:
+            got.append(given)
+        publish(self, c, given, in_line)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Publisher, "publish", spy)
+        train(PPOConfig(resume=cfg.run_dir, progress=False, log_every=1e-6), callback=first)
+    assert got[0] == kept

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,29 @@ def test_trimming_keeps_earlier_steps_whatever_their_clock(tmp_path: Path) -> No
     (tmp_path / "metrics.csv").write_text("\n".join(rows) + "\n")
     trim_metrics(RunDir(tmp_path), 2000, 200.0)
     assert (tmp_path / "metrics.csv").read_text().splitlines() == rows[:3]
+
+
+def test_tensorboard_hides_what_a_killed_segment_logged_past_the_checkpoint(
+    tmp_path: Path,
+) -> None:
+    # a run killed after its checkpoint at step 20 had logged 30 and 40; the resumed run logs
+    # 30 and 40 again: metrics.csv drops the dead rows (trim_metrics), TensorBoard's events
+    # from step 21 on are purged, so each step has one point (before: 30 and 40 twice)
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from actorq.logging import MetricLogger
+
+    dead = MetricLogger(tmp_path)
+    for step in (10, 20, 30, 40):
+        dead.log(step, {"charts/x": float(step)})
+    dead.close()
+    time.sleep(1.1)  # event files are named by the second they open in: a resume comes later
+    resumed = MetricLogger(tmp_path, purge_step=21)
+    for step in (30, 40):
+        resumed.log(step, {"charts/x": step + 0.5})
+    resumed.close()
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    got = [(e.step, e.value) for e in acc.Scalars("charts/x")]
+    assert got == [(10, 10.0), (20, 20.0), (30, 30.5), (40, 40.5)]

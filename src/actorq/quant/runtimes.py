@@ -221,6 +221,39 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> AnySnapshot:
     return snap
 
 
+def decode_any(data: bytes | bytearray | memoryview) -> AnySnapshot:
+    """A snapshot of either format and any model kind (GO's too), validated as its format's
+    reader does; :class:`SnapshotError` on any defect. For what a run wrote, not for actors."""
+    data = bytes(data)
+    try:
+        read_metadata(data, MODEL_FORMAT)
+    except SnapshotError:
+        return PolicySnapshot.from_bytes(data)
+    return ModelSnapshot.from_bytes(data)
+
+
+#: a model snapshot's meta that records how it was calibrated, not what it computes with
+CALIBRATION_META = frozenset({"calibration_states", "rounding"})
+
+
+def same_layout(a: AnySnapshot, b: AnySnapshot) -> bool:
+    """Whether two snapshots are one policy's at one precision (its layers, their shapes and
+    dtypes), whatever their weights, scales or calibration."""
+    if type(a) is not type(b) or a.precision != b.precision:
+        return False
+    if isinstance(a, PolicySnapshot) and isinstance(b, PolicySnapshot):
+        shapes = {k: (v.shape, v.dtype) for k, v in a.tensors.items()}
+        return (a.spec, a.granularity, shapes) == (
+            b.spec,
+            b.granularity,
+            {k: (v.shape, v.dtype) for k, v in b.tensors.items()},
+        )
+    assert isinstance(a, ModelSnapshot) and isinstance(b, ModelSnapshot)
+    meta_a = {k: v for k, v in a.meta.items() if k not in CALIBRATION_META}
+    meta_b = {k: v for k, v in b.meta.items() if k not in CALIBRATION_META}
+    return (a.kind, len(a.model), meta_a) == (b.kind, len(b.model), meta_b)
+
+
 def snapshot_head(snap: AnySnapshot) -> Head:
     """How the policy's output is read: the MLP spec's head, or categorical for an
     :data:`OBS_LOGITS` model (its output is logits by definition)."""

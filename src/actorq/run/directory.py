@@ -116,11 +116,11 @@ def load_run_policy(
         n = io.calibration_states(precision)
         calibration = random_states(cfg, spec, n)[:n]
     fresh = io.snapshot(version, precision, calibration)
-    saved = saved_snapshot(where, state, precision, fresh)
+    saved = _saved_snapshot(where, state, precision, fresh)
     return cfg, io, fresh if saved is None else saved
 
 
-def saved_snapshot(
+def _saved_snapshot(
     where: Path, state: dict[str, Any], precision: str, fresh: bytes
 ) -> bytes | None:
     """The snapshot the run's actors ran with the checkpoint's weights, where the checkpoint

@@ -188,7 +188,8 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
                 resume_at(c.replay_lead)  # the rate limiter where the checkpoint left it
             if publisher.calibrates():  # on the restored replay, or the checkpoint's own
                 publisher.replay = backend.replay
-                first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded[1])
+                where = RunDir(run_dir).checkpoint
+                first = publisher.resumed(c.version, where, loaded[1], first)
             saved_at = loaded[1].get("saved_at")
             trim_metrics(
                 RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None
@@ -210,7 +211,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         run_dir, learner, c, rng, replay, bool(getattr(cfg, "save_replay", False))
     )
     checkpointer.publisher = publisher
-    logger = MetricLogger(run_dir)
+    logger = MetricLogger(run_dir, purge_step=None if loaded is None else c.env_steps + 1)
     progress = Progress(cfg.progress, cfg.total_steps, c.env_steps)
     progress.print(f"run dir: {run_dir}")
     if cfg.learner_threads == 0:  # auto: say what it resolved to on this machine

@@ -21,9 +21,8 @@ from actorq.agents.policy_io import FreezableIO, ModelPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.distributed.backend import Backend
-from actorq.errors import DivergedError
-from actorq.quant.runtimes import decode_snapshot
-from actorq.run.directory import saved_snapshot
+from actorq.errors import CheckpointError, DivergedError, SnapshotError
+from actorq.quant.runtimes import decode_any, same_layout
 from actorq.run.resume import Counters
 from actorq.rundir import RunDir
 
@@ -105,19 +104,31 @@ class Publisher:
             raise DivergedError("the learner's policy weights are NaN or infinite")
         return self.io.snapshot(version, precision, calib)
 
-    def resumed(self, version: int, where: Path, state: dict[str, Any]) -> bytes:
+    def resumed(self, version: int, where: Path, state: dict[str, Any], made: bytes) -> bytes:
         """The snapshot a resumed run's actors start from, once its replay is restored: the
         one its checkpoint keeps (the bytes the actors ran with these weights), else one made
-        now, calibrated on the restored replay. One made before the replay is back is
-        calibrated on nothing (int8 pixels: activation ranges bounded over every possible
-        frame), yet actors act with it until the learner's first publish and an evaluation
-        redone on resume scores it: from a Pong DQN checkpoint it took fp32's greedy action
-        on 7% of replay states, calibrated on the restored replay on 94%."""
-        fresh = self.snapshot(version)
-        saved = saved_snapshot(where, state, self.cfg.precision, fresh)
-        if saved is not None and decode_snapshot(saved).version == version:
-            return saved
-        return fresh  # a run's final snapshot (version + 1) is not what its actors ran
+        now, calibrated on the restored replay. ``made``: the one made before the replay was
+        back, calibrated on nothing (int8 pixels: activation ranges bounded over every
+        possible frame), which actors acted with until the learner's first publish and an
+        evaluation redone on resume scored: from a Pong DQN checkpoint it took fp32's greedy
+        action on 7% of replay states, calibrated on the restored replay on 94%."""
+        record = state.get("snapshot")
+        if isinstance(record, dict) and record.get("precision") == self.cfg.precision:
+            data = ckpt.saved_file(where, ckpt.SNAPSHOT)
+            if data is None:
+                raise CheckpointError(f"checkpoint in {where} lacks the {ckpt.SNAPSHOT} it names")
+            try:
+                saved = decode_any(data)
+            except SnapshotError as e:
+                raise CheckpointError(f"{where / ckpt.SNAPSHOT}: {e}") from None
+            if saved.version == version:  # not a run's final snapshot (version + 1)
+                if not same_layout(saved, decode_any(made)):
+                    raise CheckpointError(
+                        f"{where / ckpt.SNAPSHOT} does not fit the run's policy (its layers, "
+                        "shapes or precision differ)"
+                    )
+                return data
+        return self.snapshot(version)
 
     def publish(self, c: Counters, first: bytes | None = None, in_line: bool = False) -> None:
         """Publish the next version (or ``first``, the initial one, as version ``c.version``);
@@ -234,6 +245,7 @@ class Checkpointer:
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise DivergedError(f"learner tensor {name!r} is NaN or infinite")
         tensors["rng.torch"] = torch.get_rng_state()
+        tensors.update(ckpt.cuda_rng_states())
         lead = getattr(self.replay, "lead", None) if replay_writer is not None else None
         self.c.replay_lead = None if lead is None else float(lead)
         state = {

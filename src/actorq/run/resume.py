@@ -244,6 +244,7 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         restored = Counters.from_json(state["counters"])
         rng = ckpt.restore_rng(state["rng"]["numpy"])
         torch.set_rng_state(tensors["rng.torch"])
+        ckpt.restore_cuda_rng(tensors)
         random.setstate((3, tuple(state["rng"]["python"]), None))
     except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
         raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
