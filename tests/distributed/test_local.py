@@ -117,6 +117,11 @@ def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> Non
     waits = {t: v for (t, n), v in logged.items() if n == "perf/learner_wait_frac"}
     assert update and waits.keys() == update.keys() and max(update.values()) > 0.0
     assert all(waits[t] >= 0.0 and update[t] >= 0.0 and waits[t] + update[t] <= 1.0 for t in waits)
+    # a resumed run reports the run's totals, every segment's: the restart stays counted (it
+    # reported this segment's alone: 0)
+    more = train(DQNConfig(resume=str(tmp_path), total_steps=r.env_steps + 400, progress=False))
+    assert more.actor_restarts >= r.actor_restarts >= 1
+    assert json.loads((tmp_path / "summary.json").read_text())["actor_restarts"] >= 1
 
 
 def test_ctrl_c_stops_everything_and_checkpoints(tmp_path: Path) -> None:

@@ -330,6 +330,7 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
         st = r.backend.stats()
         reading = r.energy.stop() if r.energy is not None else None  # the run, not the report
         c.env_steps = st.env_steps
+        r.interval.keep_totals(c, st, r.publisher.skipped)  # every segment's
         if not interrupted and not r.past_budget:  # past it, the run's own end already ran
             _finish_learner(r.learner, r.logger, c)
         c.wall_time_s = time.perf_counter() - r.start_wall
@@ -343,7 +344,7 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
         r.backend.close()
         r.progress.stop()
 
-    result = run_report(cfg, c, st, r.publisher, r.target, r.fp32_bytes)
+    result = run_report(cfg, c, r.publisher, r.target, r.fp32_bytes)
     # No held-out evaluation after a stop signal: on Atari it takes minutes (a scheduler's
     # SIGKILL comes first, 30-60 s on), and the run is not finished: `actorq eval` or the
     # resumed run's end evaluates it.

@@ -103,11 +103,20 @@ class IntervalLogger:
         self.ep_lengths: list[int] = []
         self.last = {"steps": c.env_steps, "updates": c.updates, "t": time.perf_counter(),
                      "busy": 0.0, "wait": 0.0, "infer": 0.0, "env": 0.0}  # fmt: skip
+        # the faults and skips of the run's earlier segments: its totals are theirs + this one's
+        self.before = (c.actor_restarts, c.rejected_snapshots, c.publishes_skipped)
         self.update_s = 0.0  # the learner's time inside update() this interval
         # the learner's time in loop turns that found no batch this interval: polling is
         # waiting, the backend's sleep and the look at every actor's channel alike (counting
         # only the sleep, an idle learner beside 15 actors read as 30% busy)
         self.wait_s = 0.0
+
+    def keep_totals(self, c: Counters, st: BackendStats, skipped: int) -> None:
+        """The run's totals so far into ``c``: the earlier segments' and this one's."""
+        restarts, rejected, skips = self.before
+        c.actor_restarts = restarts + st.actor_restarts
+        c.rejected_snapshots = rejected + st.rejected_snapshots
+        c.publishes_skipped = skips + skipped
 
     def add_update(self, metrics: dict[str, float], seconds: float = 0.0) -> None:
         for k, v in metrics.items():
@@ -141,6 +150,7 @@ class IntervalLogger:
         busy = st.actor_busy_s - last["busy"]
         wait = st.actor_wait_s - last["wait"]
         m: dict[str, float] = {k: float(np.mean(v)) for k, v in self.window.items()}
+        self.keep_totals(c, st, publisher.skipped)
         m.update(
             {
                 "perf/actor_sps": (c.env_steps - last["steps"]) / dt,
@@ -156,9 +166,9 @@ class IntervalLogger:
                 "comm/publish_blocked_ms": 1e3 * float(np.mean(publisher.blocked[-50:]))
                 if publisher.blocked
                 else 0.0,
-                "comm/publishes_skipped": float(publisher.skipped),
-                "faults/actor_restarts": float(st.actor_restarts),
-                "faults/rejected_snapshots": float(st.rejected_snapshots),
+                "comm/publishes_skipped": float(c.publishes_skipped),
+                "faults/actor_restarts": float(c.actor_restarts),
+                "faults/rejected_snapshots": float(c.rejected_snapshots),
                 "replay/size": float(replay_size),
                 **energy,
                 **st.extra,

@@ -15,7 +15,6 @@ from actorq.config import ExperimentConfig
 from actorq.core.seeds import CONFIRM_SEED as CONFIRM_SEED  # re-exported (actorq.experiment)
 from actorq.core.seeds import EVAL_SEED as EVAL_SEED
 from actorq.core.seeds import FINAL_EVAL_SEED
-from actorq.distributed.backend import BackendStats
 from actorq.energy import codecarbon_installed
 from actorq.logging import MetricLogger
 from actorq.run.publisher import Publisher
@@ -144,7 +143,6 @@ def final_report(
 def run_report(
     cfg: ExperimentConfig,
     c: Counters,
-    st: BackendStats,
     publisher: Publisher,
     target: float | None,
     fp32_bytes: int,
@@ -167,13 +165,13 @@ def run_report(
         publishes=c.publishes,
         publish_ms=publisher.mean_ms,
         publish_blocked_ms=publisher.blocked_ms,
-        publishes_skipped=publisher.skipped,
+        publishes_skipped=c.publishes_skipped,
         target_return=target,
         reached_target=c.steps_to_target is not None,
         time_to_target_s=c.time_to_target_s,
         steps_to_target=c.steps_to_target,
-        actor_restarts=st.actor_restarts,
-        rejected_snapshots=st.rejected_snapshots,
+        actor_restarts=c.actor_restarts,  # the run's, every segment's (st: this one's)
+        rejected_snapshots=c.rejected_snapshots,
         agent=cfg.agent,
         eval_label="not run: interrupted",
     )

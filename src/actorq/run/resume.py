@@ -219,6 +219,11 @@ class Counters:
     #: them) than before the stop. None: no replay saved, Ray's shards, older checkpoints (the
     #: restored items then count as inserts up to min_replay_size: the limiter's centre)
     replay_lead: float | None = None
+    #: whole-run totals (every segment's; a log interval or the run's end brings them up to
+    #: date): actors restarted, snapshots actors refused, periodic publishes skipped
+    actor_restarts: int = 0
+    rejected_snapshots: int = 0
+    publishes_skipped: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
