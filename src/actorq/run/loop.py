@@ -183,17 +183,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     try:
         backend = start_backend(ctx, loaded, stop)
         if loaded is not None:  # once the replay is read too: a refused resume writes nothing
-            resume_at = getattr(backend.replay, "resume_at", None)
-            if c.replay_lead is not None and loaded[2] is not None and resume_at is not None:
-                resume_at(c.replay_lead)  # the rate limiter where the checkpoint left it
-            if publisher.calibrates():  # on the restored replay, or the checkpoint's own
-                publisher.replay = backend.replay
-                where = RunDir(run_dir).checkpoint
-                first = publisher.resumed(c.version, where, loaded[1], first)
-            saved_at = loaded[1].get("saved_at")
-            trim_metrics(
-                RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None
-            )
+            first = _resume_where_it_stopped(publisher, backend, c, loaded, run_dir, first)
     except BaseException:
         # a refused resume (its replay, its metrics) leaves nothing running in the caller's
         # process: the backend, the publisher's thread, codecarbon's threads
@@ -396,6 +386,24 @@ def _keep_energy(c: Counters, reading: EnergyReading | None) -> None:
     else:
         c.energy_kwh, c.energy_kg_co2 = reading.kwh, reading.kg_co2
         c.energy_estimated = reading.estimated
+
+
+def _resume_where_it_stopped(
+    publisher: Publisher, backend: Backend, c: Counters, loaded: Loaded, run_dir: Path, first: bytes
+) -> bytes:
+    """Once a resumed run's replay is restored: its rate limiter where the checkpoint left it,
+    the snapshot its actors start from (the checkpoint's own, or one calibrated on the restored
+    replay, not ``first``, made before it), and metrics.csv without what a killed segment
+    logged past the checkpoint. Returns the first snapshot."""
+    resume_at = getattr(backend.replay, "resume_at", None)
+    if c.replay_lead is not None and loaded[2] is not None and resume_at is not None:
+        resume_at(c.replay_lead)
+    if publisher.calibrates():
+        publisher.replay = backend.replay
+        first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded[1], first)
+    saved_at = loaded[1].get("saved_at")
+    trim_metrics(RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None)
+    return first
 
 
 def _prepare_learner(
