@@ -25,6 +25,37 @@ def test_epsilon_greedy_rates() -> None:
     assert abs((acts[:, 1] == 1).mean() - 1 / 3) < 0.05  # eps 1: uniform
 
 
+def test_a_warmup_acts_uniformly_on_the_untrained_snapshot_only() -> None:
+    """``random_warmup`` (DQN): while actors hold version 0, the untrained network, every env
+    acts uniformly whatever the Q-values (SB3's and CleanRL's start); from the first trained
+    snapshot on, epsilon-greedy as without it."""
+    from types import SimpleNamespace
+
+    from actorq.core.exploration import make_behaviour
+
+    q = np.tile([[0.0, 1.0, 0.0]], (4, 1))  # one action everywhere, as Pong's untrained net
+    pol = make_behaviour("epsilon_greedy_warmup", 3, [0.0] * 4, seed=0)
+    assert isinstance(pol, EpsilonGreedy)
+    pol.set_snapshot(SimpleNamespace(version=0))  # type: ignore[arg-type]
+    acts = np.array([pol.act(q.copy())[0] for _ in range(3000)])
+    np.testing.assert_allclose(np.bincount(acts.ravel(), minlength=3) / acts.size, 1 / 3, atol=0.02)
+    pol.set_snapshot(SimpleNamespace(version=1))  # type: ignore[arg-type]
+    assert all((pol.act(q.copy())[0] == 1).all() for _ in range(100))  # eps 0: greedy
+    plain = make_behaviour("epsilon_greedy", 3, [0.0] * 4, seed=0)
+    plain.set_snapshot(SimpleNamespace(version=0))  # type: ignore[arg-type]
+    assert (plain.act(q.copy())[0] == 1).all()  # Ape-X: greedy on it from the first step
+
+
+def test_dqn_actors_get_the_warmup_where_the_config_asks() -> None:
+    from actorq import DQNConfig
+    from actorq.agents import builder_for
+
+    for warm, kind in ((True, "epsilon_greedy_warmup"), (False, "epsilon_greedy")):
+        cfg = DQNConfig(random_warmup=warm)
+        builder = builder_for(cfg)
+        assert builder.actor_setup(cfg, builder.env_spec(cfg)).behaviour == kind
+
+
 # -- a sampled evaluation's actions (Atari's protocol): categorical draws from its softmax, a Q
 # head is ε-greedy, continuous heads stay greedy
 def test_a_categorical_head_samples_its_softmax() -> None:

@@ -54,6 +54,10 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
     #: :func:`~actorq.core.exploration.make_behaviour` kind
     behaviour = ""
 
+    def behaviour_kind(self, cfg: Any) -> str:
+        """The :func:`~actorq.core.exploration.make_behaviour` kind this config's actors run."""
+        return self.behaviour
+
     @abc.abstractmethod
     def exploration_noise(self, cfg: Any, count: int) -> np.ndarray:
         """One exploration parameter per environment instance (actors × envs)."""
@@ -90,7 +94,7 @@ class OffPolicyBuilder(MLPBuilder, abc.ABC):
         return base_actor_setup(
             cfg,
             spec,
-            self.behaviour,
+            self.behaviour_kind(cfg),
             per_actor,
             FrameAdderSpec() if spec.frame_stack else NStepSpec(cfg.n_step, cfg.gamma),
             RatioGateSpec(table.limiter),

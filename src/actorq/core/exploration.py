@@ -55,15 +55,30 @@ class EpsilonGreedy(Behaviour):
     generator call per step would cost more than the argmax itself at small K.
     """
 
-    def __init__(self, epsilons: np.ndarray, num_actions: int, seed: int, block: int = 512) -> None:
+    def __init__(
+        self,
+        epsilons: np.ndarray,
+        num_actions: int,
+        seed: int,
+        block: int = 512,
+        warmup: bool = False,
+    ) -> None:
         self.eps = np.asarray(epsilons, np.float64)
         self.num_actions = num_actions
         self.rng = np.random.default_rng(seed)
         self.block = block
         self._explore = np.zeros((0, len(self.eps)), bool)
         self._i = 0
+        #: ``warmup``: uniform actions while the snapshot is the untrained network (version 0)
+        self.warmup = warmup
+        self.untrained = warmup
+
+    def set_snapshot(self, snap: PolicySnapshot | ModelSnapshot) -> None:
+        self.untrained = self.warmup and snap.version == 0
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
+        if self.untrained:  # SB3's and CleanRL's start: the network has not learned yet
+            return self.rng.integers(0, self.num_actions, len(q))
         greedy = q.argmax(axis=1)
         k = len(greedy)
         if self._i >= len(self._explore):
@@ -213,15 +228,16 @@ def to_env_action(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.n
     return low + (np.asarray(action, np.float32) + 1.0) * 0.5 * (high - low)
 
 
-BEHAVIOURS = ("epsilon_greedy", "gaussian_noise", "sample")
+BEHAVIOURS = ("epsilon_greedy", "epsilon_greedy_warmup", "gaussian_noise", "sample")
 
 
 def make_behaviour(kind: str, num_actions: int, noise: list[float], seed: int) -> Behaviour:
     """An actor's behaviour from plain data: ``epsilon_greedy`` (DQN; ``noise`` = epsilon per
-    environment), ``gaussian_noise`` (D4PG; sigma per environment) or ``sample`` (PPO; sample
-    from the snapshot's stochastic policy, ``noise`` unused)."""
-    if kind == "epsilon_greedy":
-        return EpsilonGreedy(np.asarray(noise), num_actions, seed)
+    environment; ``epsilon_greedy_warmup``: uniform while the snapshot is untrained),
+    ``gaussian_noise`` (D4PG; sigma per environment) or ``sample`` (PPO; sample from the
+    snapshot's stochastic policy, ``noise`` unused)."""
+    if kind in ("epsilon_greedy", "epsilon_greedy_warmup"):
+        return EpsilonGreedy(np.asarray(noise), num_actions, seed, warmup=kind.endswith("up"))
     if kind == "gaussian_noise":
         return GaussianNoise(np.asarray(noise), seed)
     if kind == "sample":

@@ -107,6 +107,20 @@ def test_a_bad_replay_lead_in_a_resealed_checkpoint_is_one_line(tmp_path: Path, 
     assert "\n" not in str(e.value) and (tmp_path / "metrics.csv").read_bytes() == metrics
 
 
+def test_a_random_warmup_fills_the_first_replay_with_uniform_actions(tmp_path: Path) -> None:
+    """Before the learner's first publish, greedy actors (epsilon 0) on seed 1's untrained
+    network push CartPole one way on every step; with ``random_warmup`` each step is a
+    uniform action, as SB3's and CleanRL's DQN start (the replay of runs that never learn)."""
+    share = {}
+    for warm in (False, True):
+        run = tmp_path / str(warm)
+        train(small(run, total_steps=800, min_replay_size=800, random_warmup=warm, epsilon=0.0,
+                    seed=1, stop_at_target=False, eval_every=10**6, eval_episodes=1))  # fmt: skip
+        with np.load(run / "checkpoint" / "replay.npz") as z:
+            share[warm] = float((z["action"] == 1).mean())
+    assert share[False] in (0.0, 1.0) and abs(share[True] - 0.5) < 0.08, share
+
+
 def test_resume_refuses_missing_or_corrupt_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError):
         train(DQNConfig(resume=str(tmp_path / "nowhere"), progress=False))

@@ -37,6 +37,9 @@ class DQNBuilder(OffPolicyBuilder):
     def policy_spec(self, cfg: DQNConfig, spec: EnvSpec) -> PolicySpec:
         return PolicySpec(spec.obs_dim, cfg.hidden, spec.num_actions, head="q")
 
+    def behaviour_kind(self, cfg: DQNConfig) -> str:
+        return "epsilon_greedy_warmup" if cfg.random_warmup else self.behaviour
+
     def exploration_noise(self, cfg: DQNConfig, count: int) -> np.ndarray:
         return apex_epsilons(count, cfg.epsilon, cfg.epsilon_alpha)
 

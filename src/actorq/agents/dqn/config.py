@@ -58,6 +58,12 @@ class DQNConfig(OffPolicyConfig):
     epsilon^(1 + epsilon_alpha * i / (N - 1))."""
     epsilon_alpha: float = 7.0
     """Ape-X exploration exponent spread."""
+    random_warmup: bool = False
+    """Act uniformly at random while actors hold the untrained network (the snapshot of version
+    0, until the learner's first publish once min_replay_size is reached), as SB3's and
+    CleanRL's DQN do before learning starts. Off (Ape-X): epsilon-greedy on the untrained
+    network from the first step; on Pong that network takes one action on every state, so
+    most of the first replay is that action (docs/atari.md)."""
 
     def validate(self) -> None:
         super().validate()
