@@ -258,6 +258,10 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         isinstance(lead, int | float) and not isinstance(lead, bool) and abs(lead) <= MAX_LEAD
     ):
         raise CheckpointError(f"checkpoint counters hold a bad replay_lead: {lead!r:.60}")
+    for name in ("actor_restarts", "rejected_snapshots", "publishes_skipped"):  # added up
+        v = getattr(restored, name)
+        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LEAD):
+            raise CheckpointError(f"checkpoint counters hold a bad {name}: {v!r:.60}")
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
     return rng

@@ -88,21 +88,30 @@ def test_a_resumed_replay_keeps_the_rate_limiters_place_so_learning_goes_on_as_u
     assert unbroken > 200 and abs(resumed - unbroken) <= 8, (resumed, unbroken)
 
 
-@pytest.mark.parametrize("lead", ["1e400", "NaN", "true", '"8000"', "[1]", "-1e300"])
-def test_a_bad_replay_lead_in_a_resealed_checkpoint_is_one_line(tmp_path: Path, lead: str) -> None:
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("replay_lead", v) for v in ("1e400", "NaN", "true", '"8000"', "[1]", "-1e300")]
+    + [("actor_restarts", v) for v in ('"abc"', "null", "-5", "1.5", "true", "1e30")]
+    + [("publishes_skipped", "[1]"), ("rejected_snapshots", str(2**63))],
+)
+def test_a_bad_counter_in_a_resealed_checkpoint_is_one_line(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    # replay_lead is a rate limiter's position, the totals are added to: a bad one crashed the
+    # resumed run at its end with a traceback, before its final checkpoint (a review's repro)
     import hashlib
 
     train(small(tmp_path, total_steps=600, min_replay_size=300, stop_at_target=False))
     d = tmp_path / "checkpoint"
     state = (d / "state.json").read_text()
-    assert '"replay_lead": ' in state
-    state = state.replace('"replay_lead": ', f'"replay_lead": {lead}, "was": ', 1)
+    assert f'"{key}": ' in state
+    state = state.replace(f'"{key}": ', f'"{key}": {value}, "was": ', 1)
     (d / "state.json").write_text(state)
     sums = json.loads((d / "manifest.json").read_text())
     sums["state.json"] = hashlib.sha256(state.encode()).hexdigest()
     (d / "manifest.json").write_text(json.dumps(sums))
     metrics = (tmp_path / "metrics.csv").read_bytes()
-    with pytest.raises(CheckpointError, match=r"^checkpoint counters hold a bad replay_lead") as e:
+    with pytest.raises(CheckpointError, match=rf"^checkpoint counters hold a bad {key}") as e:
         train(DQNConfig(resume=str(tmp_path), total_steps=900, progress=False))
     assert "\n" not in str(e.value) and (tmp_path / "metrics.csv").read_bytes() == metrics
 
