@@ -39,7 +39,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from actorq.agents import AGENTS, config_class
+from actorq.agents import config_class
 from actorq.bench.frameworks import NATIVE
 from actorq.bench.results import (
     ResultsError,
@@ -187,8 +187,6 @@ def _unnamed_defaults(cell: Cell, old: dict[str, Any]) -> tuple[dict[str, Any], 
     """(what an older cell ran, what the cell runs now) for the settings whose unnamed value
     changed with cell.json's ``defaults``; empty for a cell.json that records them."""
     if old.get("defaults") == CLASS_DEFAULTS or cell.framework != NATIVE:
-        return {}, {}
-    if cell.agent not in AGENTS:
         return {}, {}
     cls = config_class(cell.agent)
     fields = {f.name: f.default for f in dataclasses.fields(cls)}

@@ -58,7 +58,7 @@ from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.ring import ReplayBuffer
 from actorq.replay.specs import UniformSpec
 from actorq.replay.tables import TrajectoryQueue
-from actorq.types import Batch
+from actorq.types import Batch, batch_len
 
 AUTH_HINT = (
     "set RAY_AUTH_MODE=token and give this machine the cluster's token (copy the head's "
@@ -288,8 +288,9 @@ def by_age(parts: list[Batch]) -> Batch:
     ``i`` back to shard ``i % shards``, each again oldest first, and the local ring drops the
     oldest first. Concatenated shard by shard, a restored shard held shard 0's items of every
     age ahead of shard 1's, and evicted shard 0's newest before shard 1's oldest."""
-    ranks = np.concatenate([np.arange(len(next(iter(p.values())))) for p in parts])
-    shard = np.concatenate([np.full(len(next(iter(p.values()))), j) for j, p in enumerate(parts)])
+    lengths = [batch_len(p) for p in parts]
+    ranks = np.concatenate([np.arange(n) for n in lengths])
+    shard = np.repeat(np.arange(len(parts)), lengths)
     order = np.lexsort((shard, ranks))
     return {k: v[order] for k, v in wire.concat(parts).items()}
 

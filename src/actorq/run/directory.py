@@ -25,6 +25,7 @@ from actorq.errors import (
     first_line,
     shown,
 )
+from actorq.quant.runtimes import AnySnapshot, decode_any, same_layout
 from actorq.rundir import RunDir
 
 
@@ -116,26 +117,32 @@ def load_run_policy(
         n = io.calibration_states(precision)
         calibration = random_states(cfg, spec, n)[:n]
     fresh = io.snapshot(version, precision, calibration)
-    saved = _saved_snapshot(where, state, precision, fresh)
-    return cfg, io, fresh if saved is None else saved
+    saved = saved_snapshot(where, state, precision, fresh)
+    return cfg, io, fresh if saved is None else saved[0]
 
 
-def _saved_snapshot(
-    where: Path, state: dict[str, Any], precision: str, fresh: bytes
-) -> bytes | None:
-    """The snapshot the run's actors ran with the checkpoint's weights, where the checkpoint
-    keeps one of ``precision`` (its rounding or activation ranges were calibrated on replay
-    states, which are not at hand here: made again, ``fresh``, they would differ). One line if
-    it does not fit the run's policy (its size is ``fresh``'s: the same layers and format)."""
+def saved_snapshot(
+    where: Path, state: dict[str, Any], precision: str, made: bytes
+) -> tuple[bytes, AnySnapshot] | None:
+    """The snapshot the run's actors ran, decoded, where the checkpoint in ``where`` keeps one
+    of ``precision`` (its rounding or activation ranges were calibrated on replay states: made
+    again they would differ). One line if it does not fit the run's policy, compared with
+    ``made`` (one made now from the weights) by layers, shapes and precision, not bytes: a
+    snapshot's header grows with its calibration's record."""
     record = state.get("snapshot")
     if not isinstance(record, dict) or record.get("precision") != precision:
         return None
     data = ckpt.saved_file(where, ckpt.SNAPSHOT)
     if data is None:
         raise CheckpointError(f"checkpoint in {shown(where)} lacks the {ckpt.SNAPSHOT} it names")
-    if len(data) != len(fresh):
+    try:
+        saved = decode_any(data)
+    except SnapshotError as e:
+        saved, why = None, f"it does not decode: {e}"
+    else:
+        why = "its layers, shapes or precision differ"
+    if saved is None or not same_layout(saved, decode_any(made)):
         raise CheckpointError(
-            f"{shown(where / ckpt.SNAPSHOT)} does not fit the run's policy "
-            f"({len(data):,} bytes, its layers make {len(fresh):,})"
+            f"{shown(where / ckpt.SNAPSHOT)} does not fit the run's policy ({why})"
         )
-    return data
+    return data, saved

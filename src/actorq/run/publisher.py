@@ -21,8 +21,8 @@ from actorq.agents.policy_io import FreezableIO, ModelPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner
 from actorq.distributed.backend import Backend
-from actorq.errors import CheckpointError, DivergedError, SnapshotError
-from actorq.quant.runtimes import decode_any, same_layout
+from actorq.errors import DivergedError
+from actorq.run.directory import saved_snapshot
 from actorq.run.resume import Counters
 from actorq.rundir import RunDir
 
@@ -112,22 +112,9 @@ class Publisher:
         possible frame), which actors acted with until the learner's first publish and an
         evaluation redone on resume scored: from a Pong DQN checkpoint it took fp32's greedy
         action on 7% of replay states, calibrated on the restored replay on 94%."""
-        record = state.get("snapshot")
-        if isinstance(record, dict) and record.get("precision") == self.cfg.precision:
-            data = ckpt.saved_file(where, ckpt.SNAPSHOT)
-            if data is None:
-                raise CheckpointError(f"checkpoint in {where} lacks the {ckpt.SNAPSHOT} it names")
-            try:
-                saved = decode_any(data)
-            except SnapshotError as e:
-                raise CheckpointError(f"{where / ckpt.SNAPSHOT}: {e}") from None
-            if saved.version == version:  # not a run's final snapshot (version + 1)
-                if not same_layout(saved, decode_any(made)):
-                    raise CheckpointError(
-                        f"{where / ckpt.SNAPSHOT} does not fit the run's policy (its layers, "
-                        "shapes or precision differ)"
-                    )
-                return data
+        found = saved_snapshot(where, state, self.cfg.precision, made)
+        if found is not None and found[1].version == version:  # not a final one (version + 1)
+            return found[0]
         return self.snapshot(version)
 
     def publish(self, c: Counters, first: bytes | None = None, in_line: bool = False) -> None:

@@ -24,6 +24,7 @@ from actorq.envs import validate_env_id
 from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
 from actorq.inputs import read_input
 from actorq.logging import rewrite_metrics
+from actorq.replay.frames import MAX_COUNT
 from actorq.run.directory import run_config_from_json
 from actorq.rundir import MAX_JSON_BYTES, RunDir, some
 from actorq.settings import flag, flat_items
@@ -255,20 +256,16 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
     lead = restored.replay_lead  # a number JSON can hold past float's range: not finite here
     if lead is not None and not (
-        isinstance(lead, int | float) and not isinstance(lead, bool) and abs(lead) <= MAX_LEAD
+        isinstance(lead, int | float) and not isinstance(lead, bool) and abs(lead) <= MAX_COUNT
     ):
         raise CheckpointError(f"checkpoint counters hold a bad replay_lead: {lead!r:.60}")
     for name in ("actor_restarts", "rejected_snapshots", "publishes_skipped"):  # added up
         v = getattr(restored, name)
-        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LEAD):
+        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT):
             raise CheckpointError(f"checkpoint counters hold a bad {name}: {v!r:.60}")
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
     return rng
-
-
-#: a replay's lead is inserts × samples_per_insert: far below this in any run
-MAX_LEAD = 2.0**62
 
 
 def load_replay(replay: Any, path: Path) -> None:
