@@ -71,6 +71,10 @@ def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> Non
                 killed.append(info["actor_pids"][0])
                 at_kill.append(steps)
                 os.kill(killed[0], signal.SIGKILL)
+                info["backend"].procs[0].wait(timeout=30)
+                # as if the dead process had refused 7 snapshots: its slot's count must stay
+                # (a restarted actor wrote its own count, from 0, over it)
+                info["backend"].control.actor(0)[shm.A_REJECTED] = 7
             return True
         # stop once the restart is logged and the new process in the slot has stepped its envs
         # (its counter goes on from the dead one's): a run of any speed shows the restart
@@ -95,7 +99,7 @@ def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> Non
         callback=kill_then_watch,
     )
     assert killed, "no actor was killed"
-    assert r.actor_restarts >= 1
+    assert r.actor_restarts >= 1 and r.rejected_snapshots == 7
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["stop"] == "callback"  # the restarted actor stepped: training went on
     rows = (tmp_path / "metrics.csv").read_text().splitlines()
@@ -120,7 +124,7 @@ def test_killed_actor_is_restarted_and_training_continues(tmp_path: Path) -> Non
     # a resumed run reports the run's totals, every segment's: the restart stays counted (it
     # reported this segment's alone: 0)
     more = train(DQNConfig(resume=str(tmp_path), total_steps=r.env_steps + 400, progress=False))
-    assert more.actor_restarts >= r.actor_restarts >= 1
+    assert more.actor_restarts >= r.actor_restarts >= 1 and more.rejected_snapshots == 7
     assert json.loads((tmp_path / "summary.json").read_text())["actor_restarts"] >= 1
 
 

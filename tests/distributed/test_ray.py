@@ -252,3 +252,22 @@ def test_more_actor_cpus_than_the_node_has_is_one_line(ray_local: Any, tmp_path:
     with pytest.raises(ConfigError, match=r"--actor-cpus 0\.25") as e:
         train(_cfg(tmp_path, actors=8, actor_cpus=0.5, energy=False))
     assert "\n" not in str(e.value)
+
+
+def test_an_actor_ray_restarted_keeps_its_earlier_incarnations_counts() -> None:
+    """A restarted Ray actor reports its refusals and lost inserts from 0 again: the backend
+    keeps the replaced incarnation's in the run's totals (they dropped with each restart)."""
+    from types import SimpleNamespace
+
+    from actorq.distributed.ray_backend import RayBackend
+
+    b: Any = SimpleNamespace(_status={}, _gone={})
+    keep, total = RayBackend._keep_status, RayBackend._total
+    keep(b, "0", {"incarnation": "a", "rejected": 3, "lost_inserts": 2})
+    keep(b, "1", {"incarnation": "c", "rejected": 1})
+    keep(b, "0", {"incarnation": "a", "rejected": 4, "lost_inserts": 2})  # the same process
+    assert (total(b, "rejected"), total(b, "lost_inserts")) == (5, 2)
+    keep(b, "0", {"incarnation": "b", "rejected": 0, "lost_inserts": 0})  # Ray restarted it
+    assert (total(b, "rejected"), total(b, "lost_inserts")) == (5, 2)
+    keep(b, "0", {"incarnation": "b", "rejected": 1, "lost_inserts": 1})
+    assert (total(b, "rejected"), total(b, "lost_inserts")) == (6, 3)

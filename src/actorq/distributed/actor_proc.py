@@ -47,11 +47,13 @@ def run(cfg: dict) -> None:
     room = k * adder_from_json(cfg["adder"]).items_per_env_step
     busy, wait = int(h[shm.A_BUSY_NS]), int(h[shm.A_WAIT_NS])  # continue across restarts
     infer0, env0 = int(h[shm.A_INFER_NS]), int(h[shm.A_ENV_NS])  # a restarted actor counts anew
+    rejected0 = int(h[shm.A_REJECTED])  # the slot's earlier processes' refusals stay counted
     while not words[shm.STOP]:
         now = time.monotonic_ns()
         h[shm.A_HEARTBEAT] = now
         if actor.update():
             h[shm.A_VERSION] = actor.version
+        h[shm.A_REJECTED] = rejected0 + actor.rejected  # a refusal counts while it waits too
         # Mid-chunk an on-policy actor goes on: the gate let it start the chunk.
         if actor.runtime is None or (
             actor.at_boundary
@@ -86,7 +88,6 @@ def run(cfg: dict) -> None:
         h[shm.A_BUSY_NS] = busy
         h[shm.A_INFER_NS] = infer0 + int(actor.inference_s * 1e9)
         h[shm.A_ENV_NS] = env0 + int(actor.env_s * 1e9)
-        h[shm.A_REJECTED] = actor.rejected
     actor.close()
 
 

@@ -78,6 +78,21 @@ class PrecisionTrial:
     models: Callable[[], dict[str, bytes]] | None = None
 
 
+#: metrics in :attr:`BackendStats.extra` that count from a backend's start (faults, stale
+#: chunks dropped, bytes served): a resumed run reports them with its earlier segments' added
+CUMULATIVE = frozenset(
+    {
+        "faults/replay_shard_restarts",
+        "faults/replay_items_lost",
+        "faults/actor_lost_inserts",
+        "faults/prefetch_errors",
+        "replay/dropped_stale",
+        "comm/learner_egress_bytes",
+        "comm/server_requests",
+    }
+)
+
+
 @dataclasses.dataclass
 class BackendStats:
     env_steps: int

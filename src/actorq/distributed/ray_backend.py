@@ -561,6 +561,7 @@ class RayBackend:
         self._busy = self._wait = 0.0
         self._infer = self._env = 0.0  # parts of _busy: policy runtime, environment
         self._status: dict[str, dict[str, Any]] = {}
+        self._gone: dict[str, dict[str, int]] = {}  # counts of actors' replaced incarnations
         self.actor_restarts = 0
         self.shard_restarts = 0
         self.items_lost = 0
@@ -733,7 +734,23 @@ class RayBackend:
                 self._infer += float(d.get("infer_s", 0.0))
                 self._env += float(d.get("env_s", 0.0))
                 self._episodes.extend((float(r), int(n)) for r, n in d["episodes"])
-                self._status.update(d["actors"])
+                for actor, status in d["actors"].items():
+                    self._keep_status(actor, status)
+
+    def _keep_status(self, actor: str, status: dict[str, Any]) -> None:
+        """An actor's latest status; the counts of an incarnation Ray replaced (a restarted
+        actor counts from 0 again) stay in the actor's earlier total."""
+        old = self._status.get(actor)
+        if old is not None and old.get("incarnation") != status.get("incarnation"):
+            gone = self._gone.setdefault(actor, {"rejected": 0, "lost_inserts": 0})
+            for k in gone:
+                gone[k] += int(old.get(k, 0))
+        self._status[actor] = status
+
+    def _total(self, key: str) -> int:
+        """Every actor's count of ``key`` (``rejected``, ``lost_inserts``), every incarnation's."""
+        now = sum(int(v.get(key, 0)) for v in self._status.values())
+        return now + sum(g[key] for g in self._gone.values())
 
     def shard_sizes(self) -> list[int]:
         return [s.size for s in self._shard_state]
@@ -801,8 +818,7 @@ class RayBackend:
     def stats(self) -> BackendStats:
         with self._lock:
             versions = [int(v.get("version", -1)) for v in self._status.values()]
-            rejected = sum(int(v.get("rejected", 0)) for v in self._status.values())
-            lost = sum(int(v.get("lost_inserts", 0)) for v in self._status.values())
+            rejected, lost = self._total("rejected"), self._total("lost_inserts")
             extra = {
                 "faults/replay_shard_restarts": float(self.shard_restarts),
                 "faults/replay_items_lost": float(self.items_lost),

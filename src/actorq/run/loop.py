@@ -320,7 +320,9 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
         st = r.backend.stats()
         reading = r.energy.stop() if r.energy is not None else None  # the run, not the report
         c.env_steps = st.env_steps
-        r.interval.keep_totals(c, st, r.publisher.skipped)  # every segment's
+        r.interval.keep_totals(c, st, r.publisher)  # every segment's
+        r.interval.add_episodes(r.backend.drain_episodes())
+        c.episodes += len(r.interval.ep_returns)  # the last, partial interval's (not logged)
         if not interrupted and not r.past_budget:  # past it, the run's own end already ran
             _finish_learner(r.learner, r.logger, c)
         c.wall_time_s = time.perf_counter() - r.start_wall

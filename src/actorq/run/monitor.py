@@ -16,7 +16,7 @@ import numpy as np
 from actorq.agents.policy_io import PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.seeds import EVAL_SEED, confirm_seed
-from actorq.distributed.backend import Backend, BackendStats
+from actorq.distributed.backend import CUMULATIVE, Backend, BackendStats
 from actorq.energy import RunEnergy
 from actorq.logging import (
     CONFIRM_METRIC,
@@ -105,18 +105,25 @@ class IntervalLogger:
                      "busy": 0.0, "wait": 0.0, "infer": 0.0, "env": 0.0}  # fmt: skip
         # the faults and skips of the run's earlier segments: its totals are theirs + this one's
         self.before = (c.actor_restarts, c.rejected_snapshots, c.publishes_skipped)
+        self.totals_before = dict(c.totals)
         self.update_s = 0.0  # the learner's time inside update() this interval
         # the learner's time in loop turns that found no batch this interval: polling is
         # waiting, the backend's sleep and the look at every actor's channel alike (counting
         # only the sleep, an idle learner beside 15 actors read as 30% busy)
         self.wait_s = 0.0
 
-    def keep_totals(self, c: Counters, st: BackendStats, skipped: int) -> None:
+    def keep_totals(self, c: Counters, st: BackendStats, publisher: Publisher) -> None:
         """The run's totals so far into ``c``: the earlier segments' and this one's."""
         restarts, rejected, skips = self.before
         c.actor_restarts = restarts + st.actor_restarts
         c.rejected_snapshots = rejected + st.rejected_snapshots
-        c.publishes_skipped = skips + skipped
+        c.publishes_skipped = skips + publisher.skipped
+        times, blocked = list(publisher.times), list(publisher.blocked)  # a thread appends
+        now = {k: v for k, v in st.extra.items() if k in CUMULATIVE}
+        now.update(publish_s=sum(times), publish_n=len(times))
+        now.update(blocked_s=sum(blocked), blocked_n=len(blocked))
+        before = self.totals_before
+        c.totals = {k: before.get(k, 0.0) + now.get(k, 0.0) for k in before.keys() | now.keys()}
 
     def add_update(self, metrics: dict[str, float], seconds: float = 0.0) -> None:
         for k, v in metrics.items():
@@ -150,7 +157,7 @@ class IntervalLogger:
         busy = st.actor_busy_s - last["busy"]
         wait = st.actor_wait_s - last["wait"]
         m: dict[str, float] = {k: float(np.mean(v)) for k, v in self.window.items()}
-        self.keep_totals(c, st, publisher.skipped)
+        self.keep_totals(c, st, publisher)
         m.update(
             {
                 "perf/actor_sps": (c.env_steps - last["steps"]) / dt,
@@ -172,6 +179,7 @@ class IntervalLogger:
                 "replay/size": float(replay_size),
                 **energy,
                 **st.extra,
+                **{k: c.totals[k] for k in st.extra if k in CUMULATIVE},  # the whole run's
             }
         )
         if busy > 0:  # where the actors' busy time went (the rest: sampling, adder, writes)

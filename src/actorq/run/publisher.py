@@ -177,14 +177,6 @@ class Publisher:
                 self.settle()
             self._pool.shutdown(wait=True)
 
-    @property
-    def blocked_ms(self) -> float:
-        return 1e3 * float(np.mean(self.blocked)) if self.blocked else 0.0
-
-    @property
-    def mean_ms(self) -> float:
-        return 1e3 * float(np.mean(self.times)) if self.times else 0.0
-
 
 class Checkpointer:
     """Writes the learner, counters, RNG streams and (if the replay kind keeps it) the replay."""

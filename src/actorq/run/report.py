@@ -163,8 +163,8 @@ def run_report(
         snapshot_bytes=len(publisher.latest),
         fp32_snapshot_bytes=fp32_bytes,
         publishes=c.publishes,
-        publish_ms=publisher.mean_ms,
-        publish_blocked_ms=publisher.blocked_ms,
+        publish_ms=c.mean_ms("publish"),  # every segment's publishes
+        publish_blocked_ms=c.mean_ms("blocked"),
         publishes_skipped=c.publishes_skipped,
         target_return=target,
         reached_target=c.steps_to_target is not None,

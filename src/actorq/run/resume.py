@@ -225,6 +225,16 @@ class Counters:
     actor_restarts: int = 0
     rejected_snapshots: int = 0
     publishes_skipped: int = 0
+    #: whole-run sums of what counts from each segment's start: the backend's cumulative
+    #: metrics (:data:`~actorq.distributed.backend.CUMULATIVE`) and the publishes' timings
+    #: (``publish_s``/``publish_n``: making and sending; ``blocked_s``/``blocked_n``: what
+    #: the learner's thread paid), so a resumed run's means and faults are the whole run's
+    totals: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def mean_ms(self, what: str) -> float:
+        """The run's mean time of ``what`` (``publish``, ``blocked``) in milliseconds."""
+        n = self.totals.get(f"{what}_n", 0.0)
+        return 1e3 * self.totals.get(f"{what}_s", 0.0) / n if n else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -263,6 +273,13 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         v = getattr(restored, name)
         if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT):
             raise CheckpointError(f"checkpoint counters hold a bad {name}: {v!r:.60}")
+    totals = restored.totals
+    bad = not isinstance(totals, dict) or any(
+        not (isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT)
+        for v in totals.values()
+    )
+    if bad:
+        raise CheckpointError(f"checkpoint counters hold a bad totals value: {totals!r:.60}")
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
     return rng

@@ -86,13 +86,17 @@ def test_a_resumed_replay_keeps_the_rate_limiters_place_so_learning_goes_on_as_u
     # what stays apart: the n-step adder's pending transitions, dropped with the stop (a few
     # inserts per env), and the resumed envs' fresh episodes
     assert unbroken > 200 and abs(resumed - unbroken) <= 8, (resumed, unbroken)
+    # no interval was logged: the episodes counted are the run's end's (CartPole: ≤ 500 steps)
+    counters = json.loads((tmp_path / "split" / "checkpoint" / "state.json").read_text())
+    assert counters["counters"]["episodes"] >= 3_000 // 500
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
     [("replay_lead", v) for v in ("1e400", "NaN", "true", '"8000"', "[1]", "-1e300")]
     + [("actor_restarts", v) for v in ('"abc"', "null", "-5", "1.5", "true", "1e30")]
-    + [("publishes_skipped", "[1]"), ("rejected_snapshots", str(2**63))],
+    + [("publishes_skipped", "[1]"), ("rejected_snapshots", str(2**63))]
+    + [("totals", v) for v in ("[1]", '{"publish_s": -1}', '{"publish_n": NaN}')],
 )
 def test_a_bad_counter_in_a_resealed_checkpoint_is_one_line(
     tmp_path: Path, key: str, value: str
