@@ -127,6 +127,9 @@ def test_resume_continues_a_ray_run(faulty_run: dict[str, Any]) -> None:
     first = faulty_run["result"]
     run_dir = faulty_run["run_dir"]
     assert (run_dir / "checkpoint" / "replay.npz").is_file()
+    # the shards' limiters' place, which the resume starts them at (it was not kept: None)
+    saved = json.loads((run_dir / "checkpoint" / "state.json").read_text())["counters"]
+    assert isinstance(saved["replay_lead"], float)
     deadline = time.monotonic() + 120  # a stuck run fails the test instead of hanging CI
     more = train(
         _cfg(run_dir, resume=str(run_dir), total_steps=first.env_steps + 1500),

@@ -167,3 +167,55 @@ def test_a_ray_replay_saved_and_resumed_keeps_each_shards_items_oldest_first(
     ray_backend.ShardedReplay(new).load(tmp_path / "r.npz")  # type: ignore[arg-type]
     got = [s.sent[0][0]["reward"].tolist() for s in new.shards]
     assert got == [list(range(0, 16, 2)), list(range(1, 16, 2))]
+
+
+def test_a_resumed_shard_starts_its_limiter_where_the_checkpoint_left_it() -> None:
+    """``ReplayShard.load`` puts the limiter at its centre; ``resume_at`` then moves it to its
+    share of the checkpoint's lead, which ``lead`` reads back; the limiter holds from there
+    (here: at the lead's upper bound, an insert must wait for a sample)."""
+    import asyncio
+    import json
+
+    from actorq.distributed.ray_actors import ReplayShard
+    from actorq.replay.specs import RatioGateSpec
+
+    lim = SampleToInsertRatio(samples_per_insert=4.0, min_size_to_sample=10, error_buffer=20.0)
+    specs = json.dumps({k: s.to_json() for k, s in SPECS.items()})
+    table = json.dumps(UniformSpec(100, 8, lim).to_json())
+    shard = ReplayShard(0, specs, table, json.dumps(RatioGateSpec(lim).to_json()), seed=0)
+    items = {"obs": np.zeros((30, 3), np.float32), "reward": np.arange(30, dtype=np.float32)}
+
+    async def go() -> tuple[float, float, bool, bool]:
+        await shard.load(wire.encode_batch(items), 30)
+        centre = await shard.lead()
+        await shard.resume_at(lim.max_diff)  # a learner-bound run's actors at the limit
+        one = wire.encode_batch({k: v[:1] for k, v in items.items()})
+        blocked = not lim.can_insert(1, shard.inserts, shard.samples)
+        waited = False
+        try:
+            await asyncio.wait_for(shard.insert(one), 0.2)
+        except TimeoutError:
+            waited = True
+        return centre, await shard.lead(), blocked, waited
+
+    centre, lead, blocked, waited = asyncio.run(go())
+    assert centre == lim.offset and lead == lim.max_diff and blocked and waited
+
+
+def test_the_shards_lead_is_summed_and_split_evenly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[float] = []
+
+    class _Lead:
+        def __init__(self, value: float) -> None:
+            self.lead = type("L", (), {"remote": staticmethod(lambda: value)})()
+            self.resume_at = type("R", (), {"remote": staticmethod(sent.append)})()
+
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _Ray)
+    b = _Backend(shards=2, capacity=100)
+    b.shards = [_Lead(30.0), _Lead(50.0)]  # type: ignore[list-item]
+    replay = ray_backend.ShardedReplay(b)  # type: ignore[arg-type]
+    assert replay.lead == 80.0
+    replay.resume_at(90.0)
+    assert sent == [45.0, 45.0]

@@ -352,6 +352,25 @@ class ReplayShard:
             return wire.encode_batch({})
         return wire.encode_batch(self.replay.sample(n, np.random.default_rng(seed)))
 
+    async def lead(self) -> float:
+        """The limiter's position, ``inserts × samples_per_insert − samples`` (Reverb's diff;
+        0 for the queue kind, which has none)."""
+        if self.on_policy:
+            return 0.0
+        return self.inserts * self.limiter.samples_per_insert - self.samples
+
+    async def resume_at(self, lead: float) -> None:
+        """Start the limiter at ``lead`` (this shard's share of a checkpoint's), after
+        :meth:`load`, which left it at its centre: a learner-bound run's actors would run the
+        error buffer's worth of inserts ahead again after every resume."""
+        if self.on_policy:
+            return
+        cond = self._c()
+        async with cond:
+            spi = self.limiter.samples_per_insert
+            self.samples = max(round(self.inserts * spi - lead), 0)
+            cond.notify_all()
+
     async def drain_stats(self) -> str:
         out = {
             **self._pending,

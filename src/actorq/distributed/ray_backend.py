@@ -350,6 +350,23 @@ class ShardedReplay:
         inserts = np.array(sum(self._b.shard_inserts()), np.int64)
         np.savez(path, _inserts=inserts, **by_age(parts))  # type: ignore[arg-type]
 
+    @property
+    def lead(self) -> float | None:
+        """The shards' rate limiters' position, summed (a checkpoint's ``replay_lead``); None
+        if a shard does not answer (dead or restarting: the resume starts at the centre)."""
+        ray = import_ray()
+        try:
+            return float(sum(ray.get([s.lead.remote() for s in self._b.shards], timeout=60)))
+        except ray.exceptions.RayError:
+            return None
+
+    def resume_at(self, lead: float) -> None:
+        """Start each shard's limiter at its share of a checkpoint's ``lead``, after
+        :meth:`load` (a local run's lead too: the shards' limiters split its rule evenly)."""
+        ray = import_ray()
+        shards = self._b.shards
+        ray.get([s.resume_at.remote(lead / len(shards)) for s in shards], timeout=60)
+
     def load(self, path: str | Path) -> None:
         """A saved replay (this backend's or the local ring's) dealt out to the shards as
         :meth:`save` gathered it. Read by the local ring's one reader (each array's npz header

@@ -215,10 +215,11 @@ class Counters:
     energy_kg_co2: float | None = None
     energy_estimated: bool | None = None
     #: the replay's samples-per-insert position at this checkpoint (Reverb's diff: inserts ×
-    #: samples_per_insert − samples, :attr:`~actorq.replay.tables.UniformTable.lead`): a resume
-    #: starts its rate limiter there, so actors run no further ahead of the learner (nor it of
-    #: them) than before the stop. None: no replay saved, Ray's shards, older checkpoints (the
-    #: restored items then count as inserts up to min_replay_size: the limiter's centre)
+    #: samples_per_insert − samples, :attr:`~actorq.replay.tables.UniformTable.lead`; Ray: the
+    #: shards' summed): a resume starts its rate limiter there, so actors run no further ahead
+    #: of the learner (nor it of them) than before the stop. None: no replay saved, a Ray shard
+    #: that did not answer, older checkpoints (the restored items then count as inserts up to
+    #: min_replay_size: the limiter's centre)
     replay_lead: float | None = None
     #: whole-run totals (every segment's; a log interval or the run's end brings them up to
     #: date): actors restarted, snapshots actors refused, periodic publishes skipped
