@@ -315,7 +315,9 @@ def run_mode(mode: str, cfg: DQNConfig, updates: int, name: str) -> dict[str, An
         if cfg.device.startswith("cuda"):
             torch.cuda.synchronize()
         dt = time.perf_counter() - t
-        return {"ups": updates / dt, "blocked_ms": pub.blocked_ms, "publish_ms": pub.mean_ms,
+        blocked_ms = 1e3 * float(np.mean(pub.blocked)) if pub.blocked else 0.0
+        publish_ms = 1e3 * float(np.mean(pub.times)) if pub.times else 0.0
+        return {"ups": updates / dt, "blocked_ms": blocked_ms, "publish_ms": publish_ms,
                 "publishes": c.publishes, "skipped": pub.skipped}  # fmt: skip
     finally:
         pub.close()

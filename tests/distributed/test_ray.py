@@ -264,7 +264,7 @@ def test_an_actor_ray_restarted_keeps_its_earlier_incarnations_counts() -> None:
 
     from actorq.distributed.ray_backend import RayBackend
 
-    b: Any = SimpleNamespace(_status={}, _gone={})
+    b: Any = SimpleNamespace(_status={}, _counts={})
     keep, total = RayBackend._keep_status, RayBackend._total
     keep(b, "0", {"incarnation": "a", "rejected": 3, "lost_inserts": 2})
     keep(b, "1", {"incarnation": "c", "rejected": 1})
@@ -272,5 +272,9 @@ def test_an_actor_ray_restarted_keeps_its_earlier_incarnations_counts() -> None:
     assert (total(b, "rejected"), total(b, "lost_inserts")) == (5, 2)
     keep(b, "0", {"incarnation": "b", "rejected": 0, "lost_inserts": 0})  # Ray restarted it
     assert (total(b, "rejected"), total(b, "lost_inserts")) == (5, 2)
+    keep(b, "0", {"incarnation": "b", "rejected": 1, "lost_inserts": 1})
+    assert (total(b, "rejected"), total(b, "lost_inserts")) == (6, 3)
+    # the dead incarnation's last insert lands late: counted once, not again
+    keep(b, "0", {"incarnation": "a", "rejected": 4, "lost_inserts": 2})
     keep(b, "0", {"incarnation": "b", "rejected": 1, "lost_inserts": 1})
     assert (total(b, "rejected"), total(b, "lost_inserts")) == (6, 3)

@@ -50,6 +50,9 @@ def test_a_resumed_segment_adds_its_counts_to_the_earlier_segments() -> None:
     publisher.times.append(1.0)
     interval.log(2e9, c, _stats(**{"replay/dropped_stale": 4.0}), publisher, 10, {})
     assert c.totals["replay/dropped_stale"] == 7.0 and c.totals["publish_n"] == 7
+    # a reading without it (Ray's egress when a cache died) keeps the segment's last count
+    interval.log(3e9, c, _stats(), publisher, 10, {})
+    assert c.totals["replay/dropped_stale"] == 7.0
 
 
 def test_a_run_with_no_publish_timed_has_a_mean_of_zero() -> None:

@@ -578,7 +578,7 @@ class RayBackend:
         self._busy = self._wait = 0.0
         self._infer = self._env = 0.0  # parts of _busy: policy runtime, environment
         self._status: dict[str, dict[str, Any]] = {}
-        self._gone: dict[str, dict[str, int]] = {}  # counts of actors' replaced incarnations
+        self._counts: dict[tuple[str, str], dict[str, int]] = {}  # per actor and incarnation
         self.actor_restarts = 0
         self.shard_restarts = 0
         self.items_lost = 0
@@ -755,19 +755,17 @@ class RayBackend:
                     self._keep_status(actor, status)
 
     def _keep_status(self, actor: str, status: dict[str, Any]) -> None:
-        """An actor's latest status; the counts of an incarnation Ray replaced (a restarted
-        actor counts from 0 again) stay in the actor's earlier total."""
-        old = self._status.get(actor)
-        if old is not None and old.get("incarnation") != status.get("incarnation"):
-            gone = self._gone.setdefault(actor, {"rejected": 0, "lost_inserts": 0})
-            for k in gone:
-                gone[k] += int(old.get(k, 0))
+        """An actor's latest status, and its counts per incarnation: a restarted actor counts
+        from 0 again, and a dead incarnation's last status can still land after its
+        successor's first (its insert finished late), so each keeps its own running maximum."""
         self._status[actor] = status
+        counts = self._counts.setdefault((actor, str(status.get("incarnation"))), {})
+        for k in ("rejected", "lost_inserts"):
+            counts[k] = max(counts.get(k, 0), int(status.get(k, 0)))
 
     def _total(self, key: str) -> int:
         """Every actor's count of ``key`` (``rejected``, ``lost_inserts``), every incarnation's."""
-        now = sum(int(v.get(key, 0)) for v in self._status.values())
-        return now + sum(g[key] for g in self._gone.values())
+        return sum(c.get(key, 0) for c in self._counts.values())
 
     def shard_sizes(self) -> list[int]:
         return [s.size for s in self._shard_state]

@@ -106,6 +106,9 @@ class IntervalLogger:
         # the faults and skips of the run's earlier segments: its totals are theirs + this one's
         self.before = (c.actor_restarts, c.rejected_snapshots, c.publishes_skipped)
         self.totals_before = dict(c.totals)
+        # this segment's last reading of each: a metric missing from one (a cache that died)
+        # keeps what it had counted
+        self.segment: dict[str, float] = {}
         self.update_s = 0.0  # the learner's time inside update() this interval
         # the learner's time in loop turns that found no batch this interval: polling is
         # waiting, the backend's sleep and the look at every actor's channel alike (counting
@@ -122,8 +125,9 @@ class IntervalLogger:
         now = {k: v for k, v in st.extra.items() if k in CUMULATIVE}
         now.update(publish_s=sum(times), publish_n=len(times))
         now.update(blocked_s=sum(blocked), blocked_n=len(blocked))
-        before = self.totals_before
-        c.totals = {k: before.get(k, 0.0) + now.get(k, 0.0) for k in before.keys() | now.keys()}
+        self.segment.update(now)
+        before, seg = self.totals_before, self.segment
+        c.totals = {k: before.get(k, 0.0) + seg.get(k, 0.0) for k in before.keys() | seg.keys()}
 
     def add_update(self, metrics: dict[str, float], seconds: float = 0.0) -> None:
         for k, v in metrics.items():
