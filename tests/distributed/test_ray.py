@@ -123,13 +123,22 @@ def test_killed_actor_and_shard_are_replaced_and_counted(faulty_run: dict[str, A
     assert summary["stop"] == "callback" and summary["updates"] > 0
 
 
-def test_resume_continues_a_ray_run(faulty_run: dict[str, Any]) -> None:
+def test_resume_continues_a_ray_run(
+    faulty_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.distributed.ray_backend import ShardedReplay
+
     first = faulty_run["result"]
     run_dir = faulty_run["run_dir"]
     assert (run_dir / "checkpoint" / "replay.npz").is_file()
     # the shards' limiters' place, which the resume starts them at (it was not kept: None)
     saved = json.loads((run_dir / "checkpoint" / "state.json").read_text())["counters"]
     assert isinstance(saved["replay_lead"], float)
+    moved: list[float] = []
+    resume_at = ShardedReplay.resume_at
+    monkeypatch.setattr(
+        ShardedReplay, "resume_at", lambda self, lead: moved.append(lead) or resume_at(self, lead)
+    )
     deadline = time.monotonic() + 120  # a stuck run fails the test instead of hanging CI
     more = train(
         _cfg(run_dir, resume=str(run_dir), total_steps=first.env_steps + 1500),
@@ -138,6 +147,7 @@ def test_resume_continues_a_ray_run(faulty_run: dict[str, Any]) -> None:
     assert not more.interrupted
     assert more.env_steps >= first.env_steps + 1500
     assert more.updates > first.updates  # continued the learner's counters
+    assert moved == [saved["replay_lead"]]  # the shards started where the checkpoint stood
 
 
 def test_cache_none_pulls_once_per_actor(ray_local: Any, tmp_path: Path) -> None:

@@ -45,7 +45,13 @@ class _Backend:
         self.refreshed_after.append(sum(bool(s.sent) for s in self.shards))
 
 
+class _RayError(Exception):
+    pass
+
+
 class _Ray:
+    exceptions = type("E", (), {"RayError": _RayError})
+
     @staticmethod
     def get(refs: Any, timeout: float | None = None) -> Any:
         return refs
@@ -201,6 +207,17 @@ def test_a_resumed_shard_starts_its_limiter_where_the_checkpoint_left_it() -> No
     centre, lead, blocked, waited = asyncio.run(go())
     assert centre == lim.offset and lead == lim.max_diff and blocked and waited
 
+    # a batch the prefetcher took between load and resume_at stays charged to the position
+    again = ReplayShard(0, specs, table, json.dumps(RatioGateSpec(lim).to_json()), seed=0)
+
+    async def served_first() -> float:
+        await again.load(wire.encode_batch(items), 30)
+        await again.sample(8)
+        await again.resume_at(lim.max_diff)
+        return await again.lead()
+
+    assert asyncio.run(served_first()) == lim.max_diff - 8
+
 
 def test_the_shards_lead_is_summed_and_split_evenly(
     monkeypatch: pytest.MonkeyPatch,
@@ -219,3 +236,34 @@ def test_the_shards_lead_is_summed_and_split_evenly(
     assert replay.lead == 80.0
     replay.resume_at(90.0)
     assert sent == [45.0, 45.0]
+
+
+def test_a_shard_that_does_not_answer_leaves_the_lead_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A checkpoint while a shard is dead or restarting saves no lead (the resume starts at
+    the centre); a shard that dies before resume_at is skipped, the others still move."""
+
+    class _RayDying(_Ray):
+        @staticmethod
+        def get(refs: Any, timeout: float | None = None) -> Any:
+            if any(r is None for r in (refs if isinstance(refs, list) else [refs])):
+                raise _RayError("actor died")  # a dead shard's answer
+            return refs
+
+    sent: list[float] = []
+
+    class _Shard2:
+        def __init__(self, alive: bool) -> None:
+            answer = (lambda *a: sent.append(a[0]) or 1.0) if alive else (lambda *a: None)
+            self.lead = type("L", (), {"remote": staticmethod(lambda: answer(0.0))})()
+            self.resume_at = type("R", (), {"remote": staticmethod(answer)})()
+
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _RayDying)
+    b = _Backend(shards=2, capacity=100)
+    b.shards = [_Shard2(alive=False), _Shard2(alive=True)]  # type: ignore[list-item]
+    replay = ray_backend.ShardedReplay(b)  # type: ignore[arg-type]
+    assert replay.lead is None
+    sent.clear()
+    replay.resume_at(90.0)
+    assert sent == [45.0]

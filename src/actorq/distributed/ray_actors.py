@@ -247,6 +247,7 @@ class ReplayShard:
         self.min_version = 0
         self.rng = np.random.default_rng((seed, index, uuid.uuid4().int & 0xFFFF))
         self.inserts = self.samples = 0
+        self._loaded_at = 0.0  # the limiter's position load() left
         self.incarnation = uuid.uuid4().hex[:12]
         self._cond: asyncio.Condition | None = None
         self._pending: dict[str, Any] = self._empty_counters()
@@ -367,8 +368,10 @@ class ReplayShard:
             return
         cond = self._c()
         async with cond:
-            spi = self.limiter.samples_per_insert
-            self.samples = max(round(self.inserts * spi - lead), 0)
+            # moved by the difference, so the inserts and samples served since the load (the
+            # prefetcher's waiting samples went at once) stay charged
+            self.samples = max(self.samples + round(self._loaded_at - lead), 0)
+            self._loaded_at = lead
             cond.notify_all()
 
     async def drain_stats(self) -> str:
@@ -400,6 +403,7 @@ class ReplayShard:
             self.inserts = self.replay.inserts = max(inserts, self.replay.size)
             spi = self.limiter.samples_per_insert
             self.samples = max(int(self.inserts * spi - self.limiter.offset), 0)
+            self._loaded_at = self.inserts * spi - self.samples  # resume_at moves from here
             # Samples and inserts may already be waiting (the learner's prefetcher starts with
             # the backend): they must re-check the limiter now, or nothing ever wakes them.
             cond.notify_all()

@@ -362,10 +362,12 @@ class ShardedReplay:
 
     def resume_at(self, lead: float) -> None:
         """Start each shard's limiter at its share of a checkpoint's ``lead``, after
-        :meth:`load` (a local run's lead too: the shards' limiters split its rule evenly)."""
+        :meth:`load`; a shard that died since stays at its centre (Ray restarts it empty)."""
         ray = import_ray()
         shards = self._b.shards
-        ray.get([s.resume_at.remote(lead / len(shards)) for s in shards], timeout=60)
+        for ref in [s.resume_at.remote(lead / len(shards)) for s in shards]:
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.get(ref, timeout=60)
 
     def load(self, path: str | Path) -> None:
         """A saved replay (this backend's or the local ring's) dealt out to the shards as
