@@ -122,11 +122,11 @@ class IntervalLogger:
         c.rejected_snapshots = rejected + st.rejected_snapshots
         c.publishes_skipped = skips + publisher.skipped
         times, blocked = list(publisher.times), list(publisher.blocked)  # a thread appends
-        now = {k: v for k, v in st.extra.items() if k in CUMULATIVE}
-        now.update(publish_s=sum(times), publish_n=len(times))
-        now.update(blocked_s=sum(blocked), blocked_n=len(blocked))
-        self.segment.update(now)
-        before, seg = self.totals_before, self.segment
+        seg = self.segment
+        seg.update((k, v) for k, v in st.extra.items() if k in CUMULATIVE)
+        seg.update(publish_s=sum(times), publish_n=len(times))
+        seg.update(blocked_s=sum(blocked), blocked_n=len(blocked))
+        before = self.totals_before
         c.totals = {k: before.get(k, 0.0) + seg.get(k, 0.0) for k in before.keys() | seg.keys()}
 
     def add_update(self, metrics: dict[str, float], seconds: float = 0.0) -> None:

@@ -266,24 +266,24 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
     except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
         raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
     lead = restored.replay_lead  # a number JSON can hold past float's range: not finite here
-    if lead is not None and not (
-        isinstance(lead, int | float) and not isinstance(lead, bool) and abs(lead) <= MAX_COUNT
-    ):
+    if lead is not None and not _counted(lead, int | float, -MAX_COUNT):
         raise CheckpointError(f"checkpoint counters hold a bad replay_lead: {lead!r:.60}")
     for name in ("actor_restarts", "rejected_snapshots", "publishes_skipped"):  # added up
         v = getattr(restored, name)
-        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT):
+        if not _counted(v, int):
             raise CheckpointError(f"checkpoint counters hold a bad {name}: {v!r:.60}")
     totals = restored.totals
-    bad = not isinstance(totals, dict) or any(
-        not (isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT)
-        for v in totals.values()
-    )
-    if bad:
+    if not isinstance(totals, dict) or not all(_counted(v, int | float) for v in totals.values()):
         raise CheckpointError(f"checkpoint counters hold a bad totals value: {totals!r:.60}")
     for f in dataclasses.fields(Counters):
         setattr(counters, f.name, getattr(restored, f.name))
     return rng
+
+
+def _counted(v: Any, kind: Any, least: float = 0) -> bool:
+    """Whether ``v`` is a JSON number of ``kind`` (not a bool) in [least, MAX_COUNT]: NaN,
+    infinities and whole numbers past float's range fail the comparison."""
+    return isinstance(v, kind) and not isinstance(v, bool) and least <= v <= MAX_COUNT
 
 
 def load_replay(replay: Any, path: Path) -> None:
