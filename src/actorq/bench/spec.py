@@ -15,7 +15,7 @@ seeds; a spec names those tasks and axes once, and every cell is one ``actorq.tr
     actors = 1
 
     [[tasks]]
-    agent = "dqn"                      # dqn | d4pg
+    agent = "dqn"                      # dqn | d4pg | ppo | go
     env = "gym:CartPole-v1"
     widths = ["64,64", "256,256"]      # optional axis: the policy's hidden widths
     label = "cartpole"                 # optional: the task's name in cell names and the report
