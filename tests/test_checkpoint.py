@@ -274,3 +274,48 @@ def test_cuda_random_streams_are_kept_and_restored_where_the_devices_are(
     assert sorted(saved) == ["rng.cuda.0", "rng.cuda.1"]
     ckpt.restore_cuda_rng({**saved, "rng.torch": torch.zeros(1), "rng.cuda.x": streams[0]})
     assert set_calls == [(list(range(8)), 0)]  # device 1 is not on this machine
+
+
+def test_a_read_overtaken_by_a_save_reads_the_new_checkpoint_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`actorq eval` of a live run: a save replaced the checkpoint between a read's files, and
+    the read called it corrupt (or paired one checkpoint's weights with the next's snapshot)."""
+    import torch
+
+    d = tmp_path / "checkpoint"
+
+    def save(i: int) -> None:
+        state = {"learner": {}, "counters": {"i": i}, "rng": {}}
+        ckpt.save(d, {"w": torch.full((4,), float(i))}, state, files={ckpt.SNAPSHOT: b"v%d" % i})
+
+    save(1)
+    take, reads = ckpt._take, []
+
+    def overtaken(fd: int, where: Path, name: str, keep: bool = True) -> tuple[str, bytes]:
+        found = take(fd, where, name, keep)
+        reads.append(name)
+        if len(reads) == 2:  # the manifest and one file read: a save replaces the directory
+            save(2)
+        return found
+
+    monkeypatch.setattr(ckpt, "_take", overtaken)
+    tensors, state, _, snapshot = ckpt.read(d)
+    assert (state["counters"]["i"], float(tensors["w"][0]), snapshot) == (2, 2.0, b"v2")
+    assert reads.count(ckpt.MANIFEST) == 2  # read again, from the new directory
+
+
+def test_a_damaged_checkpoint_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    d = tmp_path / "checkpoint"
+    ckpt.save(d, {"w": torch.zeros(4)}, {"learner": {}, "counters": {}, "rng": {}})
+    (d / "state.json").write_text("{}")
+    calls = []
+    take = ckpt._take
+    monkeypatch.setattr(ckpt, "_take", lambda *a, **k: calls.append(a[2]) or take(*a, **k))
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        ckpt.read(d)
+    assert calls.count(ckpt.MANIFEST) == 1  # the same directory: damaged, not overtaken

@@ -12,9 +12,11 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -99,54 +101,147 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
-    """Verify and load; returns ``(tensors, state, replay_path or None)``.
+class Checkpoint(NamedTuple):
+    """One checkpoint, read whole from one directory (:func:`read`)."""
 
-    If a save was cut between its two renames, only ``<dir>.old`` holds a complete checkpoint:
-    it is used (and said so on stderr)."""
+    tensors: dict[str, Any]
+    state: dict[str, Any]
+    #: the replay file, where the run saved its replay (read later, by a resume only)
+    replay: Path | None
+    #: :data:`SNAPSHOT`'s bytes, where the manifest lists it
+    snapshot: bytes | None
+
+
+#: reads of a checkpoint a concurrent save replaced midway before one is called damaged
+_READS = 5
+
+
+def load(ckpt_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
+    """Verify and load; returns ``(tensors, state, replay_path or None)`` (:func:`read`)."""
+    tensors, state, replay, _ = read(ckpt_dir)
+    return tensors, state, replay
+
+
+def read(ckpt_dir: Path) -> Checkpoint:
+    """Verify and load the checkpoint in ``ckpt_dir``, its files read from one directory.
+
+    A run saves while others read it (``actorq eval`` of a training run): a save renames the
+    directory away and deletes it, so a read it overtook (a file gone, or the next
+    checkpoint's file beside this one's manifest) is read again from the new one, and only a
+    checkpoint that fails twice in the same place is called damaged. If a save was cut between
+    its two renames, only ``<dir>.old`` holds a complete checkpoint: it is used (and said so on
+    stderr)."""
+    for attempt in range(_READS):
+        where = _complete(ckpt_dir)
+        try:
+            fd = os.open(where, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as e:
+            if attempt + 1 < _READS:
+                continue  # renamed away between the look and the open
+            raise CheckpointError(f"cannot read checkpoint in {where}: {e.strerror}") from None
+        try:
+            found = _read(where, fd)
+        except CheckpointError:
+            if attempt + 1 < _READS and _replaced(where, fd):
+                continue
+            raise
+        finally:
+            os.close(fd)
+        if where != ckpt_dir:
+            print(f"actorq: note: using {where} (a save was interrupted)", file=sys.stderr)
+        return found
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _complete(ckpt_dir: Path) -> Path:
+    """``ckpt_dir`` where it holds a manifest, else its cut save's ``.old`` copy; one line if
+    neither does. A save in progress is between its renames for microseconds: it is waited
+    for, so a live run's checkpoint is not taken for a cut save."""
+    old = ckpt_dir.with_name(ckpt_dir.name + ".old")
+    for _ in range(10):
+        try:
+            if (ckpt_dir / MANIFEST).is_file():
+                return ckpt_dir
+            if not (old / MANIFEST).is_file():
+                break
+        except OSError as e:  # a name too long, a directory we may not read
+            raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {e.strerror}") from None
+        time.sleep(0.02)
+    else:
+        return old
+    raise CheckpointError(f"no checkpoint in {ckpt_dir.parent} (missing {ckpt_dir}/{MANIFEST})")
+
+
+def _replaced(where: Path, fd: int) -> bool:
+    """Whether ``where`` no longer names the directory open as ``fd`` (a save replaced it)."""
+    try:
+        return os.stat(where).st_ino != os.fstat(fd).st_ino
+    except OSError:
+        return True
+
+
+def _take(fd: int, where: Path, name: str, keep: bool = True) -> tuple[str, bytes]:
+    """The sha256 of file ``name`` of the directory open as ``fd`` (``where`` in messages) and,
+    if ``keep``, its bytes (a replay, gigabytes, is only hashed), if it is a regular file (a
+    FIFO in its place is not read: it would block)."""
+    try:
+        f = os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        raise CheckpointError(f"checkpoint file missing: {where / name}") from None
+    h, kept = hashlib.sha256(), bytearray()
+    try:
+        with os.fdopen(f, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise CheckpointError(f"checkpoint file missing: {where / name}")
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+                if keep:
+                    kept += chunk
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where / name}: {e.strerror}") from None
+    return h.hexdigest(), bytes(kept)
+
+
+def _read(where: Path, fd: int) -> Checkpoint:
+    """:func:`read` of the directory open as ``fd`` (named ``where`` in messages)."""
     from safetensors.torch import load as load_tensors
 
-    if not (ckpt_dir / MANIFEST).is_file():
-        old = ckpt_dir.with_name(ckpt_dir.name + ".old")
-        if not (old / MANIFEST).is_file():
-            raise CheckpointError(
-                f"no checkpoint in {ckpt_dir.parent} (missing {ckpt_dir}/{MANIFEST})"
-            )
-        print(f"actorq: note: using {old} (a save was interrupted)", file=sys.stderr)
-        ckpt_dir = old
     try:
-        manifest = json.loads((ckpt_dir / MANIFEST).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-        raise CheckpointError(f"corrupt checkpoint manifest in {ckpt_dir}") from None
+        manifest = json.loads(_take(fd, where, MANIFEST)[1])
+    except (json.JSONDecodeError, UnicodeDecodeError, CheckpointError):
+        raise CheckpointError(f"corrupt checkpoint manifest in {where}") from None
     if not isinstance(manifest, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in manifest.items()
     ):
-        raise CheckpointError(f"corrupt checkpoint manifest in {ckpt_dir}")
+        raise CheckpointError(f"corrupt checkpoint manifest in {where}")
     missing = [f for f in REQUIRED if f not in manifest]
     if missing:
-        raise CheckpointError(f"checkpoint manifest in {ckpt_dir} does not list {missing[0]}")
+        raise CheckpointError(f"checkpoint manifest in {where} does not list {missing[0]}")
+    data: dict[str, bytes] = {}
     for name, digest in manifest.items():
-        path = ckpt_dir / name
-        if "/" in name or name.startswith(".") or not path.is_file():
-            raise CheckpointError(f"checkpoint file missing: {path}")
-        if _sha256(path) != digest:
-            raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {path}")
+        if "/" in name or name.startswith(".") or name == MANIFEST:
+            raise CheckpointError(f"corrupt checkpoint manifest in {where}: it lists {name!r}")
+        found, data[name] = _take(fd, where, name, keep=name != "replay.npz")
+        if found != digest:
+            raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {where / name}")
     try:
         # from bytes: safetensors takes a path only as UTF-8 (a run dir may be named otherwise)
-        tensors = load_tensors((ckpt_dir / "learner.safetensors").read_bytes())
-        state = json.loads((ckpt_dir / "state.json").read_text())
+        tensors = load_tensors(data["learner.safetensors"])
+        state = json.loads(data["state.json"])
     except Exception as e:
-        raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {first_line(e)}") from None
+        raise CheckpointError(f"cannot read checkpoint in {where}: {first_line(e)}") from None
     if not isinstance(state, dict) or not {"learner", "counters", "rng"} <= set(state):
-        raise CheckpointError(f"checkpoint state.json in {ckpt_dir} lacks learner/counters/rng")
-    replay = ckpt_dir / "replay.npz"
-    return tensors, state, replay if "replay.npz" in manifest else None
+        raise CheckpointError(f"checkpoint state.json in {where} lacks learner/counters/rng")
+    replay = where / "replay.npz" if "replay.npz" in manifest else None
+    return Checkpoint(tensors, state, replay, data.get(SNAPSHOT))
 
 
 def saved_file(ckpt_dir: Path, name: str) -> bytes | None:
-    """File ``name`` of the checkpoint :func:`load` reads at ``ckpt_dir`` (the cut save's
+    """File ``name`` of the checkpoint :func:`read` reads at ``ckpt_dir`` (the cut save's
     ``.old`` copy where it would), if its manifest lists it, checked against its sha256 again
-    (the file may have changed since); None if it is not there."""
+    (the file may have changed since); None if it is not there. For the run's own writer
+    (a resume holds the run's lock): a reader beside a live run takes :func:`read`'s, which
+    comes from the same directory as the weights."""
     if not (ckpt_dir / MANIFEST).is_file():
         ckpt_dir = ckpt_dir.with_name(ckpt_dir.name + ".old")
     try:

@@ -43,10 +43,25 @@ def check_output(
     force: bool = False,
     suffixes: tuple[str, ...] = (),
     error: type[ActorQError] = ActorQError,
+    force_name: str = "--force",
 ) -> Path:
     """The checked output path of ``flag`` (e.g. ``"--out"``); one ``error`` line if it cannot
-    be written as asked."""
-    p = Path(path)
+    be written as asked (an existing file: unless ``force``, which the message calls
+    ``force_name``, e.g. the API's ``force=True``)."""
+    try:
+        return _checked_output(Path(path), str(path), flag, (force, force_name), suffixes, error)
+    except OSError as e:  # a name too long, a directory we may not look into
+        raise error(f"cannot write {flag} {shown(path)}: {e.strerror}") from None
+
+
+def _checked_output(
+    p: Path,
+    path: str,
+    flag: str,
+    force: tuple[bool, str],
+    suffixes: tuple[str, ...],
+    error: type[ActorQError],
+) -> Path:
     if p.is_dir() or str(path).endswith(("/", os.sep)):  # Path() drops a trailing slash
         raise error(f"{flag} {shown(path)} is a directory; give a file name")
     if not p.parent.is_dir():
@@ -55,8 +70,8 @@ def check_output(
         raise error(f"{flag} {shown(p)} must end in {' or '.join(suffixes)}")
     if _not_regular(p):
         raise error(f"{flag} {shown(p)} exists and is not a regular file; not replacing it")
-    if (p.exists() or p.is_symlink()) and not force:
-        raise error(f"{flag} {shown(p)} exists; pass --force to overwrite")
+    if (p.exists() or p.is_symlink()) and not force[0]:
+        raise error(f"{flag} {shown(p)} exists; pass {force[1]} to overwrite")
     return p
 
 
@@ -101,7 +116,9 @@ def _new_temp(path: Path) -> tuple[int, Path]:
     would need a chmod, and reading the umask (``os.umask`` sets it) races other threads."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        # within a name's 255 bytes, however long the output's own name
+        stem = path.name.encode()[:200].decode(errors="ignore")
+        tmp = path.parent / f".{stem}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:  # another writer's temporary: draw another name

@@ -58,9 +58,80 @@ def test_export_runs_in_onnxruntime_as_predict_does(dqn_run: Path, tmp_path: Pat
     obs = np.random.default_rng(1).uniform(-0.2, 0.2, (16, 4)).astype(np.float32)
     q = sess.run(None, {"obs": obs})[0]
     np.testing.assert_array_equal(q.argmax(axis=1), policy.predict(obs))
-    with pytest.raises(ActorQError, match="exists; pass --force"):
+    action = sess.run(["action"], {"obs": obs})[0]  # the env's action, in the graph
+    np.testing.assert_array_equal(action, policy.predict(obs))
+    meta = sess.get_modelmeta().custom_metadata_map
+    assert meta["actorq.action"] == "argmax of out"
+    with pytest.raises(ActorQError, match=r"exists; pass force=True"):
         policy.export(out)
     policy.export(out, force=True)
+
+
+def test_export_never_replaces_a_file_of_its_run(dqn_run: Path, tmp_path: Path) -> None:
+    config = (dqn_run / "config.json").read_bytes()
+    policy = actorq.load(dqn_run)
+    with pytest.raises(ActorQError, match="is a file of the run"):
+        policy.export(dqn_run / "config.json", force=True)
+    assert main(["export", str(dqn_run), "--out", str(dqn_run / "config.json"), "--force"]) == 2
+    assert (dqn_run / "config.json").read_bytes() == config
+    new = policy.export(dqn_run / "policy.onnx")  # a new file beside the run's is fine
+    new.unlink()
+
+
+@pytest.mark.parametrize(
+    ("episodes", "seed", "says"),
+    [
+        (0, 0, r"episodes must be in \[1, 100000\], got 0"),
+        (2.5, 0, r"episodes must be in \[1, 100000\], got 2.5"),
+        ("3", 0, r"episodes must be in \[1, 100000\], got '3'"),
+        (True, 0, r"episodes must be in \[1, 100000\], got True"),
+        (2, -1, r"seed must be in \[0, 2\*\*32 - 1 - episodes\], got -1"),
+        (2, 1.5, r"seed must be in .*got 1.5"),
+        (2, 2**40, r"seed must be in .*got 1099511627776"),
+    ],
+)
+def test_evaluate_takes_what_actorq_eval_takes(
+    dqn_run: Path, episodes: Any, seed: Any, says: str
+) -> None:
+    with pytest.raises(ActorQError, match=says):
+        actorq.load(dqn_run).evaluate(episodes, seed=seed)
+
+
+def test_auto_and_an_empty_precision_are_refused_when_loading(dqn_run: Path) -> None:
+    with pytest.raises(ActorQError, match="'auto' chooses while training"):
+        actorq.load(dqn_run, precision="auto")
+    with pytest.raises(ActorQError):
+        actorq.load(dqn_run, precision="")
+    assert main(["eval", str(dqn_run), "--precision", "auto"]) == 2
+
+
+def test_a_path_too_long_to_look_at_is_one_line(dqn_run: Path, tmp_path: Path) -> None:
+    long = tmp_path / ("x" * 300)
+    with pytest.raises(ActorQError, match="File name too long"):
+        actorq.load(long)
+    assert main(["eval", str(long)]) == 2
+    assert main(["export", str(dqn_run), "--out", str(tmp_path / ("y" * 300) / "p.onnx")]) == 2
+    named = actorq.load(dqn_run).export(tmp_path / ("z" * 250 + ".onnx"))  # a long, legal name
+    assert named.is_file()
+
+
+def test_eval_runs_the_runs_own_runtime_unless_told(
+    dqn_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import actorq.run as run_pkg
+
+    seen: list[Any] = []
+
+    load = run_pkg.load_run_policy
+
+    def spy(run_dir: str, precision: Any, runtime: Any = None, **kw: Any) -> Any:
+        seen.append(runtime)
+        return load(run_dir, precision, runtime, **kw)
+
+    monkeypatch.setattr(run_pkg, "load_run_policy", spy)
+    assert main(["eval", str(dqn_run), "--episodes", "1"]) == 0
+    assert main(["eval", str(dqn_run), "--episodes", "1", "--runtime", "numpy"]) == 0
+    assert seen == [None, "numpy"]  # None: the run's (what actorq.load(...).evaluate() runs)
 
 
 def test_a_continuous_policy_acts_in_the_envs_bounds(tiny: Callable[..., Any]) -> None:
@@ -73,6 +144,13 @@ def test_a_continuous_policy_acts_in_the_envs_bounds(tiny: Callable[..., Any]) -
     assert np.all(np.abs(greedy) <= 2.0) and np.all(np.abs(sampled) <= 2.0)  # torque ±2
     assert not np.array_equal(greedy, sampled)  # sampling from the Gaussian, not its mean
     np.testing.assert_array_equal(greedy, policy.predict(obs))  # deterministic is repeatable
+    # the exported model's `action` is predict's, in the env's bounds: not [-1, 1]
+    out = policy.export(Path(r.run_dir).parent / "pendulum.onnx")
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    raw, action = sess.run(["out", "action"], {"obs": obs})
+    np.testing.assert_allclose(action, greedy, rtol=0, atol=1e-6)
+    assert np.abs(action).max() > np.abs(np.clip(raw, -1, 1)).max()  # scaled to torque ±2
+    assert "mapped to [[-2.0], [2.0]]" in sess.get_modelmeta().custom_metadata_map["actorq.action"]
 
 
 def test_eval_says_the_episodes_it_ran(dqn_run: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,8 +37,8 @@ class EvalArgs:
     """Episodes (separately seeded environments)."""
     seed: int = 20_000
     """First environment seed."""
-    runtime: Literal["ort", "numpy", "torch"] = "ort"
-    """Inference runtime."""
+    runtime: Literal["ort", "numpy", "torch"] | None = None
+    """Inference runtime; default: the run's (as ``actorq.load(...).evaluate()``)."""
     which: Literal["latest", "best"] = "latest"
     """The latest checkpoint, or the best policy the run's evaluations kept (RUN/best)."""
 
@@ -61,11 +61,9 @@ class ExportArgs:
 
 def cmd_eval(a: EvalArgs) -> int:
     from actorq.run import load_run_policy
+    from actorq.run.policy import check_evaluation
 
-    if not 1 <= a.episodes <= 100_000:
-        return fail(f"--episodes must be in [1, 100000], got {a.episodes}")
-    if not 0 <= a.seed <= 2**32 - 1 - a.episodes:
-        return fail(f"--seed must be in [0, 2**32 - 1 - episodes], got {a.seed}")
+    check_evaluation(a.episodes, a.seed, "--")
     cfg, io, data = load_run_policy(a.run_dir, a.precision, a.runtime, which=a.which)
     rets = io.evaluate(data, a.episodes, a.seed)
     prec = a.precision or cfg.precision
@@ -79,13 +77,13 @@ def cmd_eval(a: EvalArgs) -> int:
 
 
 def cmd_export(a: ExportArgs) -> int:
-    from actorq.output import check_output, write_output
+    from actorq.output import write_output
     from actorq.run import load_run_policy
-    from actorq.run.policy import policy_onnx
+    from actorq.run.policy import export_path, policy_onnx
 
-    out = check_output(a.out, "--out", force=a.force)  # before the checkpoint is read
-    _, _, snap_bytes = load_run_policy(a.run_dir, a.precision, which=a.which)
-    data, prec, io_names = policy_onnx(snap_bytes)
+    out = export_path(a.run_dir, a.out, "--out", a.force, "--force")  # before the checkpoint
+    cfg, _, snap_bytes = load_run_policy(a.run_dir, a.precision, which=a.which)
+    data, prec, io_names = policy_onnx(snap_bytes, cfg)
     write_output(out, data, "--out")
     print(f"wrote {out} ({len(data):,} bytes, {prec}, {io_names})")
     return 0

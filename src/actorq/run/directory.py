@@ -77,7 +77,11 @@ def load_run_policy(
     the run's evaluations kept. ``require(cfg)`` may refuse the run (raising an
     :class:`ActorQError`) before its checkpoint is read."""
     rd = Path(run_dir)
-    if not rd.is_dir():
+    try:
+        found = rd.is_dir()
+    except OSError as e:  # a name too long, a directory we may not look into
+        raise ActorQError(f"cannot read run directory {shown(rd)}: {e.strerror}") from None
+    if not found:
         raise ActorQError(f"run directory not found: {shown(rd)}")
     # validated (config.json is input too); the learner only holds weights here: on the CPU
     cfg = load_run_config(rd, device="cpu")
@@ -88,7 +92,8 @@ def load_run_policy(
         cfg.validate()  # e.g. a policy exported whole runs in onnxruntime only
     builder = builder_for(cfg)
     where = RunDir(rd).policy_checkpoint(which)
-    tensors, state, _ = ckpt.load(where)
+    # one read of one directory: beside a live run, the snapshot is these weights' own
+    tensors, state, _, snapshot = ckpt.read(where)
     spec = builder.env_spec(cfg)
     learner = builder.make_learner(cfg, spec)
     try:
@@ -101,9 +106,14 @@ def load_run_policy(
     io = builder.policy_io(cfg, spec, learner)
     if not io.is_finite():
         raise SnapshotError(f"the policy in {rd} has NaN or infinite weights (a diverged run)")
-    precision = precision or cfg.precision
-    if precision not in (cfg.precision, "auto"):  # what this policy is published at (a chip
-        dataclasses.replace(cfg, precision=precision).validate()  # or GO one: fp32, int8)
+    if precision == "auto":
+        raise ActorQError(
+            "precision 'auto' chooses while training; a run's policy is read at fp32, fp16, "
+            "int8 or int4 (default: the precision its run chose)"
+        )
+    precision = cfg.precision if precision is None else precision
+    if precision != cfg.precision:  # what this policy is published at (a chip or GO one:
+        dataclasses.replace(cfg, precision=precision).validate()  # fp32, int8)
     if precision == "auto":  # a run saves the precision it chose: a config.json edited since
         raise CheckpointError(
             f"{shown(rd / 'config.json')}: precision 'auto' was never resolved; pass --precision"
@@ -117,22 +127,22 @@ def load_run_policy(
         n = io.calibration_states(precision)
         calibration = random_states(cfg, spec, n)[:n]
     fresh = io.snapshot(version, precision, calibration)
-    saved = saved_snapshot(where, state, precision, fresh)
+    saved = saved_snapshot(where, state, precision, fresh, snapshot)
     return cfg, io, fresh if saved is None else saved[0]
 
 
 def saved_snapshot(
-    where: Path, state: dict[str, Any], precision: str, made: bytes
+    where: Path, state: dict[str, Any], precision: str, made: bytes, data: bytes | None
 ) -> tuple[bytes, AnySnapshot] | None:
-    """The snapshot the run's actors ran, decoded, where the checkpoint in ``where`` keeps one
-    of ``precision`` (its rounding or activation ranges were calibrated on replay states: made
+    """The snapshot the run's actors ran, decoded, where the checkpoint in ``where`` (``state``,
+    ``data``: its state and its :data:`~actorq.checkpoint.SNAPSHOT` file) keeps one of
+    ``precision`` (its rounding or activation ranges were calibrated on replay states: made
     again they would differ). One line if it does not fit the run's policy, compared with
     ``made`` (one made now from the weights) by layers, shapes and precision, not bytes: a
     snapshot's header grows with its calibration's record."""
     record = state.get("snapshot")
     if not isinstance(record, dict) or record.get("precision") != precision:
         return None
-    data = ckpt.saved_file(where, ckpt.SNAPSHOT)
     if data is None:
         raise CheckpointError(f"checkpoint in {shown(where)} lacks the {ckpt.SNAPSHOT} it names")
     try:

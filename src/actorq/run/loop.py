@@ -312,9 +312,19 @@ def _evaluate(r: _Run, now: float) -> bool:
 
 
 def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str) -> TrainResult:
-    """Stop the actors, let the learner finish, write the final checkpoint and the summary."""
+    """Stop the actors, let the learner finish, write the final checkpoint and the summary.
+
+    A stop signal here (the scheduler's SIGTERM as the run ends) still lets the checkpoint and
+    the summary be written: the signal handler stays until they are, and a signal only skips
+    the final evaluation (the summary says interrupted; a resumed run's end evaluates)."""
+    try:
+        return _finish_run(cfg, r, interrupted, stop_reason)
+    finally:
+        r.stop.restore()
+
+
+def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str) -> TrainResult:
     c = r.c
-    r.stop.restore()
     r.publisher.close()
     try:
         st = r.backend.stats()
@@ -340,8 +350,16 @@ def _finish(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: str)
     # No held-out evaluation after a stop signal: on Atari it takes minutes (a scheduler's
     # SIGKILL comes first, 30-60 s on), and the run is not finished: `actorq eval` or the
     # resumed run's end evaluates it.
-    if not interrupted:
-        result = final_report(result, cfg, r.io, final, states, c.version + 1)
+    evaluated = False
+    if not interrupted and not r.stop.requested:
+        try:
+            with r.stop.at_once():
+                result = final_report(result, cfg, r.io, final, states, c.version + 1)
+            evaluated = True
+        except KeyboardInterrupt:
+            pass
+    if not evaluated:  # a signal after the loop: the checkpoint is saved, the rest is a resume's
+        interrupted, stop_reason = True, "interrupted"
     result = dataclasses.replace(
         result,
         interrupted=interrupted,

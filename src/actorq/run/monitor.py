@@ -5,10 +5,11 @@ stop request.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -251,14 +252,26 @@ class StopOnSignal:
 
     def __init__(self) -> None:
         self.requested = False
+        self._at_once = False
         self._prev: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             self._prev = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
+        if self.requested or self._at_once:
+            self.requested = True
             raise KeyboardInterrupt
         self.requested = True
+
+    @contextlib.contextmanager
+    def at_once(self) -> Iterator[None]:
+        """Within: the first signal interrupts at once (raises KeyboardInterrupt), for work
+        with nothing to save that no loop polls the flag in (the run's final evaluation)."""
+        self._at_once = True
+        try:
+            yield
+        finally:
+            self._at_once = False
 
     def restore(self) -> None:
         for s, prev in self._prev.items():

@@ -14,11 +14,12 @@ it (default: the run's precision), computed by the same runtime (onnxruntime by 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from actorq.agents import builder_for
+from actorq.config import ExperimentConfig
 from actorq.core.exploration import PolicySampler, to_env_action
 from actorq.errors import ActorQError, short, shown
 from actorq.output import check_output, write_output
@@ -49,7 +50,7 @@ class TrainedPolicy:
         cfg, io, data = load_run_policy(str(run_dir), precision, runtime, which=which)
         self.config = cfg
         """The run's config (``config.json``, validated)."""
-        self.precision: str = precision or cfg.precision
+        self.precision: str = cfg.precision if precision is None else precision
         self.run_dir = Path(run_dir)
         self._io, self._data = io, data
         self._runtime: PolicyRuntime | ModelRuntime | None = None
@@ -136,11 +137,7 @@ class TrainedPolicy:
             action = self._sampler.act(out)[0]
         if not head.discrete:
             if self._bounds is None:
-                es = builder_for(self.config).env_spec(self.config)  # the env's bounds
-                self._bounds = (
-                    np.asarray(es.action_low, np.float32),
-                    np.asarray(es.action_high, np.float32),
-                )
+                self._bounds = action_bounds(self.config)
             # as the actors do: a stochastic policy's samples may leave [-1, 1]
             action = to_env_action(np.clip(action, -1.0, 1.0), *self._bounds)
         return action[0] if single else action
@@ -148,15 +145,14 @@ class TrainedPolicy:
     def evaluate(self, episodes: int = 10, seed: int = 20_000) -> np.ndarray:
         """Returns of ``episodes`` episodes on environments seeded ``seed``, ``seed + 1``,
         ...: what ``actorq eval`` prints (greedy; Atari samples, as its evaluations do)."""
-        if not 1 <= episodes <= 100_000:
-            raise ActorQError(f"episodes must be in [1, 100000], got {episodes}")
+        check_evaluation(episodes, seed)
         return np.asarray(self._io.evaluate(self._data, episodes, seed))
 
     def export(self, path: str | Path, force: bool = False) -> Path:
         """Write the policy as a standalone ONNX model (what ``actorq export`` writes: input
         ``obs``); an existing file is replaced only with ``force``, never a non-regular one."""
-        out = check_output(path, "export", force=force)
-        write_output(out, policy_onnx(self._data)[0], "export")
+        out = export_path(self.run_dir, path, "export", force, "force=True")
+        write_output(out, policy_onnx(self._data, self.config)[0], "export")
         return out
 
     def __repr__(self) -> str:
@@ -166,17 +162,101 @@ class TrainedPolicy:
         )
 
 
-def policy_onnx(data: bytes) -> tuple[bytes, str, str]:
-    """A checkpointed policy's snapshot bytes as a standalone ONNX model: ``(model, precision,
-    what its inputs and outputs are)``."""
+def export_path(
+    run_dir: str | Path, path: str | Path, flag: str, force: bool, force_name: str
+) -> Path:
+    """:func:`~actorq.output.check_output` for an exported policy, which never replaces a file
+    of the run it comes from (``--force`` on ``RUN/config.json`` would leave no run)."""
+    out = check_output(path, flag, force=force, force_name=force_name)
+    try:
+        own = out.exists() and out.resolve().is_relative_to(Path(run_dir).resolve())
+    except OSError:  # nothing there to replace that we could see
+        own = False
+    if own:
+        raise ActorQError(
+            f"{flag} {shown(out)} is a file of the run {shown(run_dir)}; not replacing it"
+        )
+    return out
+
+
+def action_bounds(cfg: ExperimentConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The run's continuous action space's ``(low, high)``."""
+    es = builder_for(cfg).env_spec(cfg)
+    return np.asarray(es.action_low, np.float32), np.asarray(es.action_high, np.float32)
+
+
+def check_evaluation(episodes: object, seed: object, dashes: str = "") -> None:
+    """One :class:`ActorQError` line unless ``episodes`` is a whole number in [1, 100000] and
+    ``seed`` one in [0, 2**32 - 1 - episodes] (environments take 32-bit seeds, one per
+    episode): what :meth:`TrainedPolicy.evaluate` and ``actorq eval`` (``dashes="--"``) take."""
+    if not _whole(episodes) or not 1 <= episodes <= 100_000:
+        raise ActorQError(f"{dashes}episodes must be in [1, 100000], got {short(episodes)}")
+    if not _whole(seed) or not 0 <= seed <= 2**32 - 1 - episodes:
+        raise ActorQError(f"{dashes}seed must be in [0, 2**32 - 1 - episodes], got {short(seed)}")
+
+
+def _whole(x: object) -> TypeGuard[int | np.integer]:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def policy_onnx(data: bytes, cfg: ExperimentConfig) -> tuple[bytes, str, str]:
+    """A checkpointed policy's snapshot bytes (of the run ``cfg``) as a standalone ONNX model:
+    ``(model, precision, what its inputs and outputs are)``. An MLP policy's model has two
+    outputs: ``out``, the network's (action values, logits, or an action in [-1, 1]), and
+    ``action``, the greedy action as the environment takes it (:meth:`TrainedPolicy.predict`'s):
+    an index, or ``out`` clipped and mapped to the action space's bounds (a deployed [-1, 1]
+    action would be a fraction of the torque meant)."""
     from actorq.quant.model_snapshot import ModelSnapshot
 
     try:
         snap = PolicySnapshot.from_bytes(data)
-        return to_onnx(snap), snap.precision, "input 'obs', output 'out'"
     except ActorQError:  # a policy exported whole (GO's graph network, the chip network)
         model = ModelSnapshot.from_bytes(data)
         return model.model, model.precision, f"a {model.kind} policy"
+    head = snapshot_head(snap)
+    bounds = None if head.discrete else action_bounds(cfg)
+    model_bytes, rule = with_action(to_onnx(snap), bounds)
+    return model_bytes, snap.precision, f"input 'obs', outputs 'out' and 'action' ({rule})"
+
+
+def with_action(
+    model_bytes: bytes, bounds: tuple[np.ndarray, np.ndarray] | None
+) -> tuple[bytes, str]:
+    """``model_bytes`` (output ``out``) with a second output, ``action``: ``argmax(out)`` for
+    discrete actions (``bounds`` None), else ``low + (clip(out, -1, 1) + 1) / 2 * (high -
+    low)`` (:func:`~actorq.core.exploration.to_env_action`); and the rule, also kept in the
+    model's metadata (``actorq.action``)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load_from_string(model_bytes)
+    g = model.graph
+    if bounds is None:
+        rule = "argmax of out"
+        g.node.append(helper.make_node("ArgMax", ["out"], ["action"], axis=1, keepdims=0))
+        g.output.append(helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"]))
+    else:
+        low, high = (np.asarray(b, np.float32) for b in bounds)
+        rule = f"out clipped to [-1, 1], mapped to [{short(low.tolist())}, {short(high.tolist())}]"
+        for name, arr in (
+            ("action_m1", np.float32(-1.0)),
+            ("action_p1", np.float32(1.0)),
+            ("action_half", (0.5 * (high - low)).astype(np.float32)),
+            ("action_low", low),
+        ):
+            g.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
+        g.node.extend(
+            [
+                helper.make_node("Clip", ["out", "action_m1", "action_p1"], ["action_c"]),
+                helper.make_node("Add", ["action_c", "action_p1"], ["action_1"]),
+                helper.make_node("Mul", ["action_1", "action_half"], ["action_s"]),
+                helper.make_node("Add", ["action_s", "action_low"], ["action"]),
+            ]
+        )
+        n = int(low.shape[0])
+        g.output.append(helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", n]))
+    helper.set_model_props(model, {"actorq.action": rule})
+    return model.SerializeToString(), rule
 
 
 def load(

@@ -112,7 +112,8 @@ class Publisher:
         possible frame), which actors acted with until the learner's first publish and an
         evaluation redone on resume scored: from a Pong DQN checkpoint it took fp32's greedy
         action on 7% of replay states, calibrated on the restored replay on 94%."""
-        found = saved_snapshot(where, state, self.cfg.precision, made)
+        data = ckpt.saved_file(where, ckpt.SNAPSHOT)  # the run's own: no save beside it
+        found = saved_snapshot(where, state, self.cfg.precision, made, data)
         if found is not None and found[1].version == version:  # not a final one (version + 1)
             return found[0]
         return self.snapshot(version)

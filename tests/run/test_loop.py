@@ -1,0 +1,55 @@
+"""The end of a run (:mod:`actorq.run.loop`): a stop signal as the run finishes (a scheduler's
+SIGTERM at the end of its time) still leaves the checkpoint and the summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import actorq
+from actorq.run import loop
+from actorq.run.publisher import Checkpointer
+
+RUN = {"env": "gym:CartPole-v1", "total_steps": 400, "min_replay_size": 100, "batch_size": 32}
+
+
+@pytest.mark.parametrize("when", ["final save", "final evaluation"])
+def test_a_signal_as_the_run_ends_keeps_its_checkpoint_and_summary(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    cfg = tiny("dqn", **RUN, eval_episodes=2)
+    if when == "final save":
+        save = Checkpointer.save
+
+        def signalled_save(self: Checkpointer, snapshot: bytes | None = None) -> None:
+            if snapshot is not None:  # the run's final checkpoint (the periodic ones: None)
+                os.kill(os.getpid(), signal.SIGTERM)
+            save(self, snapshot)
+
+        monkeypatch.setattr(Checkpointer, "save", signalled_save)
+    else:
+        report = loop.final_report
+
+        def signalled_report(*args: Any) -> Any:
+            os.kill(os.getpid(), signal.SIGTERM)  # interrupts the evaluation at once
+            return report(*args)
+
+        monkeypatch.setattr(loop, "final_report", signalled_report)
+    before = signal.getsignal(signal.SIGTERM)
+    result = actorq.train(cfg)
+    assert signal.getsignal(signal.SIGTERM) is before  # the run's handler is gone again
+    run = Path(cfg.run_dir)
+    summary = json.loads((run / "summary.json").read_text())
+    assert result.interrupted and summary["interrupted"] and summary["eval_return"] is None
+    assert result.env_steps >= 400
+    monkeypatch.undo()
+    # the resume has nothing left to train: its end runs the evaluation the signal skipped
+    again = actorq.train(tiny("dqn", **RUN, eval_episodes=2, resume=str(run)))
+    assert not again.interrupted and again.eval_return is not None
+    assert again.updates == result.updates
