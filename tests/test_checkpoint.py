@@ -319,3 +319,77 @@ def test_a_damaged_checkpoint_is_not_read_again(
     with pytest.raises(CheckpointError, match="checksum mismatch"):
         ckpt.read(d)
     assert calls.count(ckpt.MANIFEST) == 1  # the same directory: damaged, not overtaken
+
+
+def _opt_group(s: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(s["learner"]["optimizers"].values()))["groups"][0]
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda s: _opt_group(s).update(betas=[0.9, "x"]), "betas"),
+        (lambda s: _opt_group(s).update(lr=float("nan")), "lr nan is bad"),
+        (lambda s: _opt_group(s).update(lr=-1.0), "lr -1.0 is bad"),
+        (lambda s: _opt_group(s).update(eps=float("inf")), "eps inf is bad"),
+        (lambda s: _opt_group(s).update(betas=[0.9, 1.5]), "betas"),
+        (lambda s: _opt_group(s).update(params=[0]), "groups unlike this run's"),
+        (lambda s: _opt_group(s).update(surprise=1), "groups unlike this run's"),
+    ]
+    + [
+        (lambda s, k=k, v=v: s["counters"].update({k: v}), f"counters hold a bad {k}")
+        for k, v in [
+            ("env_steps", float("nan")),
+            ("env_steps", -5),
+            ("episodes", -1),
+            ("wall_time_s", float("nan")),
+            ("eval_time_s", -1.0),
+            ("best_eval", float("inf")),
+            ("next_eval", float("nan")),
+            ("energy_kwh", float("nan")),
+            ("time_to_target_s", float("nan")),
+            ("last_eval", "x"),
+            ("energy_estimated", 1),
+            ("updates", 2**63),
+            ("steps_to_target", 1.5),
+        ]
+    ],
+)
+def test_a_resealed_state_json_with_a_bad_setting_never_resumes(
+    saved: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], Any], says: str
+) -> None:
+    """A state.json edited and resealed (a consistent manifest): a NaN learning rate trained on
+    NaN, a string beta or a NaN step count crashed with a traceback after writing metrics; a
+    negative count or a NaN wall time was resumed and written back (a review's repros)."""
+    d = _copy(saved, tmp_path / "r")
+    state = json.loads((d / "state.json").read_text())
+    edit(state)
+    (d / "state.json").write_text(json.dumps(state))
+    _reseal(d)
+    metrics = (d.parent / "metrics.csv").read_bytes()
+    with pytest.raises(CheckpointError, match=says) as e:
+        train(DQNConfig(resume=str(d.parent), total_steps=3_000, progress=False, energy=False))
+    assert "\n" not in str(e.value) and (d.parent / "metrics.csv").read_bytes() == metrics
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [("action", 99, r"'action' holds values outside \[0, 1\]"),
+     ("action", -5, "'action' holds values outside"),
+     ("discount", 5.0, r"'discount' holds values outside \[0\.0, 1\.0\]")],
+)  # fmt: skip
+def test_a_resealed_replay_with_impossible_values_never_resumes(
+    saved: Path, tmp_path: Path, field: str, value: float, says: str
+) -> None:
+    """An action index CartPole's network has no output for crashed the resumed learner (after
+    it wrote metrics); a discount of 5 was trained on."""
+    d = _copy(saved, tmp_path / "r")
+    with np.load(d / "replay.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays[field][0] = value
+    np.savez(d / "replay.npz", **arrays)  # type: ignore[arg-type]
+    _reseal(d)
+    metrics = (d.parent / "metrics.csv").read_bytes()
+    with pytest.raises(CheckpointError, match=says) as e:
+        train(DQNConfig(resume=str(d.parent), total_steps=3_000, progress=False, energy=False))
+    assert "\n" not in str(e.value) and (d.parent / "metrics.csv").read_bytes() == metrics

@@ -11,20 +11,38 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class ArraySpec:
-    """Shape (without the batch dimension) and dtype of one field."""
+    """Shape (without the batch dimension) and dtype of one field, and where known the least
+    and greatest values it holds (a discrete action's indices, a discount's [0, 1]): data read
+    back from a file (a checkpoint's replay) is checked against them."""
 
     shape: tuple[int, ...]
     dtype: str
+    low: float | None = None
+    high: float | None = None
 
     def zeros(self, *batch: int) -> np.ndarray:
         return np.zeros((*batch, *self.shape), dtype=self.dtype)
 
+    def outside(self, v: np.ndarray) -> bool:
+        """Whether any value of ``v`` lies outside [low, high]."""
+        return bool(
+            (self.low is not None and (v < self.low).any())
+            or (self.high is not None and (v > self.high).any())
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype}
+        bounds = {k: v for k, v in (("low", self.low), ("high", self.high)) if v is not None}
+        return {"shape": list(self.shape), "dtype": self.dtype, **bounds}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ArraySpec:
-        return cls(tuple(int(x) for x in d["shape"]), str(d["dtype"]))
+        low, high = d.get("low"), d.get("high")
+        return cls(
+            tuple(int(x) for x in d["shape"]),
+            str(d["dtype"]),
+            None if low is None else float(low),
+            None if high is None else float(high),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +102,8 @@ class EnvSpec:
         dtype = "uint8" if obs_space.dtype == np.uint8 else "float32"
         obs = ArraySpec(tuple(obs_space.shape), dtype)
         if isinstance(act_space, gym.spaces.Discrete):
-            return cls(env_id, obs, ArraySpec((), "int64"), num_actions=int(act_space.n))
+            n = int(act_space.n)
+            return cls(env_id, obs, ArraySpec((), "int64", 0, n - 1), num_actions=n)
         if isinstance(act_space, gym.spaces.Box):
             return cls(
                 env_id,
@@ -106,7 +125,7 @@ def transition_specs(spec: EnvSpec) -> dict[str, ArraySpec]:
         "obs": spec.observation,
         "action": spec.action,
         "reward": ArraySpec((), "float32"),
-        "discount": ArraySpec((), "float32"),
+        "discount": ArraySpec((), "float32", 0.0, 1.0),
         "next_obs": spec.observation,
     }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import actorq
 import actorq.resources
 from actorq import train
 from actorq.agents.dqn import DQNConfig
@@ -34,6 +35,47 @@ def test_a_run_that_cannot_fit_is_one_line_and_writes_nothing(
     msg = str(e.value)
     assert "\n" not in msg and names in msg and "16.0 GiB available" in msg, msg
     assert not run.exists()
+
+
+def test_an_on_policy_rollout_that_cannot_fit_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PPO's rollout was not in the estimate: 1M steps of 4,096 envs died allocating 61 GiB."""
+    from actorq.agents.ppo import PPOConfig
+
+    # small enough that a regression allocates it here (~0.3 GiB), not the machine's memory
+    monkeypatch.setattr(actorq.resources, "available_memory", lambda: (GiB // 4, "available"))
+    run = tmp_path / "run"
+    cfg = PPOConfig(run_dir=str(run), actors=0, envs_per_actor=512, num_steps=10**4,
+                    total_steps=100, progress=False, energy=False)  # fmt: skip
+    with pytest.raises(ResourceError, match=r"rollouts of 512 chunks \(--num-steps") as e:
+        train(cfg)
+    assert "\n" not in str(e.value) and not run.exists()
+
+
+def test_reading_a_policy_too_wide_to_build_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config.json edited to widths `train` refuses: eval, export and load built the learner
+    anyway (a traceback in the allocator, or the machine's memory filled)."""
+    import json
+
+    from actorq.cli import main
+
+    run = tmp_path / "run"
+    train(DQNConfig(run_dir=str(run), actors=0, total_steps=300, min_replay_size=100,
+                    progress=False, energy=False, log_every=1e9))  # fmt: skip
+    cfg = json.loads((run / "config.json").read_text())
+    # widths whose learner a regression builds here (~0.4 GiB), refused below 0.5 GiB
+    (run / "config.json").write_text(json.dumps({**cfg, "hidden": [4096] * 4}))
+    monkeypatch.setattr(actorq.resources, "available_memory", lambda: (GiB // 2, "available"))
+    with pytest.raises(
+        ResourceError, match=r"this run's policy needs about .*config.json's widths"
+    ):
+        actorq.load(run)
+    assert main(["eval", str(run)]) == 2
+    assert main(["export", str(run), "--out", str(tmp_path / "p.onnx")]) == 2
+    assert not (tmp_path / "p.onnx").exists()
 
 
 def test_the_default_run_fits_and_the_estimate_grows_with_the_config(

@@ -3,9 +3,12 @@ JSON metadata (never pickled). Shared by every agent's ``Learner.state()/load_st
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+
+from actorq.errors import CheckpointError
 
 
 def pack(
@@ -81,5 +84,43 @@ def unpack(
             pid, key = k.split(".", 1)
             state.setdefault(int(pid), {})[key] = v.to(device)
         for pid, step in saved["steps"].items():
+            if not _rate(step):
+                raise CheckpointError(f"checkpoint optimizer {name!r}: step {step!r:.40} is bad")
             state.setdefault(int(pid), {})["step"] = torch.tensor(step)
-        opt.load_state_dict({"state": state, "param_groups": saved["groups"]})
+        opt.load_state_dict({"state": state, "param_groups": checked_groups(name, saved, opt)})
+
+
+def checked_groups(name: str, saved: dict[str, Any], opt: torch.optim.Optimizer) -> Any:
+    """Optimizer ``name``'s saved parameter groups, checked against ``opt``'s own (a state.json
+    edited and resealed: a NaN learning rate trained on NaN, a string beta crashed in torch's
+    kernel): as many groups, of the same parameters, no setting ``opt`` lacks (an older
+    checkpoint may lack one: torch's default), every number a finite one >= 0 (betas below 1),
+    flags flags. One :class:`CheckpointError` line naming the setting."""
+    groups, now = saved.get("groups"), opt.state_dict()["param_groups"]
+    if not isinstance(groups, list) or len(groups) != len(now):
+        raise CheckpointError(f"checkpoint optimizer {name!r}: not {len(now)} parameter groups")
+    for g, cur in zip(groups, now, strict=True):
+        if not isinstance(g, dict) or g.get("params") != cur["params"] or set(g) - set(cur):
+            raise CheckpointError(f"checkpoint optimizer {name!r}: groups unlike this run's")
+        for k, v in g.items():
+            c = cur[k]
+            if k == "params":
+                continue
+            if isinstance(c, bool) or c is None:
+                ok = v is None or isinstance(v, bool)
+            elif isinstance(c, str):
+                ok = isinstance(v, str)
+            elif isinstance(c, tuple | list):  # Adam's betas
+                ok = (
+                    isinstance(v, tuple | list) and len(v) == len(c) and all(_rate(x, 1) for x in v)
+                )
+            else:  # a number (a captured update's learning rate: a tensor)
+                ok = _rate(v)
+            if not ok:
+                raise CheckpointError(f"checkpoint optimizer {name!r}: {k} {v!r:.40} is bad")
+    return groups
+
+
+def _rate(v: Any, below: float = math.inf) -> bool:
+    """A finite JSON number in [0, ``below``) (not a bool)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < below

@@ -369,6 +369,10 @@ class FrameStackReplay:
             raise ValueError(f"frame replay counts {int(inserts)} transitions from {frames} frames")
         if (data["flags"] & ~np.uint8(FIRST | END | TERM | TRUNC)).any():
             raise ValueError("frame replay flags hold unknown bits")
+        if self.action.outside(data["actions"]):  # an index the network has no output for
+            raise ValueError(
+                f"frame replay actions lie outside [{self.action.low}, {self.action.high}]"
+            )
         for k, v in data.items():
             want[k][...] = v
         self.inserts = int(inserts)

@@ -82,6 +82,10 @@ class ReplayBuffer:
                                  f"expected {spec.dtype}{list(spec.shape)}")  # fmt: skip
             if v.dtype.kind == "f" and not np.isfinite(v).all():
                 raise ValueError(f"replay field {k!r} has NaN or Inf")
+            if spec.outside(v):  # an action index the network has no output for, a discount > 1
+                raise ValueError(
+                    f"replay field {k!r} holds values outside [{spec.low}, {spec.high}]"
+                )
         n = lengths.pop()
         if inserts is not None and (inserts.shape != () or inserts.dtype.kind not in "iu"):
             raise ValueError("replay _inserts is not an integer")

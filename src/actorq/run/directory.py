@@ -26,6 +26,7 @@ from actorq.errors import (
     shown,
 )
 from actorq.quant.runtimes import AnySnapshot, decode_any, same_layout
+from actorq.run.memory import check_policy_memory
 from actorq.rundir import RunDir
 
 
@@ -95,6 +96,7 @@ def load_run_policy(
     # one read of one directory: beside a live run, the snapshot is these weights' own
     tensors, state, _, snapshot = ckpt.read(where)
     spec = builder.env_spec(cfg)
+    check_policy_memory(cfg, spec)
     learner = builder.make_learner(cfg, spec)
     try:
         learner.load_state(tensors, state["learner"])

@@ -14,6 +14,7 @@ import numpy as np
 
 from actorq.agents.builder import Builder
 from actorq.config import ExperimentConfig
+from actorq.replay.specs import QueueSpec
 from actorq.resources import check_memory
 from actorq.types import EnvSpec
 
@@ -23,6 +24,9 @@ ACTOR_PROCESS_BYTES = 90 << 20
 #: Copies of the learner's weights: the weights, their gradients, Adam's two moments, and a
 #: target network (DQN, D4PG) or a spare for PPO's old policy.
 LEARNER_COPIES = 5
+#: Copies of an on-policy update's trajectory chunks: the actors' adders, the queue, and the
+#: learner's batch (its tensors, advantages and returns beside).
+ROLLOUT_COPIES = 3
 
 
 def mlp_params(cfg: ExperimentConfig, spec: EnvSpec) -> int:
@@ -42,13 +46,18 @@ def run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dict[s
     """Bytes a run will hold, by part (the parts that grow with the config); each label ends
     with the flags that size it, in parentheses."""
     parts: dict[str, int] = {}
-    capacity = builder.table_config(cfg, spec).ring_capacity()
+    table = builder.table_config(cfg, spec)
+    capacity = table.ring_capacity()
+    item = sum(
+        math.prod(s.shape) * np.dtype(s.dtype).itemsize
+        for s in builder.data_specs(cfg, spec).values()
+    )
     if capacity:
-        item = sum(
-            math.prod(s.shape) * np.dtype(s.dtype).itemsize
-            for s in builder.data_specs(cfg, spec).values()
-        )
         parts[f"a replay of {capacity:,} items (--replay-size)"] = capacity * item
+    if isinstance(table, QueueSpec):  # an update's chunks: on the actors, queued, as tensors
+        parts[
+            f"rollouts of {table.batch_items:,} chunks (--num-steps, --envs-per-actor, --actors)"
+        ] = ROLLOUT_COPIES * table.batch_items * item
     params = mlp_params(cfg, spec)
     if params:
         flags = " or ".join("--" + f.replace("_", "-") for f in cfg.width_fields)
@@ -63,3 +72,14 @@ def run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dict[s
 def check_run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> None:
     """Refuse a run whose estimate (:func:`run_memory`) exceeds the memory available here."""
     check_memory(run_memory(cfg, builder, spec), "this run")
+
+
+def check_policy_memory(cfg: ExperimentConfig, spec: EnvSpec) -> None:
+    """Refuse to build a run's learner to read its policy (``actorq eval``, ``export``,
+    ``actorq.load``) where its networks cannot fit here: a config.json edited to widths
+    ``actorq train`` would refuse."""
+    params = mlp_params(cfg, spec)
+    need = {
+        f"networks of {params:,} parameters (config.json's widths)": params * 4 * LEARNER_COPIES
+    }
+    check_memory(need, "this run's policy")

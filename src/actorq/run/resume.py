@@ -263,21 +263,38 @@ def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.G
         torch.set_rng_state(tensors["rng.torch"])
         ckpt.restore_cuda_rng(tensors)
         random.setstate((3, tuple(state["rng"]["python"]), None))
+    except CheckpointError:  # a bad setting it names
+        raise
     except Exception as e:  # a checkpoint of another config, or a hand-edited state.json
         raise CheckpointError(f"checkpoint does not match config.json: {first_line(e)}") from None
-    lead = restored.replay_lead  # a number JSON can hold past float's range: not finite here
-    if lead is not None and not _counted(lead, int | float, -MAX_COUNT):
-        raise CheckpointError(f"checkpoint counters hold a bad replay_lead: {lead!r:.60}")
-    for name in ("actor_restarts", "rejected_snapshots", "publishes_skipped"):  # added up
-        v = getattr(restored, name)
-        if not _counted(v, int):
-            raise CheckpointError(f"checkpoint counters hold a bad {name}: {v!r:.60}")
-    totals = restored.totals
-    if not isinstance(totals, dict) or not all(_counted(v, int | float) for v in totals.values()):
-        raise CheckpointError(f"checkpoint counters hold a bad totals value: {totals!r:.60}")
     for f in dataclasses.fields(Counters):
-        setattr(counters, f.name, getattr(restored, f.name))
+        v = getattr(restored, f.name)
+        if not _fits(f, v):  # the loop counts on them, a summary reports them: one line
+            raise CheckpointError(f"checkpoint counters hold a bad {f.name}: {v!r:.60}")
+        setattr(counters, f.name, v)
     return rng
+
+
+#: counters that may be below zero: returns, and the rate limiter's lead
+_SIGNED = frozenset({"last_eval", "best_eval", "replay_lead"})
+
+
+def _fits(f: dataclasses.Field[Any], v: Any) -> bool:
+    """Whether ``v`` is a value of :class:`Counters` field ``f``'s kind: a count (whole, in
+    [0, MAX_COUNT]), a finite number (non-negative but for :data:`_SIGNED`), a bool, or the
+    totals' table of finite non-negative numbers; None where the field may be."""
+    kind = str(f.type)  # the annotation's text (postponed annotations)
+    if v is None:
+        return kind.endswith("| None")
+    if kind.startswith("int"):
+        return _counted(v, int)
+    if kind.startswith("float"):
+        return _counted(v, int | float, -MAX_COUNT if f.name in _SIGNED else 0)
+    if kind.startswith("bool"):
+        return isinstance(v, bool)
+    return isinstance(v, dict) and all(
+        isinstance(k, str) and _counted(x, int | float) for k, x in v.items()
+    )
 
 
 def _counted(v: Any, kind: Any, least: float = 0) -> bool:

@@ -280,9 +280,21 @@ def test_fine_tuning_starts_from_the_pretrained_policy(
     for k, v in learner.model.state_dict().items():
         assert np.array_equal(v.numpy(), tensors[f"model.{k}"].numpy()), k
     # a policy of another size, or a directory that is no run: one line, nothing written
+    import shutil
+
     from actorq.errors import CheckpointError
 
-    for bad, msg in ((dict(hidden=32), "does not fit"), (dict(init_from=str(tmp_path)), "no")):
+    nan = tmp_path / "nan"  # a diverged run's weights, resealed: refused before any write
+    shutil.copytree(pre.run_dir, nan)
+    poisoned = {k: v.clone() for k, v in tensors.items()}
+    next(v for k, v in poisoned.items() if k.startswith("model."))[...] = float("nan")
+    _, state, _ = ckpt.load(nan / "checkpoint")
+    ckpt.save(nan / "checkpoint", poisoned, state)
+    for bad, msg in (
+        (dict(hidden=32), "does not fit"),
+        (dict(init_from=str(tmp_path)), "no"),
+        (dict(init_from=str(nan)), "is NaN or infinite"),
+    ):
         c = tiny("go", sub="bad", env=ENV, **{"init_from": pre.run_dir, **bad})
         with pytest.raises(CheckpointError, match=msg):
             train(c)

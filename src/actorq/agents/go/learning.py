@@ -109,6 +109,10 @@ def pretrained_weights(cfg: GOConfig, model: GOPolicy) -> dict[str, torch.Tensor
                 "--hidden, layers, segment, --pos-freqs, --memory-input, "
                 "--priority-levels and device count needed)"
             )
+        if got.is_floating_point() and not bool(torch.isfinite(got).all()):
+            raise CheckpointError(  # before the run directory is written (the builder's call)
+                f"--init-from {run}: its policy weight {k} is NaN or infinite (a diverged run)"
+            )
     return {k: weights[k] for k in want}
 
 
