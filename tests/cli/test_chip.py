@@ -132,6 +132,26 @@ def test_show_draws_a_png(heat: str, tmp_path: Path) -> None:
     assert [f.name for f in tmp_path.iterdir()] == ["fig.png"]
 
 
+@pytest.mark.parametrize("canvas", ["Width : 1  Height : 100000", "Width : 0.001  Height : 1e12",
+                                    "Width : 1e12  Height : 0.001"])  # fmt: skip
+def test_show_draws_a_canvas_of_any_shape_in_a_figure_of_sane_size(
+    canvas: str, tmp_path: Path
+) -> None:
+    """A canvas 1e15 times taller than wide made a figure of 1050 x 1e18 pixels: a 44-line
+    traceback from matplotlib. The figure's shape is bounded; the canvas is drawn to scale."""
+    pytest.importorskip("matplotlib")
+    plc = tmp_path / "odd.plc"
+    header = "Width : 500.000  Height : 500.000"
+    plc.write_text(Path(SAMPLE_PLC).read_text().replace(header, canvas))
+    out = tmp_path / "fig.png"
+    code, _, err = run("chip", "show", str(plc), "--netlist", "sample_clustered", "--out", str(out))
+    assert code == 0, err
+    png = out.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width * height <= 1050 * 4290  # 7 inches wide, at most 4 times as high, at 150 dpi
+
+
 def _greedy_proxy(run_dir: str, precision: str) -> float:
     """The greedy proxy ``actorq eval RUN_DIR`` reports (ChipPolicyIO.evaluate, -return)."""
     _, pio, data = load_run_policy(run_dir, precision)

@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 
 MAX_STEPS = 10**9
 MAX_SEED = 2**32 - 1
+MAX_ASPECT = 4.0
+"""The most a ``chip show`` figure's height may be, as a multiple of its width (the least: its
+inverse). A canvas of a more extreme shape (a .plc allows 1e-3 by 1e12) is drawn to scale, as a
+thin strip, in a figure of this shape, not in a figure too large to render (a traceback)."""
 
 
 @dataclasses.dataclass
@@ -340,6 +344,13 @@ def _warn_off_canvas(pc: PlacementCost) -> None:
         )
 
 
+def _figsize(width: float, height: float, inches: float = 7.0) -> tuple[float, float]:
+    """A ``chip show`` figure's size in inches: the canvas's shape, within :data:`MAX_ASPECT`
+    either way (the axes keep the canvas's true aspect), plus room for the title."""
+    aspect = min(max(height / width, 1 / MAX_ASPECT), MAX_ASPECT)
+    return inches, inches * aspect + 0.6
+
+
 def cmd_show(a: ShowArgs) -> int:
     out = check_output(
         a.out, "--out", force=a.force, suffixes=(".png", ".pdf", ".svg"), error=NetlistError
@@ -363,7 +374,7 @@ def cmd_show(a: ShowArgs) -> int:
     _warn_off_canvas(pc)
     c = pc.canvas
     costs = pc.costs()
-    fig, ax = plt.subplots(figsize=(7, 7 * c.height / c.width + 0.6))
+    fig, ax = plt.subplots(figsize=_figsize(c.width, c.height))
     try:
         if a.map != "none":
             if a.map == "density":
