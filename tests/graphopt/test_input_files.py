@@ -248,6 +248,12 @@ def test_cli_checks_the_output_path_first(
     "args, needle",
     [
         (["--graph", "synthetic-20-s0", "--seed", "-1"], "--seed must be in"),
+        (["--graph", "synthetic-20-s0", "--budget", "0"], "--budget must be in 1..1000000, got 0"),
+        # it ran forever: --budget had no upper bound
+        (
+            ["--graph", "synthetic-20-s0", "--budget", "99999999999999999999"],
+            "--budget must be in 1..1000000, got 99999999999999999999",
+        ),
         (["--graph", "synthetic-99999999999-s0"], "at most 10,000,000 ops"),
         (["--graph", "synthetic-20-s" + "9" * 5000], "a seed has at most 19 digits"),
         (["--graph", "synthetic-20-s0", "--cluster", "9" * 5000 + "xgpu"], "1 to 64 GPUs"),

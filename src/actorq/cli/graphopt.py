@@ -19,13 +19,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actorq.cli.args import parse
-from actorq.errors import ActorQError, GraphError, first_line, shown
+from actorq.errors import ActorQError, GraphError, first_line, short, shown
 from actorq.output import check_output, write_output
 from actorq.quant.onnx import ONNX_PRECISIONS
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
     from actorq.graphopt.ir import Graph
+
+MAX_BUDGET = 10**6
+"""Most simulator calls ``--budget`` may give each search baseline: ten times ``--samples``'s
+bound (each a simulator call too), minutes on a small graph; past it a run only never ends."""
 
 
 @dataclasses.dataclass
@@ -140,6 +144,12 @@ def _cached(path: Path) -> Graph | None:
         return None
 
 
+def _check_budget(budget: int) -> None:
+    """One line unless ``--budget`` is in 1..:data:`MAX_BUDGET`."""
+    if not 1 <= budget <= MAX_BUDGET:
+        raise GraphError(f"--budget must be in 1..{MAX_BUDGET}, got {short(budget)}")
+
+
 def baseline_rows(
     graph: str,
     cluster: str,
@@ -157,8 +167,7 @@ def baseline_rows(
     from actorq.graphopt.simulator import Simulator
     from actorq.graphopt.suite import get_graph
 
-    if budget < 1:
-        raise GraphError(f"--budget must be >= 1, got {budget}")
+    _check_budget(budget)
     if not 0 <= seed < 2**31:  # numpy's generators take no negative seed, METIS a C int
         raise GraphError(f"--seed must be in 0..{2**31 - 1}, got {seed}")
     names = NAMES if only is None else tuple(s.strip() for s in only.split(",") if s.strip())
@@ -263,8 +272,7 @@ def _check_place_args(a: PlaceArgs) -> Path | None:
         raise GraphError(f"--precision must be int8 or fp32, got {a.precision!r}")
     if not 0 <= a.seed < 2**31:
         raise GraphError(f"--seed must be in 0..{2**31 - 1}, got {a.seed}")
-    if a.budget < 1:
-        raise GraphError(f"--budget must be >= 1, got {a.budget}")
+    _check_budget(a.budget)
     if not (math.isfinite(a.guide) and 0 <= a.guide <= 1e6):  # NaN fails too
         raise GraphError(f"--guide must be in 0..1e6 (0: off), got {a.guide}")
     out = check_output(a.out, "--out", force=a.force, error=GraphError) if a.out else None

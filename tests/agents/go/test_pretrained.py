@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from actorq.agents.go.networks import GOPolicy, GOPolicyConfig, encode_graph, torch_outputs
@@ -417,10 +417,12 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @given(
     samples=st.integers(-5, 200_000),
     seed=st.integers(-5, 2**32),
-    budget=st.integers(-5, 10),
+    budget=st.integers(-5, 10) | st.integers(10**6 - 2, 10**21),
     guide=st.floats(allow_nan=True, allow_infinity=True),
     precision=st.sampled_from(["int8", "fp32", "int4", ""]),
 )
+# a budget past the bound with all else in range: it ran forever (no upper bound)
+@example(samples=16, seed=0, budget=10**20, guide=1.0, precision="int8")
 def test_place_flags_are_checked_in_one_layer(
     samples: int, seed: int, budget: int, guide: float, precision: str
 ) -> None:
@@ -429,7 +431,7 @@ def test_place_flags_are_checked_in_one_layer(
 
     a = PlaceArgs(graph=GRAPH, samples=samples, seed=seed, budget=budget, guide=guide,
                   precision=precision)  # fmt: skip
-    ok = (0 <= samples <= 100_000 and 0 <= seed < 2**31 and budget >= 1
+    ok = (0 <= samples <= 100_000 and 0 <= seed < 2**31 and 1 <= budget <= 10**6
           and precision in ("int8", "fp32") and 0 <= guide <= 1e6)  # fmt: skip
     try:
         _check_place_args(a)
