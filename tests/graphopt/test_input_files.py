@@ -176,7 +176,7 @@ def test_bad_graph_npz(tmp_path: Path) -> None:
         (_npz(tmp_path, "b", flops=np.array(["1", "2"])), "field 'flops' is a 1-d <U1"),
         (_npz(tmp_path, "c", flops=np.array([np.nan, 0.0])), "flops=nan"),
         (_npz(tmp_path, "d", edge_bytes=np.array([1e300])), "bytes=1e+300"),
-        (_npz(tmp_path, "e", header=np.array("{not json")), "header is not valid JSON"),
+        (_npz(tmp_path, "e", header=np.array("{not json")), "header: not valid JSON"),
         (_npz(tmp_path, "f", header=np.array("[1]")), "unknown format"),
         (_npz(tmp_path, "g", op_type_codes=np.array([0, 9], dtype=np.int32)), "out of range"),
         (_npz(tmp_path, "h", dst=np.array([2**40])), "does not exist"),

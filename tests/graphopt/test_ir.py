@@ -146,6 +146,35 @@ def test_bad_files(tmp_path: Path) -> None:
         load_graph(tmp_path / "x.txt")
 
 
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        ("1e999", "number '1e999' is out of range"),
+        ("-1e999", "number '-1e999' is out of range"),
+        ("NaN", "NaN is not allowed"),
+        ("Infinity", "Infinity is not allowed"),
+        ('1, "x": 2', "key 'x' appears twice"),
+    ],
+)
+def test_json_and_npz_refuse_the_same_values(tmp_path: Path, raw: str, needle: str) -> None:
+    """An .npz graph's header JSON was parsed without the .json reader's number check:
+    ``"meta": {"x": 1e999}`` loaded as inf. Both now go through one parser."""
+    g = dataclasses.replace(diamond(), meta={"x": "@X@"})
+    for suffix in (".json", ".npz"):
+        p = g.save(tmp_path / f"g{suffix}")
+        if suffix == ".json":
+            p.write_text(p.read_text().replace('"@X@"', raw))
+        else:
+            with np.load(p, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            arrays["header"] = np.array(str(arrays["header"]).replace('"@X@"', raw))
+            np.savez(p, **arrays)
+        with pytest.raises(GraphError) as e:
+            load_graph(p)
+        msg = str(e.value)
+        assert "\n" not in msg and msg.startswith(f"{p}: ") and needle in msg, msg
+
+
 def test_synthetic_is_seeded_and_connected() -> None:
     a, b, c = layered_dag(300, 7), layered_dag(300, 7), layered_dag(300, 8)
     assert a.num_ops == 300

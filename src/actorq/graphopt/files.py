@@ -1,8 +1,9 @@
 """The one place where graphopt turns a user's file into Python values, or into one GraphError line.
 
 Graph files (:func:`actorq.graphopt.ir.load_graph`) and cluster files
-(:func:`actorq.graphopt.cluster.load_cluster`) read JSON through :func:`read_json` and check
-every number with :func:`number`, so the rules are the same everywhere:
+(:func:`actorq.graphopt.cluster.load_cluster`) read JSON through :func:`read_json` (an ``.npz``
+graph's header through :func:`parse_json`, its parser) and check every number with
+:func:`number`, so the rules are the same everywhere:
 
 * the file is UTF-8 JSON; ``NaN``/``Infinity`` (which Python's ``json`` accepts) and numbers that
   overflow a float (``1e400``) are rejected where they are parsed, so no non-finite value, in a
@@ -47,6 +48,12 @@ def read_json(path: str | Path) -> Any:
         text = raw.decode("utf-8-sig")  # a leading BOM (some Windows editors add it) is harmless
     except UnicodeDecodeError as e:
         raise GraphError(f"{where}: not UTF-8 text (bad byte at offset {e.start})") from None
+    return parse_json(text, where)
+
+
+def parse_json(text: str, where: str) -> Any:
+    """Parse JSON ``text`` by this module's rules (a file's, or the header an ``.npz`` graph
+    holds, so both refuse the same values); one :class:`GraphError` starting with ``where``."""
 
     def bad_constant(s: str) -> Any:
         raise GraphError(f"{where}: {s} is not allowed (numbers must be finite)")
