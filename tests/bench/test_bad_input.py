@@ -382,6 +382,18 @@ _DELETE = object()
         ("", "machine.json", {"sessions": [1]}, "sessions"),
         ("", "machine.json", b'{"sessions": [{"cpu', "not valid JSON"),
         ("", "machine.json", b"\xff\xfe", "not UTF-8"),
+        # the report printed "nan cores" and "GPU {'name': inf}" and exited 0
+        ("", "machine.json", {"sessions": [{"cores": float("nan")}]}, "sessions[0].cores"),
+        ("", "machine.json", {"sessions": [{"cores": 0}]}, "sessions[0].cores"),
+        ("", "machine.json", {"sessions": [{"cores": 10**9}]}, "sessions[0].cores"),
+        ("", "machine.json", {"sessions": [{}, {"cores_usable": 2.5}]}, "sessions[1].cores_usable"),
+        ("", "machine.json", {"sessions": [{"gpus": [{"name": float("inf")}]}]},
+         "sessions[0].gpus"),
+        ("", "machine.json", {"sessions": [{"gpus": "H100"}]}, "sessions[0].gpus"),
+        ("", "machine.json", {"sessions": [{"load_avg_at_start": [0.5, float("nan"), 1]}]},
+         "sessions[0].load_avg_at_start"),
+        ("", "machine.json", {"sessions": [{"cpu_model": 5}]}, "sessions[0].cpu_model"),
+        ("", "machine.json", {"sessions": [{"git_commit": ["x"]}]}, "sessions[0].git_commit"),
     ],
 )  # fmt: skip
 def test_corrupt_results_file_is_one_line_naming_it(
@@ -407,6 +419,18 @@ def test_corrupt_results_file_is_one_line_naming_it(
     line = _one_error(capsys, needle)
     assert str(path) in line
     assert _listing(r) == before  # no report.md, report.json or plots, not even partly
+
+
+def test_machine_json_as_bench_writes_it_is_read(tmp_path: Path) -> None:
+    """What machine_info() writes passes read_sessions' checks, its nulls included."""
+    from actorq.bench.machine import machine_info
+    from actorq.bench.results import read_sessions
+
+    facts = machine_info()
+    nulls = dict.fromkeys(("cores", "cores_usable", "load_avg_at_start", "git_commit"))
+    sessions = [facts, {**facts, **nulls}, {}]
+    (tmp_path / "machine.json").write_text(json.dumps({"sessions": sessions}))
+    assert read_sessions(tmp_path) == sessions
 
 
 @pytest.mark.parametrize(

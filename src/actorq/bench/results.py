@@ -40,6 +40,9 @@ _INT_MAX = 2**63 - 1
 #: total_steps at 1e13), timestamp, byte count or energy a run logs comes near it, and the
 #: report's sums, bootstrap means and plot axes overflow to inf on values near float's limit.
 MAX_MAGNITUDE = 1e15
+#: the most cores a session's machine.json may say it had (today's largest machines have
+#: thousands): a larger count is no machine's
+MAX_CORES = 1_000_000
 
 Row = tuple[int, float, str, float]
 
@@ -106,20 +109,20 @@ class Fields:
     def has(self, key: str) -> bool:
         return key in self.d
 
-    def text(self, key: str) -> str | None:
+    def text(self, key: str, *, nullable: bool = False) -> str | None:
         v = self.d.get(key)
-        if key in self.d and not isinstance(v, str):
-            raise self.bad(key, "a string")
+        if key in self.d and not (isinstance(v, str) or (nullable and v is None)):
+            raise self.bad(key, "a string" + (" or null" if nullable else ""))
         return v
 
-    def integer(self, key: str, lo: int = 0, *, nullable: bool = False) -> int | None:
+    def integer(
+        self, key: str, lo: int = 0, *, nullable: bool = False, hi: float = MAX_MAGNITUDE
+    ) -> int | None:
         v = self.d.get(key)
         if v is None and nullable:
             return None
-        if key in self.d and (
-            not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_MAGNITUDE
-        ):
-            what = f"an integer in [{lo}, {MAX_MAGNITUDE:g}]"
+        if key in self.d and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
+            what = f"an integer in [{lo}, {hi:g}]"
             raise self.bad(key, what + (" or null" if nullable else ""))
         return v
 
@@ -283,7 +286,30 @@ def read_sessions(results: Path) -> list[dict[str, Any]]:
     sessions = d.get("sessions")
     if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
         raise ResultsError(f"{path}: sessions must be a list of objects")
+    for i, session in enumerate(sessions):
+        check_session(Fields(path, session, f"sessions[{i}]."))
     return sessions
+
+
+def check_session(f: Fields) -> None:
+    """The machine facts of one session (:func:`actorq.bench.machine.machine_info`) that the
+    report prints. Each is optional (an older actorq wrote fewer); one present must have its
+    type, or the report would print ``nan cores`` or a GPU that is a dict."""
+    for key in ("cpu_model", "torch", "onnxruntime", "date"):
+        f.text(key)
+    f.text("git_commit", nullable=True)  # null: not run from a git checkout
+    f.integer("cores", lo=1, hi=MAX_CORES, nullable=True)  # null: os.cpu_count() did not know
+    f.integer("cores_usable", lo=1, hi=MAX_CORES, nullable=True)  # null: not on Linux
+    gpus = f.d.get("gpus", [])
+    if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
+        raise f.bad("gpus", "a list of strings (GPU names)")
+    load = f.d.get("load_avg_at_start")
+    if load is not None and not (
+        isinstance(load, list)
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in load)
+        and all(0 <= x <= MAX_MAGNITUDE for x in load)  # NaN fails too
+    ):
+        raise f.bad("load_avg_at_start", f"null or a list of numbers in [0, {MAX_MAGNITUDE:g}]")
 
 
 def read_metrics(path: Path, keep: Callable[[str], bool]) -> list[Row]:
