@@ -37,6 +37,9 @@ NAN, INF = float("nan"), float("inf")
         ({"target_return": NAN}, "--target-return must be a finite number"),
         ({"energy_country": "xx"}, "--energy-country must be an ISO 3166 alpha-3 code"),
         ({"backend": "k8s"}, "--backend must be one of local, ray"),
+        # "" read as absent: train(DQNConfig(resume="")) started a new run
+        ({"resume": ""}, "--resume is empty; give a directory"),
+        ({"run_dir": ""}, "--run-dir is empty; give a directory"),
     ],
 )
 def test_bad_values_are_one_line_errors(kw: dict[str, Any], needle: str) -> None:

@@ -243,6 +243,11 @@ class ExperimentConfig(Grouped):
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
+        for name in ("run_dir", "resume"):
+            # "" is no directory, not "the default": Path("") is ".", and `not ""` read it as
+            # absent, so `--resume ""` silently started a new run
+            if getattr(self, name) == "":
+                raise ConfigError(f"{flag(name)} is empty; give a directory, or leave it out")
         if self.atari_sticky and not self.env.startswith("atari:"):
             raise ConfigError(f"--atari-sticky applies to atari: ids, and --env is {self.env}")
         if self.env.startswith("atari:"):

@@ -5,9 +5,11 @@ before."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
+from actorq import train
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.go.config import GOConfig
 from actorq.agents.ppo.config import PPOConfig
@@ -132,6 +134,23 @@ def test_settings_in_groups_are_validated_naming_the_flag(
     assert main(["train", "go", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
+
+
+@pytest.mark.parametrize("name", ["--resume", "--run-dir"])
+def test_an_empty_run_directory_is_one_line_and_writes_nothing(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--resume ""` (and `--run-dir ""`) silently started a new run in runs/, exit 0."""
+    monkeypatch.chdir(tmp_path)  # where the default run directory would go
+    short = ["--total-steps", "100", "--min-replay-size", "50", "--actors", "0", "--no-energy",
+             "--no-progress"]  # fmt: skip
+    assert main(["train", "dqn", "--env", "gym:CartPole-v1", *short, name, ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"actorq: error: {name} is empty; give a directory" in err
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match=f"{name} is empty"):
+        train(DQNConfig(**{name[2:].replace("-", "_"): ""}, total_steps=100))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_ray_settings_are_validated_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
