@@ -394,6 +394,28 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     assert "64x64" not in md.replace("w64x64", "")
 
 
+@pytest.mark.parametrize("name", ["report.md", "report.json", "a plot"])
+def test_an_output_that_cannot_be_written_writes_none(
+    results: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory at report.md's name was one line, but report.json and the plots had been
+    written: every output is checked before the first is written."""
+    assert main(["report", str(results), "--reps", "100"]) == 0
+    plots = sorted(p.name for p in results.glob("*.png"))
+    for p in results.iterdir():
+        if p.is_file():
+            p.unlink()
+    name = plots[-1] if name == "a plot" else name
+    (results / name).mkdir()
+    before = sorted(results.iterdir())
+    capsys.readouterr()
+    assert main(["report", str(results), "--reps", "100"]) == 2
+    assert sorted(results.iterdir()) == before  # nothing written, not even partly
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("actorq: error: ")
+    assert f"{results / name} is a directory" in err, err
+
+
 def test_a_summary_json_the_report_did_not_write_is_kept(tmp_path: Path) -> None:
     """``summary.json`` is a common name: at a results root, one that is not the report's Atari
     rows is refused with one line and left as it was, the report not written."""

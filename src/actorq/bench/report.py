@@ -36,7 +36,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ from actorq.energy import (
 from actorq.errors import ActorQError, shown
 from actorq.inputs import read_input
 from actorq.logging import CONFIRM_METRIC, EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
+from actorq.output import check_output
 from actorq.quant.formats import PRECISIONS
 from actorq.rundir import RunDir
 
@@ -886,6 +887,13 @@ def _check_ours(path: Path) -> None:
         )
 
 
+def _check_outputs(results: Path, names: Iterable[str]) -> None:
+    """One line unless each of ``names`` in ``results`` can be written: absent, or a regular
+    file (the report replaces its own files), never a directory, FIFO or device node."""
+    for name in names:
+        check_output(results / name, "report output", force=True, error=ResultsError)
+
+
 def write_report(results: Path, reps: int = 2000) -> Path:
     """Write ``results/report.md`` (and ``report.json``, the PNGs); returns the report's path.
 
@@ -895,9 +903,13 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     check_reps(reps)
     if not results.is_dir():
         raise ResultsError(f"results directory not found: {shown(results)}")
+    # every output checked before the first is written: a directory at report.md's name was
+    # found only when report.json and the plots had been written (and before the work: cheap)
+    _check_outputs(results, ("report.md", "report.json"))
     text, data, images = build_report(results, reps)
     if data["atari"]:
         _check_ours(results / "summary.json")
+    _check_outputs(results, images)
     for name, png in images.items():
         write_atomic(results / name, png)
     write_atomic(results / "report.json", strict_json(data))
