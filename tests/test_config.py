@@ -38,8 +38,9 @@ NAN, INF = float("nan"), float("inf")
         ({"energy_country": "xx"}, "--energy-country must be an ISO 3166 alpha-3 code"),
         ({"backend": "k8s"}, "--backend must be one of local, ray"),
         # "" read as absent: train(DQNConfig(resume="")) started a new run
-        ({"resume": ""}, "--resume is empty; give a directory"),
-        ({"run_dir": ""}, "--run-dir is empty; give a directory"),
+        ({"resume": ""}, "--resume is empty; give one"),
+        ({"ray_address": ""}, "--ray-address is empty; give one"),
+        ({"run_dir": ""}, "--run-dir is empty; give one"),
     ],
 )
 def test_bad_values_are_one_line_errors(kw: dict[str, Any], needle: str) -> None:

@@ -100,6 +100,9 @@ class ExperimentConfig(Grouped):
     agent: ClassVar[str] = ""
     #: Fields holding layer widths (parsed from "W,W,..."); the first is the acting network's.
     width_fields: ClassVar[tuple[str, ...]] = ()
+    #: Optional settings naming a place (a directory, an address) for which "" is no value,
+    #: beside ``run_dir`` and ``resume``.
+    named_places: ClassVar[tuple[str, ...]] = ("ray_address",)
     #: Settings that exist only with their backend: group name -> backend (``--backend ray``).
     backend_groups: ClassVar[dict[str, str]] = {"ray": "ray"}
     #: Settings retired after their experiments (docs/go-transfer.md, "What was tried"): name ->
@@ -243,11 +246,11 @@ class ExperimentConfig(Grouped):
         for name in self.width_fields:
             setattr(self, name, parse_hidden(getattr(self, name), flag(name)))
         check_fields(self)
-        for name in ("run_dir", "resume"):
+        for name in ("run_dir", "resume", *self.named_places):
             # "" is no directory, not "the default": Path("") is ".", and `not ""` read it as
             # absent, so `--resume ""` silently started a new run
             if getattr(self, name) == "":
-                raise ConfigError(f"{flag(name)} is empty; give a directory, or leave it out")
+                raise ConfigError(f"{flag(name)} is empty; give one, or leave it out")
         if self.atari_sticky and not self.env.startswith("atari:"):
             raise ConfigError(f"--atari-sticky applies to atari: ids, and --env is {self.env}")
         if self.env.startswith("atari:"):

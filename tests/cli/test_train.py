@@ -146,7 +146,7 @@ def test_an_empty_run_directory_is_one_line_and_writes_nothing(
              "--no-progress"]  # fmt: skip
     assert main(["train", "dqn", "--env", "gym:CartPole-v1", *short, name, ""]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"actorq: error: {name} is empty; give a directory" in err
+    assert err.count("\n") == 1 and f"actorq: error: {name} is empty; give one" in err
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ConfigError, match=f"{name} is empty"):
         train(DQNConfig(**{name[2:].replace("-", "_"): ""}, total_steps=100))

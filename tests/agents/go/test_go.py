@@ -282,7 +282,7 @@ def test_fine_tuning_starts_from_the_pretrained_policy(
     # a policy of another size, or a directory that is no run: one line, nothing written
     import shutil
 
-    from actorq.errors import CheckpointError
+    from actorq.errors import CheckpointError, ConfigError
 
     nan = tmp_path / "nan"  # a diverged run's weights, resealed: refused before any write
     shutil.copytree(pre.run_dir, nan)
@@ -291,12 +291,13 @@ def test_fine_tuning_starts_from_the_pretrained_policy(
     _, state, _ = ckpt.load(nan / "checkpoint")
     ckpt.save(nan / "checkpoint", poisoned, state)
     for bad, msg in (
+        (dict(init_from=""), "--init-from is empty"),  # read as absent: trained from scratch
         (dict(hidden=32), "does not fit"),
         (dict(init_from=str(tmp_path)), "no"),
         (dict(init_from=str(nan)), "is NaN or infinite"),
     ):
         c = tiny("go", sub="bad", env=ENV, **{"init_from": pre.run_dir, **bad})
-        with pytest.raises(CheckpointError, match=msg):
+        with pytest.raises((CheckpointError, ConfigError), match=msg):
             train(c)
         assert not (tmp_path / "bad").exists()
 

@@ -186,6 +186,7 @@ class GOConfig(ExperimentConfig):
     """Train GO's graph policy (placement, scheduling, fusion) with PPO and quantized actors."""
 
     agent: ClassVar[str] = "go"
+    named_places: ClassVar[tuple[str, ...]] = ("ray_address", "init_from")
     retired: ClassVar[dict[str, tuple[Any, str]]] = {
         "explore_guided": (False, "worse on 3 of 3 graphs in docs/go-transfer.md"),
         "explore_cut": (0.0, "no gain in docs/go-transfer.md"),
