@@ -330,7 +330,8 @@ def _opt_group(s: dict[str, Any]) -> dict[str, Any]:
     [
         (lambda s: _opt_group(s).update(betas=[0.9, "x"]), "betas"),
         (lambda s: _opt_group(s).update(lr=float("nan")), "lr nan is bad"),
-        (lambda s: _opt_group(s).update(lr=-1.0), "lr -1.0 is bad"),
+        (lambda s: _opt_group(s).update(weight_decay=-1.0), "weight_decay -1.0 is bad"),
+        (lambda s: _opt_group(s).update(lr=float("inf")), "lr inf is bad"),
         (lambda s: _opt_group(s).update(eps=float("inf")), "eps inf is bad"),
         (lambda s: _opt_group(s).update(betas=[0.9, 1.5]), "betas"),
         (lambda s: _opt_group(s).update(params=[0]), "groups unlike this run's"),
@@ -393,3 +394,15 @@ def test_a_resealed_replay_with_impossible_values_never_resumes(
     with pytest.raises(CheckpointError, match=says) as e:
         train(DQNConfig(resume=str(d.parent), total_steps=3_000, progress=False, energy=False))
     assert "\n" not in str(e.value) and (d.parent / "metrics.csv").read_bytes() == metrics
+
+
+def test_a_learning_rate_a_schedule_took_below_zero_resumes(saved: Path, tmp_path: Path) -> None:
+    """SB3's linear schedules end a hair below 0 when a rollout overshoots the budget: such a
+    checkpoint resumes (only a non-finite learning rate is refused)."""
+    d = _copy(saved, tmp_path / "r")
+    state = json.loads((d / "state.json").read_text())
+    _opt_group(state).update(lr=-9.6e-09)
+    (d / "state.json").write_text(json.dumps(state))
+    _reseal(d)
+    r = train(DQNConfig(resume=str(d.parent), total_steps=1_600, progress=False, energy=False))
+    assert r.env_steps >= 1_600

@@ -120,3 +120,12 @@ def test_open_append_takes_a_regular_file_and_nothing_else(tmp_path: Path) -> No
         with pytest.raises(ActorQError, match=f"{name}: cannot append to it"):
             open_append(tmp_path / name)
     assert log.read_bytes() == b"one\ntwo\n"
+
+
+def test_a_name_that_is_not_utf8_is_written(tmp_path: Path) -> None:
+    """A name given in the filesystem's bytes (``--out $'\\xff.onnx'``): its temporary's name
+    is cut in bytes, and a long one stays within a name's 255 bytes."""
+    for raw in (b"\xff-policy.onnx", b"\xff" * 250 + b".onnx"):
+        out = Path(os.fsdecode(os.fsencode(str(tmp_path)) + b"/" + raw))
+        write_output(check_output(out, "--out"), b"data", "--out")
+        assert out.read_bytes() == b"data"

@@ -127,8 +127,8 @@ def read(ckpt_dir: Path) -> Checkpoint:
 
     A run saves while others read it (``actorq eval`` of a training run): a save renames the
     directory away and deletes it, so a read it overtook (a file gone, or the next
-    checkpoint's file beside this one's manifest) is read again from the new one, and only a
-    checkpoint that fails twice in the same place is called damaged. If a save was cut between
+    checkpoint's file beside this one's manifest) is read again from the new one; a read that
+    fails in a directory no save replaced is a damaged checkpoint. If a save was cut between
     its two renames, only ``<dir>.old`` holds a complete checkpoint: it is used (and said so on
     stderr)."""
     for attempt in range(_READS):
@@ -162,7 +162,9 @@ def _complete(ckpt_dir: Path) -> Path:
         try:
             if (ckpt_dir / MANIFEST).is_file():
                 return ckpt_dir
-            if not (old / MANIFEST).is_file():
+            if not (old / MANIFEST).is_file():  # a save may have finished since the look above
+                if (ckpt_dir / MANIFEST).is_file():
+                    return ckpt_dir
                 break
         except OSError as e:  # a name too long, a directory we may not read
             raise CheckpointError(f"cannot read checkpoint in {ckpt_dir}: {e.strerror}") from None

@@ -100,6 +100,8 @@ class ExperimentConfig(Grouped):
     agent: ClassVar[str] = ""
     #: Fields holding layer widths (parsed from "W,W,..."); the first is the acting network's.
     width_fields: ClassVar[tuple[str, ...]] = ()
+    #: The flags that size an on-policy update's rollout (the memory check names them).
+    rollout_flags: ClassVar[str] = "--num-steps, --envs-per-actor, --actors"
     #: Optional settings naming a place (a directory, an address) for which "" is no value,
     #: beside ``run_dir`` and ``resume``.
     named_places: ClassVar[tuple[str, ...]] = ("ray_address",)

@@ -117,7 +117,7 @@ def _new_temp(path: Path) -> tuple[int, Path]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
         # within a name's 255 bytes, however long the output's own name
-        stem = path.name.encode()[:200].decode(errors="ignore")
+        stem = os.fsdecode(os.fsencode(path.name)[:200])  # bytes as the filesystem has them
         tmp = path.parent / f".{stem}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, flags, 0o666), tmp

@@ -149,6 +149,18 @@ class RunDir:
         old = self.checkpoint.with_name(self.checkpoint.name + ".old")
         return self.checkpoint.exists() or old.exists()
 
+    def owns(self, p: Path) -> bool:
+        """Whether ``p`` is, or lies in, an entry this run (or its bench cell) writes: a path an
+        output of the user's must never replace (``export --out RUN/config.json --force``)."""
+        names = {self.config_file.name, self.metrics.name, ".lock", self.summary_file.name,
+                 self.precision_auto.name, *BENCH_CELL_FILES, *self._saves(),
+                 self.tensorboard.name, self.actors.name}  # fmt: skip
+        try:
+            rel = p.resolve().relative_to(self.path.resolve())
+        except (ValueError, OSError):  # elsewhere, or not to be looked at
+            return False
+        return bool(rel.parts) and (rel.parts[0] in names or _temp_of(rel.parts[0]) in names)
+
     def _saves(self) -> tuple[str, ...]:
         """The checkpoint directories' names, the cut saves' among them."""
         return tuple(f"{n}{t}" for n in (self.checkpoint.name, self.best.name) for t in SAVE_TAILS)

@@ -83,6 +83,17 @@ def test_an_old_dqn_run_loads_with_what_it_ran_a_new_one_with_what_it_says(
     assert (given.dueling, given.calibration) == (True, "auto")
 
 
+def test_an_old_run_whose_config_says_empty_for_not_given_loads(tmp_path: Path) -> None:
+    # an older actorq took --ray-address "" (a local cluster) and GO's --init-from "" as not
+    # given and saved them so; new configs refuse "" (read as absent, it started a new run)
+    got = load_run_config(_run(tmp_path, {**DQNConfig(backend="ray").to_json(), "ray_address": ""}))
+    assert got.ray_address is None
+    shutil.rmtree(tmp_path / "run")
+    assert (
+        load_run_config(_run(tmp_path, {**GOConfig().to_json(), "init_from": ""})).init_from is None
+    )
+
+
 # ----------------------------------------------------- the policy `actorq eval` / export read
 
 

@@ -48,9 +48,20 @@ def test_an_on_policy_rollout_that_cannot_fit_is_one_line_and_writes_nothing(
     run = tmp_path / "run"
     cfg = PPOConfig(run_dir=str(run), actors=0, envs_per_actor=512, num_steps=10**4,
                     total_steps=100, progress=False, energy=False)  # fmt: skip
-    with pytest.raises(ResourceError, match=r"rollouts of 512 chunks \(--num-steps") as e:
+    with pytest.raises(ResourceError, match=r"rollouts of 512 items \(--num-steps") as e:
         train(cfg)
     assert "\n" not in str(e.value) and not run.exists()
+
+
+def test_a_go_rollout_names_the_flag_that_sizes_it() -> None:
+    from actorq.agents import builder_for
+    from actorq.agents.go import GOConfig
+    from actorq.run.memory import run_memory
+
+    cfg = GOConfig(env="graphopt:placement/synthetic-120-s0")
+    builder = builder_for(cfg)
+    parts = run_memory(cfg, builder, builder.env_spec(cfg))
+    assert any(k.endswith("(--batch-graphs)") for k in parts), parts
 
 
 def test_reading_a_policy_too_wide_to_build_is_one_line(

@@ -70,11 +70,14 @@ def test_export_runs_in_onnxruntime_as_predict_does(dqn_run: Path, tmp_path: Pat
 def test_export_never_replaces_a_file_of_its_run(dqn_run: Path, tmp_path: Path) -> None:
     config = (dqn_run / "config.json").read_bytes()
     policy = actorq.load(dqn_run)
-    with pytest.raises(ActorQError, match="is a file of the run"):
+    with pytest.raises(ActorQError, match=r"where the run .* writes its own files"):
         policy.export(dqn_run / "config.json", force=True)
     assert main(["export", str(dqn_run), "--out", str(dqn_run / "config.json"), "--force"]) == 2
     assert (dqn_run / "config.json").read_bytes() == config
-    new = policy.export(dqn_run / "policy.onnx")  # a new file beside the run's is fine
+    with pytest.raises(ActorQError, match=r"where the run .* writes its own files"):
+        policy.export(dqn_run / "checkpoint" / "policy.onnx")  # not even a new one
+    new = policy.export(dqn_run / "policy.onnx")  # a file beside the run's is the user's
+    assert policy.export(new, force=True) == new  # and replaced with force, as anywhere
     new.unlink()
 
 

@@ -94,8 +94,8 @@ def checked_groups(name: str, saved: dict[str, Any], opt: torch.optim.Optimizer)
     """Optimizer ``name``'s saved parameter groups, checked against ``opt``'s own (a state.json
     edited and resealed: a NaN learning rate trained on NaN, a string beta crashed in torch's
     kernel): as many groups, of the same parameters, no setting ``opt`` lacks (an older
-    checkpoint may lack one: torch's default), every number a finite one >= 0 (betas below 1),
-    flags flags. One :class:`CheckpointError` line naming the setting."""
+    checkpoint may lack one: torch's default), every number finite and >= 0 but the learning
+    rate (betas below 1), flags flags. One :class:`CheckpointError` line naming the setting."""
     groups, now = saved.get("groups"), opt.state_dict()["param_groups"]
     if not isinstance(groups, list) or len(groups) != len(now):
         raise CheckpointError(f"checkpoint optimizer {name!r}: not {len(now)} parameter groups")
@@ -114,13 +114,16 @@ def checked_groups(name: str, saved: dict[str, Any], opt: torch.optim.Optimizer)
                 ok = (
                     isinstance(v, tuple | list) and len(v) == len(c) and all(_rate(x, 1) for x in v)
                 )
-            else:  # a number (a captured update's learning rate: a tensor)
+            elif k == "lr":  # any finite number: SB3's linear schedule ends a hair below 0
+                ok = _rate(v, least=-math.inf)
+            else:  # a number
                 ok = _rate(v)
             if not ok:
                 raise CheckpointError(f"checkpoint optimizer {name!r}: {k} {v!r:.40} is bad")
     return groups
 
 
-def _rate(v: Any, below: float = math.inf) -> bool:
-    """A finite JSON number in [0, ``below``) (not a bool)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < below
+def _rate(v: Any, below: float = math.inf, least: float = 0.0) -> bool:
+    """A finite JSON number in [``least``, ``below``) (not a bool)."""
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and least <= v < below
+    return ok and math.isfinite(v)

@@ -51,6 +51,8 @@ def run_config_from_json(
         if str(d.get("env", "")).startswith("atari:"):  # before EnvPool, every game was ale's
             d = {"atari_engine": "ale", **d}
         cls = config_class(agent)
+        # an older actorq took "" for "not given" (a Ray address: a local cluster): read so
+        d = {**d, **{k: None for k in cls.named_places if d.get(k) == ""}}
         cfg = cls.from_json({**cls.saved_run_defaults, **d})  # what an older run ran with
     except ConfigError as e:  # e.g. a retired setting at a value it no longer has
         raise CheckpointError(f"{path}: {e}") from None

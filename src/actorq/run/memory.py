@@ -55,9 +55,8 @@ def run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dict[s
     if capacity:
         parts[f"a replay of {capacity:,} items (--replay-size)"] = capacity * item
     if isinstance(table, QueueSpec):  # an update's chunks: on the actors, queued, as tensors
-        parts[
-            f"rollouts of {table.batch_items:,} chunks (--num-steps, --envs-per-actor, --actors)"
-        ] = ROLLOUT_COPIES * table.batch_items * item
+        label = f"rollouts of {table.batch_items:,} items ({cfg.rollout_flags})"
+        parts[label] = ROLLOUT_COPIES * table.batch_items * item
     params = mlp_params(cfg, spec)
     if params:
         flags = " or ".join("--" + f.replace("_", "-") for f in cfg.width_fields)

@@ -34,6 +34,7 @@ from actorq.quant.runtimes import (
 )
 from actorq.quant.snapshot import PolicySnapshot
 from actorq.run.directory import load_run_policy
+from actorq.rundir import RunDir
 
 
 class TrainedPolicy:
@@ -165,16 +166,13 @@ class TrainedPolicy:
 def export_path(
     run_dir: str | Path, path: str | Path, flag: str, force: bool, force_name: str
 ) -> Path:
-    """:func:`~actorq.output.check_output` for an exported policy, which never replaces a file
-    of the run it comes from (``--force`` on ``RUN/config.json`` would leave no run)."""
+    """:func:`~actorq.output.check_output` for an exported policy, which never replaces what
+    its run writes (``--force`` on ``RUN/config.json`` left no run; an earlier export beside
+    the run's files is the user's, replaced with ``--force`` as anywhere)."""
     out = check_output(path, flag, force=force, force_name=force_name)
-    try:
-        own = out.exists() and out.resolve().is_relative_to(Path(run_dir).resolve())
-    except OSError:  # nothing there to replace that we could see
-        own = False
-    if own:
+    if RunDir(Path(run_dir)).owns(out):
         raise ActorQError(
-            f"{flag} {shown(out)} is a file of the run {shown(run_dir)}; not replacing it"
+            f"{flag} {shown(out)} is where the run {shown(run_dir)} writes its own files"
         )
     return out
 

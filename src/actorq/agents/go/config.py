@@ -187,6 +187,7 @@ class GOConfig(ExperimentConfig):
 
     agent: ClassVar[str] = "go"
     named_places: ClassVar[tuple[str, ...]] = ("ray_address", "init_from")
+    rollout_flags: ClassVar[str] = "--batch-graphs"
     retired: ClassVar[dict[str, tuple[Any, str]]] = {
         "explore_guided": (False, "worse on 3 of 3 graphs in docs/go-transfer.md"),
         "explore_cut": (0.0, "no gain in docs/go-transfer.md"),
