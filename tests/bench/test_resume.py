@@ -3,7 +3,9 @@ bench` (actorq's runs and SB3's), its counters and clock going on; without it, i
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,10 @@ class _StopAfter:
 
     def restore(self) -> None:
         pass
+
+    @contextlib.contextmanager
+    def at_once(self) -> Iterator[None]:
+        yield
 
 
 def test_an_interrupted_sb3_cell_continues_from_its_checkpoint(
@@ -313,6 +319,56 @@ def test_sb3_checkpoint_counters_are_checked_or_refused_with_one_error(d: Any) -
     assert extra["engine"] in (None, "envpool", "ale")
 
 
+def test_a_stop_during_an_sb3_evaluation_at_a_collections_end_redoes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """train_freq 4: the evaluation at 400 is a collection's last step (the Atari DQN cell's
+    every evaluation). A stop while it ran was seen only at the next collection, whose start
+    (the evaluation done, its confirmation skipped) was saved: the target it reached was lost."""
+    pytest.importorskip("stable_baselines3")
+    import actorq.run.monitor
+
+    spec = _spec(tmp_path, DQN.format(fw="sb3") + SB3)
+    results, cell = tmp_path / "r", spec.cells[0]
+    monkeypatch.setattr(actorq.run.monitor, "StopOnSignal", _StopAfterEvaluation)
+    run_matrix(spec, results, _in_process, progress=False)
+    first = _state(results / cell.name)
+    assert first["learner"]["counters"]["num_timesteps"] < 400
+    assert first["counters"]["next_eval"] == 400  # the resume evaluates (and confirms) again
+
+
+class _StopInFinalEvaluation(_StopAfter):
+    """No stop while training; a signal during the final evaluation."""
+
+    n = 10**9
+
+    @contextlib.contextmanager
+    def at_once(self) -> Iterator[None]:
+        raise KeyboardInterrupt
+        yield
+
+
+def test_a_stop_during_an_sb3_cells_final_evaluation_keeps_its_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final evaluation (10 full Atari games) ran with no checkpoint after training: a stop
+    there resumed from before the last periodic evaluation and trained the tail again."""
+    pytest.importorskip("stable_baselines3")
+    import actorq.run.monitor
+
+    spec = _spec(tmp_path, DQN.format(fw="sb3") + SB3)
+    results, cell = tmp_path / "r", spec.cells[0]
+    monkeypatch.setattr(actorq.run.monitor, "StopOnSignal", _StopInFinalEvaluation)
+    run_matrix(spec, results, _in_process, progress=False)
+    cell_dir = results / cell.name
+    assert not (cell_dir / "summary.json").exists()
+    assert _state(cell_dir)["learner"]["counters"]["num_timesteps"] == 1200  # all of it
+    monkeypatch.undo()
+    run_matrix(spec, results, _in_process, progress=False)
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 1200 and summary["eval_return"] is not None
+
+
 def test_an_sb3_cell_resumes_with_other_threads_but_not_other_settings(tmp_path: Path) -> None:
     from unittest import mock
 
@@ -324,6 +380,14 @@ def test_an_sb3_cell_resumes_with_other_threads_but_not_other_settings(tmp_path:
     cell_dir = tmp_path / "r" / cell.name
     (cell_dir / "checkpoint").mkdir(parents=True)
     old = {"name": cell.name, "framework": "sb3", "frameworks": ["sb3"], "config": cell.config}
+    # SB3's schedules run over the budget the cell started with: another is refused
+    (cell_dir / "cell.json").write_text(
+        json.dumps(
+            {**old, "config": {**cell.config, "total_steps": 999}, "settings": cell.settings}
+        )
+    )
+    with pytest.raises(ResultsError, match=r"a 999-step sb3 run .* its schedules"):
+        plan_matrix(spec, tmp_path / "r")
     for sb3_settings, resumes in [
         ({**cell.settings, "torch_threads": 2, "checkpoint_minutes": 1.0}, True),
         ({**cell.settings, "train_freq": 3}, False),

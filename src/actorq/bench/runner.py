@@ -154,8 +154,14 @@ def _can_resume(cell: Cell, cell_dir: Path) -> bool:
             if not bad:
                 continue
             diff, was, now = f"settings.{bad[0]}", was.get(bad[0]), now.get(bad[0])
-        elif diff in (_NATIVE_FREE if cell.framework == NATIVE else {"total_steps"}):
+        elif cell.framework == NATIVE and diff in _NATIVE_FREE:
             continue
+        elif diff == "total_steps":  # SB3's learn(): its progress is num_timesteps / total
+            raise ResultsError(
+                f"{cell_dir} holds a checkpoint of a {was!r}-step {cell.framework} run and the "
+                f"spec now says {now!r}: its schedules (learning rate, clip range, exploration) "
+                f"run over the budget it started with; {keep} to start it over"
+            )
         raise ResultsError(
             f"{cell_dir} holds a checkpoint of a run with other settings than the spec "
             f"gives now ({diff}: {was!r} -> {now!r}); {keep} to start it over"
@@ -164,7 +170,7 @@ def _can_resume(cell: Cell, cell_dir: Path) -> bool:
 
 
 #: what a partial cell's resume may change: actorq's resume overrides and the learner's device
-#: (``actorq train --resume --device``); an SB3 cell's run length, threads and checkpoint period
+#: (``actorq train --resume --device``); an SB3 cell's threads and checkpoint period
 _NATIVE_FREE = frozenset({*RESUME_OVERRIDES, "device"})
 _SB3_FREE = frozenset({"torch_threads", "checkpoint_minutes"})
 

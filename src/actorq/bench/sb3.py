@@ -95,6 +95,9 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "exploration_final_eps": (0.0, False, 1.0),
 }  # fmt: skip
 CHECKPOINT_MINUTES = 10.0
+#: a resumed segment's training envs are seeded ``seed + SEGMENT_SEEDS * segment``: past the
+#: evaluations' seeds (:mod:`actorq.core.seeds`, 10,000 up), which 1,000 apart reached at 10
+SEGMENT_SEEDS = 10**6
 #: SB3's PPO defaults of the settings checked together (its minibatch size, rollout length)
 PPO_BATCH, PPO_STEPS = 64, 2048
 _ACTIVATIONS = ("relu", "tanh")
@@ -344,7 +347,8 @@ class _Segment:
             self.next_eval, self.refills = extra["next_eval"], extra["refills"]
             self.record = Record.resumed(cfg, run_dir, "sb3", state, model.num_timesteps)
             # new episodes on this segment's seeds (the first segment's were cfg.seed)
-            model.get_env().seed(cfg.seed + 1000 * int(cell.get("segment", 2)))
+            # (10**6 apart: a segment's seeds never reach the evaluations' from EVAL_SEED up)
+            model.get_env().seed(cfg.seed + SEGMENT_SEEDS * int(cell.get("segment", 2)))
             if cfg.agent == "dqn" and not replayed:  # an older checkpoint: refill, off budget
                 kw = model.replay_buffer.buffer_size, max(model.learning_starts, model.batch_size)
                 need = min(*kw, model.num_timesteps)
@@ -400,7 +404,10 @@ class _Segment:
                 self.last_save = time.monotonic()
                 seg.next_eval = (self.num_timesteps // cfg.eval_every + 1) * cfg.eval_every
                 hit = seg.record.evaluate(self.num_timesteps, returns, lambda: stop.requested)
-                return not (hit and cfg.stop_at_target)
+                # a stop during it: now, so the checkpoint stays this collection's start and
+                # the resume redoes the evaluation (and a confirmation it skipped); going on,
+                # the next collection's start would be saved with it done, unconfirmed
+                return not (stop.requested or (hit and cfg.stop_at_target))
 
         model, record = self.model, self.record
         record.start()
@@ -409,16 +416,26 @@ class _Segment:
             if left > 0 and (record.hit is None or not cfg.stop_at_target):
                 model.learn(total_timesteps=left, callback=Evaluate(), progress_bar=False,
                             reset_num_timesteps=not model.num_timesteps)  # fmt: skip
+            if not stop.requested:  # trained: kept before the final evaluation (minutes)
+                self.counters, self.at_start = sb3_checkpoint.algo_counters(model), None
+                self.save()
+            wall_s = time.perf_counter() - record.t0
+            final: np.ndarray | None
+            try:
+                with stop.at_once():  # a stop now: at once, the resumed cell evaluates
+                    final = None if stop.requested else returns(FINAL_EVAL_SEED)
+            except KeyboardInterrupt:
+                final = None
         finally:
             stop.restore()
-        if stop.requested:
-            self.save()
+        if final is None:
+            if stop.requested and self.at_start is not None:  # stopped while training
+                self.save()
             record.csv.close()
             return True
-        wall_s = time.perf_counter() - record.t0
         extra: dict[str, Any] = {"segments": self.segment} if self.segment > 1 else {}
         if self.refills:
             extra["resume_refill_steps"] = int(sum(r[0] for r in self.refills))
             extra["resume_refill_s"] = float(sum(r[1] for r in self.refills))
-        record.finish(int(model.num_timesteps), wall_s, returns(FINAL_EVAL_SEED), **extra)
+        record.finish(int(model.num_timesteps), wall_s, final, **extra)
         return False
