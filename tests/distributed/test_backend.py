@@ -43,6 +43,39 @@ def test_the_run_asks_its_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (trial,) = _Fake.seen
     assert trial.observations.shape[1] == spec.obs_dim and np.isfinite(trial.observations).all()
     assert len(trial.layers) == 3 and trial.snapshot()[:1] != b""  # fp32 bytes, built on demand
+    # its int8 publishes will round with GPTQ (hidden 16 <= 512): so are the candidates timed
+    assert trial.gptq
+    _Fake.seen.clear()
+    wide = DQNConfig(actors=2, hidden=(1024, 1024), precision="auto", calibration="auto")
+    select_run_precision(
+        wide, spec, BUILDER.make_learner(wide, spec), BUILDER.policy_spec(wide, spec), tmp_path
+    )
+    assert not _Fake.seen[0].gptq  # rounded to nearest past 512 inputs, as its publishes
+
+
+def test_auto_rounds_its_candidates_as_the_runs_publishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--precision auto` judged round-to-nearest int8 while the run then published GPTQ-rounded
+    snapshots (fewer flipped actions): it could fall back to fp32 wrongly near 99%."""
+    import actorq.quant.autoselect as autoselect
+
+    seen: dict[str, Any] = {}
+    real = autoselect.select_precision
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.update(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(autoselect, "select_precision", spy)
+    cfg = DQNConfig(actors=2, envs_per_actor=4, hidden=(16, 16), precision="auto")
+    spec = BUILDER.env_spec(cfg)
+    learner = BUILDER.make_learner(cfg, spec)
+    obs = np.random.default_rng(0).normal(size=(64, spec.obs_dim)).astype(np.float32)
+    trial = PrecisionTrial(
+        learner.policy_layers(), BUILDER.policy_spec(cfg, spec), learner.policy_extras(),
+        lambda: b"", obs, gptq=True,
+    )  # fmt: skip
+    select_precision_here(cfg, trial)
+    assert seen["calibration"] is obs
 
 
 def test_local_timing_picks_a_known_precision() -> None:

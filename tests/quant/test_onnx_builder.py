@@ -41,3 +41,19 @@ def test_dense_layers_compute_what_a_snapshot_at_that_precision_computes(precisi
     built = _run(model.SerializeToString(), x)
     snapshot = _run(to_onnx(make_snapshot(ls, spec, precision, 0)), x)
     np.testing.assert_array_equal(built, snapshot)
+
+
+def test_widening_one_channel_for_its_bias_keeps_the_others_rounding() -> None:
+    """A bias too large for int32 at its channel's scale widens that channel's scale; the whole
+    layer used to be rounded again to nearest, silently dropping GPTQ's rounding."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 8)).astype(np.float32)  # (out, in)
+    flat = w.T
+    s = (np.abs(flat).max(axis=0) / 63).astype(np.float32)
+    q = np.clip(np.rint(flat / s), -63, 63).astype(np.int8)
+    q[0, :3] += np.where(q[0, :3] < 63, 1, -1).astype(np.int8)  # "GPTQ": not nearest
+    bias = np.zeros(4, np.float32)
+    bias[3] = 1e6  # at x_scale 1e-6 it does not fit int32 at channel 3's scale
+    q2, s2, _ = OnnxBuilder("fp32")._static_weights(w, bias, 1e-6, (q, s))
+    assert s2[3] > s[3] and np.array_equal(s2[:3], s[:3])
+    assert np.array_equal(q2.T[:, :3], q[:, :3])  # channels 0-2 as given

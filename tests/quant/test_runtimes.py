@@ -84,3 +84,25 @@ def test_onnx_runtime_path_does_not_import_torch() -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_torch_runtime_built_in_the_learners_process_leaves_its_threads_and_randomness() -> None:
+    """An evaluation with --runtime torch set the learner's torch threads to the actors' (1)
+    and drew from its random stream (nn.Linear's initialisation)."""
+    import torch
+
+    spec = PolicySpec(4, (16, 16), 2)
+    snap = make_snapshot(layers(spec), spec, "int8", 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(0)
+        expected = torch.rand(3)
+        torch.manual_seed(0)
+        rt = make_runtime(snap, "torch", threads=1)
+        assert torch.get_num_threads() == 2
+        assert torch.equal(torch.rand(3), expected)
+        obs = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+        np.testing.assert_allclose(rt(obs), make_runtime(snap, "numpy")(obs), rtol=1e-5, atol=1e-5)
+    finally:
+        torch.set_num_threads(threads)

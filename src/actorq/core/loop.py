@@ -195,7 +195,7 @@ class VectorActor(Actor):
             snap = decode_snapshot(got[1])
             if isinstance(snap, ModelSnapshot):
                 self._check_fits(snap)
-            runtime = make_runtime(snap, self.runtime_kind, self.threads)
+            runtime = make_runtime(snap, self.runtime_kind, self.threads, in_actor=True)
             if isinstance(runtime, ModelRuntime):
                 self._check_runs(runtime)
             # after the runtime: a snapshot refused here leaves behaviour and runtime as they were

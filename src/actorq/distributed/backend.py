@@ -76,6 +76,9 @@ class PrecisionTrial:
     #: a policy exported whole (the convolutional actors): one snapshot per candidate
     #: precision, made by the learner (int8 calibrated); timed instead of ``layers``
     models: Callable[[], dict[str, bytes]] | None = None
+    #: whether int8/int4 publishes round with GPTQ (``cfg.uses_gptq()`` at those
+    #: precisions): the candidates are then rounded so too, calibrated on ``observations``
+    gptq: bool = False
 
 
 #: metrics in :attr:`BackendStats.extra` that count from a backend's start (faults, stale
@@ -200,6 +203,7 @@ def select_precision_here(cfg: BackendConfig, trial: PrecisionTrial) -> tuple[st
         threads=cfg.actor_threads,
         granularity=cast(Any, cfg.granularity),
         extras=trial.extras,
+        calibration=trial.observations if trial.gptq else None,  # as its publishes will
     )
     return choice.precision, choice.table()
 

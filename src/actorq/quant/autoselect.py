@@ -47,6 +47,17 @@ Timed = Callable[[np.ndarray], np.ndarray]
 Timer = Callable[[Sequence[Timed], np.ndarray], Sequence[float]]
 
 
+#: calls an actor makes of its one model in a row, as the choice times them (``burst``): the
+#: int8 Nature-CNN's gain over fp32 at batch 8 is 2.63x so timed, 1.75x one call per turn
+#: (its weights evicted by the other candidates'; docs/atari.md)
+ACTOR_BURST = 10
+
+
+def actor_latency(runtimes: Sequence[Timed], batch: np.ndarray) -> list[float]:
+    """:func:`measure_latency` as an actor calls its model: :data:`ACTOR_BURST` calls in a row."""
+    return measure_latency(runtimes, batch, burst=ACTOR_BURST)
+
+
 def measure_latency(
     runtimes: Sequence[Timed],
     batch: np.ndarray,
@@ -173,7 +184,8 @@ def select_precision(
       it ``None`` in a torch-free actor process) and ``make_runtime(snap, runtime,
       threads)`` is built — the actors' own runtime, so call this in a process placed like an
       actor. ``timer(runtimes, batch)`` gives each one's seconds per call (default
-      :func:`measure_latency`: warm-up, then the median of 31 calls, candidates interleaved).
+      :func:`actor_latency`: warm-up, then the median of 31 calls, candidates interleaved, in
+      bursts of :data:`ACTOR_BURST` as an actor calls its one model).
     * Agreement vs fp32 (:meth:`~actorq.quant.heads.Head.compare`): for a discrete head, the
       share of states with the same greedy action; for a continuous one, the share whose
       greedy actions are all within ``action_atol`` of fp32's. A candidate is eligible when
@@ -195,7 +207,7 @@ def select_precision(
     layers, spec, extras = _fp32_source(source, spec, extras)
     obs = _checked_observations(observations, spec, candidates, batch_size, min_agreement)
     batch = np.ascontiguousarray(obs[np.arange(batch_size) % len(obs)])
-    timer = timer or measure_latency
+    timer = timer or actor_latency
     head = spec.policy_head
 
     precisions = ["fp32", *dict.fromkeys(c for c in candidates if c != "fp32")]
@@ -251,7 +263,7 @@ def select_model_precision(
     head = snapshot_head(snaps[0])
     ref = runtimes[0](observations)
     agreement = [head.compare(rt(observations), ref)[0] for rt in runtimes]
-    timer = timer or measure_latency
+    timer = timer or actor_latency
     batch = np.ascontiguousarray(observations[np.arange(batch_size) % len(observations)])
     seconds = list(timer(runtimes, batch))
     ones = list(timer(runtimes, batch[:1]))

@@ -204,10 +204,12 @@ class OnnxBuilder:
             raise ValueError(f"rounded weights {q.shape}/{s.shape} for a layer of {flat.shape}")
         b64 = np.asarray(bias, np.float64)
         need = np.abs(b64) / (np.float64(x_scale) * INT32_FIT)  # the least scale that fits
-        if (need > s).any():
+        wide = need > s
+        if wide.any():  # only those channels: the others keep their (GPTQ) rounding
             qmax = 2 ** (STATIC_WEIGHT_BITS - 1) - 1
-            s = np.maximum(s, need).astype(np.float32)
-            q = np.clip(np.rint(flat / s), -qmax, qmax).astype(np.int8)
+            s = np.where(wide, need, s).astype(np.float32)
+            q = np.array(q, np.int8, copy=True)
+            q[:, wide] = np.clip(np.rint(flat[:, wide] / s[wide]), -qmax, qmax)
         acc_scale = np.float64(x_scale) * s.astype(np.float64)
         bq = np.clip(np.rint(b64 / acc_scale), -(2**31), 2**31 - 1)
         return np.ascontiguousarray(q.T.reshape(w.shape)), s, bq.astype(np.int32)

@@ -151,36 +151,38 @@ class NumpyRuntime:
 
 
 class TorchRuntime:
-    """Fallback for models onnxruntime cannot run: eager torch, fp32 compute."""
+    """Fallback for models onnxruntime cannot run: eager torch, fp32 compute. ``threads``: the
+    process's torch threads, set only in an actor's own process (``in_actor``): the learner's
+    process builds one to evaluate, and must keep its own thread count."""
 
-    def __init__(self, snap: PolicySnapshot, threads: int = 1) -> None:
+    def __init__(self, snap: PolicySnapshot, threads: int = 1, in_actor: bool = False) -> None:
         import torch
 
         self._torch = torch
-        torch.set_num_threads(threads)
+        if in_actor:
+            torch.set_num_threads(threads)
         self.version, self.precision, self.spec = snap.version, snap.precision, snap.spec
-        mods: list[torch.nn.Module] = []
-        last = snap.spec.num_layers - 1
-        for i, (w, b) in enumerate(snap.dequantized()):
-            lin = torch.nn.Linear(w.shape[0], w.shape[1])
-            with torch.no_grad():
-                lin.weight.copy_(torch.from_numpy(w.T.copy()))
-                lin.bias.copy_(torch.from_numpy(b))
-            mods.append(lin)
-            act = snap.spec.activation if i < last else snap.spec.output_activation
-            if act == "relu":
-                mods.append(torch.nn.ReLU())
-            elif act == "tanh":
-                mods.append(torch.nn.Tanh())
-        self._net = torch.nn.Sequential(*mods).eval()
+        # the layers as tensors, not nn.Linear: no initialisation draws from the process's
+        # torch random stream (the learner's, when it evaluates)
+        self._layers = [
+            (torch.from_numpy(np.ascontiguousarray(w)), torch.from_numpy(np.asarray(b)))
+            for w, b in snap.dequantized()
+        ]
         self._snap = snap
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         torch = self._torch
-        x = np.ascontiguousarray(self._snap.normalize(obs), dtype=np.float32)
+        x = torch.from_numpy(np.ascontiguousarray(self._snap.normalize(obs), dtype=np.float32))
+        last = len(self._layers) - 1
         with torch.inference_mode():
-            out = self._net(torch.from_numpy(x))
-        result: np.ndarray = out.numpy()
+            for i, (w, b) in enumerate(self._layers):
+                x = torch.addmm(b, x, w)
+                act = self.spec.activation if i < last else self.spec.output_activation
+                if act == "relu":
+                    x = torch.relu(x)
+                elif act == "tanh":
+                    x = torch.tanh(x)
+        result: np.ndarray = x.numpy()
         return result
 
 
@@ -312,18 +314,26 @@ class ModelRuntime:
 
 
 @overload
-def make_runtime(snap: PolicySnapshot, kind: str = "ort", threads: int = 1) -> PolicyRuntime: ...
+def make_runtime(
+    snap: PolicySnapshot, kind: str = "ort", threads: int = 1, in_actor: bool = False
+) -> PolicyRuntime: ...
 
 
 @overload
-def make_runtime(snap: ModelSnapshot, kind: str = "ort", threads: int = 1) -> ModelRuntime: ...
+def make_runtime(
+    snap: ModelSnapshot, kind: str = "ort", threads: int = 1, in_actor: bool = False
+) -> ModelRuntime: ...
 
 
 def make_runtime(
-    snap: PolicySnapshot | ModelSnapshot, kind: str = "ort", threads: int = 1
+    snap: PolicySnapshot | ModelSnapshot,
+    kind: str = "ort",
+    threads: int = 1,
+    in_actor: bool = False,
 ) -> PolicyRuntime | ModelRuntime:
     """The runtime for a snapshot: ``kind`` picks it for an MLP :class:`PolicySnapshot`; a
-    :class:`ModelSnapshot` is an ONNX model and runs in onnxruntime only."""
+    :class:`ModelSnapshot` is an ONNX model and runs in onnxruntime only. ``in_actor``: built in
+    an actor's own process, whose torch threads it may set (:class:`TorchRuntime`)."""
     if isinstance(snap, ModelSnapshot):
         if kind != "ort":
             raise ValueError(f"a model snapshot runs in onnxruntime (runtime 'ort'), not {kind!r}")
@@ -333,5 +343,5 @@ def make_runtime(
     if kind == "numpy":
         return NumpyRuntime(snap, threads)
     if kind == "torch":
-        return TorchRuntime(snap, threads)
+        return TorchRuntime(snap, threads, in_actor)
     raise ValueError(f"unknown runtime {kind!r}; expected one of {RUNTIMES}")

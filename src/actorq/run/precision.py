@@ -5,6 +5,7 @@ answer (:meth:`actorq.distributed.backend.BackendClass.select_precision`).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ def select_run_precision(
         extras=learner.policy_extras(),
         snapshot=lambda: learner_snapshot(learner, pspec, "fp32", 0).to_bytes(),
         observations=random_states(cfg, spec).astype(np.float32).reshape(-1, spec.obs_dim),
+        gptq=dataclasses.replace(cfg, precision="int8").uses_gptq(),
     )
     return _select(cfg, trial, run_dir)
 
@@ -67,7 +69,11 @@ def select_model_run_precision(
         extras={},
         snapshot=lambda: io.snapshot(0, "fp32"),
         observations=states,
-        models=lambda: {p: io.snapshot(0, p, states[::2]) for p in io.precisions},
+        # int8 calibrated on as many states as a publish takes (every other one)
+        models=lambda: {
+            p: io.snapshot(0, p, states[::2][: io.calibration_states(p) or None])
+            for p in io.precisions
+        },
     )
     return _select(cfg, trial, run_dir)
 
