@@ -279,3 +279,50 @@ def test_an_actor_that_raises_stops_the_run_with_its_error_line(
     assert "actor0.log" in msg and "\n" not in msg
     assert time.monotonic() - t0 < 60  # at the first supervision, not after a timeout
     assert not _procs_mentioning(str(tmp_path))
+
+
+def _ours() -> set[str]:
+    return {p.name for p in shm.shm_dir().glob(f"actorq-{os.getpid()}-*")}
+
+
+def test_a_full_shared_memory_is_one_line_before_any_actor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments were sparse: on a full /dev/shm (Docker's 64 MiB; an Atari DQN actor's ring is
+    ~58 MB) the first process to touch a page died of SIGBUS, an actor restarted forever."""
+    import errno
+
+    from actorq.resources import ResourceError
+
+    def full(fd: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    before = _ours()
+    monkeypatch.setattr(shm.os, "posix_fallocate", full)
+    with pytest.raises(ResourceError, match=r"^shared memory: no room for .*--shm-size") as e:
+        train(DQNConfig(actors=2, total_steps=500, progress=False, run_dir=str(tmp_path / "r")))
+    assert "\n" not in str(e.value) and _ours() == before
+
+
+def test_a_backend_that_fails_to_start_leaves_no_actor_or_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Actor 1 failing to spawn (e.g. EAGAIN) left actor 0 polling forever beside the live
+    learner, and the segments, which reclaim_stale spares while the learner's pid lives."""
+    from actorq.distributed import local
+
+    spawned: list[Any] = []
+    real = local.LocalBackend._spawn
+
+    def spawn(self: Any, i: int) -> None:
+        if i == 1:
+            raise OSError(11, "Resource temporarily unavailable")
+        real(self, i)
+        spawned.append(self.procs[i])
+
+    before = _ours()
+    monkeypatch.setattr(local.LocalBackend, "_spawn", spawn)
+    with pytest.raises(OSError):
+        train(DQNConfig(actors=2, total_steps=500, progress=False, run_dir=str(tmp_path / "r")))
+    (first,) = spawned
+    assert first.poll() is not None and _ours() == before

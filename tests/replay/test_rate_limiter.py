@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorq.replay.rate_limiter import SampleToInsertRatio
 
@@ -38,6 +40,29 @@ def test_min_error_buffer_prevents_deadlock() -> None:
     rl = SampleToInsertRatio(spi, 50, SampleToInsertRatio.min_error_buffer(batch, spi, chunk))
     inserts = samples = 0
     for _ in range(5000):
+        if rl.can_sample(batch, inserts, samples):
+            samples += batch
+        elif rl.can_insert(chunk, inserts, samples):
+            inserts += chunk
+        else:
+            pytest.fail(f"deadlock at inserts={inserts} samples={samples}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batch=st.integers(1, 512),
+    spi=st.floats(0.05, 256),
+    chunk=st.integers(1, 64),
+    min_size=st.integers(1, 5000),
+)
+def test_no_settings_deadlock_from_the_first_insert(
+    batch: int, spi: float, chunk: int, min_size: int
+) -> None:
+    """An actor inserts ``chunk`` items at a time from the start (k envs, n-step): the chunk
+    that crosses min_size_to_sample was refused while the learner could not yet sample."""
+    rl = SampleToInsertRatio(spi, min_size, SampleToInsertRatio.min_error_buffer(batch, spi, chunk))
+    inserts = samples = 0
+    for _ in range(3 * min_size // chunk + 200):
         if rl.can_sample(batch, inserts, samples):
             samples += batch
         elif rl.can_insert(chunk, inserts, samples):

@@ -175,28 +175,35 @@ class LocalBackend:
         shm.reclaim_stale()  # segments of earlier runs whose learner was killed
         tag = f"actorq-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._names = {"control": f"{tag}-control", "cache": f"{tag}-cache"}
-        self.control = shm.ControlBlock(self._names["control"], num_actors, create=True)
-        self.cache = shm.SharedSnapshotCache(
-            self._names["cache"], ctx.snapshot_capacity, create=True
-        )
-        self.channel_capacity = channel_capacity or channel_items(setup)
-        self.channels = []
-        for i in range(num_actors):
-            name = f"{tag}-chan{i}"
-            self._names[f"chan{i}"] = name
-            self.channels.append(
-                shm.TransitionChannel(
-                    name, ctx.specs, self.channel_capacity, self.control.actor(i), create=True
-                )
-            )
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * num_actors
-        self.restarts = 0
-        self._restarts_per_actor = [0] * num_actors
-        self._steps_offset = ctx.env_steps_offset
         self._closed = False
-        RunDir(self.run_dir).actors.mkdir(parents=True, exist_ok=True)
-        for i in range(num_actors):
-            self._spawn(i)
+        try:
+            self.control = shm.ControlBlock(self._names["control"], num_actors, create=True)
+            self.cache = shm.SharedSnapshotCache(
+                self._names["cache"], ctx.snapshot_capacity, create=True
+            )
+            self.channel_capacity = channel_capacity or channel_items(setup)
+            self.channels = []
+            for i in range(num_actors):
+                name = f"{tag}-chan{i}"
+                self._names[f"chan{i}"] = name
+                self.channels.append(
+                    shm.TransitionChannel(
+                        name, ctx.specs, self.channel_capacity, self.control.actor(i), create=True
+                    )
+                )
+            self.restarts = 0
+            self._restarts_per_actor = [0] * num_actors
+            self._steps_offset = ctx.env_steps_offset
+            RunDir(self.run_dir).actors.mkdir(parents=True, exist_ok=True)
+            for i in range(num_actors):
+                self._spawn(i)
+        except BaseException:
+            # no backend reaches the caller to close: the actors spawned so far would poll
+            # forever beside a live learner, and its segments outlive it (reclaim_stale spares
+            # a live pid's)
+            self.close()
+            raise
 
     def _config(self, i: int) -> dict[str, Any]:
         return {
@@ -317,7 +324,9 @@ class LocalBackend:
         if self._closed:
             return
         self._closed = True
-        self.control.words[shm.STOP] = 1
+        control = getattr(self, "control", None)  # absent: its creation failed (/dev/shm full)
+        if control is not None:
+            control.words[shm.STOP] = 1
         deadline = time.monotonic() + timeout
         for p in self.procs:
             if p is None:

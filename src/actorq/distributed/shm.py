@@ -8,6 +8,7 @@ seqlock, so a torn copy is detected and retried rather than trusted.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from actorq.core.interfaces import ParameterSink, ParameterSource
+from actorq.resources import ResourceError
 from actorq.types import ArraySpec, Batch
 
 
@@ -64,6 +66,24 @@ def reclaim_stale(prefix: str = "actorq-") -> list[str]:
     return removed
 
 
+def _reserve(fd: int, size: int, path: Path) -> None:
+    """Reserve ``size`` bytes for the segment at ``path`` now: a sparse segment on a full
+    /dev/shm (Docker's is 64 MiB by default) kills the first process to touch a page it has
+    no room for with SIGBUS, an actor restarted forever or the learner without a checkpoint.
+    One :class:`~actorq.resources.ResourceError` line instead, the segment removed."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return  # a filesystem that cannot reserve: as before, sparse
+        path.unlink(missing_ok=True)
+        raise ResourceError(
+            f"shared memory: no room for {size / 2**20:.1f} MiB in {path.parent} "
+            f"({e.strerror}); free it, enlarge it (docker run --shm-size=2g), or run fewer "
+            "--actors"
+        ) from None
+
+
 class ShmFile:
     """A named, file-backed shared mapping. The creator sizes it; others attach by name."""
 
@@ -72,6 +92,7 @@ class ShmFile:
         if create:
             with open(self.path, "wb") as f:
                 f.truncate(size)
+                _reserve(f.fileno(), size, self.path)
         fd = os.open(self.path, os.O_RDWR)
         try:
             self.size = os.fstat(fd).st_size

@@ -44,7 +44,10 @@ class SampleToInsertRatio:
         return self.offset + self.error_buffer
 
     def can_insert(self, num: int, inserts: int, samples: int) -> bool:
-        if inserts + num <= self.min_size_to_sample:
+        # below min_size_to_sample the learner cannot sample, so an insert held back there
+        # waits forever: an actor's chunk of k items crossing the threshold (n-step 1, k 16,
+        # min 100: refused at 96 inserts) hung the run before its first update
+        if inserts < self.min_size_to_sample:
             return True
         return (inserts + num) * self.samples_per_insert - samples <= self.max_diff
 
