@@ -40,7 +40,8 @@ class DivergedError(ActorQError):
 class ActorFailedError(ActorQError):
     """An actor raised (its environment or policy failed, e.g. a broken env install): the run
     stops, keeping its last checkpoint, with the actor's error line; restarting it would only
-    fail again. A killed actor (a signal) is restarted instead."""
+    fail again. A killed actor (a signal) is restarted instead, unless every incarnation is
+    killed (5 times within a minute: a SIGBUS, a native crash, the OOM killer)."""
 
 
 class GraphError(ActorQError, ValueError):

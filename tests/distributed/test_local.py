@@ -326,3 +326,27 @@ def test_a_backend_that_fails_to_start_leaves_no_actor_or_segment(
         train(DQNConfig(actors=2, total_steps=500, progress=False, run_dir=str(tmp_path / "r")))
     (first,) = spawned
     assert first.poll() is not None and _ours() == before
+
+
+def test_an_actor_killed_at_every_start_stops_the_run_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that kills every incarnation (a SIGBUS on a full /dev/shm, a native crash) was
+    met by a restart at every supervision, forever, with no progress."""
+    from actorq.distributed import local
+    from actorq.errors import ActorFailedError
+
+    real = subprocess.Popen
+    die = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+
+    def popen(args: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        return real([sys.executable, "-c", die], **kw)
+
+    monkeypatch.setattr(local.subprocess, "Popen", popen)
+    cfg = DQNConfig(actors=1, total_steps=5_000, progress=False, log_every=0.2,
+                    run_dir=str(tmp_path / "r"))  # fmt: skip
+    t0 = time.monotonic()
+    with pytest.raises(ActorFailedError, match=r"^actor 0 was killed 5 times in 60 s, last by "
+                       r"SIGKILL; not restarting it again \(its log: ") as e:  # fmt: skip
+        train(cfg, lambda info: time.monotonic() - t0 < 30)  # before: restarted until here
+    assert "\n" not in str(e.value)

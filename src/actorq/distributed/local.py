@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -151,6 +152,11 @@ class SyncBackend:
         self.actor.close()
 
 
+#: deaths of one actor slot within :data:`CRASH_WINDOW_S` seconds that stop the run
+CRASH_LOOP = 5
+CRASH_WINDOW_S = 60.0
+
+
 class LocalBackend:
     """N actor processes on this machine, sharing one snapshot cache in shared memory.
 
@@ -194,6 +200,7 @@ class LocalBackend:
                 )
             self.restarts = 0
             self._restarts_per_actor = [0] * num_actors
+            self._deaths: dict[int, list[float]] = {}  # recent deaths' times, per actor
             self._steps_offset = ctx.env_steps_offset
             RunDir(self.run_dir).actors.mkdir(parents=True, exist_ok=True)
             for i in range(num_actors):
@@ -291,11 +298,30 @@ class LocalBackend:
                     raise ActorFailedError(
                         f"actor {i} failed: {last_error_line(log)} (its log: {shown(log)})"
                     )
+                self._check_crash_loop(i, p.returncode)
                 self._restarts_per_actor[i] += 1
                 self.restarts += 1
                 restarted += 1
                 self._spawn(i)
         return restarted
+
+    def _check_crash_loop(self, i: int, returncode: int) -> None:
+        """Stop the run with one line when actor ``i`` has been killed :data:`CRASH_LOOP` times
+        within :data:`CRASH_WINDOW_S`: something kills every incarnation (a SIGBUS, a SIGSEGV
+        in a native library, the OOM killer), and restarting it forever makes no progress."""
+        now = time.monotonic()
+        recent = [t for t in self._deaths.get(i, []) if now - t < CRASH_WINDOW_S] + [now]
+        self._deaths[i] = recent
+        if len(recent) >= CRASH_LOOP:
+            try:
+                how = signal.Signals(-returncode).name
+            except ValueError:
+                how = f"exit status {returncode}"
+            log = RunDir(self.run_dir).actor_log(i)
+            raise ActorFailedError(
+                f"actor {i} was killed {len(recent)} times in {CRASH_WINDOW_S:.0f} s, last by "
+                f"{how}; not restarting it again (its log: {shown(log)})"
+            )
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs if p is not None]
