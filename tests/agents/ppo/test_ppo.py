@@ -98,6 +98,22 @@ def test_ratio_is_taken_against_the_actors_recorded_log_prob(env: str, tmp_path:
     assert first_dev(0.5) > 0.05
 
 
+@pytest.mark.parametrize(("anneal_steps", "left"), [(0, 1 - 128 / 512), (2048, 1 - 128 / 2048)])
+def test_the_learning_rate_decays_over_its_horizon(anneal_steps: int, left: float) -> None:
+    """Over total_steps by default; over anneal_steps if given (the published Atari runs'
+    horizon is 40M frames: annealing to 0 at a 10M-frame budget is a 4x steeper schedule)."""
+    cfg = PPOConfig(envs_per_actor=4, num_steps=32, total_steps=512, anneal_steps=anneal_steps,
+                    actors=0)  # fmt: skip
+    spec = env_spec(cfg.env)
+    learner = MLPPPOLearner(cfg, spec)
+    snap = learner_snapshot(learner, builder_for(cfg).policy_spec(cfg, spec), "fp32", 0)
+    batch = _collect(cfg, snap.to_bytes())
+    first = learner.update(batch)["losses/learning_rate"]
+    second = learner.update(batch)["losses/learning_rate"]
+    assert first == pytest.approx(cfg.learning_rate)  # full at the first update
+    assert second == pytest.approx(left * cfg.learning_rate)  # after 128 steps
+
+
 def test_learns_cartpole_and_int8_acts_like_fp32(tiny: Callable[..., Any]) -> None:
     r = train(tiny("ppo", total_steps=150_000, seed=0))
     assert r.target_return == 475 and r.reached_target, r

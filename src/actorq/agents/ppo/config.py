@@ -33,6 +33,7 @@ class PPOConfig(ExperimentConfig):
         "num_steps": Bound(1, 10**6),
         "max_policy_lag": Bound(1, 1000),
         "learning_rate": POSITIVE,
+        "anneal_steps": Bound(0, 10**13),
         "adam_eps": POSITIVE,
         "gae_lambda": Bound(0, 1),
         "update_epochs": Bound(1, 10_000),
@@ -77,7 +78,11 @@ class PPOConfig(ExperimentConfig):
     learning_rate: float = 2.5e-4
     """Adam learning rate (policy and value networks, one optimizer)."""
     anneal_lr: bool = True
-    """Decay the learning rate linearly to 0 over total_steps."""
+    """Decay the learning rate linearly to 0 over anneal_steps (default: total_steps)."""
+    anneal_steps: int = 0
+    """Env steps over which the learning rate decays to 0; 0: total_steps. The published
+    Atari runs (CleanRL, rl-zoo) anneal over 10M agent steps (40M frames): 10000000 follows
+    their schedule within a shorter budget."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
     gae_lambda: float = 0.95

@@ -236,7 +236,7 @@ class PPOLearner(TorchLearner, Learner):
         b_val = self._t(value.reshape(-1))
 
         if cfg.anneal_lr:
-            frac = max(0.0, 1.0 - self.consumed / cfg.total_steps)
+            frac = max(0.0, 1.0 - self.consumed / (cfg.anneal_steps or cfg.total_steps))
             self._lr = frac * cfg.learning_rate
             set_lr(self.opt, self._lr)
         self.consumed += n * t
