@@ -129,12 +129,12 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
     before = sorted(p.name for p in root.rglob("*"))
     try:
         cfg = load_run_config(root)
-        tensors, state, replay = ckpt.load(d)
+        loaded = ckpt.read(d)
         builder = builder_for(cfg)
         spec = env_spec(cfg.env)
         learner = builder.make_learner(cfg, spec)
-        restore((tensors, state, replay), learner, Counters())
-        if replay is not None:
+        restore(loaded, learner, Counters())
+        if (replay := loaded.replay) is not None:
             table = builder.table_config(cfg, spec).build(builder.data_specs(cfg, spec))
             load_replay(table, replay)
     except ActorQError as e:
@@ -163,7 +163,7 @@ def test_a_non_finite_optimizer_state_never_resumes(tiny: Any, bad: float) -> No
 
     r = train(tiny("dqn", total_steps=400, min_replay_size=100))
     run = RunDir(Path(r.run_dir))
-    tensors, state, _ = run.load_checkpoint()
+    tensors, state, _, _ = run.load_checkpoint()
     name = next(k for k in tensors if k.startswith("opt") and tensors[k].is_floating_point())
     tensors[name] = tensors[name].clone()
     tensors[name].view(-1)[0] = bad

@@ -184,24 +184,25 @@ def _replaced(where: Path, fd: int) -> bool:
 
 def _take(fd: int, where: Path, name: str, keep: bool = True) -> tuple[str, bytes]:
     """The sha256 of file ``name`` of the directory open as ``fd`` (``where`` in messages) and,
-    if ``keep``, its bytes (a replay, gigabytes, is only hashed), if it is a regular file (a
-    FIFO in its place is not read: it would block)."""
+    if ``keep``, its bytes (a replay, gigabytes, is only hashed, in chunks), if it is a regular
+    file (a FIFO in its place is not read: it would block)."""
     try:
         f = os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=fd)
     except OSError:
         raise CheckpointError(f"checkpoint file missing: {where / name}") from None
-    h, kept = hashlib.sha256(), bytearray()
     try:
         with os.fdopen(f, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise CheckpointError(f"checkpoint file missing: {where / name}")
+            if keep:
+                data = fh.read()
+                return hashlib.sha256(data).hexdigest(), data
+            h = hashlib.sha256()
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
-                if keep:
-                    kept += chunk
+            return h.hexdigest(), b""
     except OSError as e:
         raise CheckpointError(f"cannot read {where / name}: {e.strerror}") from None
-    return h.hexdigest(), bytes(kept)
 
 
 def _read(where: Path, fd: int) -> Checkpoint:
@@ -236,24 +237,6 @@ def _read(where: Path, fd: int) -> Checkpoint:
         raise CheckpointError(f"checkpoint state.json in {where} lacks learner/counters/rng")
     replay = where / "replay.npz" if "replay.npz" in manifest else None
     return Checkpoint(tensors, state, replay, data.get(SNAPSHOT))
-
-
-def saved_file(ckpt_dir: Path, name: str) -> bytes | None:
-    """File ``name`` of the checkpoint :func:`read` reads at ``ckpt_dir`` (the cut save's
-    ``.old`` copy where it would), if its manifest lists it, checked against its sha256 again
-    (the file may have changed since); None if it is not there. For the run's own writer
-    (a resume holds the run's lock): a reader beside a live run takes :func:`read`'s, which
-    comes from the same directory as the weights."""
-    if not (ckpt_dir / MANIFEST).is_file():
-        ckpt_dir = ckpt_dir.with_name(ckpt_dir.name + ".old")
-    try:
-        digest = json.loads((ckpt_dir / MANIFEST).read_text()).get(name)
-        data = (ckpt_dir / name).read_bytes() if isinstance(digest, str) else None
-    except (OSError, ValueError, AttributeError):
-        raise CheckpointError(f"cannot read {name} of the checkpoint in {ckpt_dir}") from None
-    if data is not None and hashlib.sha256(data).hexdigest() != digest:
-        raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {ckpt_dir / name}")
-    return data
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:

@@ -48,30 +48,20 @@ def check_output(
     """The checked output path of ``flag`` (e.g. ``"--out"``); one ``error`` line if it cannot
     be written as asked (an existing file: unless ``force``, which the message calls
     ``force_name``, e.g. the API's ``force=True``)."""
-    try:
-        return _checked_output(Path(path), str(path), flag, (force, force_name), suffixes, error)
-    except OSError as e:  # a name too long, a directory we may not look into
+    p = Path(path)
+    try:  # a name too long, a directory we may not look into: OSError from the looks below
+        if p.is_dir() or str(path).endswith(("/", os.sep)):  # Path() drops a trailing slash
+            raise error(f"{flag} {shown(path)} is a directory; give a file name")
+        if not p.parent.is_dir():
+            raise error(f"{flag} {shown(p)}: directory {shown(p.parent)} does not exist")
+        if suffixes and p.suffix.lower() not in suffixes:
+            raise error(f"{flag} {shown(p)} must end in {' or '.join(suffixes)}")
+        if _not_regular(p):
+            raise error(f"{flag} {shown(p)} exists and is not a regular file; not replacing it")
+        if (p.exists() or p.is_symlink()) and not force:
+            raise error(f"{flag} {shown(p)} exists; pass {force_name} to overwrite")
+    except OSError as e:
         raise error(f"cannot write {flag} {shown(path)}: {e.strerror}") from None
-
-
-def _checked_output(
-    p: Path,
-    path: str,
-    flag: str,
-    force: tuple[bool, str],
-    suffixes: tuple[str, ...],
-    error: type[ActorQError],
-) -> Path:
-    if p.is_dir() or str(path).endswith(("/", os.sep)):  # Path() drops a trailing slash
-        raise error(f"{flag} {shown(path)} is a directory; give a file name")
-    if not p.parent.is_dir():
-        raise error(f"{flag} {shown(p)}: directory {shown(p.parent)} does not exist")
-    if suffixes and p.suffix.lower() not in suffixes:
-        raise error(f"{flag} {shown(p)} must end in {' or '.join(suffixes)}")
-    if _not_regular(p):
-        raise error(f"{flag} {shown(p)} exists and is not a regular file; not replacing it")
-    if (p.exists() or p.is_symlink()) and not force[0]:
-        raise error(f"{flag} {shown(p)} exists; pass {force[1]} to overwrite")
     return p
 
 
@@ -115,9 +105,9 @@ def _new_temp(path: Path) -> tuple[int, Path]:
     ACL) as for any new file, so the output gets the user's usual permissions; mkstemp's 0600
     would need a chmod, and reading the umask (``os.umask`` sets it) races other threads."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    # within a name's 255 bytes, however long the output's own (cut in the filesystem's bytes)
+    stem = os.fsdecode(os.fsencode(path.name)[:200])
     for _ in range(100):
-        # within a name's 255 bytes, however long the output's own name
-        stem = os.fsdecode(os.fsencode(path.name)[:200])  # bytes as the filesystem has them
         tmp = path.parent / f".{stem}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, flags, 0o666), tmp

@@ -282,10 +282,10 @@ class RunDir:
         """Whole or not at all (a run killed while writing it leaves none, never half)."""
         write_output(self.config_file, json.dumps(d, indent=1), "config", error=ConfigError)
 
-    def load_checkpoint(self) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
-        """``(tensors, state, replay file or None)`` of the last checkpoint, verified
-        (:func:`actorq.checkpoint.load`)."""
-        return ckpt.load(self.checkpoint)
+    def load_checkpoint(self) -> ckpt.Checkpoint:
+        """The last checkpoint, verified, its files read from one directory
+        (:func:`actorq.checkpoint.read`)."""
+        return ckpt.read(self.checkpoint)
 
     def write_summary(self, d: dict[str, Any]) -> None:
         write_output(self.summary_file, json.dumps(d, indent=1), "summary")

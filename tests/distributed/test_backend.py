@@ -66,26 +66,25 @@ def test_auto_rounds_its_candidates_as_the_runs_publishes(monkeypatch: pytest.Mo
         return real(*args, **kw)
 
     monkeypatch.setattr(autoselect, "select_precision", spy)
+    cfg, trial = _trial(gptq=True)
+    select_precision_here(cfg, trial)
+    assert seen["calibration"] is trial.observations
+
+
+def _trial(gptq: bool = False) -> tuple[DQNConfig, PrecisionTrial]:
+    """An untrained CartPole policy's auto-select trial on 64 random states."""
     cfg = DQNConfig(actors=2, envs_per_actor=4, hidden=(16, 16), precision="auto")
     spec = BUILDER.env_spec(cfg)
     learner = BUILDER.make_learner(cfg, spec)
     obs = np.random.default_rng(0).normal(size=(64, spec.obs_dim)).astype(np.float32)
     trial = PrecisionTrial(
         learner.policy_layers(), BUILDER.policy_spec(cfg, spec), learner.policy_extras(),
-        lambda: b"", obs, gptq=True,
+        lambda: b"", obs, gptq=gptq,
     )  # fmt: skip
-    select_precision_here(cfg, trial)
-    assert seen["calibration"] is obs
+    return cfg, trial
 
 
 def test_local_timing_picks_a_known_precision() -> None:
-    cfg = DQNConfig(actors=2, envs_per_actor=4, hidden=(16, 16), precision="auto")
-    spec = BUILDER.env_spec(cfg)
-    learner = BUILDER.make_learner(cfg, spec)
-    obs = np.random.default_rng(0).normal(size=(64, spec.obs_dim)).astype(np.float32)
-    trial = PrecisionTrial(
-        learner.policy_layers(), BUILDER.policy_spec(cfg, spec), learner.policy_extras(),
-        lambda: b"", obs,
-    )  # fmt: skip
+    cfg, trial = _trial()
     precision, table = select_precision_here(cfg, trial)
     assert precision in ("fp32", "fp16", "int8", "int4") and precision in table

@@ -35,17 +35,23 @@ def test_long_run_ratio_holds_within_error_buffer() -> None:
     assert abs(samples / (inserts - 100) - 8.0) < 0.1
 
 
-def test_min_error_buffer_prevents_deadlock() -> None:
-    batch, spi, chunk = 32, 8.0, 4
-    rl = SampleToInsertRatio(spi, 50, SampleToInsertRatio.min_error_buffer(batch, spi, chunk))
+def _run_without_deadlock(rl: SampleToInsertRatio, batch: int, chunk: int, turns: int) -> None:
+    """A learner sampling ``batch`` whenever it may, else an actor inserting ``chunk``; fails
+    at the first turn neither may."""
     inserts = samples = 0
-    for _ in range(5000):
+    for _ in range(turns):
         if rl.can_sample(batch, inserts, samples):
             samples += batch
         elif rl.can_insert(chunk, inserts, samples):
             inserts += chunk
         else:
             pytest.fail(f"deadlock at inserts={inserts} samples={samples}")
+
+
+def test_min_error_buffer_prevents_deadlock() -> None:
+    batch, spi, chunk = 32, 8.0, 4
+    rl = SampleToInsertRatio(spi, 50, SampleToInsertRatio.min_error_buffer(batch, spi, chunk))
+    _run_without_deadlock(rl, batch, chunk, 5000)
 
 
 @settings(max_examples=200, deadline=None)
@@ -61,14 +67,7 @@ def test_no_settings_deadlock_from_the_first_insert(
     """An actor inserts ``chunk`` items at a time from the start (k envs, n-step): the chunk
     that crosses min_size_to_sample was refused while the learner could not yet sample."""
     rl = SampleToInsertRatio(spi, min_size, SampleToInsertRatio.min_error_buffer(batch, spi, chunk))
-    inserts = samples = 0
-    for _ in range(3 * min_size // chunk + 200):
-        if rl.can_sample(batch, inserts, samples):
-            samples += batch
-        elif rl.can_insert(chunk, inserts, samples):
-            inserts += chunk
-        else:
-            pytest.fail(f"deadlock at inserts={inserts} samples={samples}")
+    _run_without_deadlock(rl, batch, chunk, 3 * min_size // chunk + 200)
 
 
 def test_invalid_arguments() -> None:

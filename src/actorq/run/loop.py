@@ -416,12 +416,12 @@ def _resume_where_it_stopped(
     replay, not ``first``, made before it), and metrics.csv without what a killed segment
     logged past the checkpoint. Returns the first snapshot."""
     resume_at = getattr(backend.replay, "resume_at", None)
-    if c.replay_lead is not None and loaded[2] is not None and resume_at is not None:
+    if c.replay_lead is not None and loaded.replay is not None and resume_at is not None:
         resume_at(c.replay_lead)
     if publisher.calibrates():
         publisher.replay = backend.replay
-        first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded[1], first)
-    saved_at = loaded[1].get("saved_at")
+        first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded, first)
+    saved_at = loaded.state.get("saved_at")
     trim_metrics(RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None)
     return first
 
@@ -498,9 +498,9 @@ def start_backend(ctx: BackendContext, loaded: Loaded | None, stop: StopOnSignal
         stop.restore()
         raise
     replay = backend.replay
-    if loaded is not None and loaded[2] is not None and replay.persistent:
+    if loaded is not None and loaded.replay is not None and replay.persistent:
         try:
-            load_replay(replay, loaded[2])
+            load_replay(replay, loaded.replay)
         except CheckpointError:
             backend.close()
             stop.restore()

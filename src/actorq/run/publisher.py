@@ -104,7 +104,7 @@ class Publisher:
             raise DivergedError("the learner's policy weights are NaN or infinite")
         return self.io.snapshot(version, precision, calib)
 
-    def resumed(self, version: int, where: Path, state: dict[str, Any], made: bytes) -> bytes:
+    def resumed(self, version: int, where: Path, loaded: ckpt.Checkpoint, made: bytes) -> bytes:
         """The snapshot a resumed run's actors start from, once its replay is restored: the
         one its checkpoint keeps (the bytes the actors ran with these weights), else one made
         now, calibrated on the restored replay. ``made``: the one made before the replay was
@@ -112,8 +112,7 @@ class Publisher:
         possible frame), which actors acted with until the learner's first publish and an
         evaluation redone on resume scored: from a Pong DQN checkpoint it took fp32's greedy
         action on 7% of replay states, calibrated on the restored replay on 94%."""
-        data = ckpt.saved_file(where, ckpt.SNAPSHOT)  # the run's own: no save beside it
-        found = saved_snapshot(where, state, self.cfg.precision, made, data)
+        found = saved_snapshot(where, loaded.state, self.cfg.precision, made, loaded.snapshot)
         if found is not None and found[1].version == version:  # not a final one (version + 1)
             return found[0]
         return self.snapshot(version)

@@ -36,7 +36,7 @@ def _default_run_dir(cfg: ExperimentConfig) -> Path:
     return Path("runs") / f"{cfg.agent}-{env}-{cfg.precision}-s{cfg.seed}-{stamp}"
 
 
-Loaded = tuple[dict[str, Any], dict[str, Any], Path | None]
+Loaded = ckpt.Checkpoint
 
 
 def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | None]:
@@ -249,7 +249,7 @@ class Counters:
 def restore(loaded: Loaded, learner: Learner, counters: Counters) -> np.random.Generator:
     """Load the learner's state, the counters and the RNG streams; returns the learner's
     sampling generator."""
-    tensors, state, _ = loaded
+    tensors, state = loaded.tensors, loaded.state
     for name, t in tensors.items():  # weights and optimizer state: a NaN never resumes
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise CheckpointError(

@@ -68,7 +68,7 @@ def run_policy_tensors(run: Path, flag: str) -> dict[str, torch.Tensor]:
     rd = RunDir(run)
     if not rd.is_run():
         raise CheckpointError(f"{flag} {run}: not an actorq run directory (no config.json)")
-    tensors, state, _ = rd.load_checkpoint()
+    tensors, state, _, _ = rd.load_checkpoint()
     if not isinstance(state.get("learner"), dict) or "graphs" not in state["learner"]:
         raise CheckpointError(f"{flag} {run}: not a GO run")
     return {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}

@@ -292,7 +292,7 @@ def run_best_placement(
         nd = get_cluster(cfg.cluster).num_devices
         if get_cluster(cfg.cluster).name != cluster or cfg.reference != reference:
             return None
-        tensors, state, _ = RunDir(run).load_checkpoint()
+        tensors, state, _, _ = RunDir(run).load_checkpoint()
     except ActorQError as e:
         raise GraphError(f"{where}: {first_line(e)}") from None
     learner = state.get("learner")
