@@ -368,5 +368,7 @@ class LocalBackend:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-        for name in self._names.values():
-            (shm.shm_dir() / name).unlink(missing_ok=True)
+        for name in reversed(self._names.values()):  # the control segment last: the run's
+            (shm.shm_dir() / name).unlink(missing_ok=True)  # liveness while the rest go
+        if control is not None:
+            control.file.unlink()  # and its lock

@@ -1,16 +1,21 @@
 """Shared-memory building blocks for the local backend (one machine, many processes).
 
 Everything here is a flat, file-backed mmap under /dev/shm holding numpy arrays — no pickling,
-no locks. Ordering relies on x86-64's total store order: a writer fills data, then advances an
-index; a reader reads the index, then the data. Snapshots additionally carry a checksum and a
-seqlock, so a torn copy is detected and retried rather than trusted.
+no pickling. A ring's writer fills data, then advances an index; its reader reads the index,
+then the data. x86-64 keeps that order for every observer (total store order), so there the
+indices are plain words; other CPUs (aarch64: Graviton, Grace) may make the index visible
+before the data, so there each index crossing between processes is read or written under a lock
+on the ring's file (:data:`TSO`). Snapshots carry a checksum and a seqlock, so a torn copy is
+detected and retried rather than trusted, on any CPU.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
+import platform
 import tempfile
 from pathlib import Path
 
@@ -36,17 +41,43 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: Whether this CPU orders stores as x86-64 does (total store order): then a ring's index written
+#: after its data is never seen before it, and no lock is needed.
+TSO = platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"}
+
+
+def _held(path: Path) -> bool:
+    """Whether a live learner holds its run's control segment. The kernel drops a flock when
+    its holder dies, in any PID namespace: two containers sharing /dev/shm (``--ipc=host``)
+    see different pids, and a pid alone would call the other's live run dead."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:  # removed last by its learner's close: the run is over
+        return False
+    except OSError:  # not ours to read (another user's): not ours to remove either
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def reclaim_stale(prefix: str = "actorq-") -> list[str]:
     """Remove shared-memory files of local runs whose learner is dead (a kill -9 leaves them:
     nothing else ever would). The local backend names its files
     ``actorq-<learner pid>-<run>-{control,cache,chan<i>}``; a Ray node cache's name ends with
     its node id and its pid is the learner's on another machine, so it is never touched here.
-    Returns the names removed."""
+    A run is dead when its pid is gone here *and* no process holds its control segment's lock
+    (:func:`_held`; a learner of another PID namespace holds it). Returns the names removed."""
     removed: list[str] = []
     try:
         entries = list(shm_dir().iterdir())
     except OSError:
         return removed
+    live: dict[str, bool] = {}
     for path in entries:
         parts = path.name.split("-")
         if (
@@ -57,7 +88,10 @@ def reclaim_stale(prefix: str = "actorq-") -> list[str]:
         ):
             continue
         pid = int(parts[1])
-        if pid != os.getpid() and not _alive(pid):
+        tag = "-".join(parts[:3])
+        if tag not in live:
+            live[tag] = pid == os.getpid() or _alive(pid) or _held(path.with_name(tag + "-control"))
+        if not live[tag]:
             try:
                 path.unlink()
                 removed.append(path.name)
@@ -85,26 +119,66 @@ def _reserve(fd: int, size: int, path: Path) -> None:
 
 
 class ShmFile:
-    """A named, file-backed shared mapping. The creator sizes it; others attach by name."""
+    """A named, file-backed shared mapping. The creator sizes it; others attach by name.
 
-    def __init__(self, name: str, size: int = 0, create: bool = False) -> None:
+    ``hold``: the creator keeps an exclusive flock on the file while it lives (a run's control
+    segment: :func:`reclaim_stale` spares a held run). ``lockable``: keep a descriptor for
+    :meth:`locked` (rings on CPUs without total store order)."""
+
+    def __init__(
+        self, name: str, size: int = 0, create: bool = False, hold: bool = False,
+        lockable: bool = False,
+    ) -> None:  # fmt: skip
         self.path = shm_dir() / name
-        if create:
-            with open(self.path, "wb") as f:
-                f.truncate(size)
-                _reserve(f.fileno(), size, self.path)
-        fd = os.open(self.path, os.O_RDWR)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
+        fd = os.open(self.path, flags, 0o600)
         try:
+            if create:
+                if hold:  # at once: a run is never visible unheld (its pid may look dead here)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.ftruncate(fd, size)
+                _reserve(fd, size, self.path)
             self.size = os.fstat(fd).st_size
             self.mm = mmap.mmap(fd, self.size)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd: int | None = fd
+        if not (hold and create) and not lockable:
+            self._release()
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)  # explicitly: the mapping keeps a dup of fd
+            os.close(self._fd)
+            self._fd = None
 
     def array(self, offset: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
         return np.ndarray(shape, dtype=dtype, buffer=self.mm, offset=offset)
 
+    def index(self, words: np.ndarray, i: int) -> int:
+        """``words[i]`` read under the file's lock: what was written before the writer set it
+        under the lock is visible after (the kernel's lock orders memory on every CPU)."""
+        assert self._fd is not None, "not lockable"
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            return int(words[i])
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def set_index(self, words: np.ndarray, i: int, value: int) -> None:
+        """``words[i] = value`` under the file's lock, after everything written before it."""
+        assert self._fd is not None, "not lockable"
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            words[i] = value
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
     def unlink(self) -> None:
+        """Remove the name (mappings stay valid) and drop a held lock: the run is over."""
         self.path.unlink(missing_ok=True)
+        self._release()
 
 
 # -- control block ------------------------------------------------------------------------------
@@ -136,7 +210,7 @@ ACTOR_WORDS = 16
 class ControlBlock:
     def __init__(self, name: str, num_actors: int, create: bool = False) -> None:
         words = GLOBAL_WORDS + ACTOR_WORDS * num_actors
-        self.file = ShmFile(name, words * 8, create)
+        self.file = ShmFile(name, words * 8, create, hold=True)  # the run's liveness
         self.words = self.file.array(0, "int64", (words,))
         self.num_actors = num_actors
 
@@ -205,7 +279,9 @@ class SharedSnapshotCache(ParameterSink, ParameterSource):
 
 class TransitionChannel:
     """Single-producer single-consumer ring of transitions (actor → learner) plus a small ring
-    of finished-episode records. Indices live in the actor's header of the control block."""
+    of finished-episode records. Indices live in the actor's header of the control block; each
+    side writes its own and reads the other's, under the ring file's lock unless ``ordered``
+    (default :data:`TSO`: the CPU keeps stores in order)."""
 
     EPISODE_CAP = 4096
 
@@ -216,8 +292,10 @@ class TransitionChannel:
         capacity: int,
         header: np.ndarray,
         create: bool = False,
+        ordered: bool = TSO,
     ) -> None:
         self.capacity = capacity
+        self.ordered = ordered
         layout: list[tuple[str, str, tuple[int, ...]]] = [
             (k, s.dtype, (capacity, *s.shape)) for k, s in specs.items()
         ]
@@ -227,7 +305,7 @@ class TransitionChannel:
             size = (size + 63) // 64 * 64
             offsets.append(size)
             size += int(np.prod(shape)) * np.dtype(dt).itemsize
-        self.file = ShmFile(name, size, create)
+        self.file = ShmFile(name, size, create, lockable=not ordered)
         arrays = {
             k: self.file.array(off, dt, shape)
             for (k, dt, shape), off in zip(layout, offsets, strict=True)
@@ -236,9 +314,20 @@ class TransitionChannel:
         self.data = arrays
         self.h = header
 
+    def _theirs(self, field: int) -> int:
+        """The other side's index, read before the data it covers."""
+        return int(self.h[field]) if self.ordered else self.file.index(self.h, field)
+
+    def _publish(self, field: int, value: int) -> None:
+        """Set this side's index after the data it covers (written or read)."""
+        if self.ordered:
+            self.h[field] = value
+        else:
+            self.file.set_index(self.h, field, value)
+
     # producer side
     def free(self) -> int:
-        return self.capacity - int(self.h[A_WRITE] - self.h[A_READ])
+        return self.capacity - (int(self.h[A_WRITE]) - self._theirs(A_READ))
 
     def write(self, batch: Batch) -> None:
         n = len(batch["reward"])
@@ -246,26 +335,30 @@ class TransitionChannel:
         idx = (w + np.arange(n)) % self.capacity
         for k, arr in self.data.items():
             arr[idx] = batch[k]
-        self.h[A_WRITE] = w + n  # publish after the data (x86 TSO keeps the order)
+        self._publish(A_WRITE, w + n)
 
     def write_episode(self, ret: float, length: int) -> None:
         w = int(self.h[A_EPISODES_W])
         self.episodes[w % self.EPISODE_CAP] = (ret, length)
-        self.h[A_EPISODES_W] = w + 1
+        self._publish(A_EPISODES_W, w + 1)
 
-    # consumer side
+    # consumer side: an unchanged index needs no lock (nothing is read behind it)
     def drain(self) -> Batch:
-        r, w = int(self.h[A_READ]), int(self.h[A_WRITE])
-        if w == r:
+        r = int(self.h[A_READ])
+        if int(self.h[A_WRITE]) == r:
             return {}
+        w = self._theirs(A_WRITE)
         idx = (r + np.arange(w - r)) % self.capacity
         out = {k: arr[idx] for k, arr in self.data.items()}
-        self.h[A_READ] = w
+        self._publish(A_READ, w)
         return out
 
     def drain_episodes(self) -> list[tuple[float, int]]:
-        r, w = int(self.h[A_EPISODES_R]), int(self.h[A_EPISODES_W])
+        r = int(self.h[A_EPISODES_R])
+        if int(self.h[A_EPISODES_W]) == r:
+            return []
+        w = self._theirs(A_EPISODES_W)
         r = max(r, w - self.EPISODE_CAP)  # a lagging reader loses the oldest records only
         out = [(float(a), int(b)) for a, b in self.episodes[np.arange(r, w) % self.EPISODE_CAP]]
-        self.h[A_EPISODES_R] = w
+        self._publish(A_EPISODES_R, w)
         return out
