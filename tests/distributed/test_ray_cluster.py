@@ -4,6 +4,7 @@ once per actor."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,9 @@ def test_each_node_reads_its_own_cache(cluster: Any, tmp_path: Path) -> None:
         for i in infos:
             assert i["cache"] == i["node"]  # each reads its own node's cache
             assert i["torch_imported"] is False
-        caches = ray.get([c.info.remote() for c in backend.tier.caches.values()])
+        caches = [
+            json.loads(c) for c in ray.get([c.info.remote() for c in backend.tier.caches.values()])
+        ]
         assert sorted(c["node"] for c in caches) == sorted({i["node"] for i in infos})
         # learner egress: each node's cache pulled each snapshot exactly once
         assert [c["pulls"] for c in caches] == [PUBLISHES] * NODES
@@ -112,7 +115,9 @@ def test_a_relay_level_stacks_in_front_of_node_caches(cluster: Any) -> None:
             tier.publish(v, blob)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            caches = ray.get([c.info.remote() for c in tier.caches.values()])
+            caches = [
+                json.loads(c) for c in ray.get([c.info.remote() for c in tier.caches.values()])
+            ]
             if all(c["version"] == 2 for c in caches):
                 break
             time.sleep(0.1)

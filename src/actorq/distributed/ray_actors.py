@@ -45,6 +45,12 @@ def node_id() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+def info_json(**fields: Any) -> str:
+    """A process's ``info()`` reply: its node and ``fields``, as JSON (a dict would cross
+    through Ray's msgpack, which pickles any value it does not know, a numpy scalar say)."""
+    return json.dumps({"node": node_id(), **fields})
+
+
 # -- parameter cache tier ---------------------------------------------------------------------
 class NodeCache:
     """One per node: holds the latest snapshot in the node's shared memory for its actors."""
@@ -68,14 +74,10 @@ class NodeCache:
         self.pulls += 1
         self.bytes_pulled += len(data)
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "node": node_id(),
-            "name": self.name,
-            "pulls": self.pulls,
-            "bytes_pulled": self.bytes_pulled,
-            "version": self.latest,
-        }
+    def info(self) -> str:
+        return info_json(
+            name=self.name, pulls=self.pulls, bytes_pulled=self.bytes_pulled, version=self.latest
+        )
 
     def close(self) -> None:
         (shm_dir() / self.name).unlink(missing_ok=True)
@@ -104,8 +106,8 @@ class RelayCache:
         # Keep the object alive until the children have it (they pull asynchronously).
         self._ref = ref
 
-    def info(self) -> dict[str, Any]:
-        return {"node": node_id(), "bytes_pulled": self.bytes_pulled, "version": self.latest}
+    def info(self) -> str:
+        return info_json(bytes_pulled=self.bytes_pulled, version=self.latest)
 
 
 class ParameterServer:
@@ -132,19 +134,17 @@ class ParameterServer:
             self.requests += 1
             return self.version
 
-    def fetch(self) -> tuple[int, bytes]:
+    def fetch(self) -> bytes:
+        """The newest snapshot behind its version (:func:`wire.encode_versioned`)."""
         with self.lock:
             self.fetches += 1
             self.bytes_served += len(self.data)
-            return self.version, self.data
+            return wire.encode_versioned(self.version, self.data)
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "node": node_id(),
-            "requests": self.requests,
-            "fetches": self.fetches,
-            "bytes_served": self.bytes_served,
-        }
+    def info(self) -> str:
+        return info_json(
+            requests=self.requests, fetches=self.fetches, bytes_served=self.bytes_served
+        )
 
 
 class RemoteSource(ParameterSource):
@@ -162,8 +162,8 @@ class RemoteSource(ParameterSource):
     def fetch(self) -> tuple[int, bytes] | None:
         import ray
 
-        version, data = ray.get(self.server.fetch.remote())
-        return None if version < 0 else (int(version), bytes(data))
+        version, data = wire.decode_versioned(ray.get(self.server.fetch.remote()))
+        return None if version < 0 else (version, data)
 
 
 class ThrottledSource(ParameterSource):
@@ -434,17 +434,16 @@ class RayActorWorker:
         self._actor: Any = None
         self._where = ""
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> str:
         a = self._actor
-        return {
-            "pid": os.getpid(),
-            "node": node_id(),
-            "torch_imported": "torch" in sys.modules,
-            "incarnation": self.incarnation,
-            "version": -1 if a is None else a.version,
-            "cache": self._where,  # node id of the cache it reads, or "server"
-            "env_steps": 0 if a is None else a.env_steps,
-        }
+        return info_json(
+            pid=os.getpid(),
+            torch_imported="torch" in sys.modules,
+            incarnation=self.incarnation,
+            version=-1 if a is None else a.version,
+            cache=self._where,  # node id of the cache it reads, or "server"
+            env_steps=0 if a is None else a.env_steps,
+        )
 
     def stop(self) -> None:
         self._stop.set()
@@ -487,7 +486,7 @@ class RayActorWorker:
                     return
                 time.sleep(0.002)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> str:
         from actorq.core.loop import make_actor
 
         cfg = self.cfg
@@ -566,4 +565,4 @@ class RayActorWorker:
                             lost_inserts += 1
                         inflight = None
         actor.close()
-        return {"env_steps": actor.env_steps, "incarnation": self.incarnation}
+        return json.dumps({"env_steps": actor.env_steps, "incarnation": self.incarnation})

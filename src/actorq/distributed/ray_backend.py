@@ -250,12 +250,12 @@ class ParameterTier:
         ray = import_ray()
         if self.mode == "node":
             first = self.relays or list(self.caches.values())  # the level the learner feeds
-            infos = ray.get([c.info.remote() for c in first], timeout=10)
+            infos = [json.loads(i) for i in ray.get([c.info.remote() for c in first], timeout=10)]
             return {
                 "comm/learner_egress_bytes": float(sum(i["bytes_pulled"] for i in infos)),
                 "comm/cache_nodes": float(len(self.caches)),
             }
-        info = ray.get(self.server.info.remote(), timeout=10)
+        info = json.loads(ray.get(self.server.info.remote(), timeout=10))
         return {
             "comm/learner_egress_bytes": float(info["bytes_served"]),
             "comm/server_requests": float(info["requests"]),
@@ -824,7 +824,7 @@ class RayBackend:
         out: list[dict[str, Any]] = []
         for a in self.actors:
             try:
-                out.append({"alive": True, **ray.get(a.info.remote(), timeout=timeout)})
+                out.append({"alive": True, **json.loads(ray.get(a.info.remote(), timeout=timeout))})
             except ray.exceptions.RayError:
                 out.append({"alive": False})
         return out
