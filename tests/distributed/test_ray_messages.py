@@ -4,6 +4,7 @@ their handles and object references stood in for."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import typing
@@ -54,19 +55,13 @@ def test_the_parameter_server_serves_bytes_the_actor_decodes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server = ray_actors.ParameterServer()
-
-    class _Call:
-        def __init__(self, fn: Any) -> None:
-            self.remote = fn
-
-    handle = type("H", (), {})()
-    handle.fetch = _Call(server.fetch)  # type: ignore[attr-defined]
+    handle = type("H", (), {"fetch": type("F", (), {"remote": staticmethod(_sync(server.fetch))})})
     monkeypatch.setattr(ray, "get", lambda ref, timeout=None: getattr(ref, "data", ref))
     monkeypatch.setattr(ray_actors, "node_id", lambda: "node")
     source = ray_actors.RemoteSource(handle)
     assert source.fetch() is None  # nothing published yet
-    _publish(server, 7, b"snapshot-7")
-    reply = server.fetch()
+    _sync(server.publish)(7, [_Ref(b"snapshot-7")])
+    reply = _sync(server.fetch)()
     assert isinstance(reply, bytes) and not _pickled(reply)
     assert source.fetch() == (7, b"snapshot-7")
     assert json.loads(server.info())["bytes_served"] == 2 * len(b"snapshot-7")
@@ -74,25 +69,91 @@ def test_the_parameter_server_serves_bytes_the_actor_decodes(
         wire.decode_versioned(b"1234")
 
 
-def _publish(server: Any, version: int, data: bytes) -> None:
-    """``server.publish(version, [ref])`` with ``ref`` standing for ``data``."""
-    import asyncio
+def _sync(fn: Any) -> Any:
+    """``fn`` called as Ray calls an actor's method: run to its end if it is a coroutine."""
 
-    out = server.publish(version, [_Ref(data)])
-    if inspect.isawaitable(out):
-        asyncio.run(_resolve(out))
+    def call(*args: Any) -> Any:
+        out = fn(*args)
+        return asyncio.run(_resolve(out))
+
+    return call
+
+
+async def _resolve(out: Any) -> Any:
+    """What a method returned, awaited if it is a coroutine (an async actor's)."""
+    return await out if inspect.isawaitable(out) else out
 
 
 class _Ref:
-    """An object reference's stand-in: awaited (an async actor) or read by ``ray.get``."""
+    """An object reference's stand-in, as an async actor awaits one; ``gate`` holds it back
+    (a pull under way). Every pull is counted in ``pulled``."""
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, data: bytes, pulled: list[bytes] | None = None, gate: Any = None) -> None:
+        self.data, self.pulled, self.gate = data, pulled, gate
+
+    def pull(self) -> bytes:
+        """``ray.get``: a synchronous actor's pull."""
+        if self.pulled is not None:
+            self.pulled.append(self.data)
+        return self.data
 
     def __await__(self) -> typing.Generator[Any, None, bytes]:
-        return self.data
-        yield  # a generator: awaitable
+        data = self.pull()
+        if self.gate is not None:
+            yield from self.gate.__await__()
+        return data
 
 
-async def _resolve(aw: Any) -> Any:
-    return await aw
+class _Child:
+    """A relay's child: records the versions it is offered."""
+
+    def __init__(self) -> None:
+        self.got: list[int] = []
+        self.publish = type("P", (), {"remote": staticmethod(lambda v, refs: self.got.append(v))})
+
+
+@pytest.mark.parametrize("kind", ["node", "relay", "server"])
+def test_publishes_to_a_busy_cache_pull_only_the_newest_next(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions 2..9 published while a cache pulls version 1: it pulls 9 next and skips the
+    rest (it pulled all eight in turn, each pinned until then), and ends on the last."""
+    import uuid
+
+    monkeypatch.setattr(ray_actors, "node_id", lambda: "node")
+    monkeypatch.setattr(ray, "put", lambda data: data)  # a relay's copy for its children
+    monkeypatch.setattr(ray, "get", lambda ref, timeout=None: ref.pull())
+    child = _Child()
+    name = f"actorq-test-{uuid.uuid4().hex[:8]}"
+    cache: Any = {
+        "node": lambda: ray_actors.NodeCache(name, 64),
+        "relay": lambda: ray_actors.RelayCache([child]),
+        "server": ray_actors.ParameterServer,
+    }[kind]()
+    pulled: list[bytes] = []
+
+    async def go() -> None:
+        gate = asyncio.get_running_loop().create_future()
+        first = asyncio.ensure_future(_resolve(cache.publish(1, [_Ref(b"v1", pulled, gate)])))
+        await asyncio.sleep(0)  # version 1's pull is under way
+        for v in range(2, 10):
+            await _resolve(cache.publish(v, [_Ref(b"v%d" % v, pulled)]))  # the cache is busy
+        assert pulled == [b"v1"]
+        gate.set_result(None)
+        await first
+
+    try:
+        asyncio.run(go())
+        assert pulled == [b"v1", b"v9"]
+        if kind == "node":
+            from actorq.distributed.shm import SharedSnapshotCache
+
+            assert SharedSnapshotCache(name).fetch() == (9, b"v9")
+            assert json.loads(cache.info())["pulls"] == 2
+        elif kind == "relay":
+            assert child.got == [1, 9] and json.loads(cache.info())["version"] == 9
+        else:
+            assert wire.decode_versioned(asyncio.run(cache.fetch())) == (9, b"v9")
+    finally:
+        if kind == "node":
+            cache.close()

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,45 @@ def info_json(**fields: Any) -> str:
 
 
 # -- parameter cache tier ---------------------------------------------------------------------
+class NewestPull:
+    """A cache's pulls from upstream: one at a time, each of the newest version offered.
+
+    The learner offers every version to every cache. Pulling each in turn (a synchronous
+    actor's queue of messages), a node slower than the publish rate fell ever further behind,
+    every superseded snapshot pinned in the object store until its turn. Here a version offered
+    during a pull replaces the one waiting, whose reference is dropped at once; when the pull
+    ends the one waiting is pulled: a busy spell costs two pulls and ends on the last version.
+    Runs in an async actor's event loop: nothing here needs a lock."""
+
+    def __init__(self, keep: Callable[[int, bytes], None]) -> None:
+        self.keep = keep  # stores a pulled version (shared memory, a relay's children, ...)
+        self.latest = -1  # the newest version kept
+        self._waiting: tuple[int, Any] | None = None
+        self._pulling = False
+
+    async def offer(self, version: int, ref: Any) -> None:
+        newest = self.latest if self._waiting is None else self._waiting[0]
+        if version <= newest:
+            return  # a late message for an older version (async actors keep no order)
+        self._waiting = (version, ref)
+        if self._pulling:
+            return  # the pull under way takes it next
+        self._pulling = True
+        try:
+            while self._waiting is not None:
+                (v, r), self._waiting = self._waiting, None
+                try:
+                    data = await r  # the one transfer of this version from upstream
+                except Exception:
+                    if self._waiting is None:
+                        raise  # lost upstream; the next publish offers a newer one
+                    continue  # superseded already: pull the newer one
+                self.keep(v, bytes(data))
+                self.latest = v
+        finally:
+            self._pulling = False
+
+
 class NodeCache:
     """One per node: holds the latest snapshot in the node's shared memory for its actors."""
 
@@ -61,22 +101,22 @@ class NodeCache:
         self.cache = SharedSnapshotCache(name, capacity, create=True)
         self.pulls = 0
         self.bytes_pulled = 0
-        self.latest = -1
+        self._pull = NewestPull(self._keep)
 
-    def publish(self, version: int, refs: list[Any]) -> None:
-        import ray
+    async def publish(self, version: int, refs: list[Any]) -> None:
+        await self._pull.offer(version, refs[0])
 
-        if version <= self.latest:  # a late message for an older version
-            return
-        data = ray.get(refs[0])  # the one transfer from upstream to this node
+    def _keep(self, version: int, data: bytes) -> None:
         self.cache.publish(version, data)
-        self.latest = version
         self.pulls += 1
         self.bytes_pulled += len(data)
 
     def info(self) -> str:
         return info_json(
-            name=self.name, pulls=self.pulls, bytes_pulled=self.bytes_pulled, version=self.latest
+            name=self.name,
+            pulls=self.pulls,
+            bytes_pulled=self.bytes_pulled,
+            version=self._pull.latest,
         )
 
     def close(self) -> None:
@@ -89,57 +129,53 @@ class RelayCache:
 
     def __init__(self, children: list[Any]) -> None:
         self.children = children
-        self.latest = -1
         self.bytes_pulled = 0
+        self._pull = NewestPull(self._keep)
 
-    def publish(self, version: int, refs: list[Any]) -> None:
+    async def publish(self, version: int, refs: list[Any]) -> None:
+        await self._pull.offer(version, refs[0])
+
+    def _keep(self, version: int, data: bytes) -> None:
         import ray
 
-        if version <= self.latest:
-            return
-        data = ray.get(refs[0])
         self.bytes_pulled += len(data)
-        self.latest = version
         ref = ray.put(data)  # owned here: children pull from this relay's node
         for child in self.children:
-            child.publish.remote(version, [ref])
+            child.publish.remote(version, [ref])  # each child skips what it is too busy for
         # Keep the object alive until the children have it (they pull asynchronously).
         self._ref = ref
 
     def info(self) -> str:
-        return info_json(bytes_pulled=self.bytes_pulled, version=self.latest)
+        return info_json(bytes_pulled=self.bytes_pulled, version=self._pull.latest)
 
 
 class ParameterServer:
     """``cache="none"``: the learner's node serves every actor's version reads and pulls."""
 
     def __init__(self) -> None:
-        self.version = -1
-        self.data = b""
-        self.lock = threading.Lock()
+        self.size = 0
+        self.served = wire.encode_versioned(-1, b"")  # built once per version, not per fetch
         self.requests = 0
         self.fetches = 0
         self.bytes_served = 0
+        self._pull = NewestPull(self._keep)
 
-    def publish(self, version: int, refs: list[Any]) -> None:
-        import ray
+    async def publish(self, version: int, refs: list[Any]) -> None:
+        await self._pull.offer(version, refs[0])
 
-        data = ray.get(refs[0])
-        with self.lock:
-            if version > self.version:
-                self.version, self.data = version, data
+    def _keep(self, version: int, data: bytes) -> None:
+        self.size, self.served = len(data), wire.encode_versioned(version, data)
 
-    def latest_version(self) -> int:
-        with self.lock:
-            self.requests += 1
-            return self.version
+    # An async actor: these run in its event loop one at a time, with no lock to take.
+    async def latest_version(self) -> int:
+        self.requests += 1
+        return self._pull.latest
 
-    def fetch(self) -> bytes:
+    async def fetch(self) -> bytes:
         """The newest snapshot behind its version (:func:`wire.encode_versioned`)."""
-        with self.lock:
-            self.fetches += 1
-            self.bytes_served += len(self.data)
-            return wire.encode_versioned(self.version, self.data)
+        self.fetches += 1
+        self.bytes_served += self.size
+        return self.served
 
     def info(self) -> str:
         return info_json(
