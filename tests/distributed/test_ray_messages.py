@@ -157,3 +157,93 @@ def test_publishes_to_a_busy_cache_pull_only_the_newest_next(
     finally:
         if kind == "node":
             cache.close()
+
+
+class _Reply:
+    """An object reference to a drain's reply; a ``lost`` one never arrives in time."""
+
+    def __init__(self, value: str, lost: bool) -> None:
+        self.value, self.lost = value, lost
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _DrainRay:
+    """Ray as ``RayBackend._poll`` uses it; the next ``lose`` replies time out."""
+
+    exceptions = type("E", (), {"RayError": Exception, "GetTimeoutError": _Timeout})
+
+    def __init__(self) -> None:
+        self.lose = 0
+
+    def wait(self, refs: list[_Reply], num_returns: int, timeout: float) -> tuple[list, list]:
+        return [r for r in refs if not r.lost], [r for r in refs if r.lost]
+
+    def get(self, ref: _Reply, timeout: float | None = None) -> str:
+        if ref.lost:
+            raise _Timeout("timed out")
+        return ref.value
+
+
+class _ShardHandle:
+    """A shard's handle: a drain runs on the shard at once (as in Ray, whether or not its
+    reply is read in time)."""
+
+    def __init__(self, shard: Any, ray_: _DrainRay) -> None:
+        def drain(*args: Any) -> _Reply:
+            lost = ray_.lose > 0
+            ray_.lose -= lost
+            return _Reply(asyncio.run(shard.drain_stats(*args)), lost)
+
+        self.drain_stats = type("D", (), {"remote": staticmethod(drain)})
+
+
+def _shard() -> Any:
+    from actorq.replay.rate_limiter import SampleToInsertRatio
+    from actorq.replay.specs import RatioGateSpec, UniformSpec
+    from actorq.types import ArraySpec
+
+    lim = SampleToInsertRatio(samples_per_insert=4.0, min_size_to_sample=10, error_buffer=20.0)
+    specs = json.dumps({"obs": ArraySpec((3,), "float32").to_json()})
+    table = json.dumps(UniformSpec(100, 8, lim).to_json())
+    return ray_actors.ReplayShard(0, specs, table, json.dumps(RatioGateSpec(lim).to_json()), 0)
+
+
+def _insert(shard: Any, steps: int, episode: list[float]) -> None:
+    meta = {"actor": 0, "env_steps": steps, "episodes": [episode], "status": {"incarnation": "a"}}
+    asyncio.run(shard.insert(wire.encode_batch({}, meta)))
+
+
+def test_a_drain_reply_lost_once_is_counted_with_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner's wait for a drain timed out: the shard had reset its counters, so that
+    window's env steps and episodes were lost (a run overshot its total_steps)."""
+    import threading
+
+    from actorq.distributed.ray_backend import RayBackend, _ShardState
+
+    monkeypatch.setattr(ray_actors, "node_id", lambda: "node")
+    fake = _DrainRay()
+    shard = _shard()
+    b: Any = object.__new__(RayBackend)
+    b.__dict__.update(
+        _ray=fake, shards=[_ShardHandle(shard, fake)], _shard_state=[_ShardState()],
+        _lock=threading.Lock(), _steps=0, _busy=0.0, _wait=0.0, _infer=0.0, _env=0.0,
+        _episodes=[], _status={}, _counts={}, shard_restarts=0, items_lost=0,
+    )  # fmt: skip
+    _insert(shard, 100, [1.0, 10])
+    fake.lose = 1
+    b._poll()  # drained on the shard; the reply never read
+    assert b.env_steps() == 0
+    _insert(shard, 50, [2.0, 5])
+    b._poll()
+    b._poll()  # nothing new: counted once
+    assert b.env_steps() == 150
+    assert b.drain_episodes() == [(1.0, 10), (2.0, 5)]
+    # Ray restarted the shard: its windows are numbered from 1 again, and counted
+    restarted = _shard()
+    b.shards = [_ShardHandle(restarted, fake)]
+    _insert(restarted, 30, [3.0, 7])
+    b._poll()
+    assert (b.env_steps(), b.shard_restarts) == (180, 1)

@@ -251,7 +251,8 @@ class ReplayShard:
       is held until the learner has consumed and published past its older chunks.
 
     An async Ray actor. Counters actors send along with their items (env steps, busy/wait time,
-    finished episodes) collect here until the learner drains them.
+    finished episodes) collect here until the learner drains them; a drain's window is kept
+    until the learner acknowledges it (:meth:`drain_stats`).
     """
 
     def __init__(
@@ -287,6 +288,8 @@ class ReplayShard:
         self.incarnation = uuid.uuid4().hex[:12]
         self._cond: asyncio.Condition | None = None
         self._pending: dict[str, Any] = self._empty_counters()
+        self._seq = 0  # drained windows, numbered
+        self._unacked: list[dict[str, Any]] = []  # windows drained, not yet acknowledged
 
     @staticmethod
     def _empty_counters() -> dict[str, Any]:
@@ -410,9 +413,19 @@ class ReplayShard:
             self._loaded_at = lead
             cond.notify_all()
 
-    async def drain_stats(self) -> str:
+    async def drain_stats(self, incarnation: str = "", acked: int = 0) -> str:
+        """The counters collected since the last drain (one window, numbered), with every
+        earlier window not yet acknowledged: the learner acknowledges the windows it counted
+        (``acked``: the last one's number, for the shard's ``incarnation`` it saw) with its next
+        drain. A reply the learner never got (its wait timed out) comes again with the next,
+        where it was lost: its env steps uncounted, a run overshot its ``total_steps``."""
+        if incarnation == self.incarnation:  # a predecessor's numbers are not ours
+            self._unacked = [w for w in self._unacked if w["seq"] > acked]
+        self._seq += 1
+        self._unacked.append({**self._pending, "seq": self._seq})
+        self._pending = self._empty_counters()
         out = {
-            **self._pending,
+            "windows": self._unacked,
             "index": self.index,
             "incarnation": self.incarnation,
             "size": self.size,
@@ -421,7 +434,6 @@ class ReplayShard:
             "pid": os.getpid(),
             "node": node_id(),
         }
-        self._pending = self._empty_counters()
         return json.dumps(out)
 
     async def dump(self) -> bytes:

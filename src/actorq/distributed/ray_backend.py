@@ -529,6 +529,7 @@ class _ShardState:
     samples: int = 0
     pid: int = 0
     node: str = ""
+    acked: int = 0  # the last of its drain windows counted (see ReplayShard.drain_stats)
 
 
 class RayBackend:
@@ -732,29 +733,45 @@ class RayBackend:
                 self._poll()
 
     def _poll(self) -> None:
+        """Drain every shard's counters, acknowledging the windows counted so far: a reply not
+        read in time is not lost, its windows come again with the next drain's."""
         ray = self._ray
-        refs = [s.drain_stats.remote() for s in self.shards]
+        with self._lock:
+            acks = [(st.incarnation, st.acked) for st in self._shard_state]
+        refs = [s.drain_stats.remote(*ack) for s, ack in zip(self.shards, acks, strict=True)]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=5.0)[0])  # one deadline
         for j, ref in enumerate(refs):
             try:
-                d = json.loads(ray.get(ref, timeout=5.0))
+                if ref not in ready:
+                    continue  # slow, dead or restarting: its windows come with a later reply
+                d = json.loads(ray.get(ref))
             except Exception:
-                continue  # dead or restarting: its counters come back with it
-            st = self._shard_state[j]
+                continue
             with self._lock:
-                if st.incarnation and d["incarnation"] != st.incarnation:
-                    self.shard_restarts += 1
-                    self.items_lost += st.size
-                st.incarnation, st.size = d["incarnation"], d["size"]
-                st.inserts, st.samples = d["inserts"], d["samples"]
-                st.pid, st.node = d["pid"], d["node"]
-                self._steps += int(d["env_steps"])
-                self._busy += float(d["busy_s"])
-                self._wait += float(d["wait_s"])
-                self._infer += float(d.get("infer_s", 0.0))
-                self._env += float(d.get("env_s", 0.0))
-                self._episodes.extend((float(r), int(n)) for r, n in d["episodes"])
-                for actor, status in d["actors"].items():
-                    self._keep_status(actor, status)
+                self._count(self._shard_state[j], d)
+
+    def _count(self, st: _ShardState, d: dict[str, Any]) -> None:
+        """A shard's drain reply: its state, and each window not counted yet."""
+        if d["incarnation"] != st.incarnation:
+            if st.incarnation:
+                self.shard_restarts += 1
+                self.items_lost += st.size
+            st.acked = 0  # a restarted shard numbers its windows from 1 again
+        st.incarnation, st.size = d["incarnation"], d["size"]
+        st.inserts, st.samples = d["inserts"], d["samples"]
+        st.pid, st.node = d["pid"], d["node"]
+        for w in d["windows"]:
+            if w["seq"] <= st.acked:
+                continue  # counted from an earlier reply (its acknowledgement was on the way)
+            st.acked = int(w["seq"])
+            self._steps += int(w["env_steps"])
+            self._busy += float(w["busy_s"])
+            self._wait += float(w["wait_s"])
+            self._infer += float(w.get("infer_s", 0.0))
+            self._env += float(w.get("env_s", 0.0))
+            self._episodes.extend((float(r), int(n)) for r, n in w["episodes"])
+            for actor, status in w["actors"].items():
+                self._keep_status(actor, status)
 
     def _keep_status(self, actor: str, status: dict[str, Any]) -> None:
         """An actor's latest status, and its counts per incarnation: a restarted actor counts
