@@ -211,6 +211,21 @@ def _shard() -> Any:
     return ray_actors.ReplayShard(0, specs, table, json.dumps(RatioGateSpec(lim).to_json()), 0)
 
 
+def _backend(fake: _DrainRay, shard: Any, **more: Any) -> Any:
+    """A ``RayBackend`` with its stats state as ``__init__`` leaves it, one shard, no cluster."""
+    import threading
+
+    from actorq.distributed.ray_backend import RayBackend, _ShardState
+
+    b: Any = object.__new__(RayBackend)
+    b.__dict__.update(
+        _ray=fake, shards=[_ShardHandle(shard, fake)], _shard_state=[_ShardState()],
+        _lock=threading.Lock(), _steps=0, _busy=0.0, _wait=0.0, _infer=0.0, _env=0.0,
+        _episodes=[], _status={}, _counts={}, shard_restarts=0, items_lost=0, **more,
+    )  # fmt: skip
+    return b
+
+
 def _insert(shard: Any, steps: int, episode: list[float]) -> None:
     meta = {"actor": 0, "env_steps": steps, "episodes": [episode], "status": {"incarnation": "a"}}
     asyncio.run(shard.insert(wire.encode_batch({}, meta)))
@@ -219,19 +234,10 @@ def _insert(shard: Any, steps: int, episode: list[float]) -> None:
 def test_a_drain_reply_lost_once_is_counted_with_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
     """The learner's wait for a drain timed out: the shard had reset its counters, so that
     window's env steps and episodes were lost (a run overshot its total_steps)."""
-    import threading
-
-    from actorq.distributed.ray_backend import RayBackend, _ShardState
-
     monkeypatch.setattr(ray_actors, "node_id", lambda: "node")
     fake = _DrainRay()
     shard = _shard()
-    b: Any = object.__new__(RayBackend)
-    b.__dict__.update(
-        _ray=fake, shards=[_ShardHandle(shard, fake)], _shard_state=[_ShardState()],
-        _lock=threading.Lock(), _steps=0, _busy=0.0, _wait=0.0, _infer=0.0, _env=0.0,
-        _episodes=[], _status={}, _counts={}, shard_restarts=0, items_lost=0,
-    )  # fmt: skip
+    b = _backend(fake, shard)
     _insert(shard, 100, [1.0, 10])
     fake.lose = 1
     b._poll()  # drained on the shard; the reply never read
@@ -247,3 +253,63 @@ def test_a_drain_reply_lost_once_is_counted_with_the_next(monkeypatch: pytest.Mo
     _insert(restarted, 30, [3.0, 7])
     b._poll()
     assert (b.env_steps(), b.shard_restarts) == (180, 1)
+
+
+class _Hung:
+    """An actor Ray is restarting: its ``info`` never answers."""
+
+
+class _InfoRay(_DrainRay):
+    """Counts the calls that block the learner: a wait, or a read of an answer not there."""
+
+    exceptions = type("E", (), {"RayError": Exception, "GetTimeoutError": _Timeout})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocking = 0
+
+    def wait(self, refs: list[Any], num_returns: int, timeout: float) -> tuple[list, list]:
+        self.blocking += 1
+        return [r for r in refs if not isinstance(r, _Hung)], [
+            r for r in refs if isinstance(r, _Hung)
+        ]
+
+    def get(self, ref: Any, timeout: float | None = None) -> Any:
+        if isinstance(ref, _Hung):
+            self.blocking += 1  # waits out its timeout
+            raise _Timeout("timed out")
+        return super().get(ref, timeout)
+
+
+class _ActorHandle:
+    def __init__(self, pid: int | None, asked: list[int]) -> None:
+        def info() -> Any:
+            asked.append(pid or -1)
+            return _Hung() if pid is None else _Reply(json.dumps({"pid": pid}), lost=False)
+
+        self.info = type("I", (), {"remote": staticmethod(info)})
+
+
+def test_the_learner_asks_no_actor_for_pids_and_waits_once_for_infos(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every log interval asked every actor for its pid in turn, up to 10 s each for one Ray
+    was restarting: the pids now come with the actors' inserts, and ``actor_info`` waits
+    once for all answers, those that do not come in time counted as not alive."""
+    monkeypatch.setattr(ray_actors, "node_id", lambda: "node")
+    fake = _InfoRay()
+    shard = _shard()
+    asked: list[int] = []
+    b = _backend(fake, shard, actors=[_ActorHandle(p, asked) for p in (11, None, 13, None)])
+    for actor, pid in ((2, 13), (0, 11)):
+        meta = {"actor": actor, "status": {"incarnation": "a", "pid": pid}}
+        asyncio.run(shard.insert(wire.encode_batch({}, meta)))
+    b._poll()
+    fake.blocking = 0
+    pids = b.pids()
+    assert asked == []  # no actor asked
+    assert pids == [11, 13]
+    infos = b.actor_info()
+    assert [i.get("pid") for i in infos] == [11, None, 13, None]
+    assert [i["alive"] for i in infos] == [True, False, True, False]
+    assert fake.blocking == 1  # one wait for all four, not one per actor that does not answer

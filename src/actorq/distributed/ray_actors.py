@@ -570,6 +570,7 @@ class RayActorWorker:
                     "rejected": actor.rejected,
                     "cache": where,
                     "incarnation": self.incarnation,
+                    "pid": os.getpid(),  # the learner's pids() ask no actor
                     "lost_inserts": lost_inserts,
                     "inference_s": actor.inference_s,
                 },

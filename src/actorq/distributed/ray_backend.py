@@ -836,18 +836,29 @@ class RayBackend:
 
     def actor_info(self, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Per actor: pid, node, whether torch got imported, the snapshot version it runs and
-        the node whose cache it reads (``{"alive": False}`` for one Ray is restarting)."""
+        the node whose cache it reads (``{"alive": False}`` for one Ray is restarting, or
+        that does not answer within ``timeout``: one deadline for all, so an actor that does
+        not answer delays the others' answers by no more)."""
         ray = self._ray
+        refs = [a.info.remote() for a in self.actors]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=timeout)[0]) if refs else set()
         out: list[dict[str, Any]] = []
-        for a in self.actors:
+        for ref in refs:
             try:
-                out.append({"alive": True, **json.loads(ray.get(a.info.remote(), timeout=timeout))})
+                if ref not in ready:
+                    raise ray.exceptions.GetTimeoutError("no answer in time")
+                out.append({"alive": True, **json.loads(ray.get(ref))})
             except ray.exceptions.RayError:
                 out.append({"alive": False})
         return out
 
     def pids(self) -> list[int]:
-        return [p for p in self.processes()["actors"] if p > 0]
+        """The actors' process ids as their last inserts reported them (a restarted actor's
+        with its first insert): every log interval asks for them, and asking every actor in
+        turn stalled the learner, up to 10 s for each actor Ray was restarting."""
+        with self._lock:
+            status = sorted(self._status.items(), key=lambda kv: int(kv[0]))
+        return [int(s["pid"]) for _, s in status if int(s.get("pid", -1)) > 0]
 
     def stats(self) -> BackendStats:
         with self._lock:
