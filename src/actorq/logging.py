@@ -54,8 +54,9 @@ class MetricLogger:
             new = not self.path.exists()
             self._f = open(self.path, "a", newline="")  # noqa: SIM115
             self._csv = csv.writer(self._f)
-            if new:
+            if new:  # on disk now: a run killed before its first log() leaves a readable file
                 self._csv.writerow(HEADER)
+                self._f.flush()
         self._tb: Any = None
         if tensorboard:
             try:

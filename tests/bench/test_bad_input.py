@@ -441,6 +441,8 @@ def test_machine_json_as_bench_writes_it_is_read(tmp_path: Path) -> None:
         ("config.json", b"{"),
         ("failed.json", b'{"status": 1, "why": "exit'),
         ("metrics.csv", b"step,wall_time,metric,value\n1,2,perf/\xe2\x82"),
+        ("metrics.csv", b""),  # killed before its logger's header reached the disk
+        ("metrics.csv", b"step,wall_t"),
     ],
 )
 def test_half_written_unfinished_cell_is_skipped_with_a_warning(

@@ -317,14 +317,20 @@ def read_metrics(path: Path, keep: Callable[[str], bool]) -> list[Row]:
     value), all finite; [] if there is no file.
 
     The logger appends whole lines, so a run killed while logging leaves at most its last line
-    cut short (no newline at its end): that line is dropped. Any other bad line is an error.
+    cut short (no newline at its end): that line is dropped, even where what is left of it
+    parses (``17.3`` cut to ``1``). A file empty or cut short in its header is
+    :class:`HalfWrittenError` (a cell killed as it started). Any other bad line is an error.
     Other metrics' values are not read (a diverged loss may be logged as inf).
     """
     data = _read_bytes(path)
     if data is None:
         return []
     text = _decode(path, data)
-    cut_short = bool(text) and not text.endswith(("\n", "\r"))
+    if not text:
+        raise HalfWrittenError(f"{path}: empty (its header was never written)")
+    cut_short = not text.endswith(("\n", "\r"))
+    if cut_short and ",".join(METRICS_HEADER).startswith(text):
+        raise HalfWrittenError(f"{path}: cut short in its header")
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[Row] = []
     try:
@@ -336,12 +342,8 @@ def read_metrics(path: Path, keep: Callable[[str], bool]) -> list[Row]:
             if pending is not None:
                 rows.extend(_metric_row(path, *pending, keep))
             pending = (reader.line_num, fields)
-        if pending is not None:
-            try:
-                rows.extend(_metric_row(path, *pending, keep))
-            except ResultsError:
-                if not cut_short:
-                    raise
+        if pending is not None and not cut_short:
+            rows.extend(_metric_row(path, *pending, keep))
     except csv.Error as e:
         raise ResultsError(f"{path}: line {reader.line_num}: {e}") from None
     return rows

@@ -1,0 +1,38 @@
+"""The results directory's reader (actorq.bench.results): what a cell killed while writing
+leaves is told apart from what it logged whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from actorq.bench.results import HalfWrittenError, read_metrics
+
+HEADER = b"step,wall_time,metric,value\r\n"
+ROW = b"1000,1700000000.000,charts/eval_return,17.3\r\n"
+
+
+def _read(tmp_path: Path, data: bytes) -> list[tuple[int, float, str, float]]:
+    path = tmp_path / "metrics.csv"
+    path.write_bytes(data)
+    return read_metrics(path, lambda metric: True)
+
+
+@pytest.mark.parametrize("data", [b"", b"step,wall_ti", b"step,wall_time,metric,value"])
+def test_a_metrics_file_cut_short_before_its_first_line_is_half_written(
+    tmp_path: Path, data: bytes
+) -> None:
+    """A cell killed as it started (the logger's header not yet on disk) is a partial cell,
+    not a file whose header is wrong."""
+    with pytest.raises(HalfWrittenError, match=r"empty|cut short in its header"):
+        _read(tmp_path, data)
+
+
+def test_a_last_line_without_its_newline_is_dropped_even_where_it_parses(tmp_path: Path) -> None:
+    """``17.3`` cut to ``1`` is a number, but not the one logged."""
+    assert _read(tmp_path, HEADER + ROW + ROW[:-5]) == [
+        (1000, 1_700_000_000.0, "charts/eval_return", 17.3)
+    ]
+    # the newline's first half written: the row itself is whole
+    assert len(_read(tmp_path, HEADER + ROW + ROW[:-1])) == 2
