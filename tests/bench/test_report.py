@@ -305,6 +305,23 @@ def test_report_of_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["report", str(tmp_path / "missing")]) == 2
 
 
+def test_a_report_of_partial_cells_only_names_them_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every cell skipped as partial was reported as no cell found, the reasons lost."""
+    r = tmp_path / "results"
+    _cell(r, "cartpole", "fp32", 0, ttt=None, final=1.0)
+    d = r / "cartpole-w64x64-fp32-s0"
+    (d / "summary.json").unlink()
+    (d / "cell.json").write_bytes(b'{"name": "cartpole-w6')  # killed while writing it
+    capsys.readouterr()
+    assert main(["report", str(r), "--reps", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no run directories" not in err
+    assert "every cell is partial" in err and "skipped partial cell cartpole-w64x64-fp32-s0" in err
+    assert f"{d / 'cell.json'}: not valid JSON" in err
+
+
 def test_report_header_names_the_gpu_of_the_last_session(results: Path) -> None:
     facts = {"cpu_model": "Some CPU", "cores": 16, "cores_usable": 16}
     sessions = [{**facts, "gpus": []}, {**facts, "gpus": ["NVIDIA H100 80GB HBM3"]}]

@@ -852,6 +852,9 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     skipped: list[str] = []  # reported with the report, not before an error that stops it
     runs = load_runs(results, skipped)
     sessions = read_sessions(results)
+    if skipped and not runs:  # every cell partial: say which and why, not "none found"
+        raise ResultsError(f"{results}: nothing to report, every cell is partial: "
+                           + "; ".join(skipped))  # fmt: skip
     if not runs:
         raise ResultsError(f"{results}: no run directories (cell.json or config.json) found")
     _rliable()
