@@ -14,6 +14,7 @@ from actorq.bench.report import EVAL as EVAL_METRIC
 from actorq.bench.report import bound, curve_iqm_ci, iqm, iqm_ci, load_runs
 from actorq.cli import main
 from actorq.logging import CONFIRM_METRIC
+from tests.bench.specs import SMALL
 
 pytest.importorskip("rliable")
 pytest.importorskip("matplotlib")
@@ -136,6 +137,23 @@ def test_speedup_counts_seeds_that_never_reached_the_target(
     assert rows["int8"]["speedup"] == speedup
 
 
+def test_speedup_compares_the_seeds_finished_on_both_sides(tmp_path: Path) -> None:
+    """fp32 finished seeds 0-2 (100, 100, 400 s), int8 seeds 0 and 1 (50 s each; seed 2 still
+    running): 200 / 50 = 4.00× compared fp32's slow seed 2 with no int8 run at all."""
+    r = tmp_path / "results"
+    for seed, ttt in enumerate([100.0, 100.0, 400.0]):
+        _cell(r, "cartpole", "fp32", seed, ttt=ttt, final=100.0)
+        _cell(r, "cartpole", "int8", seed, ttt=50.0, final=100.0)
+    (r / "cartpole-w64x64-int8-s2" / "summary.json").unlink()
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    text = (r / "report.md").read_text()
+    int8 = _row(text, "| cartpole | 64x64 | int8 |")
+    assert "| 2.00× (2 common seeds of 2 vs fp32 3 finished) |" in int8
+    assert "| 1.00× |" in _row(text, "| cartpole | 64x64 | fp32 |")
+    rows = {x["precision"]: x for x in json.loads((r / "report.json").read_text())["table"]}
+    assert rows["int8"]["speedup"] == pytest.approx(2.0)
+
+
 def _row(text: str, prefix: str) -> str:
     """The one row of the first table (per task: speedup, return, energy) with this prefix."""
     table = text.split("## Where the time goes")[0]
@@ -159,15 +177,19 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     # energy: 0.004 vs 0.002 kWh per run -> 2.00×, CO2 at one intensity -> 2.00× as well
     assert "| 0.002 | 0.0008 | 2.00× | 2.00× |" in int8
     assert "| 0.004 | 0.0016 | 1.00× | 1.00× |" in fp32
-    assert "| 0× (0/2 vs fp32 4/4 reached) |" in fp16 and "(+1 failed)" in fp16
+    assert "| 0× (0/2 vs fp32 2/2 reached; 2 common seeds of 2 vs fp32 4 finished) |" in fp16
+    assert "(+1 failed)" in fp16
     # 0.004 / 0.003 = 1.33×, from the one run that logged energy, and said so
     assert fp16.endswith(
         "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | 1.33× (1/2 vs fp32 4/4 runs) "
         "| 1.33× (1/2 vs fp32 4/4 runs) |"
     )
     int4 = _row(text, "| cartpole | 64x64 | int4 |")
-    # one seed: no CI to give
-    assert "| 1/1 (≥ 475) | 60.0 | 1.67× | 50.0 (1 seed) |" in int4
+    # one seed: no CI to give; fp32's seed 0 took 100 s
+    assert (
+        "| 1/1 (≥ 475) | 60.0 | 1.67× (1 common seeds of 1 vs fp32 4 finished) | 50.0 (1 seed) |"
+        in int4
+    )
     assert int4.endswith("| not recorded | not recorded | not recorded | not recorded |")
 
     rows = {r["precision"]: r for r in data["table"]}
@@ -320,6 +342,26 @@ def test_a_report_of_partial_cells_only_names_them_and_why(
     assert err.count("\n") == 1 and "no run directories" not in err
     assert "every cell is partial" in err and "skipped partial cell cartpole-w64x64-fp32-s0" in err
     assert f"{d / 'cell.json'}: not valid JSON" in err
+
+
+def test_the_specs_cells_not_started_are_listed(tmp_path: Path) -> None:
+    """A cell of the spec not started yet has no directory: it was in no table, no row, no
+    list; the spec kept with the results (spec.toml) names it."""
+    r = tmp_path / "results"
+    for precision in ("fp32", "int8"):
+        _cell(r, "cartpole", precision, 0, ttt=None, final=1.0, width=(32, 32))
+    (r / "spec.toml").write_text(SMALL)
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    text = (r / "report.md").read_text()
+    names = ["cartpole-w32x32-fp32-s1", "cartpole-w32x32-int8-s1"]
+    section = text.split("## Cells of the spec not started\n\n")[1].split("\n\n")[0]
+    assert sorted(section.splitlines()) == [f"- {n}" for n in names]
+    assert sorted(json.loads((r / "report.json").read_text())["not_started"]) == names
+    (r / "spec.toml").write_text("tasks = 1")  # not a spec this actorq reads: said, no list
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    text = (r / "report.md").read_text()
+    assert "not started are not listed: spec.toml not read (" in text
+    assert "## Cells of the spec not started" not in text
 
 
 def test_report_header_names_the_gpu_of_the_last_session(results: Path) -> None:

@@ -16,8 +16,8 @@ Definitions (the report repeats them):
   confirmed on fresh seeds, evaluations included (the side-by-side section's excludes them).
   Per task × precision it is the mean over the seeds that reached it; seeds that never did are
   counted and shown, never dropped silently.
-* speedup: mean fp32 time to target / mean time to target at the precision, over every seed: a
-  seed that never reached the target counts as never (a side with one has no finite mean).
+* speedup: mean fp32 time to target / mean time to target at the precision, over the seeds
+  finished on both sides: a seed that never reached the target counts as never (no finite mean).
 * energy: ``energy_kwh`` / ``energy_kg_co2`` of each run's ``summary.json`` (whole machine, the
   whole run); ratio: mean fp32 energy per run / mean energy per run at the precision.
 * curves: a run that stopped (e.g. at its target) keeps its last evaluation afterwards; time
@@ -32,6 +32,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -56,7 +57,7 @@ from actorq.bench.results import (
     strict_json,
     write_atomic,
 )
-from actorq.bench.spec import one_line, width_slug
+from actorq.bench.spec import load_spec, one_line, width_slug
 from actorq.energy import (
     METRIC_KG_CO2,
     METRIC_KWH,
@@ -387,37 +388,65 @@ def _fmt(x: float | None, spec: str = ".1f", none: str = "—") -> str:
     return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def _on_seeds(g: Group, seeds: set[int]) -> Group:
+    """``g`` with only its finished runs of ``seeds``."""
+    return Group(g.task, g.width, g.precision, [r for r in g.finished if r.seed in seeds])
+
+
 def speedup_cell(g: Group, fp32: Group | None) -> tuple[float | None, str]:
     """(speedup, text): mean fp32 time to target / mean time to target at g's precision, over
-    every finished seed: a seed that never reached the target takes forever, so a side with one
-    has no finite mean (a precision that missed where fp32 reached on every seed: 0×; the
-    other way round: ∞×; both: no ratio). Seeds that did not reach it are never dropped."""
-    n, k = len(g.finished), len(g.ttt())
+    the seeds finished on both sides (a mean over other seeds on each side would compare
+    different runs; fewer than either side finished: the text says how many of each): a seed
+    that never reached the target takes forever, so a side with one has no finite mean (a
+    precision that missed where fp32 reached on every seed: 0×; the other way round: ∞×; both:
+    no ratio). Seeds that did not reach it are never dropped."""
     if fp32 is None:
         return None, "no fp32 cells"
-    if not n:
+    if not g.finished:
         return None, "no finished runs"
     if all(r.summary_value("target_return") is None for r in g.finished):
         return None, "no target"
-    f, m = fp32.ttt(), len(fp32.finished)
-    if not m:
+    if not fp32.finished:
         return None, "no finished fp32 runs"
+    common = {r.seed for r in g.finished} & {r.seed for r in fp32.finished}
+    if not common:
+        return None, "no seed finished on both sides"
+    seeds = ""
+    if g is not fp32 and not len(common) == len(g.finished) == len(fp32.finished):
+        seeds = f"{len(common)} common seeds of {len(g.finished)} vs fp32 {len(fp32.finished)}"
+        seeds += " finished"
+        g, fp32 = _on_seeds(g, common), _on_seeds(fp32, common)
+    return _speedup(g, fp32, seeds)
+
+
+def _paren(*notes: str) -> str:
+    """`` (a; b)`` of the notes that are not empty; "" if none is."""
+    kept = [n for n in notes if n]
+    return f" ({'; '.join(kept)})" if kept else ""
+
+
+def _speedup(g: Group, fp32: Group, seeds: str) -> tuple[float | None, str]:
+    """:func:`speedup_cell` of two groups of the same finished seeds; ``seeds`` says which."""
+    n, k = len(g.finished), len(g.ttt())
+    f, m = fp32.ttt(), len(fp32.finished)
     mine_all, theirs_all = k == n, len(f) == m
     if g is fp32:
-        partial = "" if mine_all else f" ({k}/{n} reached)"
+        partial = "" if mine_all else f"{k}/{n} reached"
     else:
-        partial = "" if mine_all and theirs_all else f" ({k}/{n} vs fp32 {len(f)}/{m} reached)"
+        partial = "" if mine_all and theirs_all else f"{k}/{n} vs fp32 {len(f)}/{m} reached"
     if not mine_all and not theirs_all:  # forever on both sides: no ratio
-        return None, f"never reached (0/{n})" if not k else f"—{partial}"
+        if not k:
+            return None, f"never reached{_paren(f'0/{n}', seeds)}"
+        return None, f"—{_paren(partial, seeds)}"
     if not mine_all:
-        return 0.0, f"0×{partial}"
+        return 0.0, f"0×{_paren(partial, seeds)}"
     mine = float(np.mean(g.ttt()))
     if mine <= 0:  # a target reached at once (time 0): no ratio to take
-        return None, f"— (reached at 0 s, {k}/{n})"
+        return None, f"—{_paren(f'reached at 0 s, {k}/{n}', seeds)}"
     if not theirs_all:
-        return math.inf, f"∞×{partial}"
+        return math.inf, f"∞×{_paren(partial, seeds)}"
     s = float(np.mean(f)) / mine
-    return s, f"{s:.2f}×{partial}"
+    return s, f"{s:.2f}×{_paren(partial, seeds)}"
 
 
 def _iqm_text(xs: list[float], ret: tuple[float, float, float] | None) -> str:
@@ -600,8 +629,9 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
         "",
         "Time to target: mean over the seeds that reached the target (confirmed on fresh seeds), "
         "from the start of the learner's loop, evaluations included; speedup = fp32 time / time "
-        "at the precision, means over every seed (one that never reached the target counts as "
-        "never: 0× or ∞×, or no ratio when both sides have one). "
+        'at the precision, means over the seeds finished at both ("k common seeds of n vs fp32 '
+        'm finished" when fewer than either finished; one that never reached the target counts '
+        "as never: 0× or ∞×, or no ratio when both sides have one). "
         "Energy: whole machine, whole run, mean per run; ratio = fp32 / precision.",
         "",
         "| task | policy | precision | runs | reached target | time to target s | speedup vs fp32 "
@@ -827,6 +857,28 @@ def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def not_started(results: Path) -> tuple[list[str], str | None]:
+    """The cells of ``results/spec.toml`` (the spec as last run) without a directory yet, and
+    why that spec could not be read (None: it was, or there is none). Not summary rows: a row
+    is a cell with results, and an unfinished one stands for a cell in progress."""
+    path = results / "spec.toml"
+    if not path.is_file():
+        return [], None
+    try:
+        cells = load_spec(path).cells
+    except ActorQError as e:  # e.g. its other framework is not installed here
+        return [], one_line(str(e))
+    return [c.name for c in cells if not os.path.lexists(results / c.name)], None
+
+
+def _not_started_lines(names: list[str], why: str | None) -> list[str]:
+    if why is not None:
+        return [f"The spec's cells not started are not listed: spec.toml not read ({why}).", ""]
+    if not names:
+        return []
+    return ["## Cells of the spec not started", "", *(f"- {n}" for n in names), ""]
+
+
 def _problems(runs: list[Run], skipped: list[str], failed_rows: list[dict[str, Any]]) -> list[str]:
     """Cells that did not finish, and partial cells skipped; appends the failed to
     ``failed_rows``."""
@@ -868,6 +920,8 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     lines += _perf_table(groups, data["perf"])
     lines += _curves(groups, data["perf"], reps, images)
     lines += _problems(runs, skipped, data["failed"])
+    data["not_started"], why = not_started(results)
+    lines += _not_started_lines(data["not_started"], why)
     data["atari"] = atari_rows(runs)
     lines += _atari_table(data["atari"])
     return "\n".join(lines).rstrip() + "\n", data, images
@@ -916,7 +970,7 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     for name, png in images.items():
         write_atomic(results / name, png)
     write_atomic(results / "report.json", strict_json(data))
-    if data["atari"]:  # issue 50's table, one row per Atari cell, finished or not
+    if data["atari"]:  # issue 50's table, one row per Atari cell started, finished or not
         rows = [{k: v for k, v in row.items() if k != "evals"} for row in data["atari"]]
         write_atomic(results / "summary.json", strict_json(rows))
     path = results / "report.md"
