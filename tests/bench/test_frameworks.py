@@ -266,6 +266,35 @@ def test_sb3_cell_trains_and_reports(tmp_path: Path) -> None:
     assert "| sb3 | 1 |" in text
 
 
+def test_an_sb3_cells_training_time_ends_before_its_final_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SB3's wall time took its final checkpoint's save in, actorq's does not: each save here
+    moves the clock on by a day, so the summary's training time counts the saves it spans."""
+    pytest.importorskip("stable_baselines3")
+    import time
+
+    from actorq.bench import sb3_checkpoint
+
+    day, saves, real_save, real_clock = 86_400.0, [0], sb3_checkpoint.save, time.perf_counter
+
+    def save(*args: Any, **kwargs: Any) -> None:
+        real_save(*args, **kwargs)
+        saves[0] += 1
+
+    monkeypatch.setattr(sb3_checkpoint, "save", save)
+    monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + day * saves[0])
+    text = SPEC.replace('"toy"', '"sb3"').replace(
+        "[tasks.toy]\nspeed = 2.0", "[tasks.sb3]\nlearning_starts = 0"
+    )
+    spec = load_spec(_spec(tmp_path, text.replace("seeds = [0, 1]", "seeds = [0]")))
+    sb3 = next(c for c in spec.cells if c.framework == "sb3")
+    run_matrix(spec, tmp_path / "r", _runner, progress=False)
+    summary = json.loads((tmp_path / "r" / sb3.name / "summary.json").read_text())
+    # one save before each of the 3 evaluations, inside training; one after it
+    assert saves[0] == 4 and summary["wall_time_s"] // day == 3
+
+
 def _dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> Any:
     """``actorq bench --dry-run`` of a spec with two tasks (cartpole, other), fp32 and int8,
     seeds 0-2: (exit status, the cells to run, the error lines)."""

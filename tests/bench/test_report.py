@@ -218,6 +218,23 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     assert "(curves-cartpole-w64x64.png)" in text
 
 
+def test_training_time_per_1k_steps_leaves_evaluations_out(tmp_path: Path) -> None:
+    """Run time per 1k steps and its ratio to fp32 took periodic evaluations in, which every
+    other training time of the report leaves out: int8 evaluating slower looked slower."""
+    r = tmp_path / "results"
+    for precision, evals in (("fp32", 141.0), ("int8", 81.0)):  # of 201 s each, 30k steps
+        _cell(r, "cartpole", precision, 0, ttt=None, final=1.0)
+        path = r / f"cartpole-w64x64-{precision}-s0" / "summary.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "eval_time_s": evals}))
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    perf = {x["precision"]: x for x in json.loads((r / "report.json").read_text())["perf"]}
+    # fp32 (201 - 141) / 30 = 2.00 s per 1k steps; int8 (201 - 81) / 30 = 4.00 s: 0.50×
+    assert perf["fp32"]["run_s_per_1k_steps"] == pytest.approx(2.0)
+    assert perf["int8"]["run_s_per_1k_steps"] == pytest.approx(4.0)
+    assert perf["int8"]["run_speedup_vs_fp32"] == pytest.approx(0.5)
+    assert "| 4.00 | 0.50× |" in (r / "report.md").read_text()
+
+
 def test_throughput_against_policy_width(tmp_path: Path) -> None:
     r = tmp_path / "widths"
     for width, sps in (((64, 64), 1000.0), ((2048, 2048, 2048), 100.0)):

@@ -416,10 +416,11 @@ class _Segment:
             if left > 0 and (record.hit is None or not cfg.stop_at_target):
                 model.learn(total_timesteps=left, callback=Evaluate(), progress_bar=False,
                             reset_num_timesteps=not model.num_timesteps)  # fmt: skip
+            # the training's end, before its checkpoint is written, as actorq's run clock stops
+            wall_s = time.perf_counter() - record.t0
             if not stop.requested:  # trained: kept before the final evaluation (minutes)
                 self.counters, self.at_start = sb3_checkpoint.algo_counters(model), None
                 self.save()
-            wall_s = time.perf_counter() - record.t0
             final: np.ndarray | None
             try:
                 with stop.at_once():  # a stop now: at once, the resumed cell evaluates
