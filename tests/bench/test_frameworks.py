@@ -196,6 +196,29 @@ def test_a_target_neither_side_reached_is_said_not_left_out(toy: None, tmp_path:
     assert {d["what"] for d in data["frameworks"]} == {"training time"}
 
 
+def test_a_time_to_target_from_before_steps_to_target_is_unknown_not_compared(
+    toy: None, tmp_path: Path
+) -> None:
+    """An older summary names no target step, so the evaluations before the target cannot be
+    taken out: its time to target, evaluations in, was compared as training time."""
+    results = tmp_path / "r"
+    run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)
+    for s in results.glob("*-int8-*/summary.json"):
+        summary = json.loads(s.read_text())
+        del summary["steps_to_target"]
+        s.write_text(json.dumps(summary))
+    text, data, _ = build_report(results, reps=100)
+    int8 = next(ln for ln in text.splitlines() if ln.startswith("| int8 | 2 |"))
+    assert "| unknown: 2 run(s) from before steps_to_target |" in int8
+    line = "- time to target, toy / actorq int8: no ratio (unknown: 2 run(s) from before"
+    assert line in text
+    assert {(d["what"], d["actorq"]) for d in data["frameworks"]} == {
+        ("training time", "fp32"),
+        ("training time", "int8"),
+        ("time to target", "fp32"),
+    }
+
+
 def test_resume_with_another_framework_list_is_refused(toy: None, tmp_path: Path) -> None:
     results = tmp_path / "r"
     run_matrix(load_spec(_spec(tmp_path)), results, _runner, progress=False)

@@ -3,7 +3,8 @@ actorq's precisions and the other frameworks, per task, on the same budget and e
 
 Training time is the run's wall time less its evaluation time (``eval_time_s``); time to target
 is the run's ``time_to_target_s`` less the evaluation seconds logged before the target step
-(cumulative ``perf/eval_s``), for every framework alike. A run that never reached the target
+(cumulative ``perf/eval_s``), for every framework alike (unknown, and said so, for a summary
+from before ``steps_to_target``, which names no target step). A run that never reached the target
 counts as +inf in the median (a failure, never dropped). Ratios are of medians over seeds, other
 framework / actorq (> 1: actorq faster), with a percentile bootstrap 95% CI, seeds resampled
 within each side independently. Timings are comparable within one run of the matrix, where the
@@ -44,12 +45,20 @@ def train_time(r: Run) -> float:
 
 
 def time_to_target(r: Run) -> float:
-    """Training seconds to the target (+inf: never reached)."""
+    """Training seconds to the target (+inf: never reached; NaN: unknown, a summary from
+    before ``steps_to_target``, whose evaluations before the target cannot be told apart: its
+    time with them in is no training time)."""
     t, step = r.summary_value("time_to_target_s"), r.summary_value("steps_to_target")
     if not r.summary_value("reached_target") or t is None:
         return math.inf
-    before = [v for s, _, m, v in r.rows if m == EVAL_S_METRIC and step is not None and s < step]
+    if step is None:
+        return math.nan
+    before = [v for s, _, m, v in r.rows if m == EVAL_S_METRIC and s < step]
     return float(t) - (before[-1] if before else 0.0)
+
+
+#: what the side-by-side says where a run's time to target is unknown (:func:`time_to_target`)
+UNKNOWN = "unknown: {} run(s) from before steps_to_target"
 
 
 def ratio_ci(num: np.ndarray, den: np.ndarray) -> tuple[float, float, float]:
@@ -91,7 +100,7 @@ def _row(g: Group) -> list[str]:
     times = np.array([train_time(r) for r in rs])
     sps = [float(r.summary_value("env_steps")) / t for r, t in zip(rs, times, strict=True) if t > 0]
     target = any(r.summary_value("target_return") is not None for r in rs)
-    finite = ttt[np.isfinite(ttt)]
+    finite, unknown = ttt[np.isfinite(ttt)], int(np.isnan(ttt).sum())
     return [
         g.precision,
         str(len(rs)),
@@ -99,6 +108,7 @@ def _row(g: Group) -> list[str]:
         f"{np.mean(finals):.1f} ± {np.std(finals):.1f}",
         f"{len(reached)}/{len(rs)}" if target else "—",
         f"{np.median(hit):,.0f}" if hit else "—",
+        UNKNOWN.format(unknown) if unknown else
         (f"{_s(float(np.median(ttt)))} ({_s(float(np.mean(finite)))}; "
          f"{_s(float(finite.min()))}–{_s(float(ttt.max()))})")
         if target and len(finite) else "—",
@@ -113,7 +123,11 @@ def _ratio_line(
     """The report's line for one ratio of ``f`` (training time, time to target), the other
     framework's group ``o`` over actorq's ``m``, and its report.json row (None: no ratio)."""
     head = f"- {what}, {o.precision} / actorq {m.precision}:"
-    r, lo, hi = ratio_ci(np.array([f(x) for x in o.finished]), np.array([f(x) for x in m.finished]))
+    num, den = np.array([f(x) for x in o.finished]), np.array([f(x) for x in m.finished])
+    unknown = int(np.isnan(num).sum() + np.isnan(den).sum())
+    if unknown:  # no ratio of times some of which have evaluations in them
+        return f"{head} no ratio ({UNKNOWN.format(unknown)})", None
+    r, lo, hi = ratio_ci(num, den)
     if math.isnan(r):
         return f"{head} no ratio (neither side's median run reached the target)", None
     if len(o.finished) == len(m.finished) == 1:  # no spread to resample

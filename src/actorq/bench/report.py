@@ -818,15 +818,14 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
             to_target = next(
                 (s for s, _, m, v in r.rows if m == CONFIRM_METRIC and v >= r.target), None
             )
-        if to_target is None:  # a summary from before steps_to_target: its time has evaluations
-            wall_to_target = math.inf
         out.append(
             {
                 "game": r.env.removeprefix("atari:"), "agent": r.agent, "framework": r.framework,
                 "precision": r.precision if r.framework == NATIVE else "fp32", "seed": r.seed,
                 "frames": int(steps) * skip, "final_score": r.summary_value("eval_return"),
                 "frames_to_target": None if to_target is None else int(to_target) * skip,
-                "wall_to_target_s": None if math.isinf(wall_to_target) else wall_to_target,
+                # null: not reached, or unknown (a summary from before steps_to_target)
+                "wall_to_target_s": wall_to_target if math.isfinite(wall_to_target) else None,
                 "frames_per_s": fps, "target": r.target, "finished": r.finished,
                 "last_eval": curve[-1][2] if curve else None,
                 "last_eval_frames": curve[-1][0] * skip if curve else None,
