@@ -10,12 +10,14 @@ lost partial cell) is left out; finished rows are all kept, whichever tree they 
 
     python benchmarks/atari_summary.py [benchmarks/results/atari]
 
-Trees are taken in name order (oldest first): name them so.
+Trees are taken oldest first by the number their names start with (``2-epyc`` before
+``10-...``): name them so.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,19 @@ from typing import Any
 KEY = ("game", "agent", "framework", "precision", "seed")
 
 
+def _age(tree: Path) -> int:
+    """The number ``tree``'s name starts with: its place among the trees (as text, "10-x"
+    sorted before "2-epyc" and took the later tree for the older)."""
+    number = re.match(r"\d+", tree.name)
+    if number is None:
+        raise SystemExit(f"atari_summary: {tree}: name it <number>-<machine>, oldest 1")
+    return int(number.group())
+
+
 def joined_rows(root: Path) -> list[dict[str, Any]]:
     """Every tree's rows under ``root`` (folders holding a ``summary.json``), tagged with the
     tree's folder name, without an unfinished row that a later tree has a row for."""
-    trees = sorted(p.parent for p in root.glob("*/summary.json"))
+    trees = sorted((p.parent for p in root.glob("*/summary.json")), key=lambda t: (_age(t), t.name))
     if not trees:
         raise SystemExit(f"atari_summary: no */summary.json under {root}")
     per_tree = []

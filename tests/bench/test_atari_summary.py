@@ -53,3 +53,15 @@ def test_a_tree_whose_summary_is_not_rows_is_refused(tmp_path: Path) -> None:
     _tree(tmp_path, "1-xeon", {"not": "rows"})  # type: ignore[arg-type]
     with pytest.raises(SystemExit, match="not a list of rows"):
         _module().main([str(tmp_path)])
+
+
+def test_trees_are_taken_in_the_order_of_their_numbers(tmp_path: Path) -> None:
+    """ "10-later" sorted before "2-epyc" as text: the later tree's finished row did not
+    replace the earlier tree's partial one."""
+    _tree(tmp_path, "2-epyc", [_row(1, False)])
+    _tree(tmp_path, "10-later", [_row(1, True)])
+    rows = _module().joined_rows(tmp_path)
+    assert [(r["seed"], r["finished"], r["results"]) for r in rows] == [(1, True, "10-later")]
+    _tree(tmp_path, "old", [_row(2, True)])
+    with pytest.raises(SystemExit, match="number"):
+        _module().joined_rows(tmp_path)
