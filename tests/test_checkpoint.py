@@ -406,3 +406,21 @@ def test_a_learning_rate_a_schedule_took_below_zero_resumes(saved: Path, tmp_pat
     _reseal(d)
     r = train(DQNConfig(resume=str(d.parent), total_steps=1_600, progress=False, energy=False))
     assert r.env_steps >= 1_600
+
+
+def test_read_state_verifies_the_state_alone(tmp_path: Path) -> None:
+    """A report reads a running cell's progress: state.json against the manifest, without
+    loading the tensors or hashing a replay of gigabytes."""
+    import torch
+
+    d = tmp_path / "checkpoint"
+    state = {"learner": {}, "counters": {"env_steps": 1_365_000}, "rng": {}}
+    ckpt.save(d, {"w": torch.zeros(2)}, state, lambda path: path.write_bytes(b"frames"))
+    (d / "learner.safetensors").write_bytes(b"not read")  # nor is the replay below
+    (d / "replay.npz").write_bytes(b"not hashed")
+    assert ckpt.read_state(d) == state
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        ckpt.read(d)
+    (d / "state.json").write_text(json.dumps({**state, "counters": {"env_steps": 9}}))
+    with pytest.raises(CheckpointError, match=r"checksum mismatch.*state\.json"):
+        ckpt.read_state(d)

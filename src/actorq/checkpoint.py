@@ -15,8 +15,9 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -131,6 +132,21 @@ def read(ckpt_dir: Path) -> Checkpoint:
     fails in a directory no save replaced is a damaged checkpoint. If a save was cut between
     its two renames, only ``<dir>.old`` holds a complete checkpoint: it is used (and said so on
     stderr)."""
+    return _from_one_directory(ckpt_dir, _read)
+
+
+def read_state(ckpt_dir: Path) -> dict[str, Any]:
+    """The checkpoint's ``state.json`` (counters, RNG), verified against its manifest as
+    :func:`read` verifies it, without reading its tensors or hashing its replay (gigabytes):
+    a running cell's progress for a report."""
+    return _from_one_directory(ckpt_dir, _read_state)
+
+
+_T = TypeVar("_T")
+
+
+def _from_one_directory(ckpt_dir: Path, reader: Callable[[Path, int], _T]) -> _T:
+    """``reader(where, fd)`` of the checkpoint directory (:func:`read`'s retries and fallback)."""
     for attempt in range(_READS):
         where = _complete(ckpt_dir)
         try:
@@ -140,7 +156,7 @@ def read(ckpt_dir: Path) -> Checkpoint:
                 continue  # renamed away between the look and the open
             raise CheckpointError(f"cannot read checkpoint in {where}: {e.strerror}") from None
         try:
-            found = _read(where, fd)
+            found = reader(where, fd)
         except CheckpointError:
             if attempt + 1 < _READS and _replaced(where, fd):
                 continue
@@ -209,6 +225,25 @@ def _read(where: Path, fd: int) -> Checkpoint:
     """:func:`read` of the directory open as ``fd`` (named ``where`` in messages)."""
     from safetensors.torch import load as load_tensors
 
+    manifest = _manifest(where, fd)
+    data = {name: _verified(where, fd, manifest, name) for name in manifest}
+    try:
+        # from bytes: safetensors takes a path only as UTF-8 (a run dir may be named otherwise)
+        tensors = load_tensors(data["learner.safetensors"])
+    except Exception as e:
+        raise CheckpointError(f"cannot read checkpoint in {where}: {first_line(e)}") from None
+    state = _state(where, data["state.json"])
+    replay = where / "replay.npz" if "replay.npz" in manifest else None
+    return Checkpoint(tensors, state, replay, data.get(SNAPSHOT))
+
+
+def _read_state(where: Path, fd: int) -> dict[str, Any]:
+    """:func:`read_state` of the directory open as ``fd`` (named ``where`` in messages)."""
+    return _state(where, _verified(where, fd, _manifest(where, fd), "state.json"))
+
+
+def _manifest(where: Path, fd: int) -> dict[str, str]:
+    """The manifest of the directory open as ``fd``: file name -> sha256, checked."""
     try:
         manifest = json.loads(_take(fd, where, MANIFEST)[1])
     except (json.JSONDecodeError, UnicodeDecodeError, CheckpointError):
@@ -220,23 +255,28 @@ def _read(where: Path, fd: int) -> Checkpoint:
     missing = [f for f in REQUIRED if f not in manifest]
     if missing:
         raise CheckpointError(f"checkpoint manifest in {where} does not list {missing[0]}")
-    data: dict[str, bytes] = {}
-    for name, digest in manifest.items():
+    for name in manifest:
         if "/" in name or name.startswith(".") or name == MANIFEST:
             raise CheckpointError(f"corrupt checkpoint manifest in {where}: it lists {name!r}")
-        found, data[name] = _take(fd, where, name, keep=name != "replay.npz")
-        if found != digest:
-            raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {where / name}")
+    return manifest
+
+
+def _verified(where: Path, fd: int, manifest: dict[str, str], name: str) -> bytes:
+    """File ``name``'s bytes (a replay's: none, it is only hashed), its sha256 the manifest's."""
+    found, data = _take(fd, where, name, keep=name != "replay.npz")
+    if found != manifest[name]:
+        raise CheckpointError(f"checkpoint file corrupt (checksum mismatch): {where / name}")
+    return data
+
+
+def _state(where: Path, raw: bytes) -> dict[str, Any]:
     try:
-        # from bytes: safetensors takes a path only as UTF-8 (a run dir may be named otherwise)
-        tensors = load_tensors(data["learner.safetensors"])
-        state = json.loads(data["state.json"])
+        state = json.loads(raw)
     except Exception as e:
         raise CheckpointError(f"cannot read checkpoint in {where}: {first_line(e)}") from None
     if not isinstance(state, dict) or not {"learner", "counters", "rng"} <= set(state):
         raise CheckpointError(f"checkpoint state.json in {where} lacks learner/counters/rng")
-    replay = where / "replay.npz" if "replay.npz" in manifest else None
-    return Checkpoint(tensors, state, replay, data.get(SNAPSHOT))
+    return state
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:

@@ -470,6 +470,44 @@ def test_atari_cells_get_issue_50s_summary_rows(tmp_path: Path) -> None:
     assert "64x64" not in md.replace("w64x64", "")
 
 
+@pytest.mark.parametrize("framework", ["actorq", "sb3"])
+def test_an_unfinished_atari_rows_frames_are_its_checkpoints(
+    tmp_path: Path, framework: str
+) -> None:
+    """An SB3 cell logs only at its evaluations: at 5.46M frames its row said 5.0M (its last
+    evaluation's step). Its checkpoint holds how far it trained (what a resume goes on from)."""
+    import torch
+
+    from actorq import checkpoint as ckpt
+
+    r = tmp_path / "results"
+    name = f"dqn-pong-w64x64-{'int8' if framework == 'actorq' else 'sb3'}-s0"
+    d = r / name
+    d.mkdir(parents=True)
+    cfg = {"agent": "dqn", "env": "atari:Pong", "precision": "int8", "seed": 0, "log_every": 2.0}
+    cell = {"name": name, "task": "dqn-pong", "agent": "dqn", "env": "atari:Pong",
+            "precision": "int8", "seed": 0, "width": [64, 64], "config": cfg,
+            "framework": framework}  # fmt: skip
+    (d / "cell.json").write_text(json.dumps(cell))
+    (d / "config.json").write_text(json.dumps(cfg))
+    with open(d / "metrics.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["step", "wall_time", "metric", "value"],
+                                 [1_250_000, f"{T0:.3f}", EVAL_METRIC, -21.0]])  # fmt: skip
+    steps = 1_365_000  # agent steps: 5.46M frames
+    state: dict[str, Any] = {"learner": {}, "counters": {"env_steps": steps}, "rng": {}}
+    if framework == "sb3":  # SB3's model's own counter; the Record's carry no step
+        state = {"learner": {"counters": {"num_timesteps": steps}}, "counters": {}, "rng": {}}
+    ckpt.save(d / "checkpoint", {"w": torch.zeros(1)}, state)
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    (row,) = json.loads((r / "summary.json").read_text())
+    assert row["frames"] == 5_460_000 and row["last_eval_frames"] == 5_000_000
+    # a checkpoint behind what the run logged since: the logged step
+    with open(d / "metrics.csv", "a", newline="") as f:
+        csv.writer(f).writerow([1_400_000, f"{T0 + 9:.3f}", "perf/actor_sps", 100.0])
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    assert json.loads((r / "summary.json").read_text())[0]["frames"] == 5_600_000
+
+
 @pytest.mark.parametrize("name", ["report.md", "report.json", "a plot"])
 def test_an_output_that_cannot_be_written_writes_none(
     results: Path, name: str, capsys: pytest.CaptureFixture[str]

@@ -49,6 +49,7 @@ from actorq.bench.results import (
     HalfWrittenError,
     ResultsError,
     read_cell_json,
+    read_checkpoint_steps,
     read_failed_why,
     read_metrics,
     read_run_config,
@@ -117,6 +118,8 @@ class Run:
     session: int | None = None  # which `actorq bench` ran it (machine.json's sessions)
     segments: int = 1  # > 1: resumed from its checkpoint (spec ``resume = true``)
     target: float | None = None  # the config's target_return (an unfinished run has no summary)
+    #: env steps its checkpoint holds (an unfinished Atari cell's; None: none read or none)
+    checkpoint_steps: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -227,6 +230,10 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
         env = cfg.get("env") or cell.get("env", "?")
         width = cell.get("width") or cfg.get("hidden") or cfg.get("policy_hidden_sizes") or []
         framework = cell.get("framework", NATIVE)
+        # an unfinished Atari row's frames (an SB3 cell logs only at its evaluations)
+        checkpoint_steps = None
+        if summary is None and env.startswith("atari:"):
+            checkpoint_steps = read_checkpoint_steps(d, framework == NATIVE)
         runs.append(
             Run(
                 name=d.name,
@@ -246,6 +253,7 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
                 session=cell.get("session"),
                 segments=int(cell.get("segment", 1)),
                 target=cfg.get("target_return"),
+                checkpoint_steps=checkpoint_steps,
             )
         )
     return runs
@@ -792,7 +800,8 @@ def _curves(
 
 def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
     """One row per ``atari:`` cell: game, agent, framework, precision, seed, frames trained
-    (agent steps × the frame skip of 4), the final score (full games, raw score; None until the
+    (agent steps × the frame skip of 4; an unfinished cell's: what its checkpoint holds or it
+    logged since, whichever is more), the final score (full games, raw score; None until the
     cell finishes), frames and training wall seconds to the target (a finished cell's summary:
     the first periodic evaluation that reached it, confirmed, wall seconds less evaluation; a
     running cell's: its first confirmed one, frames only), frames per second of a
@@ -807,7 +816,10 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
         if not r.env.startswith("atari:"):
             continue
         curve = r.eval_curve()
-        steps = r.summary_value("env_steps") or max((s for s, _, _, _ in r.rows), default=0)
+        # unfinished: what its checkpoint holds or it logged since, whichever is more (SB3's
+        # cells log only at evaluations: the last logged step lags up to an evaluation interval)
+        logged = max((s for s, _, _, _ in r.rows), default=0)
+        steps = r.summary_value("env_steps") or max(logged, r.checkpoint_steps or 0)
         to_target = r.summary_value("steps_to_target")
         wall_to_target = time_to_target(r) if r.finished else math.inf
         wall, evals = r.summary_value("wall_time_s"), r.summary_value("eval_time_s") or 0.0
@@ -840,6 +852,8 @@ def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "", "## Atari (frames = agent steps × 4; scores: full games, raw)", "",
+        "An unfinished cell's frames: what its checkpoint holds (where a resume goes on from) or "
+        "its metrics logged since, whichever is more.", "",
         "| game | agent | framework | precision | seed | frames | frames/s | final score "
         "| last eval (at frames) | frames to target | wall to target s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",

@@ -1,5 +1,5 @@
 """The one reader of a results directory's files: cell.json, config.json, summary.json,
-failed.json, machine.json and metrics.csv.
+failed.json, machine.json, metrics.csv and the step count of a cell's checkpoint.
 
 `actorq report`, a resumed `actorq bench` and the cell process read them only through here, so
 each either gets values of the types it uses (numbers finite, at most :data:`MAX_MAGNITUDE`) or
@@ -26,8 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actorq import checkpoint as ckpt
 from actorq.bench.spec import one_line
-from actorq.errors import ActorQError, shown
+from actorq.errors import ActorQError, CheckpointError, shown
 from actorq.inputs import read_input
 from actorq.rundir import RunDir
 
@@ -310,6 +311,31 @@ def check_session(f: Fields) -> None:
         and all(0 <= x <= MAX_MAGNITUDE for x in load)  # NaN fails too
     ):
         raise f.bad("load_avg_at_start", f"null or a list of numbers in [0, {MAX_MAGNITUDE:g}]")
+
+
+def read_checkpoint_steps(cell_dir: Path, native: bool) -> int | None:
+    """The env steps the cell's checkpoint holds, where its resume goes on from (an actorq
+    run's ``counters.env_steps``; with ``native`` false another framework's, SB3's
+    ``learner.counters.num_timesteps``); None without a checkpoint, or one without the count.
+
+    Read through :func:`actorq.checkpoint.read_state` (its manifest's checksums; no pickle, no
+    tensors, the replay not hashed); a damaged one is one ResultsError line naming it.
+    """
+    run = RunDir(cell_dir)
+    if not run.has_checkpoint():
+        return None
+    try:
+        state = ckpt.read_state(run.checkpoint)
+    except CheckpointError as e:
+        raise ResultsError(str(e)) from None
+    path = run.checkpoint / "state.json"
+    counters = state["counters"]
+    if not native:  # SB3's algorithm keeps its own, with the learner's state
+        learner = state["learner"]
+        counters = learner.get("counters") if isinstance(learner, dict) else None
+    if not isinstance(counters, dict):
+        raise ResultsError(f"{path}: counters must be an object")
+    return Fields(path, counters).integer("env_steps" if native else "num_timesteps")
 
 
 def read_metrics(path: Path, keep: Callable[[str], bool]) -> list[Row]:
