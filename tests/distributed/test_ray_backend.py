@@ -267,3 +267,27 @@ def test_a_shard_that_does_not_answer_leaves_the_lead_out(
     sent.clear()
     replay.resume_at(90.0)
     assert sent == [45.0]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "actors", "shards"),
+    [(2, 4, 4), (2, 64, 8), (3, 5, 2), (1, 3, 4), (3, 7, 5), (4, 4, 4), (2, 3, 3), (5, 9, 3)],
+)
+def test_every_replay_shard_gets_actors(nodes: int, actors: int, shards: int) -> None:
+    """On 2 nodes with 4 actors and 4 shards, actors picked a local shard by their global index:
+    shards 1 and 2 got no actor, never filled, and the learner sampled around them."""
+    from actorq.distributed.ray_nodes import actor_nodes, actor_shards
+
+    names = [f"node{k}" for k in range(nodes)]
+    shards = min(shards, actors)  # as the backend caps them
+    shard_node = [names[j % nodes] for j in range(shards)]  # as the backend places them
+    placed = actor_nodes(names, actors)
+    got = actor_shards(placed, shard_node)
+    assert sorted(set(got)) == list(range(shards))
+    for node, j in zip(placed, got, strict=True):
+        if node in shard_node:  # an actor inserts on its own node where it has a shard
+            assert shard_node[j] == node
+    # a node's actors share its shards evenly
+    for node in set(shard_node):
+        counts = [got.count(j) for j, n in enumerate(shard_node) if n == node]
+        assert max(counts) - min(counts) <= 1, (node, counts)

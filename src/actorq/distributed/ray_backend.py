@@ -49,6 +49,7 @@ from actorq.distributed.backend import (
 from actorq.distributed.cores import usable_cores
 from actorq.distributed.ray_nodes import (  # re-exported: where they were defined first
     actor_nodes,
+    actor_shards,
     cpu_nodes,
     import_ray,
     node_affinity,
@@ -641,11 +642,9 @@ class RayBackend:
         specs_json = json.dumps({name: spec.to_json() for name, spec in self.specs.items()})
         gate_json = json.dumps(s.gate.to_json())
         shard_cls = ray.remote(ray_actors.ReplayShard)
-        shard_node = []
+        shard_node = [self.nodes[j % len(self.nodes)] for j in range(num_shards)]
         shard_names = [f"{tag}-shard{j}" for j in range(num_shards)]
-        for j, name in enumerate(shard_names):
-            node = self.nodes[j % len(self.nodes)]
-            shard_node.append(node)
+        for j, (name, node) in enumerate(zip(shard_names, shard_node, strict=True)):
             self.shards.append(
                 shard_cls.options(
                     name=name, num_cpus=0, scheduling_strategy=node_affinity(node), max_restarts=-1
@@ -654,9 +653,9 @@ class RayBackend:
         namespace = ray.get_runtime_context().namespace
         actor_cls = ray.remote(ray_actors.RayActorWorker)
         tier = self.tier.for_actors()
-        for i, node in enumerate(actor_nodes(self.nodes, cfg.actors)):
-            local = [j for j, sn in enumerate(shard_node) if sn == node]
-            shard = shard_names[local[i % len(local)] if local else i % len(self.shards)]
+        placed = actor_nodes(self.nodes, cfg.actors)
+        for i, (node, j) in enumerate(zip(placed, actor_shards(placed, shard_node), strict=True)):
+            shard = shard_names[j]
             acfg = {**s.actor_config(i), "insert_chunk": chunk, "poll_s": poll_s}
             h = actor_cls.options(
                 num_cpus=cfg.ray.actor_cpus,

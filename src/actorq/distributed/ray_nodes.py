@@ -38,3 +38,29 @@ def cpu_nodes() -> list[str]:
 def actor_nodes(nodes: list[str], actors: int) -> list[str]:
     """The node each actor runs on: round-robin over ``nodes`` (:func:`cpu_nodes`)."""
     return [nodes[i % len(nodes)] for i in range(actors)]
+
+
+def actor_shards(actor_node: list[str], shard_node: list[str]) -> list[int]:
+    """The replay shard each actor inserts into, given the node of every actor and every shard.
+
+    An actor takes its node's shards in turn by its place among that node's actors (not by its
+    global index: with nodes round-robin, actor ``i`` on a node with shards ``local`` took
+    ``local[i % len(local)]``, so on 2 nodes with 4 actors and 4 shards actors 0 and 2 both took
+    shard 0 and shards 1 and 2 got nothing, never filled, and the learner sampled around them).
+    The actors of a node without a shard are spread over all shards in turn."""
+    local: dict[str, list[int]] = {}
+    for j, node in enumerate(shard_node):
+        local.setdefault(node, []).append(j)
+    seen: dict[str, int] = {}
+    away = 0  # actors so far on nodes without a shard
+    out = []
+    for node in actor_node:
+        here = local.get(node)
+        if here:
+            k = seen.get(node, 0)
+            seen[node] = k + 1
+            out.append(here[k % len(here)])
+        else:
+            out.append(away % len(shard_node))
+            away += 1
+    return out
