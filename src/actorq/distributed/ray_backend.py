@@ -28,6 +28,7 @@ import json
 import math
 import os
 import queue
+import signal
 import sys
 import tempfile
 import threading
@@ -89,7 +90,7 @@ def init_ray(address: str | None) -> bool:
         kwargs["address"] = address
     else:
         kwargs["num_cpus"] = usable_cores()
-    with _captured_stderr() as captured:
+    with _captured_stderr() as captured, _kept_signal_handlers():
         try:
             ray.init(**kwargs)
             error: BaseException | None = None
@@ -121,6 +122,27 @@ def is_auth_failure(error: BaseException, log: str) -> bool:
         or "Unauthenticated" in log
         or "InvalidAuthToken" in str(error)
     )
+
+
+@contextlib.contextmanager
+def _kept_signal_handlers() -> Iterator[None]:
+    """Keep this process's SIGINT and SIGTERM handlers across ``ray.init``. It installs its own
+    SIGTERM handler (``sys.exit``; a head it starts, one that kills Ray and exits 1), which
+    replaced the run's :class:`~actorq.run.monitor.StopOnSignal`: a SIGTERM (kill, Slurm,
+    Kubernetes) then failed the run, without its final checkpoint or summary. Ray's processes
+    still stop: :meth:`RayBackend.close` shuts down a Ray it started (its node caches remove
+    their shared memory first), and Ray's atexit hook kills them if the learner exits
+    otherwise. Only the main thread can set handlers (Ray sets none elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in kept.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(s, handler)
 
 
 class _Captured:
