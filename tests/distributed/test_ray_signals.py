@@ -4,7 +4,6 @@ run's, and Ray's processes and the node caches' shared memory still go at the en
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -16,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.distributed.stopping import check_stopped_cleanly, sigterm_when
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster at a time (see test_ray.py)
@@ -71,25 +72,13 @@ def test_sigterm_stops_a_ray_run_as_on_the_local_backend(tmp_path: Path, ray_tmp
            "--no-progress", "--no-stop-at-target", "--run-dir", str(run)]  # fmt: skip
     env = dict(os.environ, RAY_ADDRESS="local", RAY_TMPDIR=str(ray_tmp))
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        metrics = run / "metrics.csv"
-        while time.monotonic() < deadline and p.poll() is None:
-            if metrics.is_file() and ",charts/episodic_return," in metrics.read_text():
-                break  # actors finished episodes: the backend is up
-            time.sleep(0.5)
-        assert p.poll() is None, "the run ended before the signal"
-        p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    text = out.decode()
-    assert p.returncode == 130, text[-2000:]
-    assert f"--resume {run}" in text
-    assert (run / "checkpoint" / "manifest.json").is_file()
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["env_steps"] > 0
+    metrics = run / "metrics.csv"
+
+    def acting() -> bool:  # actors finished episodes: the backend is up
+        return metrics.is_file() and ",charts/episodic_return," in metrics.read_text()
+
+    text = sigterm_when(p, acting, "the Ray run did not start", timeout=120)
+    check_stopped_cleanly(p, text, run)
     deadline = time.monotonic() + 30  # Ray's shutdown waits for its processes, a little more
     while time.monotonic() < deadline and _procs_with_env(f"RAY_TMPDIR={ray_tmp}"):
         time.sleep(0.5)
