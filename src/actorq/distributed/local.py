@@ -157,6 +157,17 @@ CRASH_LOOP = 5
 CRASH_WINDOW_S = 60.0
 
 
+def recent_deaths(deaths: dict[int, list[float]], i: int) -> int:
+    """Note a death of actor slot ``i`` now in ``deaths`` (each slot's recent deaths' times);
+    returns its deaths within :data:`CRASH_WINDOW_S`, this one included. :data:`CRASH_LOOP`
+    or more: something kills every incarnation (a SIGBUS, a SIGSEGV in a native library, the
+    OOM killer), and restarting it forever makes no progress."""
+    now = time.monotonic()
+    recent = [t for t in deaths.get(i, []) if now - t < CRASH_WINDOW_S] + [now]
+    deaths[i] = recent
+    return len(recent)
+
+
 class LocalBackend:
     """N actor processes on this machine, sharing one snapshot cache in shared memory.
 
@@ -307,19 +318,16 @@ class LocalBackend:
 
     def _check_crash_loop(self, i: int, returncode: int) -> None:
         """Stop the run with one line when actor ``i`` has been killed :data:`CRASH_LOOP` times
-        within :data:`CRASH_WINDOW_S`: something kills every incarnation (a SIGBUS, a SIGSEGV
-        in a native library, the OOM killer), and restarting it forever makes no progress."""
-        now = time.monotonic()
-        recent = [t for t in self._deaths.get(i, []) if now - t < CRASH_WINDOW_S] + [now]
-        self._deaths[i] = recent
-        if len(recent) >= CRASH_LOOP:
+        within :data:`CRASH_WINDOW_S` (:func:`recent_deaths`)."""
+        deaths = recent_deaths(self._deaths, i)
+        if deaths >= CRASH_LOOP:
             try:
                 how = signal.Signals(-returncode).name
             except ValueError:
                 how = f"exit status {returncode}"
             log = RunDir(self.run_dir).actor_log(i)
             raise ActorFailedError(
-                f"actor {i} was killed {len(recent)} times in {CRASH_WINDOW_S:.0f} s, last by "
+                f"actor {i} was killed {deaths} times in {CRASH_WINDOW_S:.0f} s, last by "
                 f"{how}; not restarting it again (its log: {shown(log)})"
             )
 

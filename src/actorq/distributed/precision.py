@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from actorq.distributed import wire
-from actorq.distributed.ray_nodes import actor_nodes, cpu_nodes, import_ray, node_affinity
+from actorq.distributed.ray_nodes import (
+    actor_nodes,
+    cpu_nodes,
+    import_ray,
+    node_affinity,
+    ray_error_line,
+)
 from actorq.errors import ActorQError
 from actorq.quant.formats import PRECISIONS
 
@@ -109,9 +115,7 @@ def node_choices(
         try:
             d: dict[str, Any] = json.loads(ray.get(ref))
         except Exception as e:  # a node that cannot run the actors' runtime: say which, briefly
-            lines = [ln for ln in str(e).splitlines() if ln.strip()]
-            why = lines[-1] if lines else type(e).__name__
-            msg = f"--precision auto: measuring on node {node[:12]} failed: {why}"
+            msg = f"--precision auto: measuring on node {node[:12]} failed: {ray_error_line(e)}"
             raise ActorQError(msg) from None
         out.append(NodeChoice(node, d["host"], per_node[node], d["precision"], d["table"]))
     return out

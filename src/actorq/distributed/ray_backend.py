@@ -14,7 +14,9 @@ and starved by its input pipeline. Here:
   shard and fills a bounded queue; the learner only waits when that queue is empty
   (``perf/learner_wait_frac``).
 * **Faults** — Ray restarts a killed actor (``max_restarts``) and :meth:`RayBackend.supervise`
-  resumes its loop; a killed shard comes back empty, its lost items counted in ``faults/*``.
+  resumes its loop, unless it cannot come back or dies too often (the local backend's rule:
+  the run stops with one line); a killed shard comes back empty, its lost items counted in
+  ``faults/*``.
 
 Ray is an optional dependency (``pip install 'actorq[distributed]'``).
 """
@@ -48,14 +50,16 @@ from actorq.distributed.backend import (
     PrecisionTrial,
 )
 from actorq.distributed.cores import usable_cores
+from actorq.distributed.local import CRASH_LOOP, CRASH_WINDOW_S, recent_deaths
 from actorq.distributed.ray_nodes import (  # re-exported: where they were defined first
     actor_nodes,
     actor_shards,
     cpu_nodes,
     import_ray,
     node_affinity,
+    ray_error_line,
 )
-from actorq.errors import ActorFailedError, ConfigError, first_line
+from actorq.errors import ActorFailedError, ConfigError
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.ring import ReplayBuffer
 from actorq.replay.specs import UniformSpec
@@ -606,6 +610,7 @@ class RayBackend:
         self._status: dict[str, dict[str, Any]] = {}
         self._counts: dict[tuple[str, str], dict[str, int]] = {}  # per actor and incarnation
         self.actor_restarts = 0
+        self._deaths: dict[int, list[float]] = {}  # recent deaths' times, per actor
         self.shard_restarts = 0
         self.items_lost = 0
         self._shard_state = [_ShardState() for _ in self.shards]
@@ -675,7 +680,7 @@ class RayBackend:
         namespace = ray.get_runtime_context().namespace
         actor_cls = ray.remote(ray_actors.RayActorWorker)
         tier = self.tier.for_actors()
-        placed = actor_nodes(self.nodes, cfg.actors)
+        placed = self.actor_node = actor_nodes(self.nodes, cfg.actors)
         for i, (node, j) in enumerate(zip(placed, actor_shards(placed, shard_node), strict=True)):
             shard = shard_names[j]
             acfg = {**s.actor_config(i), "insert_chunk": chunk, "poll_s": poll_s}
@@ -827,7 +832,11 @@ class RayBackend:
             time.sleep(0.05)
 
     def supervise(self) -> int:
-        """Resume the loop of actors Ray restarted; a bug in an actor raises here."""
+        """Resume the loop of actors Ray restarted. An actor that raised, one that cannot come
+        back (its ``__init__`` failed, its node is gone: it is pinned there) and one that dies
+        :data:`~actorq.distributed.local.CRASH_LOOP` times within ``CRASH_WINDOW_S`` stop the
+        run with one line, as on the local backend: resubmitted forever, its loop would fail
+        again at once, or die again, and the learner would wait for its data."""
         ray = self._ray
         if not self._runs:
             return 0
@@ -837,16 +846,36 @@ class RayBackend:
             i = self._runs.pop(ref)
             try:
                 ray.get(ref)
-            except ray.exceptions.RayActorError:
+            except ray.exceptions.RayActorError as e:
+                self._check_death(i, e)
                 self.actor_restarts += 1
                 restarted += 1
-            except ray.exceptions.RayTaskError as e:
-                cause = getattr(e, "cause", None)  # the actor's own exception
-                why = f"{type(cause).__name__}: {first_line(cause)}" if cause else first_line(e)
-                raise ActorFailedError(f"actor {i} failed: {why}") from None
+            except ray.exceptions.RayError as e:
+                # the actor's own exception (a RayTaskError), or Ray's: one it cannot place
+                # (ActorUnschedulableError), a lost owner (OwnerDiedError), ...
+                raise ActorFailedError(f"actor {i} failed: {ray_error_line(e)}") from None
             # returned normally only if stopped; either way, it acts again until close()
             self._runs[self.actors[i].run.remote()] = i
         return restarted
+
+    def _check_death(self, i: int, e: Any) -> None:
+        """Raise :class:`ActorFailedError` if actor ``i``, dead with Ray's ``e``, will not come
+        back, or has died too often of late (:func:`~actorq.distributed.local.recent_deaths`)."""
+        if e.actor_init_failed:
+            raise ActorFailedError(f"actor {i} could not start: {ray_error_line(e)}")
+        node = self.actor_node[i]
+        alive = {n["NodeID"] for n in self._ray.nodes() if n["Alive"]}
+        if node not in alive:
+            raise ActorFailedError(
+                f"actor {i} is gone with its node {node[:12]}, where it is pinned: "
+                f"{ray_error_line(e)}"
+            )
+        deaths = recent_deaths(self._deaths, i)
+        if deaths >= CRASH_LOOP:
+            raise ActorFailedError(
+                f"actor {i} died {deaths} times in {CRASH_WINDOW_S:.0f} s, last: "
+                f"{ray_error_line(e)}; not restarting it again"
+            )
 
     def processes(self) -> dict[str, list[int]]:
         """Process ids of actors and replay shards (tests kill them); -1 while restarting."""

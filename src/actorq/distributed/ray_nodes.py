@@ -8,7 +8,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from actorq.errors import ConfigError
+from actorq.errors import ConfigError, first_line
+
+
+def ray_error_line(e: BaseException) -> str:
+    """A Ray error as one line. A task's exception carries its cause: that one's first line.
+    Ray sends an actor's failed ``__init__`` as text, a header, the remote traceback, then the
+    exception (e.g. ``ResourceError: shared memory: no room ...``): that last line. Ray's own
+    errors (a dead actor, a lost owner) say what happened first: :func:`first_line`."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {first_line(cause)}"
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if not any(ln.startswith('File "') for ln in lines):
+        return first_line(e)
+    line = lines[-1]
+    name, sep, rest = line.partition(": ")
+    if sep and "." in name and " " not in name:  # a dotted class name: its last part will do
+        line = f"{name.rsplit('.', 1)[1]}: {rest}"
+    return "".join(c if c.isprintable() else "?" for c in line)[:300]
 
 
 def import_ray() -> Any:

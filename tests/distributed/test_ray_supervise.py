@@ -1,0 +1,104 @@
+"""RayBackend.supervise without a cluster: which of Ray's errors about an actor's loop restart
+it and which stop the run, with one line (Ray's own errors are real, the cluster a stand-in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from actorq.distributed.local import CRASH_LOOP  # noqa: E402
+from actorq.distributed.ray_backend import RayBackend  # noqa: E402
+from actorq.errors import ActorFailedError  # noqa: E402
+
+NODE = "a" * 56
+
+
+class _Ray:
+    """Every actor loop has ended with ``error``; ``alive``: whether the actors' node is."""
+
+    exceptions = ray.exceptions
+
+    def __init__(self, error: BaseException, alive: bool = True) -> None:
+        self.error, self.alive = error, alive
+
+    def wait(self, refs: list[Any], num_returns: int, timeout: float) -> tuple[list[Any], list]:
+        return list(refs), []
+
+    def get(self, ref: Any) -> Any:
+        raise self.error
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [{"NodeID": NODE, "Alive": self.alive}]
+
+
+class _Actor:
+    def __init__(self) -> None:
+        self.run = type("Run", (), {"remote": staticmethod(object)})()
+
+
+def _backend(error: BaseException, alive: bool = True) -> RayBackend:
+    b = object.__new__(RayBackend)  # only what supervise() touches
+    b._ray = _Ray(error, alive)
+    b.actors = [_Actor()]
+    b.actor_node = [NODE]
+    b._runs = {object(): 0}
+    b._deaths = {}
+    b.actor_restarts = 0
+    return b
+
+
+def _one_line(e: pytest.ExceptionInfo[ActorFailedError]) -> str:
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+def test_a_killed_actor_is_restarted_until_it_dies_too_often() -> None:
+    """An actor killed over and over (a native crash, the OOM killer, a node that keeps losing
+    it) was resubmitted forever; now it stops the run as on the local backend."""
+    b = _backend(ray.exceptions.ActorDiedError())
+    for n in range(1, CRASH_LOOP):
+        assert b.supervise() == 1 and b.actor_restarts == n
+    with pytest.raises(ActorFailedError) as e:
+        b.supervise()
+    assert f"actor 0 died {CRASH_LOOP} times in 60 s" in _one_line(e)
+    assert "The actor died unexpectedly" in str(e.value)
+
+
+def test_an_actor_whose_init_failed_stops_the_run_at_once() -> None:
+    text = (
+        "The actor died because of an error raised in its creation task, ray::RayActorWorker"
+        '.__init__() (pid=1)\n  File "ray_actors.py", line 9, in __init__\n'
+        "actorq.resources.ResourceError: shared memory: no room for 64.0 MiB in /dev/shm"
+    )
+    b = _backend(ray.exceptions.RayActorError(error_msg=text, actor_init_failed=True))
+    with pytest.raises(ActorFailedError) as e:
+        b.supervise()
+    assert _one_line(e) == (
+        "actor 0 could not start: ResourceError: shared memory: no room for 64.0 MiB in /dev/shm"
+    )
+
+
+def test_an_actor_whose_node_is_gone_stops_the_run_at_once() -> None:
+    # pinned to its node (hard affinity): Ray can never place it again
+    b = _backend(ray.exceptions.ActorDiedError(), alive=False)
+    with pytest.raises(ActorFailedError) as e:
+        b.supervise()
+    assert f"actor 0 is gone with its node {NODE[:12]}" in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ray.exceptions.ActorUnschedulableError("its node is dead\nmore detail"),
+        ray.exceptions.OwnerDiedError("ab" * 14, None, ""),
+    ],
+)
+def test_any_other_ray_error_is_one_line(error: BaseException) -> None:
+    """Not RayActorErrors: they reached the CLI as a traceback."""
+    b = _backend(error)
+    with pytest.raises(ActorFailedError) as e:
+        b.supervise()
+    assert _one_line(e).startswith("actor 0 failed: ")
