@@ -194,6 +194,24 @@ def test_precision_auto_failure_on_a_node_is_one_line(ray_local: Any) -> None:
     assert "\n" not in str(e.value)
 
 
+def test_a_node_cache_that_cannot_start_is_one_line(ray_local: Any) -> None:
+    """A full /dev/shm (ResourceError in NodeCache.__init__) reached the CLI as Ray's
+    ActorDiedError, the node cache's remote traceback in it."""
+    import shutil
+
+    from actorq.distributed.ray_backend import ParameterTier, cpu_nodes
+    from actorq.distributed.shm import shm_dir
+    from actorq.errors import ActorQError
+
+    # more than the whole of /dev/shm: tmpfs refuses it before it takes a page
+    too_big = 2 * shutil.disk_usage(shm_dir()).total
+    tag = f"actorq-test-{os.getpid()}-full"
+    with pytest.raises(ActorQError, match=r"could not start: ResourceError: shared memory") as e:
+        ParameterTier("node", cpu_nodes(), too_big, tag)
+    assert "\n" not in str(e.value)
+    assert not list(shm_dir().glob(f"{tag}-*"))
+
+
 def test_ppo_on_ray_learns_cartpole_synchronously(ray_local: Any, tmp_path: Path) -> None:
     # on-policy through the same shards: chunks queued per actor, granted only after the
     # learner published past the ones it consumed (max_policy_lag=1: never stale)

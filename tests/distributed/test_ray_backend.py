@@ -24,8 +24,9 @@ class _Call:
     def __init__(self, sent: list[tuple[dict[str, np.ndarray], int]]) -> None:
         self.sent = sent
 
-    def remote(self, payload: bytes, inserts: int) -> None:
+    def remote(self, payload: bytes, inserts: int) -> bool:
         self.sent.append((wire.decode_batch(payload)[0], inserts))
+        return True  # a reply (a dead shard's is None: see _RayDying)
 
 
 class _Shard:
@@ -44,6 +45,17 @@ class _Backend:
     def refresh_sizes(self) -> None:
         self.refreshed_after.append(sum(bool(s.sent) for s in self.shards))
 
+    lost = 0
+
+    def lose_items(self, n: int) -> None:
+        self.lost += n
+
+    def shard_sizes(self) -> list[int]:
+        return [5] * len(self.shards)
+
+    def shard_inserts(self) -> list[int]:
+        return [5] * len(self.shards)
+
 
 class _RayError(Exception):
     pass
@@ -54,6 +66,14 @@ class _Ray:
 
     @staticmethod
     def get(refs: Any, timeout: float | None = None) -> Any:
+        return refs
+
+
+class _RayDying(_Ray):
+    @staticmethod
+    def get(refs: Any, timeout: float | None = None) -> Any:
+        if any(r is None for r in (refs if isinstance(refs, list) else [refs])):
+            raise _RayError("actor died")  # a dead shard's answer
         return refs
 
 
@@ -244,13 +264,6 @@ def test_a_shard_that_does_not_answer_leaves_the_lead_out(
     """A checkpoint while a shard is dead or restarting saves no lead (the resume starts at
     the centre); a shard that dies before resume_at is skipped, the others still move."""
 
-    class _RayDying(_Ray):
-        @staticmethod
-        def get(refs: Any, timeout: float | None = None) -> Any:
-            if any(r is None for r in (refs if isinstance(refs, list) else [refs])):
-                raise _RayError("actor died")  # a dead shard's answer
-            return refs
-
     sent: list[float] = []
 
     class _Shard2:
@@ -291,3 +304,60 @@ def test_every_replay_shard_gets_actors(nodes: int, actors: int, shards: int) ->
     for node in set(shard_node):
         counts = [got.count(j) for j, n in enumerate(shard_node) if n == node]
         assert max(counts) - min(counts) <= 1, (node, counts)
+
+
+class _Held(_Shard):
+    """A live shard holding rewards ``first, first + 1, ...``; ``None``: a dead one, whose
+    every answer is Ray's error."""
+
+    def __init__(self, first: int | None) -> None:
+        super().__init__()
+        n = 5
+        items = {"obs": np.zeros((n, 3), np.float32), "reward": np.arange(n, dtype=np.float32)}
+        if first is None:
+            self.load = type("L", (), {"remote": staticmethod(lambda *a: None)})()
+            answer: Any = None
+        else:
+            items["reward"] += first
+            answer = wire.encode_batch(items)
+        self.dump = type("D", (), {"remote": staticmethod(lambda: answer)})()
+        self.peek = type("P", (), {"remote": staticmethod(lambda n, seed: answer)})()
+
+
+@pytest.fixture
+def one_dead(monkeypatch: pytest.MonkeyPatch) -> ray_backend.ShardedReplay:
+    """Two shards, the second dead while the learner saves, samples or restores."""
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _RayDying)
+    b = _Backend(shards=2, capacity=100)
+    b.shards = [_Held(0), _Held(None)]
+    return ray_backend.ShardedReplay(b)  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_holds_the_shards_that_answer(
+    one_dead: ray_backend.ShardedReplay, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard dying while the learner saved raised Ray's error: the run failed there, its
+    checkpoint not written (docs/distributed.md: the run goes on with the other shards)."""
+    one_dead.save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as saved:
+        np.testing.assert_array_equal(saved["reward"], [0, 1, 2, 3, 4])
+    err = capsys.readouterr().err
+    assert "replay shard 1 did not answer (actor died)" in err and "not its 5" in err
+
+
+def test_a_sample_is_drawn_from_the_shards_that_answer(
+    one_dead: ray_backend.ShardedReplay, capsys: pytest.CaptureFixture[str]
+) -> None:
+    got = one_dead.sample_shards(10, np.random.default_rng(0))
+    np.testing.assert_array_equal(got["reward"], [0, 1, 2, 3, 4])
+    assert "replay shard 1 did not answer" in capsys.readouterr().err
+
+
+def test_a_shard_dying_in_a_restore_loses_its_part(
+    one_dead: ray_backend.ShardedReplay, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_dead.load(_save(tmp_path / "r.npz", 7))
+    ((part, _),) = one_dead._b.shards[0].sent  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(part["reward"], [0, 2, 4, 6])
+    assert one_dead._b.lost == 3  # type: ignore[attr-defined]  # the dead one's part
+    assert "its 3 restored items lost" in capsys.readouterr().err

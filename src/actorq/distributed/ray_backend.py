@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ from actorq.distributed.ray_nodes import (  # re-exported: where they were defin
     node_affinity,
     ray_error_line,
 )
-from actorq.errors import ActorFailedError, ConfigError
+from actorq.errors import ActorFailedError, ActorQError, ConfigError
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.ring import ReplayBuffer
 from actorq.replay.specs import UniformSpec
@@ -213,12 +213,20 @@ class ParameterTier:
     def __init__(
         self, mode: str, nodes: list[str], capacity: int, tag: str, relays: int = 0
     ) -> None:
-        ray = import_ray()
         self.mode = mode
         self.caches: dict[str, Any] = {}
         self.relays: list[Any] = []
         self.names: dict[str, str] = {}
         self.server: Any = None
+        self._ref: Any = None
+        try:
+            self._start(mode, nodes, capacity, tag, relays)
+        except BaseException:
+            self.close()  # no tier reaches the backend to close: its caches' segments with it
+            raise
+
+    def _start(self, mode: str, nodes: list[str], capacity: int, tag: str, relays: int) -> None:
+        ray = import_ray()
         if mode == "node":
             cls = ray.remote(ray_actors.NodeCache)
             for n in nodes:
@@ -227,7 +235,14 @@ class ParameterTier:
                 self.caches[n] = cls.options(
                     num_cpus=0, scheduling_strategy=node_affinity(n), max_restarts=0
                 ).remote(name, capacity)
-            ray.get([c.info.remote() for c in self.caches.values()])  # files exist before actors
+            for n, c in self.caches.items():  # their files exist before any actor reads them
+                try:
+                    ray.get(c.info.remote())
+                except ray.exceptions.RayError as e:
+                    # e.g. a full /dev/shm (ResourceError): one line, not Ray's traceback
+                    raise ActorQError(
+                        f"the parameter cache on node {n[:12]} could not start: {ray_error_line(e)}"
+                    ) from None
             if relays > 0:
                 # Menger's hierarchy: the learner feeds `relays` relays, each feeds its share
                 # of the node caches; learner egress per publish = one copy per relay.
@@ -255,7 +270,6 @@ class ParameterTier:
             ray.get(self.server.info.remote())
         else:
             raise ConfigError(f"unknown cache mode {mode!r}; expected node or none")
-        self._ref: Any = None
 
     def for_actors(self) -> str:
         """What an actor needs to find its source: JSON with names, not handles."""
@@ -351,31 +365,69 @@ class ShardedReplay:
         return self.sample_shards(n, rng)
 
     def sample_shards(self, n: int, rng: np.random.Generator) -> Batch:
-        """``n`` items drawn from every shard in proportion to its size."""
-        ray = import_ray()
+        """``n`` items drawn from every shard in proportion to its size (fewer where a shard
+        does not answer)."""
         sizes = np.array(self._b.shard_sizes(), np.float64)
         if sizes.sum() == 0:
             raise RuntimeError("cannot sample from an empty replay")
         counts = np.floor(n * sizes / sizes.sum()).astype(int)
         counts[int(np.argmax(sizes))] += n - counts.sum()
-        refs = [
-            s.peek.remote(int(c), int(rng.integers(2**31)))
-            for s, c in zip(self._b.shards, counts, strict=True)
+        refs = {
+            j: s.peek.remote(int(c), int(rng.integers(2**31)))
+            for j, (s, c) in enumerate(zip(self._b.shards, counts, strict=True))
             if c > 0
-        ]
-        parts = [wire.decode_batch(b)[0] for b in ray.get(refs, timeout=60)]
-        return wire.concat([p for p in parts if p])
+        }
+        got = self._answers(refs, 60.0, "this sample is drawn from the others")
+        return self._batch([wire.decode_batch(b)[0] for b in got.values()])
 
     def save(self, path: str | Path) -> None:
+        sizes = self._b.shard_sizes()
+        refs = dict(enumerate(s.dump.remote() for s in self._b.shards))
+        got = self._answers(
+            refs, self.SHARD_TIMEOUT_S, "the checkpoint holds the other shards' items",
+            lambda j: f"not its {sizes[j]:,}",
+        )  # fmt: skip
+        parts = [p for p in (wire.decode_batch(b)[0] for b in got.values()) if p]
+        inserts = np.array(sum(self._b.shard_inserts()), np.int64)
+        np.savez(path, _inserts=inserts, **by_age(parts or [self._batch([])]))  # type: ignore[arg-type]
+
+    #: seconds the shards have, together, to answer a save or a load (a shard's whole contents
+    #: cross the network); one that has not answered by then is left out, as a dead one
+    SHARD_TIMEOUT_S = 300.0
+
+    def _answers(
+        self,
+        refs: dict[int, Any],
+        timeout: float,
+        instead: str,
+        what_is_lost: Callable[[int], str] | None = None,
+    ) -> dict[int, Any]:
+        """Each shard's answer by its index, without the shards that died or did not answer
+        within ``timeout`` (for all of them): the run goes on with the other shards
+        (docs/distributed.md), and the log says which shard was left out and what that costs
+        (``instead``, and ``what_is_lost(j)``). Before, one dead shard's error reached the
+        CLI as a traceback from a checkpoint, a calibration sample or a resume."""
         ray = import_ray()
-        parts = [
-            wire.decode_batch(b)[0] for b in ray.get([s.dump.remote() for s in self._b.shards])
-        ]
+        deadline = time.monotonic() + timeout
+        out: dict[int, Any] = {}
+        for j, ref in refs.items():
+            try:
+                out[j] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.RayError as e:
+                lost = f", {what_is_lost(j)}" if what_is_lost else ""
+                print(
+                    f"actorq: warning: replay shard {j} did not answer ({ray_error_line(e)}); "
+                    f"{instead}{lost}",
+                    file=sys.stderr,
+                )
+        return out
+
+    def _batch(self, parts: list[Batch]) -> Batch:
+        """``parts`` (shards' answers) as one batch; none, or only empty ones: zero items."""
         parts = [p for p in parts if p]
         if not parts:
-            parts = [{k: s.zeros(0) for k, s in self._b.specs.items()}]
-        inserts = np.array(sum(self._b.shard_inserts()), np.int64)
-        np.savez(path, _inserts=inserts, **by_age(parts))  # type: ignore[arg-type]
+            return {k: s.zeros(0) for k, s in self._b.specs.items()}
+        return wire.concat(parts)
 
     @property
     def lead(self) -> float | None:
@@ -401,16 +453,20 @@ class ShardedReplay:
         :meth:`save` gathered it. Read by the local ring's one reader (each array's npz header
         before any array, shapes, dtypes, finite values, lengths, the insert counter) into a
         ring of the table's capacity: ``ValueError`` before any shard is touched."""
-        ray = import_ray()
         ring = ReplayBuffer(self._b.replay_capacity, self._b.specs)
         ring.load(path)
         data, total = ring.all(), ring.inserts
         n, s = ring.size, len(self._b.shards)
-        refs = []
+        refs, sizes = {}, {}
         for j, shard in enumerate(self._b.shards):
             part = {k: v[j::s] for k, v in data.items()}
-            refs.append(shard.load.remote(wire.encode_batch(part), total // s if n else 0))
-        ray.get(refs)
+            sizes[j] = batch_len(part) if part else 0
+            refs[j] = shard.load.remote(wire.encode_batch(part), total // s if n else 0)
+        got = self._answers(
+            refs, self.SHARD_TIMEOUT_S, "the run goes on with the others",
+            lambda j: f"its {sizes[j]:,} restored items lost",
+        )  # fmt: skip
+        self._b.lose_items(sum(sizes[j] for j in refs if j not in got))
         # the sizes the backend polls (every 0.2 s) said 0 until the next poll: the resumed
         # run's first snapshot, calibrated on these states, found none
         self._b.refresh_sizes()
@@ -811,6 +867,12 @@ class RayBackend:
     def _total(self, key: str) -> int:
         """Every actor's count of ``key`` (``rejected``, ``lost_inserts``), every incarnation's."""
         return sum(c.get(key, 0) for c in self._counts.values())
+
+    def lose_items(self, n: int) -> None:
+        """Count ``n`` replay items lost outside a shard's restart (``faults/replay_items_lost``):
+        a checkpoint's part for a shard that died while it was restored."""
+        with self._lock:
+            self.items_lost += n
 
     def shard_sizes(self) -> list[int]:
         return [s.size for s in self._shard_state]
