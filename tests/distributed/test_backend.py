@@ -88,3 +88,51 @@ def test_local_timing_picks_a_known_precision() -> None:
     cfg, trial = _trial()
     precision, table = select_precision_here(cfg, trial)
     assert precision in ("fp32", "fp16", "int8", "int4") and precision in table
+
+
+def test_ray_nodes_time_the_candidates_the_run_publishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Ray the nodes rounded int8/int4 to nearest while the run published GPTQ-rounded
+    snapshots (which the local backend times): now the learner makes those and the nodes time
+    them as they are."""
+    import actorq.quant.autoselect as autoselect
+    from actorq.distributed import precision as node_precision
+    from actorq.distributed import ray_backend, wire
+    from actorq.quant.snapshot import make_snapshot
+
+    cfg, trial = _trial(gptq=True)
+    sent: dict[str, Any] = {}
+
+    def node_choices(*args: Any) -> list[node_precision.NodeChoice]:
+        sent["args"] = args
+        return [node_precision.NodeChoice("n", "h", 2, "int8", "| table |")]
+
+    monkeypatch.setattr(ray_backend, "init_ray", lambda address: False)
+    monkeypatch.setattr(node_precision, "node_choices", node_choices)
+    ray_backend.RayBackend.select_precision(cfg, trial)
+    rounded = sent["args"][-1]
+    assert sorted(wire.decode_batch(rounded)[0]) == ["int4", "int8"]
+
+    timed: dict[str, dict[str, np.ndarray]] = {}
+    make_runtime = autoselect.make_runtime
+
+    def spy(snap: Any, *args: Any) -> Any:
+        timed[snap.precision] = snap.tensors
+        return make_runtime(snap, *args)
+
+    def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+        return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    monkeypatch.setattr(autoselect, "make_runtime", spy)
+    layers, extras = list(trial.layers), trial.extras
+    fp32 = make_snapshot(layers, trial.spec, "fp32", 0, extras=extras).to_bytes()
+    obs = wire.encode_batch({"obs": trial.observations})
+    node_precision.choice_here(fp32, obs, 4, cfg.runtime, 1, cfg.granularity, rounded)
+    for p in ("int8", "int4"):
+        gptq = make_snapshot(layers, trial.spec, p, 0, "per_channel", trial.observations, extras)
+        nearest = make_snapshot(layers, trial.spec, p, 0, "per_channel", None, extras)
+        assert same(timed[p], gptq.tensors) and not same(timed[p], nearest.tensors)
+    assert sorted(timed) == ["fp16", "fp32", "int4", "int8"]
+    # rounded to nearest by the run's publishes: nothing made on the learner
+    _, nearest_trial = _trial(gptq=False)
+    ray_backend.RayBackend.select_precision(cfg, nearest_trial)
+    assert wire.decode_batch(sent["args"][-1])[0] == {}

@@ -13,8 +13,12 @@ One precision is published per snapshot (one broadcast, Menger-style), so the no
 combined by :func:`vote`: the precision chosen by the nodes hosting the most actors; a tie goes
 to the higher precision (less rounding). Every node's table and the vote are logged.
 
-Only bytes and strings cross Ray: the fp32 snapshot as its safetensors bytes, the observations as
-a safetensors blob, the answer as JSON.
+Where the run's publishes round int8/int4 with GPTQ, the learner makes those candidates
+(:func:`gptq_candidates`; GPTQ needs torch, the nodes need not have it) and the nodes time them
+as they are, as the local backend times its GPTQ-rounded candidates.
+
+Only bytes and strings cross Ray: the fp32 snapshot as its safetensors bytes, the observations and
+the rounded candidates as safetensors blobs, the answer as JSON.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import json
 import socket
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -36,7 +40,11 @@ from actorq.distributed.ray_nodes import (
     ray_error_line,
 )
 from actorq.errors import ActorQError
-from actorq.quant.formats import PRECISIONS
+from actorq.quant.formats import PRECISIONS, weight_format
+
+if TYPE_CHECKING:  # the node's task imports this module: nothing it does not need
+    from actorq.distributed.backend import PrecisionTrial
+    from actorq.quant.autoselect import PrecisionChoice
 
 #: ties go to the first: most bits first
 _ORDER = {p: i for i, p in enumerate(PRECISIONS)}
@@ -51,24 +59,57 @@ class NodeChoice:
     table: str  # the node's select_precision table (markdown)
 
 
-def _choose_here(
-    snapshot: bytes, observations: bytes, batch: int, runtime: str, threads: int, gran: str
-) -> str:
-    """Runs on the node (a Ray task): the node's choice as JSON. Imports no torch."""
-    import ray
+def gptq_candidates(trial: PrecisionTrial, granularity: str) -> bytes:
+    """The calibrated precisions' candidates (int8, int4) rounded with GPTQ on the trial's
+    states, as the run's publishes will round them, made here on the learner (GPTQ needs
+    torch; the actors' nodes need not have it): one safetensors blob, a uint8 array per
+    precision. No candidate when the publishes round to nearest (``trial.gptq`` false)."""
+    from actorq.quant.snapshot import make_snapshot
 
+    made: dict[str, np.ndarray] = {}
+    for p in PRECISIONS:
+        if trial.gptq and weight_format(p).calibrated:
+            snap = make_snapshot(
+                list(trial.layers), trial.spec, p, 0, cast(Any, granularity),
+                trial.observations, trial.extras,
+            )  # fmt: skip
+            made[p] = np.frombuffer(snap.to_bytes(), np.uint8)
+    return wire.encode_batch(made)
+
+
+def choice_here(
+    snapshot: bytes,
+    observations: bytes,
+    batch: int,
+    runtime: str,
+    threads: int,
+    gran: str,
+    rounded: bytes,
+) -> PrecisionChoice:
+    """The node's choice: :func:`~actorq.quant.autoselect.select_precision` on the fp32
+    snapshot, with the learner's :func:`gptq_candidates` timed as they are. Imports no torch."""
     from actorq.quant.autoselect import select_precision
     from actorq.quant.snapshot import PolicySnapshot
 
-    obs = wire.decode_batch(observations)[0]["obs"]
-    choice = select_precision(
+    made = {
+        p: PolicySnapshot.from_bytes(a.tobytes()) for p, a in wire.decode_batch(rounded)[0].items()
+    }
+    return select_precision(
         PolicySnapshot.from_bytes(snapshot),
-        obs,
+        wire.decode_batch(observations)[0]["obs"],
         batch,
         runtime=runtime,
         threads=threads,
         granularity=gran,  # type: ignore[arg-type]
+        made=made,
     )
+
+
+def _choose_here(*args: Any) -> str:
+    """Runs on the node (a Ray task): :func:`choice_here` as JSON. Imports no torch."""
+    import ray
+
+    choice = choice_here(*args)
     return json.dumps(
         {
             "node": ray.get_runtime_context().get_node_id(),
@@ -98,16 +139,27 @@ def node_choices(
     threads: int,
     granularity: str,
     task_cpus: float,
+    rounded: bytes | None = None,
 ) -> list[NodeChoice]:
-    """Run the measurement on every node that will host actors (Ray must be initialized)."""
+    """Run the measurement on every node that will host actors (Ray must be initialized);
+    ``rounded``: :func:`gptq_candidates`, timed as they are."""
     ray = import_ray()
     per_node = Counter(actor_nodes(cpu_nodes(), actors))  # where the backend will put them
     obs = wire.encode_batch({"obs": np.ascontiguousarray(observations, np.float32)})
+    rounded = rounded or wire.encode_batch({})
     fn = ray.remote(_choose_here)
     refs = {
         node: fn.options(
             num_cpus=task_cpus, scheduling_strategy=node_affinity(node), max_retries=0
-        ).remote(fp32_snapshot, obs, batch, runtime, threads, granularity)
+        ).remote(
+            fp32_snapshot,
+            obs,
+            batch,
+            runtime,
+            threads,
+            granularity,
+            rounded or wire.encode_batch({}),
+        )
         for node in per_node
     }
     out = []

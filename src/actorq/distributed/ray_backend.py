@@ -638,6 +638,8 @@ class RayBackend:
                 cfg.actor_threads,
                 cfg.granularity,
                 min(1.0, cfg.ray.actor_cpus),
+                # as the local backend: int8/int4 timed as the run's publishes round them
+                node_precision.gptq_candidates(trial, cfg.granularity),
             )
         finally:
             if started:  # the backend starts (and later stops) its own Ray

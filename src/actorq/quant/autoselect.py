@@ -166,6 +166,7 @@ def select_precision(
     calibration: np.ndarray | None = None,
     timer: Timer | None = None,
     extras: dict[str, np.ndarray] | None = None,
+    made: dict[str, PolicySnapshot] | None = None,
 ) -> PrecisionChoice:
     """Pick the fastest precision whose actions agree with fp32, measured on this machine.
 
@@ -183,7 +184,9 @@ def select_precision(
       ``calibration`` as the learner would use them; GPTQ calibration imports torch, so leave
       it ``None`` in a torch-free actor process) and ``make_runtime(snap, runtime,
       threads)`` is built — the actors' own runtime, so call this in a process placed like an
-      actor. ``timer(runtimes, batch)`` gives each one's seconds per call (default
+      actor. ``made``: candidates already made from this policy, timed as they are (the Ray
+      backend's nodes time the learner's GPTQ-rounded ones, without torch).
+      ``timer(runtimes, batch)`` gives each one's seconds per call (default
       :func:`actor_latency`: warm-up, then the median of 31 calls, candidates interleaved, in
       bursts of :data:`ACTOR_BURST` as an actor calls its one model).
     * Agreement vs fp32 (:meth:`~actorq.quant.heads.Head.compare`): for a discrete head, the
@@ -216,7 +219,9 @@ def select_precision(
     nbytes: list[int] = []
     ref: np.ndarray | None = None
     for p in precisions:
-        snap = make_snapshot(layers, spec, p, 0, granularity, calibration, extras)
+        snap = made[p] if made and p in made else make_snapshot(
+            layers, spec, p, 0, granularity, calibration, extras
+        )  # fmt: skip
         rt = make_runtime(snap, runtime, threads)
         out = rt(obs)
         if ref is None:  # fp32 comes first
