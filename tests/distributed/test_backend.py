@@ -3,6 +3,7 @@ precisions are timed (no backend branch in the loop)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -126,7 +127,8 @@ def test_ray_nodes_time_the_candidates_the_run_publishes(monkeypatch: pytest.Mon
     layers, extras = list(trial.layers), trial.extras
     fp32 = make_snapshot(layers, trial.spec, "fp32", 0, extras=extras).to_bytes()
     obs = wire.encode_batch({"obs": trial.observations})
-    node_precision.choice_here(fp32, obs, 4, cfg.runtime, 1, cfg.granularity, rounded)
+    at = {"batch": 4, "runtime": cfg.runtime, "threads": 1, "granularity": cfg.granularity}
+    node_precision.choice_here(fp32, obs, rounded, json.dumps(at))
     for p in ("int8", "int4"):
         gptq = make_snapshot(layers, trial.spec, p, 0, "per_channel", trial.observations, extras)
         nearest = make_snapshot(layers, trial.spec, p, 0, "per_channel", None, extras)

@@ -78,38 +78,33 @@ def gptq_candidates(trial: PrecisionTrial, granularity: str) -> bytes:
 
 
 def choice_here(
-    snapshot: bytes,
-    observations: bytes,
-    batch: int,
-    runtime: str,
-    threads: int,
-    gran: str,
-    rounded: bytes,
+    snapshot: bytes, observations: bytes, rounded: bytes, settings: str
 ) -> PrecisionChoice:
     """The node's choice: :func:`~actorq.quant.autoselect.select_precision` on the fp32
-    snapshot, with the learner's :func:`gptq_candidates` timed as they are. Imports no torch."""
+    snapshot at the actors' ``settings`` (JSON: batch, runtime, threads, granularity), the
+    learner's :func:`gptq_candidates` timed as they are. Imports no torch."""
     from actorq.quant.autoselect import select_precision
     from actorq.quant.snapshot import PolicySnapshot
 
-    made = {
-        p: PolicySnapshot.from_bytes(a.tobytes()) for p, a in wire.decode_batch(rounded)[0].items()
-    }
+    candidates = wire.decode_batch(rounded)[0]
+    made = {p: PolicySnapshot.from_bytes(a.tobytes()) for p, a in candidates.items()}
+    at = json.loads(settings)
     return select_precision(
         PolicySnapshot.from_bytes(snapshot),
         wire.decode_batch(observations)[0]["obs"],
-        batch,
-        runtime=runtime,
-        threads=threads,
-        granularity=gran,  # type: ignore[arg-type]
+        int(at["batch"]),
+        runtime=str(at["runtime"]),
+        threads=int(at["threads"]),
+        granularity=at["granularity"],
         made=made,
     )
 
 
-def _choose_here(*args: Any) -> str:
-    """Runs on the node (a Ray task): :func:`choice_here` as JSON. Imports no torch."""
+def _choose_here(snapshot: bytes, observations: bytes, rounded: bytes, settings: str) -> str:
+    """Runs on the node (a Ray task; bytes and str in, JSON out): :func:`choice_here`."""
     import ray
 
-    choice = choice_here(*args)
+    choice = choice_here(snapshot, observations, rounded, settings)
     return json.dumps(
         {
             "node": ray.get_runtime_context().get_node_id(),
@@ -147,19 +142,14 @@ def node_choices(
     per_node = Counter(actor_nodes(cpu_nodes(), actors))  # where the backend will put them
     obs = wire.encode_batch({"obs": np.ascontiguousarray(observations, np.float32)})
     rounded = rounded or wire.encode_batch({})
+    settings = json.dumps(
+        {"batch": batch, "runtime": runtime, "threads": threads, "granularity": granularity}
+    )
     fn = ray.remote(_choose_here)
     refs = {
         node: fn.options(
             num_cpus=task_cpus, scheduling_strategy=node_affinity(node), max_retries=0
-        ).remote(
-            fp32_snapshot,
-            obs,
-            batch,
-            runtime,
-            threads,
-            granularity,
-            rounded or wire.encode_batch({}),
-        )
+        ).remote(fp32_snapshot, obs, rounded, settings)
         for node in per_node
     }
     out = []
