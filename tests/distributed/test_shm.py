@@ -59,27 +59,47 @@ def test_a_ring_hands_over_rows_and_episodes_in_order_across_wrap_around(
         ring.file.unlink()
 
 
-def test_without_total_store_order_an_index_is_published_only_under_the_rings_lock(
+def _blocked_by_the_rings_lock(ring: shm.TransitionChannel, call: Any) -> Any:
+    """Run ``call`` in a thread while another descriptor holds the ring's lock: returns whether
+    it waited for the lock, and its result once the lock is free."""
+    fd = os.open(ring.file.path, os.O_RDWR)  # another process's hold on the lock
+    out: list[Any] = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        t = threading.Thread(target=lambda: out.append(call()), daemon=True)
+        t.start()
+        t.join(0.3)
+        waited = t.is_alive()
+    finally:
+        os.close(fd)  # frees the lock, even when an assertion below fails
+    t.join(10)
+    return waited, out[0] if out else None
+
+
+def test_without_total_store_order_each_index_crosses_under_the_rings_lock(
     control: shm.ControlBlock,
 ) -> None:
     """On CPUs that may reorder stores (aarch64) the reader could see the new index before the
-    rows it covers; the index is set under the ring file's lock, which orders memory."""
+    rows it covers, and the writer could see the reader's index before the reader is done with
+    the rows; each index crossing is under the ring file's lock, which orders memory."""
     ring = _channel(control, ordered=False)
+    h = control.actor(0)
     try:
-        fd = os.open(ring.file.path, os.O_RDWR)  # another process's hold on the lock
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        writer = threading.Thread(target=ring.write, args=(_rows(0, 4),))
-        writer.start()
-        time.sleep(0.3)
-        assert writer.is_alive() and int(control.actor(0)[shm.A_WRITE]) == 0
-        os.close(fd)
-        writer.join(10)
-        assert int(control.actor(0)[shm.A_WRITE]) == 4
+        waited, _ = _blocked_by_the_rings_lock(ring, lambda: ring.write(_rows(0, 4)))
+        assert waited and int(h[shm.A_WRITE]) == 4  # the writer's index: set under the lock
+        waited, got = _blocked_by_the_rings_lock(ring, ring.drain)
+        assert waited and np.array_equal(got["reward"], np.arange(4, dtype=np.float32))
+        assert int(h[shm.A_READ]) == 4
+        waited, free = _blocked_by_the_rings_lock(ring, ring.free)  # the reader's index
+        assert waited and free == 16
+        waited, got = _blocked_by_the_rings_lock(ring, ring.drain)
+        assert not waited and got == {}  # nothing new: no lock to wait for
     finally:
         ring.file.unlink()
 
 
 PRODUCER = """
+import os
 import sys
 import numpy as np
 from actorq.distributed import shm
@@ -92,7 +112,8 @@ w = 0
 for _ in range(chunks):
     n = 1 + w % 7
     while ring.free() < n:
-        pass
+        if os.getppid() == 1:  # the test died: stop spinning
+            sys.exit(1)
     i = np.arange(w, w + n)
     ring.write({"obs": np.stack([i, 2 * i, 3 * i], 1), "reward": i.astype(np.float32)})
     w += n
@@ -111,16 +132,20 @@ def test_rows_drained_while_another_process_writes_are_whole_and_in_order(
             [sys.executable, "-c", textwrap.dedent(PRODUCER), str(ring.file.path.name),
              control.file.path.name, "1" if ordered else "0", str(chunks)],
         )  # fmt: skip
-        seen = 0
-        deadline = time.monotonic() + 60
-        while seen < total and time.monotonic() < deadline:
-            got: dict[str, Any] = ring.drain()
-            if not got:
-                continue
-            i = np.arange(seen, seen + len(got["reward"]))
-            assert np.array_equal(got["obs"], np.stack([i, 2 * i, 3 * i], 1))
-            seen += len(i)
-        assert proc.wait(30) == 0 and seen == total
+        try:
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < total and time.monotonic() < deadline:
+                got: dict[str, Any] = ring.drain()
+                if not got:
+                    continue
+                i = np.arange(seen, seen + len(got["reward"]))
+                assert np.array_equal(got["obs"], np.stack([i, 2 * i, 3 * i], 1))
+                seen += len(i)
+            assert proc.wait(30) == 0 and seen == total
+        finally:
+            proc.kill()  # never left spinning on a full ring
+            proc.wait()
     finally:
         ring.file.unlink()
 
@@ -150,7 +175,7 @@ def test_a_run_whose_pid_looks_dead_here_is_spared_while_its_control_is_held() -
         p.write_bytes(b"x")
     try:
         assert tag + "-control" not in shm.reclaim_stale() and all(p.exists() for p in others)
-        held.file._release()  # its learner died: the kernel dropped the lock
+        held.file.close()  # its learner died: the kernel dropped the lock
         removed = shm.reclaim_stale()
         assert sorted(removed) == sorted([f"{tag}-control", f"{tag}-cache", f"{tag}-chan0"])
     finally:
@@ -174,3 +199,24 @@ def test_a_local_run_holds_its_control_segment_and_removes_every_segment_at_its_
     train(tiny("dqn", actors=1, total_steps=400, log_every=0.05), check)
     assert seen and all(seen)
     assert not list(Path(shm.shm_dir()).glob(f"actorq-{os.getpid()}-*"))
+
+
+def _shm_descriptors() -> int:
+    d = str(shm.shm_dir())
+    return sum(
+        os.path.realpath(f"/proc/self/fd/{fd}").startswith(d) for fd in os.listdir("/proc/self/fd")
+    )
+
+
+def test_a_local_run_without_total_store_order_leaves_no_descriptor_open(
+    tiny: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ring kept a descriptor for its lock, never closed: a learner running trainings in
+    turn (a sweep, a notebook) ran out of descriptors."""
+    from actorq import train
+
+    monkeypatch.setattr(shm, "TSO", False)  # the learner's rings lock, as on aarch64
+    before = _shm_descriptors()
+    for sub in ("a", "b"):
+        train(tiny("dqn", sub=sub, actors=2, total_steps=300))
+    assert _shm_descriptors() == before

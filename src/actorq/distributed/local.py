@@ -378,5 +378,6 @@ class LocalBackend:
                     p.wait()
         for name in reversed(self._names.values()):  # the control segment last: the run's
             (shm.shm_dir() / name).unlink(missing_ok=True)  # liveness while the rest go
-        if control is not None:
-            control.file.unlink()  # and its lock
+        for segment in [*getattr(self, "channels", []), getattr(self, "cache", None), control]:
+            if segment is not None:
+                segment.file.close()  # its descriptor (a ring's lock, the run's liveness)

@@ -1,7 +1,7 @@
 """Shared-memory building blocks for the local backend (one machine, many processes).
 
 Everything here is a flat, file-backed mmap under /dev/shm holding numpy arrays — no pickling,
-no pickling. A ring's writer fills data, then advances an index; its reader reads the index,
+no locks on x86-64. A ring's writer fills data, then advances an index; its reader reads the index,
 then the data. x86-64 keeps that order for every observer (total store order), so there the
 indices are plain words; other CPUs (aarch64: Graviton, Grace) may make the index visible
 before the data, so there each index crossing between processes is read or written under a lock
@@ -17,6 +17,7 @@ import mmap
 import os
 import platform
 import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -121,21 +122,18 @@ def _reserve(fd: int, size: int, path: Path) -> None:
 class ShmFile:
     """A named, file-backed shared mapping. The creator sizes it; others attach by name.
 
-    ``hold``: the creator keeps an exclusive flock on the file while it lives (a run's control
-    segment: :func:`reclaim_stale` spares a held run). ``lockable``: keep a descriptor for
-    :meth:`locked` (rings on CPUs without total store order)."""
+    ``hold``: the creator keeps an exclusive flock on the file until :meth:`close` (a run's
+    control segment: :func:`reclaim_stale` spares a held run). ``lockable``: keep a descriptor
+    for :meth:`index` and :meth:`set_index` (rings on CPUs without total store order)."""
 
     def __init__(
         self, name: str, size: int = 0, create: bool = False, hold: bool = False,
         lockable: bool = False,
     ) -> None:  # fmt: skip
         self.path = shm_dir() / name
-        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
-        fd = os.open(self.path, flags, 0o600)
+        fd = self._create(hold) if create else os.open(self.path, os.O_RDWR)
         try:
             if create:
-                if hold:  # at once: a run is never visible unheld (its pid may look dead here)
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.ftruncate(fd, size)
                 _reserve(fd, size, self.path)
             self.size = os.fstat(fd).st_size
@@ -145,9 +143,25 @@ class ShmFile:
             raise
         self._fd: int | None = fd
         if not (hold and create) and not lockable:
-            self._release()
+            self.close()
 
-    def _release(self) -> None:
+    def _create(self, hold: bool) -> int:
+        # Made under a hidden name and renamed once held: a run's control segment is never
+        # visible unheld (its pid may look dead to a reclaim in another PID namespace).
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if hold:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: never contended
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        return fd
+
+    def close(self) -> None:
+        """Drop the descriptor and a held lock (the mapping stays valid until collected)."""
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)  # explicitly: the mapping keeps a dup of fd
             os.close(self._fd)
@@ -178,7 +192,7 @@ class ShmFile:
     def unlink(self) -> None:
         """Remove the name (mappings stay valid) and drop a held lock: the run is over."""
         self.path.unlink(missing_ok=True)
-        self._release()
+        self.close()
 
 
 # -- control block ------------------------------------------------------------------------------
@@ -292,10 +306,10 @@ class TransitionChannel:
         capacity: int,
         header: np.ndarray,
         create: bool = False,
-        ordered: bool = TSO,
+        ordered: bool | None = None,
     ) -> None:
         self.capacity = capacity
-        self.ordered = ordered
+        self.ordered = TSO if ordered is None else ordered
         layout: list[tuple[str, str, tuple[int, ...]]] = [
             (k, s.dtype, (capacity, *s.shape)) for k, s in specs.items()
         ]
@@ -305,7 +319,7 @@ class TransitionChannel:
             size = (size + 63) // 64 * 64
             offsets.append(size)
             size += int(np.prod(shape)) * np.dtype(dt).itemsize
-        self.file = ShmFile(name, size, create, lockable=not ordered)
+        self.file = ShmFile(name, size, create, lockable=not self.ordered)
         arrays = {
             k: self.file.array(off, dt, shape)
             for (k, dt, shape), off in zip(layout, offsets, strict=True)
