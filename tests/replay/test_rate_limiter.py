@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from actorq.replay.rate_limiter import SampleToInsertRatio
@@ -61,6 +61,7 @@ def test_min_error_buffer_prevents_deadlock() -> None:
     chunk=st.integers(1, 64),
     min_size=st.integers(1, 5000),
 )
+@example(batch=1, spi=3.4, chunk=1, min_size=1)  # 13 * 3.4 rounds below 44.2: both refused
 def test_no_settings_deadlock_from_the_first_insert(
     batch: int, spi: float, chunk: int, min_size: int
 ) -> None:

@@ -17,6 +17,14 @@ from __future__ import annotations
 import dataclasses
 
 
+def _slack(credit: float) -> float:
+    """Rounding allowed in a comparison: with the least error buffer that cannot deadlock
+    (:meth:`SampleToInsertRatio.min_error_buffer`) the gap between "may insert" and "may
+    sample" is exactly empty, so an error of one ulp in ``inserts * samples_per_insert``
+    (13 * 3.4 = 44.199999999999996) refused both sides at once: a deadlock."""
+    return 1e-9 * max(1.0, abs(credit))
+
+
 @dataclasses.dataclass(frozen=True)
 class SampleToInsertRatio:
     samples_per_insert: float
@@ -49,12 +57,14 @@ class SampleToInsertRatio:
         # min 100: refused at 96 inserts) hung the run before its first update
         if inserts < self.min_size_to_sample:
             return True
-        return (inserts + num) * self.samples_per_insert - samples <= self.max_diff
+        credit = (inserts + num) * self.samples_per_insert
+        return credit - samples <= self.max_diff + _slack(credit)
 
     def can_sample(self, num: int, inserts: int, samples: int) -> bool:
         if inserts < self.min_size_to_sample:
             return False
-        return inserts * self.samples_per_insert - (samples + num) >= self.min_diff
+        credit = inserts * self.samples_per_insert
+        return credit - (samples + num) >= self.min_diff - _slack(credit)
 
     @staticmethod
     def min_error_buffer(batch_size: int, samples_per_insert: float, insert_chunk: int) -> float:
