@@ -159,6 +159,25 @@ def test_publishes_to_a_busy_cache_pull_only_the_newest_next(
             cache.close()
 
 
+def test_an_older_version_offered_during_a_pull_is_never_kept_after_it() -> None:
+    """Async actors keep no order: v4's message came while v5 was pulled. Compared only with
+    the version kept and the one waiting, v4 was queued, kept after v5, and the cache went
+    back to version 4."""
+    kept: list[int] = []
+    pull = ray_actors.NewestPull(lambda v, data: kept.append(v))
+
+    async def go() -> None:
+        gate = asyncio.get_running_loop().create_future()
+        five = asyncio.ensure_future(pull.offer(5, _Ref(b"v5", None, gate)))
+        await asyncio.sleep(0)  # version 5's pull is under way
+        await pull.offer(4, _Ref(b"v4"))
+        gate.set_result(None)
+        await five
+
+    asyncio.run(go())
+    assert kept == [5] and pull.latest == 5
+
+
 class _Reply:
     """An object reference to a drain's reply; a ``lost`` one never arrives in time."""
 

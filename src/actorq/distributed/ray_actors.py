@@ -61,17 +61,23 @@ class NewestPull:
     every superseded snapshot pinned in the object store until its turn. Here a version offered
     during a pull replaces the one waiting, whose reference is dropped at once; when the pull
     ends the one waiting is pulled: a busy spell costs two pulls and ends on the last version.
-    Runs in an async actor's event loop: nothing here needs a lock."""
+    Runs in an async actor's event loop: nothing here needs a lock.
+
+    Async actors keep no order between messages, so a version older than the one being pulled
+    can arrive during its pull: compared only with ``latest`` and the one waiting, it was
+    queued and kept after the newer one, and the cache went back a version (an on-policy actor
+    waiting for a version at least the learner's then waited for a publish)."""
 
     def __init__(self, keep: Callable[[int, bytes], None]) -> None:
         self.keep = keep  # stores a pulled version (shared memory, a relay's children, ...)
         self.latest = -1  # the newest version kept
         self._waiting: tuple[int, Any] | None = None
+        self._inflight = -1  # the version being pulled now (-1: none)
         self._pulling = False
 
     async def offer(self, version: int, ref: Any) -> None:
-        newest = self.latest if self._waiting is None else self._waiting[0]
-        if version <= newest:
+        waiting = -1 if self._waiting is None else self._waiting[0]
+        if version <= max(self.latest, self._inflight, waiting):
             return  # a late message for an older version (async actors keep no order)
         self._waiting = (version, ref)
         if self._pulling:
@@ -80,14 +86,18 @@ class NewestPull:
         try:
             while self._waiting is not None:
                 (v, r), self._waiting = self._waiting, None
+                self._inflight = v
                 try:
                     data = await r  # the one transfer of this version from upstream
                 except Exception:
                     if self._waiting is None:
                         raise  # lost upstream; the next publish offers a newer one
                     continue  # superseded already: pull the newer one
-                self.keep(v, bytes(data))
-                self.latest = v
+                finally:
+                    self._inflight = -1
+                if v > self.latest:  # never back to an older snapshot
+                    self.keep(v, bytes(data))
+                    self.latest = v
         finally:
             self._pulling = False
 
