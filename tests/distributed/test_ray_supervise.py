@@ -102,3 +102,24 @@ def test_any_other_ray_error_is_one_line(error: BaseException) -> None:
     with pytest.raises(ActorFailedError) as e:
         b.supervise()
     assert _one_line(e).startswith("actor 0 failed: ")
+
+
+def test_a_dead_actors_line_says_why_it_died() -> None:
+    """An actor killed by the OOM killer or a signal: the line was Ray's generic first line,
+    "The actor died unexpectedly before finishing this task.", its reason (the last line)
+    dropped."""
+    from ray.core.generated.common_pb2 import ActorDiedErrorContext
+
+    reason = (
+        "The actor is dead because its worker process has died. Worker exit type: "
+        "NODE_OUT_OF_MEMORY Worker exit detail: Task was killed due to the node running out of "
+        "memory."
+    )
+    context = ActorDiedErrorContext(
+        error_message=reason, actor_id=b"a" * 16, pid=123, class_name="RayActorWorker"
+    )
+    b = _backend(ray.exceptions.ActorDiedError(context), alive=False)
+    with pytest.raises(ActorFailedError) as e:
+        b.supervise()
+    where = f"actor 0 is gone with its node {NODE[:12]}, where it is pinned"
+    assert _one_line(e) == f"{where}: {reason}"

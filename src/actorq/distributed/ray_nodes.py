@@ -10,22 +10,48 @@ from typing import Any
 
 from actorq.errors import ConfigError, first_line
 
+#: the first lines of Ray's actor errors, which say only that something happened
+_GENERIC = (
+    "The actor died unexpectedly before finishing this task.",
+    "The actor experienced an error before finishing this task.",
+)
+
 
 def ray_error_line(e: BaseException) -> str:
     """A Ray error as one line. A task's exception carries its cause: that one's first line.
     Ray sends an actor's failed ``__init__`` as text, a header, the remote traceback, then the
-    exception (e.g. ``ResourceError: shared memory: no room ...``): that last line. Ray's own
-    errors (a dead actor, a lost owner) say what happened first: :func:`first_line`."""
+    exception (e.g. ``ResourceError: shared memory: no room ...``): that last line. A dead
+    actor's error is a generic first line, tab-indented fields (class, id, pid, ip), then the
+    reason (``Worker exit type: NODE_OUT_OF_MEMORY ...``): the reason, which the first line
+    alone dropped. Ray's other errors (a lost owner) say what happened first:
+    :func:`first_line`."""
     cause = getattr(e, "cause", None)
     if isinstance(cause, BaseException):
         return f"{type(cause).__name__}: {first_line(cause)}"
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     if not any(ln.startswith('File "') for ln in lines):
-        return first_line(e)
+        return _printable(_reason(e) or first_line(e))
     line = lines[-1]
     name, sep, rest = line.partition(": ")
     if sep and "." in name and " " not in name:  # a dotted class name: its last part will do
         line = f"{name.rsplit('.', 1)[1]}: {rest}"
+    return _printable(line)
+
+
+def _reason(e: BaseException) -> str:
+    """What a dead actor's error (``RayActorError``: it has ``error_msg``) says beyond its
+    generic line and its fields, as one line; empty if nothing (no cause known)."""
+    if not isinstance(getattr(e, "error_msg", None), str):
+        return ""
+    said = [
+        ln.strip()
+        for ln in str(e).splitlines()
+        if ln.strip() and not ln.startswith("\t") and ln.strip() not in _GENERIC
+    ]
+    return " ".join(said)
+
+
+def _printable(line: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in line)[:300]
 
 
