@@ -239,8 +239,9 @@ def _backend(fake: _DrainRay, shard: Any, **more: Any) -> Any:
     b: Any = object.__new__(RayBackend)
     b.__dict__.update(
         _ray=fake, shards=[_ShardHandle(shard, fake)], _shard_state=[_ShardState()],
-        _lock=threading.Lock(), _steps=0, _busy=0.0, _wait=0.0, _infer=0.0, _env=0.0,
-        _episodes=[], _status={}, _counts={}, shard_restarts=0, items_lost=0, **more,
+        _lock=threading.Lock(), _poll_lock=threading.Lock(), _steps=0, _busy=0.0, _wait=0.0,
+        _infer=0.0, _env=0.0, _episodes=[], _status={}, _counts={}, shard_restarts=0,
+        items_lost=0, **more,
     )  # fmt: skip
     return b
 
@@ -272,6 +273,31 @@ def test_a_drain_reply_lost_once_is_counted_with_the_next(monkeypatch: pytest.Mo
     _insert(restarted, 30, [3.0, 7])
     b._poll()
     assert (b.env_steps(), b.shard_restarts) == (180, 1)
+
+
+def test_a_late_reply_from_a_restarted_shards_dead_incarnation_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two polls overlapping across a shard's restart (``refresh_sizes`` beside the poll
+    thread): the dead incarnation's reply, read after its successor's, switched the state back,
+    counted a second restart, and counted every window of both incarnations again."""
+    monkeypatch.setattr(ray_actors, "node_id", lambda: "node")
+    fake = _DrainRay()
+    dead, successor = _shard(), _shard()
+    b = _backend(fake, dead)
+    _insert(dead, 100, [1.0, 10])
+    b._poll()
+    late = b.shards  # a drain the dead incarnation answers after its successor's
+    b.shards = [_ShardHandle(successor, fake)]
+    _insert(successor, 30, [3.0, 7])
+    b._poll()
+    assert (b.env_steps(), b.shard_restarts) == (130, 1)
+    b.shards = late
+    b._poll()
+    b.shards = [_ShardHandle(successor, fake)]
+    b._poll()
+    assert (b.env_steps(), b.shard_restarts) == (130, 1)
+    assert b._shard_state[0].incarnation == successor.incarnation
 
 
 class _Hung:

@@ -613,6 +613,7 @@ class _ShardState:
     pid: int = 0
     node: str = ""
     acked: int = 0  # the last of its drain windows counted (see ReplayShard.drain_stats)
+    retired: set[str] = dataclasses.field(default_factory=set)  # its dead incarnations
 
 
 class RayBackend:
@@ -662,6 +663,7 @@ class RayBackend:
             raise
         self._steps = ctx.env_steps_offset
         self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()  # one _poll at a time (see there)
         self._episodes: list[tuple[float, int]] = []
         self._busy = self._wait = 0.0
         self._infer = self._env = 0.0  # parts of _busy: policy runtime, environment
@@ -818,7 +820,16 @@ class RayBackend:
 
     def _poll(self) -> None:
         """Drain every shard's counters, acknowledging the windows counted so far: a reply not
-        read in time is not lost, its windows come again with the next drain's."""
+        read in time is not lost, its windows come again with the next drain's.
+
+        One poll at a time (``refresh_sizes`` polls from the learner's thread beside the poll
+        thread): each drain then acknowledges every window counted before it was sent, which
+        is what lets a shard merge windows it holds (``ReplayShard.drain_stats``); and a late
+        reply from a shard's dead incarnation cannot land after its successor's."""
+        with self._poll_lock:
+            self._poll_once()
+
+    def _poll_once(self) -> None:
         ray = self._ray
         with self._lock:
             acks = [(st.incarnation, st.acked) for st in self._shard_state]
@@ -836,10 +847,13 @@ class RayBackend:
 
     def _count(self, st: _ShardState, d: dict[str, Any]) -> None:
         """A shard's drain reply: its state, and each window not counted yet."""
+        if d["incarnation"] in st.retired:
+            return  # a dead incarnation's late reply: its successor's state stands
         if d["incarnation"] != st.incarnation:
             if st.incarnation:
                 self.shard_restarts += 1
                 self.items_lost += st.size
+                st.retired.add(st.incarnation)
             st.acked = 0  # a restarted shard numbers its windows from 1 again
         st.incarnation, st.size = d["incarnation"], d["size"]
         st.inserts, st.samples = d["inserts"], d["samples"]
