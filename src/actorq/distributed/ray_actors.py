@@ -299,6 +299,7 @@ class ReplayShard:
         self._cond: asyncio.Condition | None = None
         self._pending: dict[str, Any] = self._empty_counters()
         self._seq = 0  # drained windows, numbered
+        self._poll = 0  # the newest of the learner's drains run here (see drain_stats)
         self._unacked: list[dict[str, Any]] = []  # windows drained, not yet acknowledged
 
     @staticmethod
@@ -423,17 +424,31 @@ class ReplayShard:
             self._loaded_at = lead
             cond.notify_all()
 
-    async def drain_stats(self, incarnation: str = "", acked: int = 0) -> str:
+    async def drain_stats(self, incarnation: str = "", acked: int = 0, poll: int = 0) -> str:
         """The counters collected since the last drain (one window, numbered), with every
         earlier window not yet acknowledged: the learner acknowledges the windows it counted
         (``acked``: the last one's number, for the shard's ``incarnation`` it saw) with its next
         drain. A reply the learner never got (its wait timed out) comes again with the next,
-        where it was lost: its env steps uncounted, a run overshot its ``total_steps``."""
+        where it was lost: its env steps uncounted, a run overshot its ``total_steps``.
+
+        While replies keep missing the learner's deadline the windows piled up, each reply
+        larger than the last: past :data:`MAX_WINDOWS` the oldest two become one (see
+        :meth:`_merge_oldest`)."""
         if incarnation == self.incarnation:  # a predecessor's numbers are not ours
             self._unacked = [w for w in self._unacked if w["seq"] > acked]
         self._seq += 1
         self._unacked.append({**self._pending, "seq": self._seq})
         self._pending = self._empty_counters()
+        # ``poll``: the learner's drains are numbered, one poll at a time, and it reads only
+        # the reply to its newest. By the time this shard runs the newest drain it has seen,
+        # the learner has read or dropped every earlier reply and ``acked`` covers each window
+        # it counted: the windows left were never counted, and merging them cannot count one
+        # twice. A drain older than one already run (Ray keeps no order for async actors)
+        # could find windows the newer reply has just handed over: nothing is merged then.
+        if poll > self._poll:
+            self._poll = poll
+            while len(self._unacked) > self.MAX_WINDOWS:
+                self._merge_oldest()
         out = {
             "windows": self._unacked,
             "index": self.index,
@@ -445,6 +460,38 @@ class ReplayShard:
             "node": node_id(),
         }
         return json.dumps(out)
+
+    #: drain windows kept unacknowledged before the oldest are merged
+    MAX_WINDOWS = 16
+    #: finished episodes a merged window keeps (its newest); how many it dropped is counted
+    MAX_EPISODES = 4096
+
+    def _merge_oldest(self) -> None:
+        """The oldest two unacknowledged windows as one, numbered as the later: counters
+        summed, episodes the newest :data:`MAX_EPISODES` (the rest counted in
+        ``episodes_dropped``), each actor's newest status (a status of another incarnation it
+        replaces is kept in ``earlier``: that incarnation's counts end there)."""
+        a, b = self._unacked[0], self._unacked[1]
+        merged = {k: a[k] + b[k] for k in ("env_steps", "busy_s", "wait_s", "infer_s", "env_s")}
+        episodes = a["episodes"] + b["episodes"]
+        dropped = a.get("episodes_dropped", 0) + b.get("episodes_dropped", 0)
+        dropped += max(0, len(episodes) - self.MAX_EPISODES)
+        earlier = a.get("earlier", []) + b.get("earlier", [])
+        for actor, status in a["actors"].items():
+            newer = b["actors"].get(actor)
+            if newer is not None and newer.get("incarnation") != status.get("incarnation"):
+                earlier.append([actor, status])
+        self._unacked[:2] = [
+            {
+                **merged,
+                "episodes": episodes[-self.MAX_EPISODES :],
+                "episodes_dropped": dropped,
+                "actors": {**a["actors"], **b["actors"]},
+                "earlier": earlier,
+                "merged": a.get("merged", 1) + b.get("merged", 1),
+                "seq": b["seq"],
+            }
+        ]
 
     async def dump(self) -> bytes:
         if self.on_policy:

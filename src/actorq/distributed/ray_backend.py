@@ -664,6 +664,8 @@ class RayBackend:
         self._steps = ctx.env_steps_offset
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()  # one _poll at a time (see there)
+        self._polls = 0  # drains sent, numbered (see ReplayShard.drain_stats)
+        self._merge_warned: set[int] = set()
         self._episodes: list[tuple[float, int]] = []
         self._busy = self._wait = 0.0
         self._infer = self._env = 0.0  # parts of _busy: policy runtime, environment
@@ -832,7 +834,8 @@ class RayBackend:
     def _poll_once(self) -> None:
         ray = self._ray
         with self._lock:
-            acks = [(st.incarnation, st.acked) for st in self._shard_state]
+            self._polls += 1
+            acks = [(st.incarnation, st.acked, self._polls) for st in self._shard_state]
         refs = [s.drain_stats.remote(*ack) for s, ack in zip(self.shards, acks, strict=True)]
         ready = set(ray.wait(refs, num_returns=len(refs), timeout=5.0)[0])  # one deadline
         for j, ref in enumerate(refs):
@@ -862,6 +865,10 @@ class RayBackend:
             if w["seq"] <= st.acked:
                 continue  # counted from an earlier reply (its acknowledgement was on the way)
             st.acked = int(w["seq"])
+            if w.get("merged", 1) > 1:
+                self._merged_window(d["index"], w)
+            for actor, status in w.get("earlier", []):
+                self._keep_status(actor, status)
             self._steps += int(w["env_steps"])
             self._busy += float(w["busy_s"])
             self._wait += float(w["wait_s"])
@@ -870,6 +877,20 @@ class RayBackend:
             self._episodes.extend((float(r), int(n)) for r, n in w["episodes"])
             for actor, status in w["actors"].items():
                 self._keep_status(actor, status)
+
+    def _merged_window(self, shard: int, w: dict[str, Any]) -> None:
+        """Say once per shard that its replies missed the learner's deadline long enough for
+        it to merge windows: every count is kept, only the returns of episodes past the merged
+        window's cap are not (``ReplayShard.MAX_EPISODES``)."""
+        if shard in self._merge_warned:
+            return
+        self._merge_warned.add(shard)
+        print(
+            f"actorq: warning: replay shard {shard}'s last {w['merged']} counter replies missed "
+            f"the learner's 5 s deadline; it merged them (steps and times kept, "
+            f"{w.get('episodes_dropped', 0)} episode returns dropped)",
+            file=sys.stderr,
+        )
 
     def _keep_status(self, actor: str, status: dict[str, Any]) -> None:
         """An actor's latest status, and its counts per incarnation: a restarted actor counts
