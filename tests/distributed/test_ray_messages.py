@@ -241,7 +241,8 @@ def _backend(fake: _DrainRay, shard: Any, **more: Any) -> Any:
         _ray=fake, shards=[_ShardHandle(shard, fake)], _shard_state=[_ShardState()],
         _lock=threading.Lock(), _poll_lock=threading.Lock(), _steps=0, _busy=0.0, _wait=0.0,
         _infer=0.0, _env=0.0, _episodes=[], _status={}, _counts={}, shard_restarts=0,
-        items_lost=0, _polls=0, _merge_warned=set(), **more,
+        items_lost=0, _polls=0, _merge_warned=set(), _min_loop={},
+        **more,
     )  # fmt: skip
     return b
 

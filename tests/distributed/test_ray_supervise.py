@@ -23,23 +23,29 @@ class _Ray:
 
     def __init__(self, error: BaseException, alive: bool = True) -> None:
         self.error, self.alive = error, alive
+        self.gcs: BaseException | None = None  # raised by nodes(): the GCS unreachable
+        self.running = False  # the loops run on: none has ended
 
     def wait(self, refs: list[Any], num_returns: int, timeout: float) -> tuple[list[Any], list]:
-        return list(refs), []
+        return ([], list(refs)) if self.running else (list(refs), [])
 
     def get(self, ref: Any) -> Any:
         raise self.error
 
     def nodes(self) -> list[dict[str, Any]]:
+        if self.gcs is not None:
+            raise self.gcs
         return [{"NodeID": NODE, "Alive": self.alive}]
 
 
 class _Actor:
     def __init__(self) -> None:
-        self.run = type("Run", (), {"remote": staticmethod(object)})()
+        self.run = type("Run", (), {"remote": staticmethod(lambda *loop: object())})()
 
 
 def _backend(error: BaseException, alive: bool = True) -> RayBackend:
+    import threading
+
     b = object.__new__(RayBackend)  # only what supervise() touches
     b._ray = _Ray(error, alive)
     b.actors = [_Actor()]
@@ -47,6 +53,10 @@ def _backend(error: BaseException, alive: bool = True) -> RayBackend:
     b._runs = {object(): 0}
     b._deaths = {}
     b.actor_restarts = 0
+    # what __init__ and _build add for supervise() since, and what pids() reads
+    b.__dict__.update(
+        _loop=[0], _unchecked={}, _min_loop={}, _status={}, _counts={}, _lock=threading.Lock()
+    )
     return b
 
 
@@ -123,3 +133,59 @@ def test_a_dead_actors_line_says_why_it_died() -> None:
         b.supervise()
     where = f"actor 0 is gone with its node {NODE[:12]}, where it is pinned"
     assert _one_line(e) == f"{where}: {reason}"
+
+
+def test_an_unavailable_actor_is_asked_again_not_counted_as_dead() -> None:
+    """Ray's ActorUnavailableError ("may be available later") was counted as a death and the
+    loop submitted again while the first might still run: five in a minute stopped the run."""
+    b = _backend(ray.exceptions.ActorUnavailableError("connection lost", None))
+    for _ in range(2 * CRASH_LOOP):
+        assert b.supervise() == 0
+        assert len(b._runs) == 1  # asked again (a second run() returns while one runs)
+    assert b.actor_restarts == 0 and not b._deaths
+
+
+def test_a_death_while_the_gcs_is_unreachable_waits_for_its_node_table() -> None:
+    """ray.nodes() raising (the GCS restarting or gone) reached the CLI as a traceback."""
+    b = _backend(ray.exceptions.ActorDiedError())
+    b._ray.gcs = ConnectionError("GCS unreachable\nretrying")
+    assert b.supervise() == 1 and not b._runs  # counted; not resubmitted while unknown
+    b._ray.running = True
+    assert b.supervise() == 0 and not b._runs  # still unknown
+    b._ray.gcs = None
+    assert b.supervise() == 0 and len(b._runs) == 1  # its node is alive: resubmitted
+    # past the grace, one line
+    late = _backend(ray.exceptions.ActorDiedError())
+    late._ray.gcs = ConnectionError("GCS unreachable\nretrying")
+    late.NODES_GRACE_S = 0.0
+    with pytest.raises(ActorFailedError) as e:
+        late.supervise()
+    assert _one_line(e).endswith("Ray's node table has not answered for 0 s: GCS unreachable")
+
+
+def test_a_dead_actors_pid_is_gone_until_its_successor_reports_its_own() -> None:
+    """pids() gave a dead incarnation's pid until its successor's first insert (a callback
+    might signal a dead or reused process), and a late insert of the dead one brought it back."""
+    b = _backend(ray.exceptions.ActorDiedError())
+    b._keep_status("0", {"incarnation": "a", "loop": 0, "pid": 11})
+    assert b.pids() == [11]
+    assert b.supervise() == 1
+    assert b.pids() == []
+    b._keep_status("0", {"incarnation": "a", "loop": 0, "pid": 11, "rejected": 2})  # late
+    assert b.pids() == [] and b._total("rejected") == 2  # its counts still count
+    b._keep_status("0", {"incarnation": "b", "loop": 1, "pid": 12})
+    assert b.pids() == [12]
+
+
+def test_a_second_run_while_a_loop_runs_returns_at_once() -> None:
+    """What lets supervise() ask an unavailable actor again: a second loop beside the first
+    would hold both of the actor's threads (max_concurrency=2), and stop() would never run."""
+    import json
+    import threading
+
+    from actorq.distributed.ray_actors import RayActorWorker
+
+    w = object.__new__(RayActorWorker)  # no cluster: only what run() reads before looping
+    w.incarnation, w._looping = "abc", threading.Lock()
+    w._looping.acquire()  # the first loop
+    assert json.loads(w.run(1)) == {"running": True, "incarnation": "abc"}

@@ -535,6 +535,7 @@ class RayActorWorker:
         self.tier = {**json.loads(tier_json), "namespace": namespace}
         self.shard = ray.get_actor(shard, namespace=namespace)
         self._stop = threading.Event()
+        self._looping = threading.Lock()  # held while run() loops
         self.incarnation = uuid.uuid4().hex[:12]
         self._actor: Any = None
         self._where = ""
@@ -591,7 +592,19 @@ class RayActorWorker:
                     return
                 time.sleep(0.002)
 
-    def run(self) -> str:
+    def run(self, loop: int = 0) -> str:
+        """The actor's loop, until :meth:`stop` (``loop``: the learner's number for it, sent
+        with every status). While a loop runs here another returns at once: the learner asks
+        again when Ray cannot say whether the first still runs (``ActorUnavailableError``),
+        and two loops would hold both of this actor's threads, leaving none for ``stop()``."""
+        if not self._looping.acquire(blocking=False):
+            return json.dumps({"running": True, "incarnation": self.incarnation})
+        try:
+            return self._loop(loop)
+        finally:
+            self._looping.release()
+
+    def _loop(self, loop: int) -> str:
         from actorq.core.loop import make_actor
 
         cfg = self.cfg
@@ -627,6 +640,7 @@ class RayActorWorker:
                     "rejected": actor.rejected,
                     "cache": where,
                     "incarnation": self.incarnation,
+                    "loop": loop,
                     "pid": os.getpid(),  # the learner's pids() ask no actor
                     "lost_inserts": lost_inserts,
                     "inference_s": actor.inference_s,

@@ -59,7 +59,7 @@ from actorq.distributed.ray_nodes import (  # re-exported: where they were defin
     node_affinity,
     ray_error_line,
 )
-from actorq.errors import ActorFailedError, ActorQError, ConfigError
+from actorq.errors import ActorFailedError, ActorQError, ConfigError, first_line
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.ring import ReplayBuffer
 from actorq.replay.specs import UniformSpec
@@ -673,6 +673,9 @@ class RayBackend:
         self._counts: dict[tuple[str, str], dict[str, int]] = {}  # per actor and incarnation
         self.actor_restarts = 0
         self._deaths: dict[int, list[float]] = {}  # recent deaths' times, per actor
+        # deaths waiting for Ray to say whether the actor's node is alive: error, since when
+        self._unchecked: dict[int, tuple[Any, float]] = {}
+        self._min_loop: dict[str, int] = {}  # per actor: the oldest loop whose status counts
         self.shard_restarts = 0
         self.items_lost = 0
         self._shard_state = [_ShardState() for _ in self.shards]
@@ -753,7 +756,8 @@ class RayBackend:
                 max_concurrency=2,  # run() in one thread; stop()/info() in the other
             ).remote(json.dumps(acfg), tier, shard, namespace)
             self.actors.append(h)
-            self._runs[h.run.remote()] = i
+            self._runs[h.run.remote(0)] = i
+        self._loop = [0] * len(self.actors)  # the number of each actor's latest loop
 
     # -- learner-facing surface --------------------------------------------------------------
     def publish(self, version: int, data: bytes) -> None:
@@ -895,11 +899,16 @@ class RayBackend:
     def _keep_status(self, actor: str, status: dict[str, Any]) -> None:
         """An actor's latest status, and its counts per incarnation: a restarted actor counts
         from 0 again, and a dead incarnation's last status can still land after its
-        successor's first (its insert finished late), so each keeps its own running maximum."""
-        self._status[actor] = status
+        successor's first (its insert finished late), so each keeps its own running maximum.
+        Such a late status, or one of a loop that died (``_check_death``), is not the actor's
+        latest: its pid would be a dead process's (``pids``)."""
         counts = self._counts.setdefault((actor, str(status.get("incarnation"))), {})
         for k in ("rejected", "lost_inserts"):
             counts[k] = max(counts.get(k, 0), int(status.get(k, 0)))
+        loop = int(status.get("loop", 0))
+        if loop >= self._min_loop.get(actor, 0):
+            self._min_loop[actor] = loop
+            self._status[actor] = status
 
     def _total(self, key: str) -> int:
         """Every actor's count of ``key`` (``rejected``, ``lost_inserts``), every incarnation's."""
@@ -937,44 +946,90 @@ class RayBackend:
         run with one line, as on the local backend: resubmitted forever, its loop would fail
         again at once, or die again, and the learner would wait for its data."""
         ray = self._ray
+        for i in list(self._unchecked):  # deaths whose node Ray could not say was alive
+            if self._node_alive(i):
+                self._submit(i)
         if not self._runs:
             return 0
         done, _ = ray.wait(list(self._runs), num_returns=len(self._runs), timeout=0)
         restarted = 0
+        unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
         for ref in done:
             i = self._runs.pop(ref)
             try:
                 ray.get(ref)
+            except unavailable:
+                # "may be available later": not a death, and its loop may still run. Asked
+                # again; a second run() while one runs returns at once (two loops would hold
+                # both of its threads, and stop() and info() would never run)
+                pass
             except ray.exceptions.RayActorError as e:
-                self._check_death(i, e)
                 self.actor_restarts += 1
                 restarted += 1
+                if not self._check_death(i, e):
+                    continue  # resubmitted once Ray's node table says its node is alive
             except ray.exceptions.RayError as e:
                 # the actor's own exception (a RayTaskError), or Ray's: one it cannot place
                 # (ActorUnschedulableError), a lost owner (OwnerDiedError), ...
                 raise ActorFailedError(f"actor {i} failed: {ray_error_line(e)}") from None
             # returned normally only if stopped; either way, it acts again until close()
-            self._runs[self.actors[i].run.remote()] = i
+            self._submit(i)
         return restarted
 
-    def _check_death(self, i: int, e: Any) -> None:
+    def _submit(self, i: int) -> None:
+        """Actor ``i``'s loop, numbered: its statuses carry the number (see _keep_status)."""
+        self._loop[i] += 1
+        self._runs[self.actors[i].run.remote(self._loop[i])] = i
+
+    #: seconds an actor's death waits for Ray's node table to answer before the run stops:
+    #: a GCS restarting (Ray's GCS fault tolerance) is back within this, as Ray's own clients
+    #: allow it (``gcs_rpc_server_reconnect_timeout_s``)
+    NODES_GRACE_S = 60.0
+
+    def _check_death(self, i: int, e: Any) -> bool:
         """Raise :class:`ActorFailedError` if actor ``i``, dead with Ray's ``e``, will not come
-        back, or has died too often of late (:func:`~actorq.distributed.local.recent_deaths`)."""
+        back, or has died too often of late (:func:`~actorq.distributed.local.recent_deaths`).
+        Returns whether its loop may be resubmitted now: not while Ray cannot say whether its
+        node is alive (resubmitted to an actor pinned to a dead node, the loop would wait for
+        it forever, and the learner for its data)."""
         if e.actor_init_failed:
             raise ActorFailedError(f"actor {i} could not start: {ray_error_line(e)}")
-        node = self.actor_node[i]
-        alive = {n["NodeID"] for n in self._ray.nodes() if n["Alive"]}
-        if node not in alive:
-            raise ActorFailedError(
-                f"actor {i} is gone with its node {node[:12]}, where it is pinned: "
-                f"{ray_error_line(e)}"
-            )
+        with self._lock:  # its pid and status are the dead process's: gone until the next
+            self._min_loop[str(i)] = self._loop[i] + 1
+            self._status.pop(str(i), None)
+        self._unchecked[i] = (e, time.monotonic())
+        alive = self._node_alive(i)
         deaths = recent_deaths(self._deaths, i)
         if deaths >= CRASH_LOOP:
             raise ActorFailedError(
                 f"actor {i} died {deaths} times in {CRASH_WINDOW_S:.0f} s, last: "
                 f"{ray_error_line(e)}; not restarting it again"
             )
+        return alive
+
+    def _node_alive(self, i: int) -> bool:
+        """Whether dead actor ``i``'s node is alive; :class:`ActorFailedError` if it is gone,
+        or if Ray's node table (the GCS) has not answered for :data:`NODES_GRACE_S` since the
+        death; False until then. A GCS that does not answer is often one restarting: the run
+        waits for it rather than stop at once (or print Ray's traceback, as it did)."""
+        e, since = self._unchecked[i]
+        try:
+            alive = {n["NodeID"] for n in self._ray.nodes() if n["Alive"]}
+        except Exception as err:  # whatever Ray's client raises for an unreachable GCS
+            if time.monotonic() - since < self.NODES_GRACE_S:
+                return False
+            raise ActorFailedError(
+                f"actor {i} died ({ray_error_line(e)}) and Ray's node table has not answered "
+                f"for {self.NODES_GRACE_S:.0f} s: {first_line(err)}"
+            ) from None
+        del self._unchecked[i]
+        node = self.actor_node[i]
+        if node not in alive:
+            raise ActorFailedError(
+                f"actor {i} is gone with its node {node[:12]}, where it is pinned: "
+                f"{ray_error_line(e)}"
+            )
+        return True
 
     def processes(self) -> dict[str, list[int]]:
         """Process ids of actors and replay shards (tests kill them); -1 while restarting."""
@@ -1003,8 +1058,9 @@ class RayBackend:
 
     def pids(self) -> list[int]:
         """The actors' process ids as their last inserts reported them (a restarted actor's
-        with its first insert): every log interval asks for them, and asking every actor in
-        turn stalled the learner, up to 10 s for each actor Ray was restarting."""
+        with its first insert; none from its death until then): every log interval asks for
+        them, and asking every actor in turn stalled the learner, up to 10 s for each actor
+        Ray was restarting."""
         with self._lock:
             status = sorted(self._status.items(), key=lambda kv: int(kv[0]))
         return [int(s["pid"]) for _, s in status if int(s.get("pid", -1)) > 0]
