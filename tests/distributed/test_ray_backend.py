@@ -61,8 +61,12 @@ class _RayError(Exception):
     pass
 
 
+class _GetTimeout(_RayError):
+    """Ray's GetTimeoutError (a RayError)."""
+
+
 class _Ray:
-    exceptions = type("E", (), {"RayError": _RayError})
+    exceptions = type("E", (), {"RayError": _RayError, "GetTimeoutError": _GetTimeout})
 
     @staticmethod
     def get(refs: Any, timeout: float | None = None) -> Any:
@@ -343,6 +347,70 @@ def test_a_checkpoint_holds_the_shards_that_answer(
         np.testing.assert_array_equal(saved["reward"], [0, 1, 2, 3, 4])
     err = capsys.readouterr().err
     assert "replay shard 1 did not answer (actor died)" in err and "not its 5" in err
+
+
+def test_a_checkpoint_missing_a_dead_shard_says_so_when_resumed(
+    one_dead: ray_backend.ShardedReplay, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It looked like a whole checkpoint: only a warning while saving said it was not."""
+    from actorq.replay.ring import ReplayBuffer
+    from actorq.run.resume import load_replay
+
+    one_dead.save(tmp_path / "r.npz")
+    capsys.readouterr()
+    load_replay(ReplayBuffer(100, SPECS), tmp_path / "r.npz")
+    err = capsys.readouterr().err
+    assert "lacks the items of replay shard(s) 1 (5 items), which died while it was saved" in err
+
+
+class _Slow:
+    """A reference to a live shard's answer that takes ``waits`` timed-out waits to come."""
+
+    def __init__(self, answer: Any, waits: int) -> None:
+        self.answer, self.waits = answer, waits
+
+
+class _RaySlow(_Ray):
+    @staticmethod
+    def get(refs: Any, timeout: float | None = None) -> Any:
+        if isinstance(refs, _Slow):
+            if refs.waits > 0:
+                refs.waits -= 1
+                raise _GetTimeout("not yet")
+            return refs.answer
+        return refs
+
+
+@pytest.fixture
+def one_slow(monkeypatch: pytest.MonkeyPatch) -> ray_backend.ShardedReplay:
+    """Two shards, the second alive but slower to save or restore than any deadline."""
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _RaySlow)
+    b = _Backend(shards=2, capacity=100)
+    b.shards = [_Held(0), _Held(10)]
+    slow = b.shards[1]
+    dump, load = slow.dump.remote, slow.load.remote
+    slow.dump = type("D", (), {"remote": staticmethod(lambda: _Slow(dump(), 3))})()
+    slow.load = type("L", (), {"remote": staticmethod(lambda *a: _Slow(load(*a), 3))})()
+    return ray_backend.ShardedReplay(b)  # type: ignore[arg-type]
+
+
+def test_a_slow_live_shard_is_waited_for_not_left_out(
+    one_slow: ray_backend.ShardedReplay, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One 300 s deadline for every shard, whatever its size: a slow, live shard was taken
+    for dead, its items missing from the checkpoint, or counted lost while its load went on
+    and restored them."""
+    one_slow.save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as saved:
+        assert sorted(saved["reward"].tolist()) == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
+        assert "_missing_shards" not in saved.files
+    err = capsys.readouterr().err
+    assert "did not answer" not in err
+    assert err.count("replay shard 1 is still saving its 5 items") == 3
+    one_slow.load(_save(tmp_path / "r.npz", 7))
+    assert one_slow._b.lost == 0  # type: ignore[attr-defined]
+    assert len(one_slow._b.shards[1].sent) == 1  # type: ignore[attr-defined]
+    assert "replay shard 1 is still restoring its 3 items" in capsys.readouterr().err
 
 
 def test_a_sample_is_drawn_from_the_shards_that_answer(

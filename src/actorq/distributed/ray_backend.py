@@ -60,6 +60,7 @@ from actorq.distributed.ray_nodes import (  # re-exported: where they were defin
     ray_error_line,
 )
 from actorq.errors import ActorFailedError, ActorQError, ConfigError, first_line
+from actorq.replay.npz import MISSING
 from actorq.replay.rate_limiter import SampleToInsertRatio
 from actorq.replay.ring import ReplayBuffer
 from actorq.replay.specs import UniformSpec
@@ -381,38 +382,53 @@ class ShardedReplay:
         return self._batch([wire.decode_batch(b)[0] for b in got.values()])
 
     def save(self, path: str | Path) -> None:
+        """The shards' items in one npz, oldest first (:func:`by_age`). A shard that dies
+        while it is saved is left out, and the file says so (``_missing_shards``: rows of
+        shard, items; a resume warns): the run has lost those items too (the shard comes back
+        empty), so the checkpoint is what the run holds, and the learner's progress is kept
+        rather than the previous checkpoint's."""
         sizes = self._b.shard_sizes()
         refs = dict(enumerate(s.dump.remote() for s in self._b.shards))
         got = self._answers(
-            refs, self.SHARD_TIMEOUT_S, "the checkpoint holds the other shards' items",
-            lambda j: f"not its {sizes[j]:,}",
+            refs, None, "the checkpoint holds the other shards' items",
+            lambda j: f"not its {sizes[j]:,}", lambda j: f"saving its {sizes[j]:,} items",
         )  # fmt: skip
         parts = [p for p in (wire.decode_batch(b)[0] for b in got.values()) if p]
         inserts = np.array(sum(self._b.shard_inserts()), np.int64)
-        np.savez(path, _inserts=inserts, **by_age(parts or [self._batch([])]))  # type: ignore[arg-type]
+        missing = [[j, sizes[j]] for j in refs if j not in got]
+        lacks = {MISSING: np.array(missing, np.int64)} if missing else {}
+        np.savez(path, _inserts=inserts, **lacks, **by_age(parts or [self._batch([])]))  # type: ignore[arg-type]
 
-    #: seconds the shards have, together, to answer a save or a load (a shard's whole contents
-    #: cross the network); one that has not answered by then is left out, as a dead one
-    SHARD_TIMEOUT_S = 300.0
+    #: seconds between the lines saying that a save or a load still waits for a shard
+    PROGRESS_S = 60.0
 
     def _answers(
         self,
         refs: dict[int, Any],
-        timeout: float,
+        timeout: float | None,
         instead: str,
         what_is_lost: Callable[[int], str] | None = None,
+        doing: Callable[[int], str] | None = None,
     ) -> dict[int, Any]:
-        """Each shard's answer by its index, without the shards that died or did not answer
-        within ``timeout`` (for all of them): the run goes on with the other shards
-        (docs/distributed.md), and the log says which shard was left out and what that costs
-        (``instead``, and ``what_is_lost(j)``). Before, one dead shard's error reached the
-        CLI as a traceback from a checkpoint, a calibration sample or a resume."""
+        """Each shard's answer by its index, without the shards that failed: the run goes on
+        with the other shards (docs/distributed.md), and the log says which shard was left
+        out and what that costs (``instead``, and ``what_is_lost(j)``). Before, one dead
+        shard's error reached the CLI as a traceback from a checkpoint, a calibration sample
+        or a resume. ``timeout``: seconds for all shards together (a sample); None (a save, a
+        load) waits for each shard as long as it lives, saying every :data:`PROGRESS_S` what
+        it is ``doing``: a deadline whatever a shard's size left a slow, live shard out as
+        if dead, its items missing from a checkpoint, or counted lost while its load went on
+        and restored them (and the resume's ``resume_at`` could run before that load)."""
         ray = import_ray()
-        deadline = time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         out: dict[int, Any] = {}
         for j, ref in refs.items():
             try:
-                out[j] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+                if deadline is None:
+                    still = f"replay shard {j} is still {doing(j) if doing else 'answering'}"
+                    out[j] = self._while_alive(ray, ref, still)
+                else:
+                    out[j] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
             except ray.exceptions.RayError as e:
                 lost = f", {what_is_lost(j)}" if what_is_lost else ""
                 print(
@@ -421,6 +437,17 @@ class ShardedReplay:
                     file=sys.stderr,
                 )
         return out
+
+    def _while_alive(self, ray: Any, ref: Any, waiting: str) -> Any:
+        """``ref``'s value, waited for until it comes or fails (Ray's error, its actor's
+        death), with a line every :data:`PROGRESS_S` (``waiting``, the seconds so far)."""
+        start = time.monotonic()
+        while True:
+            try:
+                return ray.get(ref, timeout=self.PROGRESS_S)
+            except ray.exceptions.GetTimeoutError:
+                took = time.monotonic() - start
+                print(f"actorq: {waiting} ({took:.0f} s so far)", file=sys.stderr, flush=True)
 
     def _batch(self, parts: list[Batch]) -> Batch:
         """``parts`` (shards' answers) as one batch; none, or only empty ones: zero items."""
@@ -463,9 +490,14 @@ class ShardedReplay:
             sizes[j] = batch_len(part) if part else 0
             refs[j] = shard.load.remote(wire.encode_batch(part), total // s if n else 0)
         got = self._answers(
-            refs, self.SHARD_TIMEOUT_S, "the run goes on with the others",
+            refs, None, "the run goes on with the others",
             lambda j: f"its {sizes[j]:,} restored items lost",
+            lambda j: f"restoring its {sizes[j]:,} items",
         )  # fmt: skip
+        # Counted once: a load that failed never reached a poll (a shard's drain runs before
+        # or after a load, and its reply follows the load's), so the restart detection
+        # (RayBackend._count) counts only what the shard held before; a live shard's load is
+        # waited for, so none is counted lost and then restored.
         self._b.lose_items(sum(sizes[j] for j in refs if j not in got))
         # the sizes the backend polls (every 0.2 s) said 0 until the next poll: the resumed
         # run's first snapshot, calibrated on these states, found none

@@ -54,3 +54,21 @@ def check_header(
         fits = len(got_shape) >= 1 and got_shape[0] <= most and got_shape[1:] == shape
     if not fits or (dtype is not None and got_dtype != dtype):
         raise ValueError(f"replay field {name!r} is {got_dtype}{list(got_shape)}")
+
+
+#: a saved replay's record of the Ray replay shards it lacks: rows of (shard, items), one per
+#: shard that died while the replay was saved (``ShardedReplay.save``)
+MISSING = "_missing_shards"
+
+
+def missing_shards(path: str | Path) -> list[tuple[int, int]]:
+    """The shards a saved replay lacks, as (shard, items): none for a whole one. ``ValueError``
+    for a record that is not rows of two integers."""
+    headers = npz_headers(path)
+    if MISSING not in headers:
+        return []
+    shape, dtype = headers[MISSING]
+    if len(shape) != 2 or shape[1] != 2 or shape[0] > 1 << 20 or dtype.kind not in "iu":
+        raise ValueError(f"replay {MISSING} is {dtype}{list(shape)}, not rows of (shard, items)")
+    with np.load(path, allow_pickle=False) as z:
+        return [(int(j), int(n)) for j, n in z[MISSING]]

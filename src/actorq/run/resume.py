@@ -25,6 +25,7 @@ from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line,
 from actorq.inputs import read_input
 from actorq.logging import rewrite_metrics
 from actorq.replay.frames import MAX_COUNT
+from actorq.replay.npz import missing_shards
 from actorq.run.directory import run_config_from_json
 from actorq.rundir import MAX_JSON_BYTES, RunDir, some
 from actorq.settings import flag, flat_items
@@ -308,8 +309,16 @@ def load_replay(replay: Any, path: Path) -> None:
     fit this run's replay (shapes, dtypes, non-finite values)."""
     try:
         replay.load(path)
+        lacks = missing_shards(path)
     except Exception as e:
         raise CheckpointError(f"cannot read {path}: {first_line(e)}") from None
+    if lacks:  # Ray replay shards that died while this checkpoint was saved
+        shards = ", ".join(f"{j} ({n:,} items)" for j, n in lacks)
+        print(
+            f"actorq: warning: {path} lacks the items of replay shard(s) {shards}, which died "
+            "while it was saved; the run resumes with the rest",
+            file=sys.stderr,
+        )
 
 
 def adopt_best(counters: Counters, run: RunDir) -> None:
