@@ -110,7 +110,7 @@ def test_ray_nodes_time_the_candidates_the_run_publishes(monkeypatch: pytest.Mon
     monkeypatch.setattr(ray_backend, "init_ray", lambda address: False)
     monkeypatch.setattr(node_precision, "node_choices", node_choices)
     ray_backend.RayBackend.select_precision(cfg, trial)
-    rounded = sent["args"][-1]
+    rounded = sent["args"][8]
     assert sorted(wire.decode_batch(rounded)[0]) == ["int4", "int8"]
 
     timed: dict[str, dict[str, np.ndarray]] = {}
@@ -137,4 +137,45 @@ def test_ray_nodes_time_the_candidates_the_run_publishes(monkeypatch: pytest.Mon
     # rounded to nearest by the run's publishes: nothing made on the learner
     _, nearest_trial = _trial(gptq=False)
     ray_backend.RayBackend.select_precision(cfg, nearest_trial)
-    assert wire.decode_batch(sent["args"][-1])[0] == {}
+    assert wire.decode_batch(sent["args"][8])[0] == {}
+
+
+def test_ray_nodes_time_a_pixel_policys_own_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Ray, `--precision auto` ignored the snapshots a policy exported whole (the
+    convolutional actors) makes: each node read the fp32 ONNX model as an MLP snapshot and the
+    run failed. The nodes now time those snapshots, on frames kept as bytes."""
+    import torch
+
+    from actorq.agents.dqn.networks import NatureQNetwork
+    from actorq.agents.pixels import pixel_snapshot
+    from actorq.distributed import precision as node_precision
+    from actorq.distributed import ray_backend
+    from actorq.types import ArraySpec, EnvSpec
+
+    torch.manual_seed(1)
+    spec = EnvSpec("gym:t", ArraySpec((4, 36, 36), "uint8"), ArraySpec((), "int64"), 2)
+    frames = np.random.default_rng(0).integers(0, 256, (16, 4, 36, 36), dtype=np.uint8)
+    net = NatureQNetwork((4, 36, 36), 2)
+    snaps = {p: pixel_snapshot(net, 0, spec, "q", p, frames).to_bytes() for p in ("fp32", "int8")}
+    trial = PrecisionTrial([], None, {}, lambda: snaps["fp32"], frames, models=lambda: snaps)
+
+    class _Task:  # a Ray task run here, its answer as the node's JSON
+        def options(self, **kw: Any) -> _Task:
+            return self
+
+        def remote(self, *args: Any) -> str:
+            got = node_precision.choice_here(*args)
+            timed.append(got)
+            return json.dumps({"host": "h", "precision": got.precision, "table": got.table()})
+
+    timed: list[Any] = []
+    fake = type("Ray", (), {"remote": staticmethod(lambda fn: _Task()), "get": lambda r: r})
+    monkeypatch.setattr(node_precision, "import_ray", lambda: fake)
+    monkeypatch.setattr(node_precision, "cpu_nodes", lambda: ["node-a"])
+    monkeypatch.setattr(node_precision, "node_affinity", lambda node: node)
+    monkeypatch.setattr(ray_backend, "init_ray", lambda address: False)
+    cfg = DQNConfig(backend="ray", actors=2, envs_per_actor=4, precision="auto")
+    precision, table = ray_backend.RayBackend.select_precision(cfg, trial)
+    (choice,) = timed
+    assert {c.precision for c in choice.candidates} == {"fp32", "int8"}
+    assert precision in ("fp32", "int8") and "node-a" in table

@@ -17,8 +17,14 @@ Where the run's publishes round int8/int4 with GPTQ, the learner makes those can
 (:func:`gptq_candidates`; GPTQ needs torch, the nodes need not have it) and the nodes time them
 as they are, as the local backend times its GPTQ-rounded candidates.
 
-Only bytes and strings cross Ray: the fp32 snapshot as its safetensors bytes, the observations and
-the rounded candidates as safetensors blobs, the answer as JSON.
+A policy exported whole (the convolutional actors' ONNX models) is timed as the local backend
+times it: the learner makes one snapshot per precision the run can publish (``trial.models``)
+and the nodes run those (:func:`~actorq.quant.autoselect.select_model_precision`). Before, the
+nodes read the fp32 model as an MLP snapshot, and a pixel run's ``--precision auto`` failed.
+
+Only bytes and strings cross Ray: the fp32 snapshot as its safetensors bytes, the observations
+(in their own dtype: frames stay bytes), the rounded candidates and the models as safetensors
+blobs, the answer as JSON.
 """
 
 from __future__ import annotations
@@ -77,21 +83,35 @@ def gptq_candidates(trial: PrecisionTrial, granularity: str) -> bytes:
     return wire.encode_batch(made)
 
 
+def models_blob(trial: PrecisionTrial) -> bytes:
+    """A whole-model policy's snapshots, one per precision (``trial.models``), as one
+    safetensors blob (a uint8 array each); none for an MLP policy."""
+    models = trial.models() if trial.models is not None else {}
+    return wire.encode_batch({p: np.frombuffer(b, np.uint8) for p, b in models.items()})
+
+
 def choice_here(
-    snapshot: bytes, observations: bytes, rounded: bytes, settings: str
+    snapshot: bytes, observations: bytes, rounded: bytes, settings: str, models: bytes = b""
 ) -> PrecisionChoice:
     """The node's choice: :func:`~actorq.quant.autoselect.select_precision` on the fp32
     snapshot at the actors' ``settings`` (JSON: batch, runtime, threads, granularity), the
-    learner's :func:`gptq_candidates` timed as they are. Imports no torch."""
-    from actorq.quant.autoselect import select_precision
+    learner's :func:`gptq_candidates` timed as they are; for a policy exported whole
+    (``models``: :func:`models_blob`), :func:`~actorq.quant.autoselect.select_model_precision`
+    on those snapshots, as the local backend. Imports no torch."""
+    from actorq.quant.autoselect import select_model_precision, select_precision
     from actorq.quant.snapshot import PolicySnapshot
 
+    at = json.loads(settings)
+    obs = wire.decode_batch(observations)[0]["obs"]
+    whole = wire.decode_batch(models)[0] if models else {}
+    if whole:
+        snaps = {p: a.tobytes() for p, a in whole.items()}
+        return select_model_precision(snaps, obs, int(at["batch"]), threads=int(at["threads"]))
     candidates = wire.decode_batch(rounded)[0]
     made = {p: PolicySnapshot.from_bytes(a.tobytes()) for p, a in candidates.items()}
-    at = json.loads(settings)
     return select_precision(
         PolicySnapshot.from_bytes(snapshot),
-        wire.decode_batch(observations)[0]["obs"],
+        obs,
         int(at["batch"]),
         runtime=str(at["runtime"]),
         threads=int(at["threads"]),
@@ -100,11 +120,13 @@ def choice_here(
     )
 
 
-def _choose_here(snapshot: bytes, observations: bytes, rounded: bytes, settings: str) -> str:
+def _choose_here(
+    snapshot: bytes, observations: bytes, rounded: bytes, settings: str, models: bytes
+) -> str:
     """Runs on the node (a Ray task; bytes and str in, JSON out): :func:`choice_here`."""
     import ray
 
-    choice = choice_here(snapshot, observations, rounded, settings)
+    choice = choice_here(snapshot, observations, rounded, settings, models)
     return json.dumps(
         {
             "node": ray.get_runtime_context().get_node_id(),
@@ -135,12 +157,13 @@ def node_choices(
     granularity: str,
     task_cpus: float,
     rounded: bytes | None = None,
+    models: bytes = b"",
 ) -> list[NodeChoice]:
     """Run the measurement on every node that will host actors (Ray must be initialized);
-    ``rounded``: :func:`gptq_candidates`, timed as they are."""
+    ``rounded``: :func:`gptq_candidates`, timed as they are; ``models``: :func:`models_blob`."""
     ray = import_ray()
     per_node = Counter(actor_nodes(cpu_nodes(), actors))  # where the backend will put them
-    obs = wire.encode_batch({"obs": np.ascontiguousarray(observations, np.float32)})
+    obs = wire.encode_batch({"obs": np.ascontiguousarray(observations)})  # frames stay bytes
     rounded = rounded or wire.encode_batch({})
     settings = json.dumps(
         {"batch": batch, "runtime": runtime, "threads": threads, "granularity": granularity}
@@ -149,7 +172,7 @@ def node_choices(
     refs = {
         node: fn.options(
             num_cpus=task_cpus, scheduling_strategy=node_affinity(node), max_retries=0
-        ).remote(fp32_snapshot, obs, rounded, settings)
+        ).remote(fp32_snapshot, obs, rounded, settings, models)
         for node in per_node
     }
     out = []

@@ -663,7 +663,7 @@ class RayBackend:
         started = init_ray(cfg.ray.ray_address)
         try:
             choices = node_precision.node_choices(
-                trial.snapshot(),
+                trial.snapshot() if trial.models is None else b"",  # else among the models
                 trial.observations,
                 cfg.actors,
                 cfg.envs_per_actor,
@@ -673,6 +673,7 @@ class RayBackend:
                 min(1.0, cfg.ray.actor_cpus),
                 # as the local backend: int8/int4 timed as the run's publishes round them
                 node_precision.gptq_candidates(trial, cfg.granularity),
+                node_precision.models_blob(trial),  # a policy exported whole: its snapshots
             )
         finally:
             if started:  # the backend starts (and later stops) its own Ray
