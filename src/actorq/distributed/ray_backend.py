@@ -9,7 +9,8 @@ and starved by its input pipeline. Here:
   publish grows with nodes, not actors. ``cache="none"`` makes every actor pull from a
   parameter server on the learner's node, to measure the difference.
 * **Sharded replay** — ``replay_shards`` Ray actors, each with its own rate limiter; actors
-  insert into a shard on their node; the learner samples across shards.
+  insert into a shard on their node (on a node without one, into all shards in turn:
+  :func:`actor_shards`); the learner samples across shards.
 * **Prefetching input pipeline** — a background thread keeps sample requests in flight to every
   shard and fills a bounded queue; the learner only waits when that queue is empty
   (``perf/learner_wait_frac``).
