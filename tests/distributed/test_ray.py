@@ -292,7 +292,7 @@ def test_an_actor_ray_restarted_keeps_its_earlier_incarnations_counts() -> None:
 
     from actorq.distributed.ray_backend import RayBackend
 
-    b: Any = SimpleNamespace(_status={}, _counts={})
+    b: Any = SimpleNamespace(_status={}, _counts={}, _min_loop={})
     keep, total = RayBackend._keep_status, RayBackend._total
     keep(b, "0", {"incarnation": "a", "rejected": 3, "lost_inserts": 2})
     keep(b, "1", {"incarnation": "c", "rejected": 1})

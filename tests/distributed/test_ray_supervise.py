@@ -135,14 +135,18 @@ def test_a_dead_actors_line_says_why_it_died() -> None:
     assert _one_line(e) == f"{where}: {reason}"
 
 
-def test_an_unavailable_actor_is_asked_again_not_counted_as_dead() -> None:
-    """Ray's ActorUnavailableError ("may be available later") was counted as a death and the
-    loop submitted again while the first might still run: five in a minute stopped the run."""
+def test_an_unavailable_actor_counts_as_a_death_but_keeps_its_status() -> None:
+    """A killed actor Ray is restarting answers ActorUnavailableError, as one briefly
+    unreachable does: counted (and the crash-loop rule applies: a kill at every start stops
+    the run), but its pid stays, since it may be the same process still looping."""
     b = _backend(ray.exceptions.ActorUnavailableError("connection lost", None))
-    for _ in range(2 * CRASH_LOOP):
-        assert b.supervise() == 0
-        assert len(b._runs) == 1  # asked again (a second run() returns while one runs)
-    assert b.actor_restarts == 0 and not b._deaths
+    b._keep_status("0", {"incarnation": "a", "loop": 0, "pid": 11})
+    assert b.supervise() == 1 and len(b._runs) == 1  # asked again: run() waits for its loop
+    assert b.actor_restarts == 1 and b.pids() == [11]
+    for _ in range(CRASH_LOOP - 2):
+        assert b.supervise() == 1
+    with pytest.raises(ActorFailedError, match=rf"died {CRASH_LOOP} times in 60 s"):
+        b.supervise()
 
 
 def test_a_death_while_the_gcs_is_unreachable_waits_for_its_node_table() -> None:
@@ -177,15 +181,23 @@ def test_a_dead_actors_pid_is_gone_until_its_successor_reports_its_own() -> None
     assert b.pids() == [12]
 
 
-def test_a_second_run_while_a_loop_runs_returns_at_once() -> None:
+def test_a_second_run_while_a_loop_runs_waits_for_it() -> None:
     """What lets supervise() ask an unavailable actor again: a second loop beside the first
-    would hold both of the actor's threads (max_concurrency=2), and stop() would never run."""
+    would step the same envs; it waits for the first to end, and a stopped actor's returns."""
     import json
     import threading
 
     from actorq.distributed.ray_actors import RayActorWorker
 
     w = object.__new__(RayActorWorker)  # no cluster: only what run() reads before looping
-    w.incarnation, w._looping = "abc", threading.Lock()
+    w.incarnation, w._looping, w._stop = "abc", threading.Lock(), threading.Event()
     w._looping.acquire()  # the first loop
-    assert json.loads(w.run(1)) == {"running": True, "incarnation": "abc"}
+    out: list[str] = []
+    second = threading.Thread(target=lambda: out.append(w.run(1)), daemon=True)
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and not out  # waiting, not a second loop
+    w._stop.set()
+    w._looping.release()  # the first loop ends (stopped)
+    second.join(10)
+    assert json.loads(out[0]) == {"stopped": True, "incarnation": "abc"}

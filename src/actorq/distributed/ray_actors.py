@@ -594,12 +594,14 @@ class RayActorWorker:
 
     def run(self, loop: int = 0) -> str:
         """The actor's loop, until :meth:`stop` (``loop``: the learner's number for it, sent
-        with every status). While a loop runs here another returns at once: the learner asks
-        again when Ray cannot say whether the first still runs (``ActorUnavailableError``),
-        and two loops would hold both of this actor's threads, leaving none for ``stop()``."""
-        if not self._looping.acquire(blocking=False):
-            return json.dumps({"running": True, "incarnation": self.incarnation})
+        with every status). While a loop runs here another waits for it to end: the learner
+        asks again when Ray cannot say whether the first still runs (``ActorUnavailableError``),
+        and two loops at once would step the same envs; the waiting call keeps a reference
+        the learner watches, so the first loop's end is still seen."""
+        self._looping.acquire()
         try:
+            if self._stop.is_set():
+                return json.dumps({"stopped": True, "incarnation": self.incarnation})
             return self._loop(loop)
         finally:
             self._looping.release()

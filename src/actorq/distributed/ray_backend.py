@@ -787,7 +787,7 @@ class RayBackend:
                 num_cpus=cfg.ray.actor_cpus,
                 scheduling_strategy=node_affinity(node),
                 max_restarts=-1,
-                max_concurrency=2,  # run() in one thread; stop()/info() in the other
+                max_concurrency=3,  # run(); a second run() waiting for it; stop()/info()
             ).remote(json.dumps(acfg), tier, shard, namespace)
             self.actors.append(h)
             self._runs[h.run.remote(0)] = i
@@ -992,15 +992,14 @@ class RayBackend:
             i = self._runs.pop(ref)
             try:
                 ray.get(ref)
-            except unavailable:
-                # "may be available later": not a death, and its loop may still run. Asked
-                # again; a second run() while one runs returns at once (two loops would hold
-                # both of its threads, and stop() and info() would never run)
-                pass
             except ray.exceptions.RayActorError as e:
+                # A killed actor Ray is restarting answers ActorUnavailableError ("may or may
+                # not have executed"), as one briefly unreachable does: both count as a death
+                # (the crash-loop rule sees a kill at every start), but only a certain death
+                # drops its status; a second run() waits for a loop still running.
                 self.actor_restarts += 1
                 restarted += 1
-                if not self._check_death(i, e):
+                if not self._check_death(i, e, certain=not isinstance(e, unavailable)):
                     continue  # resubmitted once Ray's node table says its node is alive
             except ray.exceptions.RayError as e:
                 # the actor's own exception (a RayTaskError), or Ray's: one it cannot place
@@ -1020,7 +1019,7 @@ class RayBackend:
     #: allow it (``gcs_rpc_server_reconnect_timeout_s``)
     NODES_GRACE_S = 60.0
 
-    def _check_death(self, i: int, e: Any) -> bool:
+    def _check_death(self, i: int, e: Any, certain: bool = True) -> bool:
         """Raise :class:`ActorFailedError` if actor ``i``, dead with Ray's ``e``, will not come
         back, or has died too often of late (:func:`~actorq.distributed.local.recent_deaths`).
         Returns whether its loop may be resubmitted now: not while Ray cannot say whether its
@@ -1028,9 +1027,10 @@ class RayBackend:
         it forever, and the learner for its data)."""
         if e.actor_init_failed:
             raise ActorFailedError(f"actor {i} could not start: {ray_error_line(e)}")
-        with self._lock:  # its pid and status are the dead process's: gone until the next
-            self._min_loop[str(i)] = self._loop[i] + 1
-            self._status.pop(str(i), None)
+        if certain:
+            with self._lock:  # its pid and status are the dead process's: gone until the next
+                self._min_loop[str(i)] = self._loop[i] + 1
+                self._status.pop(str(i), None)
         self._unchecked[i] = (e, time.monotonic())
         alive = self._node_alive(i)
         deaths = recent_deaths(self._deaths, i)
