@@ -418,7 +418,7 @@ def test_read_state_verifies_the_state_alone(tmp_path: Path) -> None:
     ckpt.save(d, {"w": torch.zeros(2)}, state, lambda path: path.write_bytes(b"frames"))
     (d / "learner.safetensors").write_bytes(b"not read")  # nor is the replay below
     (d / "replay.npz").write_bytes(b"not hashed")
-    assert ckpt.read_state(d) == state
+    assert ckpt.read_state(d) == (d, state)
     with pytest.raises(CheckpointError, match="checksum mismatch"):
         ckpt.read(d)
     (d / "state.json").write_text(json.dumps({**state, "counters": {"env_steps": 9}}))

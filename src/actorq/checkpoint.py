@@ -132,21 +132,26 @@ def read(ckpt_dir: Path) -> Checkpoint:
     fails in a directory no save replaced is a damaged checkpoint. If a save was cut between
     its two renames, only ``<dir>.old`` holds a complete checkpoint: it is used (and said so on
     stderr)."""
-    return _from_one_directory(ckpt_dir, _read)
+    where, found = _from_one_directory(ckpt_dir, _read)
+    if where != ckpt_dir:
+        print(f"actorq: note: using {where} (a save was interrupted)", file=sys.stderr)
+    return found
 
 
-def read_state(ckpt_dir: Path) -> dict[str, Any]:
+def read_state(ckpt_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The checkpoint's ``state.json`` (counters, RNG), verified against its manifest as
     :func:`read` verifies it, without reading its tensors or hashing its replay (gigabytes):
-    a running cell's progress for a report."""
+    a running cell's progress for a report. With the directory it was read from: ``ckpt_dir``,
+    or its cut save's ``.old`` copy (said by no note: the caller names what it read)."""
     return _from_one_directory(ckpt_dir, _read_state)
 
 
 _T = TypeVar("_T")
 
 
-def _from_one_directory(ckpt_dir: Path, reader: Callable[[Path, int], _T]) -> _T:
-    """``reader(where, fd)`` of the checkpoint directory (:func:`read`'s retries and fallback)."""
+def _from_one_directory(ckpt_dir: Path, reader: Callable[[Path, int], _T]) -> tuple[Path, _T]:
+    """``(where, reader(where, fd))`` of the checkpoint directory: ``where`` is ``ckpt_dir`` or
+    its ``.old`` copy (:func:`read`'s retries and fallback)."""
     for attempt in range(_READS):
         where = _complete(ckpt_dir)
         try:
@@ -163,9 +168,7 @@ def _from_one_directory(ckpt_dir: Path, reader: Callable[[Path, int], _T]) -> _T
             raise
         finally:
             os.close(fd)
-        if where != ckpt_dir:
-            print(f"actorq: note: using {where} (a save was interrupted)", file=sys.stderr)
-        return found
+        return where, found
     raise AssertionError("unreachable")  # pragma: no cover
 
 

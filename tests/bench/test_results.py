@@ -3,11 +3,17 @@ leaves is told apart from what it logged whole."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from actorq.bench.results import HalfWrittenError, read_metrics
+from actorq.bench.results import (
+    HalfWrittenError,
+    ResultsError,
+    read_checkpoint_steps,
+    read_metrics,
+)
 
 HEADER = b"step,wall_time,metric,value\r\n"
 ROW = b"1000,1700000000.000,charts/eval_return,17.3\r\n"
@@ -36,3 +42,26 @@ def test_a_last_line_without_its_newline_is_dropped_even_where_it_parses(tmp_pat
     ]
     # the newline's first half written: the row itself is whole
     assert len(_read(tmp_path, HEADER + ROW + ROW[:-1])) == 2
+
+
+def test_a_checkpoint_read_from_its_old_copy_is_named_and_not_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A save cut between its renames leaves only ``checkpoint.old``: the report read it, but
+    printed the resume's ``actorq: note:`` among its warnings, and a bad state in it was
+    blamed on ``checkpoint/state.json``, which does not exist."""
+    import torch
+
+    from actorq import checkpoint as ckpt
+
+    state = {"learner": {}, "counters": {"env_steps": 7}, "rng": {}}
+    ckpt.save(tmp_path / "checkpoint", {"w": torch.zeros(1)}, state)
+    (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
+    assert read_checkpoint_steps(tmp_path, native=True) == 7
+    assert capsys.readouterr().err == ""
+    shutil.rmtree(tmp_path / "checkpoint.old")
+    ckpt.save(tmp_path / "checkpoint", {"w": torch.zeros(1)}, {**state, "counters": 5})
+    (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
+    with pytest.raises(ResultsError) as e:
+        read_checkpoint_steps(tmp_path, native=True)
+    assert str(e.value) == f"{tmp_path}/checkpoint.old/state.json: counters must be an object"

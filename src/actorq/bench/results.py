@@ -325,10 +325,10 @@ def read_checkpoint_steps(cell_dir: Path, native: bool) -> int | None:
     if not run.has_checkpoint():
         return None
     try:
-        state = ckpt.read_state(run.checkpoint)
+        where, state = ckpt.read_state(run.checkpoint)  # where: checkpoint.old after a cut save
     except CheckpointError as e:
         raise ResultsError(str(e)) from None
-    path = run.checkpoint / "state.json"
+    path = where / "state.json"
     counters = state["counters"]
     if not native:  # SB3's algorithm keeps its own, with the learner's state
         learner = state["learner"]
