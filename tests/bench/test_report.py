@@ -508,6 +508,56 @@ def test_an_unfinished_atari_rows_frames_are_its_checkpoints(
     assert json.loads((r / "summary.json").read_text())[0]["frames"] == 5_600_000
 
 
+def _running_atari_cell(r: Path, seed: int) -> Path:
+    """An unfinished actorq Atari cell that logged up to agent step 1000 and has a checkpoint
+    at step 5000."""
+    import torch
+
+    from actorq import checkpoint as ckpt
+
+    name = f"dqn-pong-w64x64-int8-s{seed}"
+    d = r / name
+    d.mkdir(parents=True)
+    cfg = {"agent": "dqn", "env": "atari:Pong", "precision": "int8", "seed": seed,
+           "log_every": 2.0}  # fmt: skip
+    (d / "cell.json").write_text(json.dumps({"name": name, "task": "dqn-pong", "config": cfg}))
+    (d / "config.json").write_text(json.dumps(cfg))
+    with open(d / "metrics.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["step", "wall_time", "metric", "value"],
+                                 [1000, f"{T0:.3f}", EVAL_METRIC, -21.0]])  # fmt: skip
+    state = {"learner": {}, "counters": {"env_steps": 5000}, "rng": {}}
+    ckpt.save(d / "checkpoint", {"w": torch.zeros(1)}, state)
+    return d
+
+
+def test_an_unreadable_checkpoint_is_a_warning_not_the_reports_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged checkpoint of one unfinished Atari cell (in a failed cell, often why it failed)
+    stopped the whole report, nothing written: now that row's frames are those it logged, a
+    warning names the cell and why, and a failed cell keeps its failed.json reason."""
+    r = tmp_path / "results"
+    for seed in (0, 1):
+        d = _running_atari_cell(r, seed)
+        (d / "checkpoint" / "state.json").write_text("{}")  # fails its checksum
+    failed = r / "dqn-pong-w64x64-int8-s1"
+    (failed / "failed.json").write_text(json.dumps({"status": 1, "why": "checksum mismatch"}))
+    _running_atari_cell(r, 2)  # a readable checkpoint, beside them
+    capsys.readouterr()
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("actorq: warning: ") for line in err)
+    for seed, line in enumerate(err):
+        assert f"dqn-pong-w64x64-int8-s{seed}: checkpoint not read" in line
+        assert f"s{seed}/checkpoint/state.json" in line and "checksum mismatch" in line
+    rows = json.loads((r / "summary.json").read_text())
+    assert sorted((x["seed"], x["frames"]) for x in rows) == [(0, 4000), (1, 4000), (2, 20_000)]
+    report = json.loads((r / "report.json").read_text())
+    assert {x["name"]: x["why"] for x in report["failed"]}[failed.name] == "checksum mismatch"
+    assert len(report["checkpoints_not_read"]) == 2
+    assert "## Checkpoints not read" in (r / "report.md").read_text()
+
+
 @pytest.mark.parametrize("name", ["report.md", "report.json", "a plot"])
 def test_an_output_that_cannot_be_written_writes_none(
     results: Path, name: str, capsys: pytest.CaptureFixture[str]

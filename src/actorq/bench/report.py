@@ -193,11 +193,15 @@ class Run:
         return xs[-1] if xs else None
 
 
-def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
+def load_runs(
+    results: Path, skipped: list[str] | None = None, unread: list[str] | None = None
+) -> list[Run]:
     """Every cell directory under ``results`` (one with cell.json or config.json), its files
     read through :mod:`actorq.bench.results`: a damaged file raises one ResultsError line that
     names it, except in a partial cell (below), which is skipped: why goes to ``skipped`` when
-    given, else to stderr as a warning."""
+    given, else to stderr as a warning; and except an unfinished Atari cell's checkpoint (a
+    damaged one is often why the cell failed), whose frames are then those it logged: why goes
+    to ``unread``, or stderr."""
     try:
         dirs = sorted(p for p in results.iterdir() if p.is_dir())
     except OSError as e:
@@ -217,11 +221,7 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
             # A cell killed while its files were written is a partial run, which the next
             # `actorq bench` clears and runs again (docs/bench.md): nothing to report yet, and
             # no reason to hold up the report of the others, so skip it and say so.
-            why = one_line(f"skipped partial cell {d.name}: {e}")
-            if skipped is None:
-                print(f"actorq: warning: {why}", file=sys.stderr)
-            else:
-                skipped.append(why)
+            _warn(f"skipped partial cell {d.name}: {e}", skipped)
             continue
         summary = read_summary(d)
         cell = cell or {}
@@ -230,10 +230,9 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
         env = cfg.get("env") or cell.get("env", "?")
         width = cell.get("width") or cfg.get("hidden") or cfg.get("policy_hidden_sizes") or []
         framework = cell.get("framework", NATIVE)
-        # an unfinished Atari row's frames (an SB3 cell logs only at its evaluations)
         checkpoint_steps = None
         if summary is None and env.startswith("atari:"):
-            checkpoint_steps = read_checkpoint_steps(d, framework == NATIVE)
+            checkpoint_steps = _checkpoint_steps(d, framework == NATIVE, unread)
         runs.append(
             Run(
                 name=d.name,
@@ -257,6 +256,23 @@ def load_runs(results: Path, skipped: list[str] | None = None) -> list[Run]:
             )
         )
     return runs
+
+
+def _warn(why: str, into: list[str] | None) -> None:
+    if into is None:
+        print(f"actorq: warning: {one_line(why)}", file=sys.stderr)
+    else:
+        into.append(one_line(why))
+
+
+def _checkpoint_steps(cell_dir: Path, native: bool, unread: list[str] | None) -> int | None:
+    """The env steps an unfinished Atari cell's checkpoint holds (an SB3 cell logs only at its
+    evaluations), or None: none, or one that cannot be read (said to ``unread``)."""
+    try:
+        return read_checkpoint_steps(cell_dir, native)
+    except ResultsError as e:
+        _warn(f"{cell_dir.name}: checkpoint not read, frames are its last logged step: {e}", unread)
+        return None
 
 
 # ---------------------------------------------------------------- statistics (rliable)
@@ -894,9 +910,10 @@ def _not_started_lines(names: list[str], why: str | None) -> list[str]:
     return ["## Cells of the spec not started", "", *(f"- {n}" for n in names), ""]
 
 
-def _problems(runs: list[Run], skipped: list[str], failed_rows: list[dict[str, Any]]) -> list[str]:
-    """Cells that did not finish, and partial cells skipped; appends the failed to
-    ``failed_rows``."""
+def _problems(runs: list[Run], data: dict[str, Any]) -> list[str]:
+    """Cells that did not finish, partial cells skipped, checkpoints not read; appends the
+    failed to ``data["failed"]``."""
+    skipped, unread, failed_rows = data["skipped"], data["checkpoints_not_read"], data["failed"]
     lines: list[str] = []
     failed = [r for r in runs if not r.finished]
     if failed:
@@ -909,6 +926,9 @@ def _problems(runs: list[Run], skipped: list[str], failed_rows: list[dict[str, A
         lines += ["## Partial cells skipped (the next `actorq bench` runs them again)", ""]
         lines += [f"- {why}" for why in skipped]
         lines.append("")
+    if unread:
+        lines += ["## Checkpoints not read (those rows' frames: their last logged step)", ""]
+        lines += [*(f"- {why}" for why in unread), ""]
     return lines
 
 
@@ -917,7 +937,8 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     from the results directory's files, all read and checked first; writes nothing."""
     check_reps(reps)
     skipped: list[str] = []  # reported with the report, not before an error that stops it
-    runs = load_runs(results, skipped)
+    unread: list[str] = []  # the same
+    runs = load_runs(results, skipped, unread)
     sessions = read_sessions(results)
     if skipped and not runs:  # every cell partial: say which and why, not "none found"
         raise ResultsError(f"{results}: nothing to report, every cell is partial: "
@@ -927,14 +948,15 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     _rliable()
     groups = group_runs(runs)
     images: dict[str, bytes] = {}
-    data: dict[str, Any] = {"table": [], "perf": [], "failed": [], "skipped": skipped}
+    data: dict[str, Any] = {"table": [], "perf": [], "failed": [], "skipped": skipped,
+                            "checkpoints_not_read": unread}  # fmt: skip
     data["frameworks"] = []
     lines = _header(results, runs, sessions, reps)
     lines += _quarl_table(groups, reps, data["table"])
     lines += framework_section(groups, runs, data["frameworks"])
     lines += _perf_table(groups, data["perf"])
     lines += _curves(groups, data["perf"], reps, images)
-    lines += _problems(runs, skipped, data["failed"])
+    lines += _problems(runs, data)
     data["not_started"], why = not_started(results)
     lines += _not_started_lines(data["not_started"], why)
     data["atari"] = atari_rows(runs)
@@ -990,6 +1012,6 @@ def write_report(results: Path, reps: int = 2000) -> Path:
         write_atomic(results / "summary.json", strict_json(rows))
     path = results / "report.md"
     write_atomic(path, text)
-    for why in data["skipped"]:
+    for why in [*data["skipped"], *data["checkpoints_not_read"]]:
         print(f"actorq: warning: {why}", file=sys.stderr)
     return path
