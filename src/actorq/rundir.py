@@ -49,6 +49,8 @@ CELL_FILE = "cell.json"
 BENCH_CELL_FILES = (CELL_FILE, "log.txt", "failed.json")
 #: metrics.csv's first line (:class:`actorq.logging.MetricLogger`; the bench's SB3 cells too).
 METRICS_HEADER = ("step", "wall_time", "metric", "value")
+#: metrics.csv's header line, its line end aside
+_METRICS_HEAD = ",".join(METRICS_HEADER).encode()
 #: A config.json is a run's only with these (every agent's ExperimentConfig has them).
 CONFIG_KEYS = frozenset({"env", "precision", "seed", "total_steps", "run_dir", "actors"})
 #: The checkpoint directories' names: the save, its copy being written, the one it replaced.
@@ -194,7 +196,7 @@ class RunDir:
             if n == self.config_file.name:
                 ok = run or (cell and _plain(p))
             elif n == self.metrics.name:
-                ok = _plain(p) and _starts_with(p, ",".join(METRICS_HEADER).encode())
+                ok = _plain(p) and _begins_as_metrics(p)
             elif n == ".lock":
                 ok = _plain(p) and _is_pid_file(p)
             elif n in dirs:  # a cut save's copies are deleted by the next save: a run's only
@@ -365,14 +367,21 @@ def _plain(p: Path) -> bool:
         return False
 
 
-def _starts_with(path: Path, head: bytes) -> bool:
-    """An empty file, or one starting with ``head``."""
+def within_metrics_header(data: bytes) -> bool:
+    """Whether ``data`` is metrics.csv's header line or a beginning of it (empty too): the one
+    rule by which a bench clears (:meth:`RunDir.foreign_entries`, on a file's first bytes) and
+    a report skips (:func:`actorq.bench.results.read_metrics`, on the whole file) a metrics.csv
+    a cell killed as it started left, cut anywhere in its header."""
+    return _METRICS_HEAD.startswith(data)
+
+
+def _begins_as_metrics(path: Path) -> bool:
+    """A file whose first bytes are metrics.csv's header, whole or cut short."""
     try:
         with open(path, "rb") as f:
-            got = f.read(len(head))
+            return within_metrics_header(f.read(len(_METRICS_HEAD)))
     except OSError:
         return False
-    return got in (b"", head)
 
 
 def _is_pid_file(path: Path) -> bool:

@@ -3,6 +3,7 @@ leaves is told apart from what it logged whole."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from actorq.bench.results import (
     read_checkpoint_steps,
     read_metrics,
 )
+from actorq.rundir import RunDir
 
 HEADER = b"step,wall_time,metric,value\r\n"
 ROW = b"1000,1700000000.000,charts/eval_return,17.3\r\n"
@@ -65,3 +67,18 @@ def test_a_checkpoint_read_from_its_old_copy_is_named_and_not_noted(
     with pytest.raises(ResultsError) as e:
         read_checkpoint_steps(tmp_path, native=True)
     assert str(e.value) == f"{tmp_path}/checkpoint.old/state.json: counters must be an object"
+
+
+@pytest.mark.parametrize("cut", range(1, len(HEADER) - 2))
+def test_a_metrics_file_the_report_skips_as_cut_in_its_header_the_bench_clears(
+    tmp_path: Path, cut: int
+) -> None:
+    """The report called ``step,wall_t`` a partial cell that the next bench clears, but the
+    bench refused the whole tree: it took only an empty file or the whole header as a run's.
+    One rule now for both, at every cut."""
+    (tmp_path / "cell.json").write_text(json.dumps({"name": "c", "agent": "dqn", "env": "x"}))
+    with pytest.raises(HalfWrittenError):
+        _read(tmp_path, HEADER[:cut])
+    assert RunDir(tmp_path).foreign_entries() == []
+    (tmp_path / "metrics.csv").write_bytes(HEADER[:cut] + b"x")  # no header, cut or whole
+    assert RunDir(tmp_path).foreign_entries() == ["metrics.csv"]

@@ -30,11 +30,12 @@ from actorq import checkpoint as ckpt
 from actorq.bench.spec import one_line
 from actorq.errors import ActorQError, CheckpointError, shown
 from actorq.inputs import read_input
-from actorq.rundir import RunDir
+from actorq.rundir import METRICS_HEADER as RUN_METRICS_HEADER
+from actorq.rundir import RunDir, within_metrics_header
 
 #: summary.json keys a finished run always has (experiment.TrainResult)
 SUMMARY_REQUIRED = ("env", "precision", "env_steps", "eval_return", "wall_time_s")
-METRICS_HEADER = ["step", "wall_time", "metric", "value"]
+METRICS_HEADER = list(RUN_METRICS_HEADER)
 # JSON integers have no size limit, but everything read here becomes a float or a numpy value
 _INT_MAX = 2**63 - 1
 #: the largest magnitude of a number read here. No return, duration, step count (the config caps
@@ -354,9 +355,9 @@ def read_metrics(path: Path, keep: Callable[[str], bool]) -> list[Row]:
     text = _decode(path, data)
     if not text:
         raise HalfWrittenError(f"{path}: empty (its header was never written)")
-    cut_short = not text.endswith(("\n", "\r"))
-    if cut_short and ",".join(METRICS_HEADER).startswith(text):
+    if within_metrics_header(data):  # the rule by which the next bench clears it
         raise HalfWrittenError(f"{path}: cut short in its header")
+    cut_short = not text.endswith(("\n", "\r"))
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[Row] = []
     try:
