@@ -449,11 +449,19 @@ def test_half_written_unfinished_cell_is_skipped_with_a_warning(
     name: str, corrupt: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A cell killed while its files were written is a partial run (docs/bench.md: the next
-    `actorq bench` clears it and runs it again); the report skips it and says so."""
+    `actorq bench` clears it and runs it again); the report skips it and says so. A failed
+    cell's metrics.csv so cut (its failed.json says why) leaves it a failed row."""
     pytest.importorskip("rliable")
     pytest.importorskip("matplotlib")
     r = _results(tmp_path)
     (r / CRASHED / name).write_bytes(corrupt)
+    if name == "metrics.csv":
+        capsys.readouterr()
+        assert main(["report", str(r), "--reps", "100"]) == 0
+        assert _err_lines(capsys) == []
+        text = (r / "report.md").read_text()
+        assert f"- {CRASHED}: exit status" in text and "skipped partial cell" not in text
+        (r / CRASHED / "failed.json").unlink()  # killed, not failed: a partial cell
     capsys.readouterr()
     assert main(["report", str(r), "--reps", "100"]) == 0
     err = _err_lines(capsys)

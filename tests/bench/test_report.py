@@ -361,6 +361,22 @@ def test_a_report_of_partial_cells_only_names_them_and_why(
     assert f"{d / 'cell.json'}: not valid JSON" in err
 
 
+@pytest.mark.parametrize("metrics", [b"", b"step,wall_t"])
+def test_a_failed_cell_killed_as_it_started_stays_a_failed_row(
+    results: Path, metrics: bytes
+) -> None:
+    """A failed cell whose metrics.csv was empty or cut in its header was skipped as partial,
+    and its failed.json reason dropped out of the failed rows."""
+    d = results / "cartpole-w64x64-fp16-s2"
+    (d / "failed.json").write_text(json.dumps({"status": 1, "why": "out of memory"}))
+    (d / "metrics.csv").write_bytes(metrics)
+    assert main(["report", str(results), "--reps", "100"]) == 0
+    report = json.loads((results / "report.json").read_text())
+    assert {"name": d.name, "why": "out of memory"} in report["failed"]
+    assert report["skipped"] == []
+    assert f"- {d.name}: out of memory" in (results / "report.md").read_text()
+
+
 def test_the_specs_cells_not_started_are_listed(tmp_path: Path) -> None:
     """A cell of the spec not started yet has no directory: it was in no table, no row, no
     list; the spec kept with the results (spec.toml) names it."""

@@ -214,7 +214,7 @@ def load_runs(
             if cell is None and cfg is None:  # not a cell directory
                 continue
             why = read_failed_why(d)
-            rows = read_metrics(RunDir(d).metrics, _reported_metric)
+            rows = _metrics(d, why)
         except HalfWrittenError as e:
             if read_summary(d) is not None:  # a finished run we cannot attribute: never drop it
                 raise
@@ -256,6 +256,17 @@ def load_runs(
             )
         )
     return runs
+
+
+def _metrics(cell_dir: Path, failed: str | None) -> list[tuple[int, float, str, float]]:
+    """The cell's metrics.csv rows the report reads; a failed cell's (``failed``: why) that is
+    empty or cut in its header has none, and the cell stays a failed row with its reason."""
+    try:
+        return read_metrics(RunDir(cell_dir).metrics, _reported_metric)
+    except HalfWrittenError:
+        if failed is None:
+            raise
+        return []
 
 
 def _warn(why: str, into: list[str] | None) -> None:
