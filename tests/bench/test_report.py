@@ -397,6 +397,29 @@ def test_the_specs_cells_not_started_are_listed(tmp_path: Path) -> None:
     assert "## Cells of the spec not started" not in text
 
 
+def test_the_cells_not_started_are_those_of_the_last_sessions_overrides(tmp_path: Path) -> None:
+    """spec.toml is the spec's text without the bench's ``--override`` items (machine.json keeps
+    them): an override of the width renames every cell, and the finished cells were listed as
+    not started under their spec.toml names."""
+    import shutil
+
+    from actorq.bench.runner import run_matrix
+    from actorq.bench.spec import Cell, load_spec
+
+    def fake(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+        (cell_dir / "config.json").write_text(json.dumps({**cell.config, "agent": cell.agent}))
+        return 1
+
+    (tmp_path / "small.toml").write_text(SMALL)
+    r = tmp_path / "results"
+    run_matrix(load_spec(tmp_path / "small.toml", {"hidden": [16, 16]}), r, fake, progress=False)
+    for precision in ("fp32", "int8"):  # as if the bench had stopped before its seed 1
+        shutil.rmtree(r / f"cartpole-w16x16-{precision}-s1")
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    not_started = json.loads((r / "report.json").read_text())["not_started"]
+    assert sorted(not_started) == ["cartpole-w16x16-fp32-s1", "cartpole-w16x16-int8-s1"]
+
+
 def test_report_header_names_the_gpu_of_the_last_session(results: Path) -> None:
     facts = {"cpu_model": "Some CPU", "cores": 16, "cores_usable": 16}
     sessions = [{**facts, "gpus": []}, {**facts, "gpus": ["NVIDIA H100 80GB HBM3"]}]

@@ -899,15 +899,18 @@ def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def not_started(results: Path) -> tuple[list[str], str | None]:
-    """The cells of ``results/spec.toml`` (the spec as last run) without a directory yet, and
-    why that spec could not be read (None: it was, or there is none). Not summary rows: a row
-    is a cell with results, and an unfinished one stands for a cell in progress."""
+def not_started(results: Path, sessions: list[dict[str, Any]]) -> tuple[list[str], str | None]:
+    """The cells of ``results/spec.toml`` (the spec as last run, with the ``--override`` items
+    of that run: the last of machine.json's ``sessions``, read and checked; an override of the
+    width changes the cells' names) without a directory yet, and why that spec could not be
+    read (None: it was, or there is none). Not summary rows: a row is a cell with results, and
+    an unfinished one stands for a cell in progress."""
     path = results / "spec.toml"
     if not path.is_file():
         return [], None
+    overrides = sessions[-1].get("overrides") if sessions else None
     try:
-        cells = load_spec(path).cells
+        cells = load_spec(path, overrides).cells
     except ActorQError as e:  # e.g. its other framework is not installed here
         return [], one_line(str(e))
     return [c.name for c in cells if not os.path.lexists(results / c.name)], None
@@ -968,7 +971,7 @@ def build_report(results: Path, reps: int = 2000) -> tuple[str, dict[str, Any], 
     lines += _perf_table(groups, data["perf"])
     lines += _curves(groups, data["perf"], reps, images)
     lines += _problems(runs, data)
-    data["not_started"], why = not_started(results)
+    data["not_started"], why = not_started(results, sessions)
     lines += _not_started_lines(data["not_started"], why)
     data["atari"] = atari_rows(runs)
     lines += _atari_table(data["atari"])

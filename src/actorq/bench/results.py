@@ -302,6 +302,7 @@ def check_session(f: Fields) -> None:
     f.text("git_commit", nullable=True)  # null: not run from a git checkout
     f.integer("cores", lo=1, hi=MAX_CORES, nullable=True)  # null: os.cpu_count() did not know
     f.integer("cores_usable", lo=1, hi=MAX_CORES, nullable=True)  # null: not on Linux
+    f.table("overrides")  # its --override items (field -> value), the spec.toml beside it took
     gpus = f.d.get("gpus", [])
     if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
         raise f.bad("gpus", "a list of strings (GPU names)")
