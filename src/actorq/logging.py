@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,39 @@ EVAL_S_METRIC = "perf/eval_s"
 #: the mean return of a periodic evaluation's confirmation on fresh seeds (one at or above the
 #: target is the run's time to target: a report reads a running run's from it)
 CONFIRM_METRIC = "charts/confirm_return"
+
+
+def whole_lines(data: bytes) -> bytes:
+    """``data`` up to its last line end: metrics.csv less the line a run killed while logging
+    cut short (what is left of it may parse: ``17.3`` cut to ``1``; of a header: nothing), so
+    that a row appended after it, or a rewrite's, starts a line of its own. A line end is
+    ``\n`` or ``\r`` (csv's ``\r\n`` cut in half leaves its row whole), as the report's
+    reader (:func:`actorq.bench.results.read_metrics`) takes them. Used by every writer that
+    goes on from a metrics.csv: the logger, a resume's trim, SB3's resumed record."""
+    return data[: max(data.rfind(b"\n"), data.rfind(b"\r")) + 1]
+
+
+def _cut_to_whole_lines(path: Path) -> int | None:
+    """Cut the file ``path`` back to :func:`whole_lines` of it, reading its tail only (a
+    long run's metrics.csv is megabytes); the bytes kept, None where there is no file."""
+    try:
+        f = open(path, "rb+")  # noqa: SIM115 (closed below)
+    except FileNotFoundError:
+        return None
+    with f:
+        end = pos = f.seek(0, os.SEEK_END)
+        keep = 0
+        while pos > 0:
+            start = max(pos - (1 << 16), 0)
+            f.seek(start)
+            kept = len(whole_lines(f.read(pos - start)))
+            if kept:
+                keep = start + kept
+                break
+            pos = start
+        if keep < end:
+            f.truncate(keep)
+        return keep
 
 
 def rewrite_metrics(path: Path, rows: list[list[str]], error: type[ActorQError]) -> None:
@@ -51,7 +85,8 @@ class MetricLogger:
         self.run_dir = run_dir
         self.path = RunDir(run_dir).metrics
         with self._writing():
-            new = not self.path.exists()
+            # a run killed mid-line left its last line cut: the next row would be glued to it
+            new = not _cut_to_whole_lines(self.path)  # no file, or nothing whole in it
             self._f = open(self.path, "a", newline="")  # noqa: SIM115
             self._csv = csv.writer(self._f)
             if new:  # on disk now: a run killed before its first log() leaves a readable file

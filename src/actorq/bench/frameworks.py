@@ -35,6 +35,7 @@ from actorq.logging import (
     EVAL_S_METRIC,
     RUN_CLOCK_METRIC,
     rewrite_metrics,
+    whole_lines,
 )
 
 if TYPE_CHECKING:
@@ -120,10 +121,12 @@ class PolicyEval:
 
 
 def _metric_rows(path: Path, last_step: int) -> list[list[str]]:
-    """metrics.csv's rows (header dropped) at env steps up to ``last_step``; [] if absent."""
+    """metrics.csv's rows (header dropped) at env steps up to ``last_step``; [] if absent. A
+    last line cut short (a stop mid-write) is dropped, as a resume's trim drops it: ``17.3`` cut
+    to ``1`` is four fields, but not the value logged (:func:`~actorq.logging.whole_lines`)."""
     if not os.path.lexists(path):
         return []
-    data = read_input(path, f"{shown(path)} (to resume)")
+    data = whole_lines(read_input(path, f"{shown(path)} (to resume)"))
     try:
         rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))[1:]
     except (UnicodeDecodeError, csv.Error) as e:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
+import io
 import json
 import random
 import sys
@@ -23,7 +24,7 @@ from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
 from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
 from actorq.inputs import read_input
-from actorq.logging import rewrite_metrics
+from actorq.logging import rewrite_metrics, whole_lines
 from actorq.replay.frames import MAX_COUNT
 from actorq.replay.npz import missing_shards
 from actorq.run.directory import run_config_from_json
@@ -345,11 +346,15 @@ def trim_metrics(run: RunDir, env_steps: int, saved_at: float | None) -> None:
     """Rewrite ``metrics.csv`` without the rows the checkpoint had not seen (logged by a run
     killed after it: steps past ``env_steps``, or logged after ``saved_at``), so a resumed run's
     curve and first evaluation at the target are its own, not a dead segment's. Written whole
-    (:func:`~actorq.logging.rewrite_metrics`); rows that do not parse are kept as they are."""
+    (:func:`~actorq.logging.rewrite_metrics`); a last line cut short (a run killed while
+    logging: the next segment's first row was glued to it) is dropped
+    (:func:`~actorq.logging.whole_lines`); other rows that do not parse are kept as they are."""
     path = run.metrics
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
+        with open(path, "rb") as f:
+            data = f.read()
+        whole = whole_lines(data)
+        rows = list(csv.reader(io.StringIO(whole.decode("utf-8"), newline="")))
     except FileNotFoundError:
         return
     except (OSError, UnicodeDecodeError, csv.Error) as e:
@@ -368,5 +373,5 @@ def trim_metrics(run: RunDir, env_steps: int, saved_at: float | None) -> None:
         return saved_at is None or wall <= saved_at + 1e-3
 
     kept = [r for r in rows[1:] if seen(r)]
-    if len(kept) < len(rows) - 1:
+    if len(kept) < len(rows) - 1 or len(whole) < len(data):
         rewrite_metrics(path, kept, CheckpointError)
