@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from actorq import DQNConfig, train
 from actorq import checkpoint as ckpt
 from actorq.agents import builder_for
+from actorq.bench.results import MAX_MAGNITUDE, read_checkpoint_steps
 from actorq.envs import env_spec
 from actorq.errors import ActorQError, CheckpointError
 from actorq.experiment import Counters, load_replay, restore
@@ -95,6 +96,30 @@ def test_a_corrupt_replay_behind_a_valid_manifest_is_one_line(saved: Path, tmp_p
 
 
 _FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST, "../config.json"]
+#: where a report's reader (:func:`read_checkpoint_steps`) looks in state.json: actorq's
+#: counter, and SB3's (its learner's own)
+_STEP_FIELDS = [("counters",), ("counters", "env_steps"), ("learner",), ("learner", "counters"),
+                ("learner", "counters", "num_timesteps")]  # fmt: skip
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([2**63, -(2**63) - 1, 10**30, 1e15 + 1, -1]),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+    max_leaves=6,
+)  # fmt: skip
+
+
+def _with_a_step_field(raw: bytes, data: Any) -> bytes:
+    """state.json, its shape kept, with one field the step readers use set to any JSON value."""
+    state = json.loads(raw)
+    *parents, key = data.draw(st.sampled_from(_STEP_FIELDS))
+    inner = state
+    for p in parents:
+        if not isinstance(inner.get(p), dict):
+            inner[p] = {}
+        inner = inner[p]
+    inner[key] = data.draw(_JSON)
+    return json.dumps(state).encode()
 
 
 @settings(
@@ -102,16 +127,21 @@ _FILES = ["state.json", "learner.safetensors", "replay.npz", ckpt.MANIFEST, "../
 )
 @given(
     target=st.sampled_from(_FILES),
-    how=st.sampled_from([*HOWS, "json"]),
+    how=st.sampled_from([*HOWS, "json", "step"]),
     reseal=st.booleans(),
+    cut_save=st.booleans(),
     data=st.data(),
 )
 def test_damaged_checkpoints_load_or_fail_in_one_line(
-    saved: Path, tmp_path: Path, target: str, how: str, reseal: bool, data: Any
+    saved: Path, tmp_path: Path, target: str, how: str, reseal: bool, cut_save: bool, data: Any
 ) -> None:
+    """Every reader of a checkpoint, a resume's (read whole, restored into a learner and its
+    replay) and a report's (state.json alone: the env steps it holds), of the checkpoint or,
+    after a save cut between its renames, of its ``.old`` copy: a value, or one ActorQError
+    line naming what was read; never a traceback, never a write."""
     root = Path(tempfile.mkdtemp(dir=tmp_path)) / "r"  # a fresh copy for every example
     d = _copy(saved, root)
-    path = d / target
+    path = d / ("state.json" if how == "step" else target)
     blob = bytearray(damaged(path.read_bytes(), how, data))
     if how == "json":  # valid JSON of the wrong shape
         value = data.draw(
@@ -123,9 +153,13 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
             )
         )
         blob = bytearray(json.dumps(value).encode())  # fmt: skip
+    elif how == "step":
+        blob = bytearray(_with_a_step_field(path.read_bytes(), data))
     path.write_bytes(bytes(blob))
     if reseal and target != ckpt.MANIFEST:
         _reseal(d)
+    if cut_save:  # only the previous checkpoint is whole: every reader falls back to it
+        d.rename(d.with_name("checkpoint.old"))
     before = sorted(p.name for p in root.rglob("*"))
     try:
         cfg = load_run_config(root)
@@ -139,6 +173,15 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
             load_replay(table, replay)
     except ActorQError as e:
         assert str(e) and "\n" not in str(e)
+    for native in (True, False):  # an actorq cell's counter, and an SB3 cell's
+        try:
+            steps = read_checkpoint_steps(root, native)
+        except ActorQError as e:
+            assert str(e) and "\n" not in str(e)
+            # what was read is named: checkpoint.old's files after a cut save
+            assert not cut_save or "checkpoint/" not in str(e) or "no checkpoint in" in str(e)
+        else:
+            assert steps is None or (type(steps) is int and 0 <= steps <= MAX_MAGNITUDE)
     assert sorted(p.name for p in root.rglob("*")) == before  # nothing written
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import importlib.util
 import io
 import itertools
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from actorq.bench.report import load_runs
-from actorq.bench.results import read_sessions
+from actorq.bench.results import MAX_MAGNITUDE, read_sessions
 from actorq.bench.runner import plan_matrix, run_matrix
 from actorq.bench.spec import Cell, load_spec
 from actorq.cli import main
@@ -398,8 +399,10 @@ def test_random_cell_patterns(patterns: list[str]) -> None:
 
 
 def _fake_run(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+    if cell.env.startswith("atari:") and cell.seed == 1:  # how far it went (report: its frames)
+        _fake_checkpoint(cell_dir, cell.framework)
     if cell.precision == "int8" and cell.seed == 1:
-        return 1  # a crashed cell: cell.json and failed.json only
+        return 1  # a crashed cell: cell.json and failed.json only (an Atari one: a checkpoint)
     (cell_dir / "log.txt").write_text("fake\n")
     if cell.env.startswith("atari:") and cell.seed == 1:  # a running cell: no summary yet
         (cell_dir / "config.json").write_text(json.dumps({**cell.config, "agent": cell.agent}))
@@ -416,6 +419,25 @@ def _fake_run(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
     (cell_dir / "config.json").write_text(json.dumps({**cell.config, "agent": cell.agent}))
     _fake_metrics(cell_dir)
     return 0
+
+
+def _fake_checkpoint(cell_dir: Path, framework: str) -> None:
+    """A checkpoint at 2500 env steps: actorq's counter, or SB3's model's own."""
+    import torch
+
+    from actorq import checkpoint as ckpt
+
+    state: dict[str, Any] = {"learner": {}, "counters": {"env_steps": 2500}, "rng": {}}
+    if framework != "actorq":
+        state = {"learner": {"counters": {"num_timesteps": 2500}}, "counters": {}, "rng": {}}
+    ckpt.save(cell_dir / "checkpoint", {"w": torch.zeros(1)}, state)
+
+
+def _reseal(d: Path) -> None:
+    """A checkpoint's manifest rewritten for its files as they are (damage no checksum sees)."""
+    files = sorted(p.name for p in d.iterdir() if p.name != "manifest.json" and p.is_file())
+    manifest = {f: hashlib.sha256((d / f).read_bytes()).hexdigest() for f in files}
+    (d / "manifest.json").write_text(json.dumps(manifest))
 
 
 def _fake_metrics(cell_dir: Path) -> None:
@@ -483,7 +505,8 @@ FIELDS = ["env", "precision", "env_steps", "eval_return", "wall_time_s", "interr
                 "energy_kwh", "energy_estimated", "sessions", "name", "task", "agent", "seed",
                 "width", "config", "country", "why", "status", "log_every", "hidden",
                 "steps_to_target", "eval_time_s", "framework", "frameworks", "settings",
-                "segment", "session"]  # fmt: skip
+                "segment", "session", "counters", "learner", "env_steps",
+                "num_timesteps"]  # fmt: skip
 
 
 def _apply(path: Path, kind: str, draw: Any) -> None:
@@ -503,11 +526,16 @@ def _apply(path: Path, kind: str, draw: Any) -> None:
     elif kind == "document" and path.suffix == ".json":
         path.write_text(json.dumps(draw(json_values)))
     elif kind == "field" and isinstance(doc, dict):
-        key = draw(st.sampled_from([*doc, *FIELDS]) | st.text(max_size=5))
+        inner = doc  # a top-level field, or one in an object inside (a checkpoint's counters)
+        while (tables := [k for k, v in inner.items() if isinstance(v, dict)]) and draw(
+            st.booleans()
+        ):
+            inner = inner[draw(st.sampled_from(tables))]
+        key = draw(st.sampled_from([*inner, *FIELDS]) | st.text(max_size=5))
         if draw(st.booleans()):
-            doc.pop(key, None)
+            inner.pop(key, None)
         else:
-            doc[key] = draw(json_values)
+            inner[key] = draw(json_values)
         path.write_text(json.dumps(doc))
     elif kind == "csv" and path.suffix == ".csv" and rows:
         i = draw(st.integers(0, len(rows) - 1))
@@ -531,7 +559,9 @@ def _apply(path: Path, kind: str, draw: Any) -> None:
 
 @contextlib.contextmanager
 def damaged(template: Path, data: st.DataObject) -> Iterator[Path]:
-    """A copy of the template results directory with one to three files damaged."""
+    """A copy of the template results directory with one to three files damaged; a damaged
+    checkpoint's manifest maybe made to agree (damage its checksums cannot see), and maybe
+    only ``checkpoint.old`` left (a save cut between its renames)."""
     with tempfile.TemporaryDirectory() as tmp:
         r = Path(tmp) / "results"
         shutil.copytree(template / "results", r)
@@ -543,6 +573,11 @@ def damaged(template: Path, data: st.DataObject) -> Iterator[Path]:
                     st.sampled_from(["bytes", "truncate", "field", "document", "csv", "delete"])
                 )
                 _apply(r / name, kind, data.draw)
+                if (r / name).parent.name == "checkpoint" and data.draw(st.booleans()):
+                    _reseal((r / name).parent)
+        for d in r.glob("*/checkpoint"):
+            if data.draw(st.booleans()):
+                d.rename(d.with_name("checkpoint.old"))
         yield r
 
 
@@ -559,9 +594,12 @@ def test_damaged_results_through_the_report_reader(template: Path, data: st.Data
         except ActorQError as e:
             event("error")
             _one_line(str(e))
+            assert "/checkpoint" not in str(e)  # a checkpoint not read is a warning, its row kept
         else:  # what the report then computes with is well typed and finite
             event(f"read, {len(err.getvalue().splitlines())} warning(s)")
             for run in runs:
+                steps = run.checkpoint_steps
+                assert steps is None or (type(steps) is int and 0 <= steps <= MAX_MAGNITUDE)
                 assert isinstance(run.seed, int) and all(isinstance(w, int) for w in run.width)
                 assert math.isfinite(run.log_every) and run.log_every > 0
                 assert all(math.isfinite(w) and math.isfinite(v) for _, w, _, v in run.rows)
