@@ -206,11 +206,11 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     perf = {r["precision"]: r for r in data["perf"]}
     assert perf["fp32"]["bound"] == "actor-bound" and perf["int8"]["bound"] == "learner-bound"
     assert perf["int8"]["busy_sps"] == pytest.approx(2250.0)
-    # run time per 1k env steps (wall_time_s = time to target + 1, or 201 without one; 30k
-    # steps): fp32 (101 + 121 + 81 + 101) / 4 / 30 = 3.37 s; int8 51 / 30 = 1.7 s -> 1.98×
+    # training time per 1k env steps (no eval_time_s: wall_time_s = time to target + 1, or 201;
+    # 30k steps): fp32 (101 + 121 + 81 + 101) / 4 / 30 = 3.37 s; int8 51 / 30 = 1.7 s -> 1.98×
     assert "| 0.05 | 0.60 | learner-bound | 900 | 2250 | 1.70 | 1.98× | 280 | 28.0% |" in text
     assert "| 3.37 | 1.00× |" in text
-    assert perf["int8"]["run_speedup_vs_fp32"] == pytest.approx(101 / 30 / 1.7)
+    assert perf["int8"]["training_speedup_vs_fp32"] == pytest.approx(101 / 30 / 1.7)
     assert "Energy is estimated" in text
     assert "cartpole-w64x64-fp16-s2: exit status 1" in text
     png = results / "curves-cartpole-w64x64.png"
@@ -229,9 +229,9 @@ def test_training_time_per_1k_steps_leaves_evaluations_out(tmp_path: Path) -> No
     assert main(["report", str(r), "--reps", "100"]) == 0
     perf = {x["precision"]: x for x in json.loads((r / "report.json").read_text())["perf"]}
     # fp32 (201 - 141) / 30 = 2.00 s per 1k steps; int8 (201 - 81) / 30 = 4.00 s: 0.50×
-    assert perf["fp32"]["run_s_per_1k_steps"] == pytest.approx(2.0)
-    assert perf["int8"]["run_s_per_1k_steps"] == pytest.approx(4.0)
-    assert perf["int8"]["run_speedup_vs_fp32"] == pytest.approx(0.5)
+    assert perf["fp32"]["training_s_per_1k_steps"] == pytest.approx(2.0)
+    assert perf["int8"]["training_s_per_1k_steps"] == pytest.approx(4.0)
+    assert perf["int8"]["training_speedup_vs_fp32"] == pytest.approx(0.5)
     assert "| 4.00 | 0.50× |" in (r / "report.md").read_text()
 
 

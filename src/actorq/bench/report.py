@@ -781,8 +781,8 @@ def _perf_table(groups: GroupMap, rows: list[dict[str, Any]]) -> list[str]:
                 {
                     "task": task, "width": list(width), "precision": g.precision,
                     "learner_wait_frac": lw, "actor_wait_frac": aw, "bound": bound(lw, aw),
-                    "actor_sps": sps, "busy_sps": busy, "run_s_per_1k_steps": pk,
-                    "run_speedup_vs_fp32": pk_speedup, "snapshot_bytes": snap,
+                    "actor_sps": sps, "busy_sps": busy, "training_s_per_1k_steps": pk,
+                    "training_speedup_vs_fp32": pk_speedup, "snapshot_bytes": snap,
                     "snapshot_share_of_fp32": share,
                 }
             )  # fmt: skip
