@@ -827,11 +827,12 @@ def _curves(
 
 def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
     """One row per ``atari:`` cell: game, agent, framework, precision, seed, frames trained
-    (agent steps × the frame skip of 4; an unfinished cell's: what its checkpoint holds or it
-    logged since, whichever is more), the final score (full games, raw score; None until the
-    cell finishes), frames and training wall seconds to the target (a finished cell's summary:
-    the first periodic evaluation that reached it, confirmed, wall seconds less evaluation; a
-    running cell's: its first confirmed one, frames only), frames per second of a
+    (agent steps × the frame skip of 4; an unfinished cell's: how far it trained, its
+    checkpoint's step or its last logged one, the later: a resume goes on from the checkpoint's
+    and trains what was logged past it again), the final score (full games, raw score; None
+    until the cell finishes), frames and training wall seconds to the target (a finished cell's
+    summary: the first periodic evaluation that reached it, confirmed, wall seconds less
+    evaluation; a running cell's: its first confirmed one, frames only), frames per second of a
     finished cell's training (its wall time less its evaluations'), the last periodic
     evaluation so far, and every periodic evaluation as ``evals``: ``[frames, mean score]``
     pairs (report.json's rows carry them; summary.json keeps issue 50's row without them)."""
@@ -843,8 +844,8 @@ def atari_rows(runs: list[Run]) -> list[dict[str, Any]]:
         if not r.env.startswith("atari:"):
             continue
         curve = r.eval_curve()
-        # unfinished: what its checkpoint holds or it logged since, whichever is more (SB3's
-        # cells log only at evaluations: the last logged step lags up to an evaluation interval)
+        # unfinished: the later of its checkpoint's step and its last logged one (SB3's cells
+        # log only at evaluations: the last logged step lags up to an evaluation interval)
         logged = max((s for s, _, _, _ in r.rows), default=0)
         steps = r.summary_value("env_steps") or max(logged, r.checkpoint_steps or 0)
         to_target = r.summary_value("steps_to_target")
@@ -879,8 +880,9 @@ def _atari_table(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "", "## Atari (frames = agent steps × 4; scores: full games, raw)", "",
-        "An unfinished cell's frames: what its checkpoint holds (where a resume goes on from) or "
-        "its metrics logged since, whichever is more.", "",
+        "An unfinished cell's frames: how far it trained, its checkpoint's step or its last logged "
+        "one, the later; a resume goes on from the checkpoint's, training frames logged past it "
+        "again.", "",
         "| game | agent | framework | precision | seed | frames | frames/s | final score "
         "| last eval (at frames) | frames to target | wall to target s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
