@@ -11,6 +11,7 @@ detected and retried rather than trusted, on any CPU.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import mmap
@@ -18,6 +19,7 @@ import os
 import platform
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -170,24 +172,25 @@ class ShmFile:
     def array(self, offset: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
         return np.ndarray(shape, dtype=dtype, buffer=self.mm, offset=offset)
 
-    def index(self, words: np.ndarray, i: int) -> int:
-        """``words[i]`` read under the file's lock: what was written before the writer set it
-        under the lock is visible after (the kernel's lock orders memory on every CPU)."""
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
         assert self._fd is not None, "not lockable"
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            return int(words[i])
+            yield
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def index(self, words: np.ndarray, i: int) -> int:
+        """``words[i]`` read under the file's lock: what was written before the writer set it
+        under the lock is visible after (the kernel's lock orders memory on every CPU)."""
+        with self._locked():
+            return int(words[i])
+
     def set_index(self, words: np.ndarray, i: int, value: int) -> None:
         """``words[i] = value`` under the file's lock, after everything written before it."""
-        assert self._fd is not None, "not lockable"
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
+        with self._locked():
             words[i] = value
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def unlink(self) -> None:
         """Remove the name (mappings stay valid) and drop a held lock: the run is over."""
