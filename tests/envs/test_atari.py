@@ -3,6 +3,8 @@ training-only life and reward handling, and one line for a bad id or a missing e
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -186,3 +188,45 @@ def test_sticky_actions_from_the_config_reach_the_emulator() -> None:
     # and they change the game: the same actions without them play another one
     assert not _same_frames(make_env(cfg.env, **kwargs), _reference("Pong"), 5, 300)
     assert "sticky" not in PPOConfig(env="atari:Pong", atari_engine="ale").env_kwargs()
+
+
+def _train_and_eval_game(engine: str, game: str, seed: int) -> tuple[Any, ...]:
+    """One game played in both modes on the same seed and actions (the same trajectory: eval
+    serves after a lost life as training's reset does): training's games as the actors tally
+    them, its learner episodes and clipped rewards; evaluation's (score, steps)."""
+    from actorq.core.loop import GameTally
+    from actorq.envs import make_vector_env
+
+    train = make_vector_env(f"atari:{game}", 1, engine=engine)
+    ev = make_vector_env(f"atari:{game}", 1, engine=engine, mode="eval")
+    tally, games, lives, clipped = GameTally(1), [], 0, 0.0
+    try:
+        train.reset(seed=seed)
+        ev.reset(seed=seed)
+        rng = np.random.default_rng(seed)
+        score, steps = 0.0, 0
+        for _ in range(5000):
+            a = rng.integers(0, train.single_action_space.n, 1)
+            _, r, term, trunc, info = train.step(a)
+            _, er, eterm, etrunc, _ = ev.step(a)
+            games += tally.step(info, term | trunc) or []
+            lives += int(term[0] or trunc[0])
+            clipped += float(r[0])
+            score, steps = score + float(er[0]), steps + 1
+            if eterm[0] or etrunc[0]:
+                return games, lives, clipped, (score, steps)
+    finally:
+        train.close()
+        ev.close()
+    pytest.fail(f"no {game} game ended in 5,000 random steps")
+
+
+@pytest.mark.parametrize("engine", ["ale", "envpool"])
+def test_actors_count_training_as_whole_games_on_the_raw_score(engine: str) -> None:
+    # what CleanRL's and SB3's training curves show: games, not lives, and points, not signs
+    if engine == "envpool":
+        pytest.importorskip("envpool")
+    games, lives, clipped, played = _train_and_eval_game(engine, "SpaceInvaders", 0)
+    assert games == [played]  # one game, its evaluation's score and length
+    assert lives == 3  # three learner episodes: one a life
+    assert played[0] > clipped > 0  # invaders score 5..30 points: clipping counts them 1

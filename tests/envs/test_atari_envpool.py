@@ -168,6 +168,38 @@ def test_a_game_the_serve_ends_is_cut_in_evaluation_and_restarted(
     assert info["final_obs"][0][:, 0, 1].tolist() == [0, 0, 0, 1]
 
 
+def test_training_reports_the_games_raw_points_the_serves_and_their_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each step's ``info["score"]`` is its raw points (EnvPool's ``info["reward"]``, the
+    reward before its clipping) plus those of the serve steps taken since (a lost life's: the
+    same game's); ``info["game_over"]`` is the game's end, also where a serve ended it."""
+    vec, pool = fake_vector(monkeypatch, 2, {0: {9}, 1: {3}}, {0: {2}, 1: {1}})
+    real_step = pool.step
+
+    def raw(actions: np.ndarray, env_id: np.ndarray | None = None) -> tuple[Any, ...]:
+        out = real_step(actions, env_id)
+        out[4]["reward"] = np.full(len(out[1]), 10.0)  # 10 points a step; clipped to 1
+        return out
+
+    monkeypatch.setattr(pool, "step", raw)
+    vec.reset(seed=0)
+    _, rew, _, _, info = vec.step(np.zeros(2, np.int64))  # env 1 loses a life; its serve
+    assert rew.tolist() == [1.0, 1.0] and info["score"].tolist() == [10.0, 10.0]
+    # ... of three steps: FIRE ends env 1's game at its step 3 (then EnvPool's reset step)
+    assert info["game_over"].tolist() == [False, True]
+    # env 0 loses a life at its step 2; env 1's second game goes as its first
+    _, _, term, _, info = vec.step(np.zeros(2, np.int64))
+    # env 1: the serve's no-op and FIRE and EnvPool's reset step, then game 2's first step
+    assert info["score"].tolist() == [10.0, 40.0] and term.tolist() == [True, True]
+    assert info["game_over"].tolist() == [False, True]
+    _, _, _, _, info = vec.step(np.zeros(2, np.int64))
+    assert info["score"].tolist() == [40.0, 40.0]  # env 0: its serve's three steps and this
+    ev, _ = fake_vector(monkeypatch, 1, {}, {}, mode="eval")
+    ev.reset(seed=0)
+    assert "score" not in ev.step(np.zeros(1, np.int64))[4]  # evaluation's rewards are raw
+
+
 def test_a_new_seed_makes_a_new_pool_and_a_list_of_seeds_counts_from_its_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from actorq.core.exploration import Behaviour, make_behaviour, to_env_action
 from actorq.core.interfaces import Actor, ParameterSource
-from actorq.envs import make_vector_env
+from actorq.envs import GAME_OVER, SCORE, make_vector_env
 from actorq.errors import SnapshotError, first_line
 from actorq.quant.model_snapshot import ModelSnapshot
 from actorq.quant.runtimes import ModelRuntime, PolicyRuntime, decode_snapshot, make_runtime
@@ -106,6 +106,46 @@ def fetch_newer(source: ParameterSource, version: int) -> tuple[int, bytes] | No
     return None if got is None or got[0] == version else got
 
 
+def _step_info(info: dict[str, Any], key: str, done: np.ndarray) -> np.ndarray | None:
+    """Each env's ``info[key]`` of this step, or None if the env reports none. A Gymnasium
+    vector env files an ended env's step info under ``info["final_info"]`` (its top-level one is
+    the reset's), masked by ``"_" + key``; actorq's own vector envs give every env's at the top."""
+    final = info.get("final_info") or {}
+    if key not in info and key not in final:
+        return None
+    out = np.zeros(len(done), np.float64)
+    for where in (info, final):
+        if key in where:
+            mask = np.asarray(where.get("_" + key, np.ones(len(done), bool)), bool)
+            if where is final:
+                mask &= done
+            out[mask] = np.asarray(where[key], np.float64)[mask]
+    return out
+
+
+class GameTally:
+    """Whole games on the raw score, from envs that report them (:data:`actorq.envs.SCORE`,
+    :data:`~actorq.envs.GAME_OVER`: Atari's training episodes are lives, its rewards clipped):
+    (score, agent steps) of each game that ended, as CleanRL's and SB3's training curves count."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.score = np.zeros(num_envs, np.float64)
+        self.steps = np.zeros(num_envs, np.int64)
+
+    def step(self, info: dict[str, Any], done: np.ndarray) -> list[tuple[float, int]] | None:
+        """The games that ended on this step; None where the env reports no games."""
+        score = _step_info(info, SCORE, done)
+        over = _step_info(info, GAME_OVER, done)
+        if score is None or over is None:
+            return None
+        self.score += score
+        self.steps += 1
+        ended = np.flatnonzero(over > 0)
+        games = [(float(self.score[i]), int(self.steps[i])) for i in ended]
+        self.score[ended], self.steps[ended] = 0.0, 0
+        return games
+
+
 class VectorActor(Actor):
     """Steps K copies of an environment with a quantized policy snapshot.
 
@@ -157,6 +197,7 @@ class VectorActor(Actor):
         self.adder.observe_first(self.obs)
         self._ret = np.zeros(num_envs, np.float64)
         self._len = np.zeros(num_envs, np.int64)
+        self._games = GameTally(num_envs)
         self.env_steps = 0
         self.inference_s = 0.0  # time inside the policy runtime
         self.env_s = 0.0  # time inside env.step (the simulator, resets included)
@@ -258,7 +299,7 @@ class VectorActor(Actor):
         obs = np.asarray(obs, self._obs_dtype)  # no copy for float32 (or uint8 pixel) envs
         done = term | trunc
         final_arr = None
-        episodes: list[tuple[float, int]] = []
+        episodes = self._games.step(info, done)
         self._ret += rew
         self._len += 1
         if done.any():
@@ -267,13 +308,13 @@ class VectorActor(Actor):
             ended = np.flatnonzero(done)
             final_arr = obs.copy()
             final_arr[ended] = np.stack([info["final_obs"][i] for i in ended])
-            for i in ended:
-                episodes.append((float(self._ret[i]), int(self._len[i])))
+            if episodes is None:  # the env's episodes are its games, its rewards their score
+                episodes = [(float(self._ret[i]), int(self._len[i])) for i in ended]
             self._ret[ended], self._len[ended] = 0.0, 0
         out = self.adder.add(action, rew, obs, term, trunc, final_arr, extras, self.version)
         self.obs = obs
         self.env_steps += self.k
-        return out, episodes
+        return out, episodes or []
 
     def close(self) -> None:
         self.env.close()

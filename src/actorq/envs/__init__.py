@@ -54,6 +54,13 @@ class EnvFamily:
     banner on stderr above the error line)."""
 
 
+#: ``info`` keys of a training env whose learner episodes are not its games or whose rewards are
+#: not its score (Atari: an episode per life, clipped rewards): each step's points on the game's
+#: own scale (``SCORE``) and whether the game ended on it (``GAME_OVER``). Actors then report
+#: whole games on the raw score as training episodes (what CleanRL's and SB3's training curves
+#: show); for envs without them an episode is a reported episode and its return the rewards'.
+SCORE, GAME_OVER = "score", "game_over"
+
 #: Env families by prefix: the one table :func:`make_env` and :func:`validate_env_id` read.
 ENV_FAMILIES: dict[str, EnvFamily] = {
     "gym": EnvFamily(

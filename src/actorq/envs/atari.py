@@ -21,6 +21,10 @@ to ``AtariPreprocessing`` + ``FrameStackObservation`` on the same seed,
   restart the game instead) — and *reward clipping* to {-1, 0, +1} (the sign);
 - **FIRE on reset** for games whose second action is FIRE (Breakout would otherwise wait for
   it; SB3's and CleanRL's ``FireResetEnv``), in both modes (``fire_reset``);
+- **the game's score for training curves** (training only): each step's ``info["score"]`` is
+  its raw points (those of the serve's steps after a lost life included) and
+  ``info["game_over"]`` says the game ended, so actors report games on the raw score where the
+  learner sees lives and clipped rewards (:class:`GameScore`; ``actorq.envs.SCORE``);
 - **4-frame stack**, observations ``(4, 84, 84)`` uint8, a new episode's stack padded with its
   first frame (``FrameStackObservation``'s ``padding_type="reset"``).
 
@@ -184,9 +188,13 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         self.lives = 0
         self.game_over = True
         self.new_game = True  # whether the last reset started a game (not a life)
+        #: raw points since :class:`GameScore` last took them: every emulator step's through
+        #: here, the serve's steps inside resets too (above, clipping changes the reward)
+        self.points = 0.0
 
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self.points += float(reward)
         self.game_over = bool(terminated or truncated)
         lives = int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
         if 0 < lives < self.lives:
@@ -201,7 +209,8 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         if self.new_game:
             obs, info = self.env.reset(seed=seed, options=options)
         else:  # a life was lost: go on from where the game is
-            obs, _, terminated, truncated, info = self.env.step(0)
+            obs, reward, terminated, truncated, info = self.env.step(0)
+            self.points += float(reward)
             if terminated or truncated:  # the no-op ended the game (rare): start a new one
                 obs, info = self.env.reset(options=options)
                 self.new_game = True
@@ -247,6 +256,30 @@ class FullGames(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
             if self.life.new_game:  # the game ended during the serve (rare): it is over
                 return obs, reward, False, True, info
             obs, info, terminated = after, after_info, False
+        return obs, reward, terminated, truncated, info
+
+
+class GameScore(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
+    """Training's outermost wrapper: each step's raw points (``info["score"]``, taken from
+    :class:`EpisodicLife` below the clipping, the serve's steps of the reset before included)
+    and whether the game ended on it (``info["game_over"]``): what actors report as the
+    training episode's return (:data:`actorq.envs.SCORE`)."""
+
+    def __init__(self, env: gym.Env[np.ndarray, int], life: EpisodicLife) -> None:
+        super().__init__(env)
+        self.life = life
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed is not None:  # a new game from its start: earlier points are not its own
+            self.life.points = 0.0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = {**info, "score": self.life.points, "game_over": self.life.game_over}
+        self.life.points = 0.0
         return obs, reward, terminated, truncated, info
 
 
@@ -330,4 +363,4 @@ def make_atari_env(name: str, engine: str = "auto", **options: Any) -> gym.Env[n
     if o.mode == "train":
         env = ClipReward(env)
     stacked = FrameStackObservation(env, o.frame_stack)
-    return stacked if o.mode == "train" else FullGames(stacked, life)
+    return GameScore(stacked, life) if o.mode == "train" else FullGames(stacked, life)

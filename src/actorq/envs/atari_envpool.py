@@ -103,6 +103,7 @@ class EnvPoolVector:
         self.action_space = gym.spaces.MultiDiscrete(np.full(num_envs, n))
         self._stacks = np.zeros((num_envs, *self.single_observation_space.shape), np.uint8)
         self._lives = np.zeros(num_envs, np.int64)
+        self._points = np.zeros(num_envs, np.float64)  # raw points of steps taken off-step
 
     def _make(self, seed: int) -> Any:
         import envpool
@@ -125,19 +126,23 @@ class EnvPoolVector:
             self._seed = 0 if first is None else int(first)
             self._pool = self._make(self._seed)
         obs, info = self._pool.reset()
+        self._points[:] = 0.0
         self._stacks[:] = np.asarray(obs)[:, -1:]  # the first frame, stack_n times
         self._lives[:] = np.asarray(info.get("lives", 0))
         return self._stacks.copy(), {"lives": self._lives.copy()}
 
     def _step_some(self, ids: np.ndarray, action: int) -> tuple[np.ndarray, np.ndarray, Any]:
         """Step envs ``ids`` alone with ``action``: (last frames, game ended, lives), in
-        ``ids``' order."""
-        obs, _, term, trunc, info = self._pool.step(np.full(len(ids), action, np.int32), env_id=ids)
+        ``ids``' order; their raw points go to the next step's score."""
+        obs, rew, term, trunc, info = self._pool.step(
+            np.full(len(ids), action, np.int32), env_id=ids
+        )
         got = np.asarray(info["env_id"]) if "env_id" in info else np.sort(ids)
         row = {int(e): r for r, e in enumerate(got)}  # one thread returns env-id order
         order = np.array([row[int(i)] for i in ids], np.int64)
         ended = np.logical_or(term, trunc)[order]
         lives = np.asarray(info["lives"])[order] if "lives" in info else np.zeros(len(ids), int)
+        self._points[ids] += _raw(rew, info)[order]
         return np.asarray(obs)[order, -1], ended, lives
 
     def step(
@@ -145,6 +150,8 @@ class EnvPoolVector:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rew, term, trunc, got = self._pool.step(np.asarray(actions, np.int32))
         term, trunc = np.asarray(term, bool).copy(), np.asarray(trunc, bool).copy()
+        score = self._points + _raw(rew, got)  # the serve's points before this step's
+        self._points[:] = 0.0
         lives = np.asarray(got.get("lives", self._lives)).astype(np.int64)
         self._stacks[:, :-1] = self._stacks[:, 1:]  # numpy buffers an overlapping copy
         self._stacks[:, -1] = np.asarray(obs)[:, -1]
@@ -181,12 +188,22 @@ class EnvPoolVector:
             lives[ids] = now
         self._lives = lives
         info["lives"] = lives.copy()
+        if self._train:  # games on the raw score for the actors' training curves
+            # a game the serve after a lost life ended is over too; a restart's own points
+            # (the next game's) went to self._points, for its first step
+            info["score"], info["game_over"] = score, game_over | (lost & restart)
         return self._stacks.copy(), np.asarray(rew, np.float64), term, trunc, info
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+def _raw(rew: Any, info: dict[str, Any]) -> np.ndarray:
+    """A step's raw points: EnvPool's ``info["reward"]`` (the reward before its clipping; in
+    evaluation, unclipped, the reward itself)."""
+    return np.asarray(info.get("reward", rew), np.float64)
 
 
 def make_atari_vector(
