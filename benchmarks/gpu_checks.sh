@@ -70,7 +70,8 @@ export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   python3 -c "import sys, torch, onnxruntime; print(sys.version.split()[0], torch.__version__, onnxruntime.__version__)"
 } >"$out/machine.txt" 2>&1
 mark() { echo "$(date +%s.%N) $*" >>"$out/steps.txt"; }
-nvidia-smi --query-gpu=timestamp,power.draw,utilization.gpu --format=csv,nounits -lms 500 \
+# TZ=UTC: nvidia-smi writes local time, gpu_energy.py reads UTC
+TZ=UTC nvidia-smi --query-gpu=timestamp,power.draw,utilization.gpu --format=csv,nounits -lms 500 \
   >"$out/power.csv" 2>/dev/null &
 smi=$!
 trap 'kill $smi 2>/dev/null' EXIT
