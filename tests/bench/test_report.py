@@ -179,10 +179,11 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     assert "| 0.004 | 0.0016 | 1.00× | 1.00× |" in fp32
     assert "| 0× (0/2 vs fp32 2/2 reached; 2 common seeds of 2 vs fp32 4 finished) |" in fp16
     assert "(+1 failed)" in fp16
-    # 0.004 / 0.003 = 1.33×, from the one run that logged energy, and said so
+    # fp16's one measured run (0.003 kWh) ran its budget where fp32's seed 1 stopped at the
+    # target: different work, no ratio, and said so
     assert fp16.endswith(
-        "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | 1.33× (1/2 vs fp32 4/4 runs) "
-        "| 1.33× (1/2 vs fp32 4/4 runs) |"
+        "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | — (0 of 2 common seeds ended alike and "
+        "measured) | — (0 of 2 common seeds ended alike and measured) |"
     )
     int4 = _row(text, "| cartpole | 64x64 | int4 |")
     # one seed: no CI to give; fp32's seed 0 took 100 s
@@ -659,3 +660,22 @@ def test_a_segments_energy_is_never_reported_as_the_runs(
     (d / "cell.json").write_text(json.dumps({**cell, "segment": segment}))
     (run,) = load_runs(r)
     assert run.energy("energy_kwh") is None and run.energy("energy_kg_co2") is None
+
+
+def test_energy_ratios_pair_seeds_that_ended_alike(tmp_path: Path) -> None:
+    """fp32's seed 1 ran its whole budget (10× the energy) where int8's stopped at the target:
+    a mean over every run on each side would say 11×; the one pair that ended alike says 2×."""
+    r = tmp_path / "results"
+    _cell(r, "cartpole", "fp32", 0, ttt=100.0, final=500.0, kwh=1.0)
+    _cell(r, "cartpole", "fp32", 1, ttt=None, final=400.0, kwh=10.0)
+    for seed in (0, 1):
+        _cell(r, "cartpole", "int8", seed, ttt=50.0, final=500.0, kwh=0.5)
+    assert main(["report", str(r), "--reps", "100"]) == 0
+    rows = {x["precision"]: x for x in json.loads((r / "report.json").read_text())["table"]}
+    assert rows["int8"]["kwh_ratio"] == pytest.approx(2.0)
+    int8 = _row((r / "report.md").read_text(), "| cartpole | 64x64 | int8 |")
+    assert "| 2.00× (1 of 2 common seeds ended alike and measured) |" in int8
+    assert (
+        "a ratio of estimated energies is about the ratio of the runs' wall times"
+        in (r / "report.md").read_text()
+    )

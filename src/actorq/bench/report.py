@@ -494,18 +494,35 @@ def _iqm_text(xs: list[float], ret: tuple[float, float, float] | None) -> str:
 
 
 def _ratio(fp32: Group | None, g: Group, key: str) -> tuple[float | None, str]:
+    """(fp32's energy / g's, text), over the seeds both sides finished the same way: both
+    stopped at the target (energy to the same return) or both ran the budget (the same steps).
+    A seed that ended otherwise on each side compares different work and is left out, as are
+    seeds not measured; the text says how many pairs it took. (Energy codecarbon estimated, CPU
+    power from TDP and load where there is no RAPL, is close to constant power: its ratio is
+    about the runs' wall-time ratio, as the report's note on estimated energy says.)"""
     if fp32 is None:
         return None, "—"
-    a, b = _mean(fp32.energy(key)), _mean(g.energy(key))
-    if a is None or b is None:
-        return None, "not recorded"
-    if b <= 0:
-        return None, "—"
-    # a mean over some runs only (others not measured) is said so, as the energy columns say it
-    n, nf = len(g.energy(key)), len(fp32.energy(key))
-    whole = n == len(g.finished) and nf == len(fp32.finished)
-    part = "" if whole else f" ({n}/{len(g.finished)} vs fp32 {nf}/{len(fp32.finished)} runs)"
-    return a / b, f"{a / b:.2f}×{part}"
+    mine, theirs = {r.seed: r for r in g.finished}, {r.seed: r for r in fp32.finished}
+    common = sorted(mine.keys() & theirs.keys())
+    pairs = [(theirs[s], mine[s]) for s in common
+             if theirs[s].energy(key) is not None and mine[s].energy(key) is not None]  # fmt: skip
+    if not pairs:
+        return None, "not recorded" if not (g.energy(key) and fp32.energy(key)) else "—"
+    alike = [(a, b) for a, b in pairs if _end(a) is not None and _end(a) == _end(b)]
+    notes = []
+    if len(alike) < len(common):
+        notes.append(f"{len(alike)} of {len(common)} common seeds ended alike and measured")
+    b = sum(float(r.energy(key) or 0.0) for _, r in alike)
+    if not alike or b <= 0:
+        return None, f"—{_paren(*notes)}"
+    ratio = sum(float(r.energy(key) or 0.0) for r, _ in alike) / b
+    return ratio, f"{ratio:.2f}×{_paren(*notes)}"
+
+
+def _end(r: Run) -> str | None:
+    """How a finished run ended, for energy pairs: "target" (stopped there) or "budget"."""
+    stop = r.summary_value("stop")
+    return stop if stop in ("target", "budget") else None
 
 
 def _energy_text(g: Group, key: str, spec: str) -> str:
@@ -719,7 +736,10 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
             "",
             "Energy is estimated: this machine has no RAPL counters, so codecarbon models CPU "
             "power from its TDP and load (and RAM power from its size); it covers the whole "
-            "machine, other processes included.",
+            "machine, other processes included. On a machine kept busy that power is nearly "
+            "constant, so a ratio of estimated energies is about the ratio of the runs' wall "
+            "times, not separate evidence. Energy ratios pair seeds that ended alike on both "
+            "sides (both at the target, or both at the budget).",
         ]
     return lines
 
