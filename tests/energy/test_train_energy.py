@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from actorq import DQNConfig, train
+from actorq.energy import EnergyReading
 from actorq.logging import read_metrics
 
 pytest.importorskip("codecarbon")
@@ -70,3 +71,57 @@ def test_a_segment_not_measured_leaves_no_whole_run_energy(
     assert r.energy_kwh is None and r.energy_kg_co2 is None
     assert json.loads((tmp_path / "summary.json").read_text())["energy_kwh"] is None
     assert "the summary will have none" in capsys.readouterr().err
+
+
+class _Clock:
+    """A tracker of 3.6 kW, constant: its kWh are the seconds it measured over 1,000."""
+
+    def __init__(self, country: str) -> None:
+        self.t0: float | None = None
+
+    def start(self) -> None:
+        import time
+
+        self.t0 = time.perf_counter()
+
+    def snapshot(self) -> EnergyReading:
+        import time
+
+        assert self.t0 is not None
+        s = time.perf_counter() - self.t0
+        return EnergyReading(kwh=s / 1000, kg_co2=s / 2000, estimated=True, ok=True)
+
+    stop = snapshot
+
+
+def test_energy_covers_the_window_the_runs_clock_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The actors' start (here a second longer) is outside the run's clock (time to target,
+    wall time) and outside its energy: a ratio of either compares the same work."""
+    import time
+
+    from actorq.run import loop
+
+    real = loop.start_backend
+
+    def slow(*args: object, **kw: object) -> object:
+        time.sleep(1.0)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "start_backend", slow)
+    monkeypatch.setattr(loop, "EnergyTracker", _Clock)
+    r = train(_cfg(tmp_path))
+    assert r.energy_kwh is not None
+    assert r.energy_kwh * 1000 == pytest.approx(r.wall_time_s, abs=0.3)
+
+
+def test_a_resume_past_its_budget_adds_no_energy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.run import loop
+
+    monkeypatch.setattr(loop, "EnergyTracker", _Clock)
+    first = train(_cfg(tmp_path, total_steps=2_000))
+    again = train(_cfg(tmp_path, resume=str(tmp_path), total_steps=2_000, run_dir=None))
+    assert first.energy_kwh is not None and again.energy_kwh == first.energy_kwh

@@ -165,7 +165,6 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     publisher = Publisher(cfg, io, asynchronous)
     fp32_bytes = len(publisher.snapshot(0, "fp32"))
     first = publisher.snapshot(c.version)
-    energy = _start_energy(cfg, c, loaded is not None)  # before the actors and the run's clock
     # From here on Ctrl-C only sets a flag, so a run interrupted while its actors start still
     # stops through the loop's clean path (checkpoint, summary).
     stop = StopOnSignal()
@@ -186,14 +185,11 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
             first = _resume_where_it_stopped(publisher, backend, c, loaded, run_dir, first)
     except BaseException:
         # a refused resume (its replay, its metrics) leaves nothing running in the caller's
-        # process: the backend, the publisher's thread, codecarbon's threads
+        # process: the backend, the publisher's thread
         if backend is not None:
             backend.close()
         stop.restore()
         publisher.close()
-        with contextlib.suppress(Exception):
-            if energy is not None:
-                energy.stop()
         raise
     replay = backend.replay
     publisher.replay, publisher.backend = replay, backend
@@ -223,6 +219,10 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     if warm:
         logger.log(c.env_steps, warm)
     publisher.publish(c, first)
+    # Energy is tracked over the window the run's clock measures (time to target, wall time:
+    # from here), not the actors' start before it: its ratios and the time's cover the same
+    # work. A run past its budget trains nothing: its checkpoint's total stands.
+    energy = None if past_budget else _start_energy(cfg, c, loaded is not None)
 
     return _Run(
         run_dir=run_dir,
@@ -329,6 +329,8 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
     try:
         st = r.backend.stats()
         reading = r.energy.stop() if r.energy is not None else None  # the run, not the report
+        if r.past_budget:  # nothing trained: the checkpoint's total is the run's
+            reading = _energy_before(c, resumed=True) if c.energy_kwh is not None else None
         c.env_steps = st.env_steps
         r.interval.keep_totals(c, st, r.publisher)  # every segment's
         r.interval.add_episodes(r.backend.drain_episodes())
