@@ -88,6 +88,35 @@ def test_backend_failure_never_raises(where: str, capsys) -> None:
     assert f"boom in {where}" in err
 
 
+def test_a_failing_snapshot_stops_codecarbon(capsys) -> None:
+    made: list[_Raising] = []
+
+    def backend(**kw: Any) -> _Raising:
+        made.append(_Stops("snapshot", **kw))
+        return made[-1]
+
+    t = EnergyTracker(backend=backend)
+    t.start()
+    assert not t.snapshot().ok and made[0].stopped  # no sampling thread left behind
+
+
+class _Stops(_Raising):
+    stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_dependency_codecarbon_lacks_is_named(monkeypatch, capsys) -> None:
+    def backend(**kw: Any) -> Any:
+        raise ImportError("No module named 'pynvml'", name="pynvml")
+
+    t = EnergyTracker(backend=backend)
+    t.start()
+    assert not t.available
+    assert "codecarbon cannot import pynvml" in capsys.readouterr().err
+
+
 def test_snapshot_then_failing_stop_is_unavailable() -> None:
     t = EnergyTracker(backend=lambda **kw: _Raising("stop", **kw))
     t.start()

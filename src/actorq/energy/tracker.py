@@ -38,6 +38,7 @@ reads them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import sys
@@ -193,8 +194,11 @@ class EnergyTracker:
             if getattr(tracker, "_start_time", 0.0) is None:
                 # codecarbon swallows its own errors in start() and leaves the tracker unstarted
                 raise RuntimeError("codecarbon did not start")
-        except ImportError:
-            self._fail("codecarbon is not installed: pip install 'actorq[bench]'")
+        except ImportError as e:
+            if e.name in (None, "codecarbon"):
+                self._fail("codecarbon is not installed: pip install 'actorq[bench]'")
+            else:  # installed, but a package it imports is not (a --no-deps install)
+                self._fail(f"codecarbon cannot import {e.name}: pip install 'actorq[bench]'")
             return
         except Exception as e:  # a broken tracker must never stop training
             self._fail(f"{type(e).__name__}: {e}")
@@ -213,6 +217,8 @@ class EnergyTracker:
             data = t._prepare_emissions_data()
             reading = self._reading(data.energy_consumed, data.emissions)
         except Exception as e:
+            with contextlib.suppress(Exception):  # its sampling thread, not left running
+                t.stop()
             return self._fail(f"{type(e).__name__}: {e}")
         self._last = reading
         return reading
