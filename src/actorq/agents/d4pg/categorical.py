@@ -24,9 +24,13 @@ def categorical_projection(
     """
     v_min, v_max = atoms[0], atoms[-1]
     n = atoms.shape[0]
-    delta = (v_max - v_min) / (n - 1)
     tz = (reward[:, None] + discount[:, None] * atoms[None, :]).clamp(v_min, v_max)
-    b = (tz - v_min) / delta  # fractional atom index in [0, N-1]
+    # The fractional atom index of each target. C51's (tz - v_min) / Δz, with Δz = (v_max -
+    # v_min) / (N - 1), rounds in float32 to one ulp above N - 1 for a target at v_max on some
+    # supports (±53 with 51 atoms), and ceil() then indexes atom N; one ulp below, it leaks
+    # mass to atom N - 2. Dividing by the span itself gives exactly 0 and N - 1 at the edges,
+    # and the clamp keeps every index on the support whatever the rounding.
+    b = ((tz - v_min) / (v_max - v_min) * (n - 1)).clamp(0, n - 1)
     lower = b.floor().long()
     upper = b.ceil().long()
     # Mass landing exactly on an atom (lower == upper) must stay whole there.
