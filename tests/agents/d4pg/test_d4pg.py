@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 
 from actorq import DQNConfig, train
+from actorq.agents.d4pg.builder import D4PGBuilder
 from actorq.agents.d4pg.config import D4PGConfig
 from actorq.agents.d4pg.networks import Policy
 from actorq.errors import ConfigError
 from actorq.quant.runtimes import make_runtime
 from actorq.quant.snapshot import PolicySpec, make_snapshot
+from actorq.run.directory import load_run_config
+from actorq.types import ArraySpec, EnvSpec
 
 
 def test_int8_and_fp16_actions_track_fp32() -> None:
@@ -69,9 +72,40 @@ def test_runs_with_actor_processes_on_a_control_suite_task(tmp_path: Path) -> No
     )  # fmt: skip
     r = train(cfg)
     assert r.env_steps >= 3_000 and r.updates > 0 and r.actor_restarts == 0
-    assert 0 < r.eval_return <= 500  # 1000 control steps / action repeat 2, reward <= 1 each
+    # 1000 control steps of reward <= 1 each: 500 agent steps, each the sum of its 2 rewards
+    assert 0 < r.eval_return <= 1000
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["agent"] == "d4pg" and saved["action_repeat"] == 2
+
+
+def test_default_support_scales_with_the_action_repeat(tmp_path: Path) -> None:
+    """Rewards summed over a repeat of k make returns up to k times larger: so does the default
+    support. A support the user gives is kept, and so is an older run's (config.json held ±150
+    whatever the repeat): it resumes with the atoms it trained on."""
+    spec = EnvSpec("dmc:cartpole-balance", ArraySpec((5,), "float32"), ArraySpec((1,), "float32"))
+    small = {"policy_hidden_sizes": (8,), "critic_hidden_sizes": (8,)}
+
+    def edges(cfg: D4PGConfig) -> tuple[float, float]:
+        cfg.validate()
+        atoms = D4PGBuilder().make_learner(cfg, spec).atoms
+        return float(atoms[0]), float(atoms[-1])
+
+    dmc = {"env": "dmc:cartpole-balance", **small}
+    assert edges(D4PGConfig(**dmc)) == (-150.0, 150.0)  # Acme's, with no repeat
+    assert edges(D4PGConfig(action_repeat=2, **dmc)) == (-300.0, 300.0)
+    assert edges(D4PGConfig(action_repeat=4, v_max=50.0, **dmc)) == (-600.0, 50.0)
+    assert edges(D4PGConfig(action_repeat=2, v_min=-10.0, v_max=10.0, **dmc)) == (-10.0, 10.0)
+    # Gymnasium ids get no repeat (env_kwargs), so their support does not scale
+    gym = D4PGConfig(env="gym:Pendulum-v1", action_repeat=2, **small)
+    assert edges(gym) == (-150.0, 150.0)
+    # a new run's config.json keeps "default", resolved again on resume from the same repeat
+    new = D4PGConfig.from_json(json.loads(json.dumps(D4PGConfig(action_repeat=2, **dmc).to_json())))
+    assert edges(new) == (-300.0, 300.0)
+    # an older run's config.json, written when ±150 was the default whatever the repeat
+    old = {**D4PGConfig(action_repeat=2, **dmc).to_json(), "v_min": -150.0, "v_max": 150.0}
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    loaded = load_run_config(tmp_path)
+    assert isinstance(loaded, D4PGConfig) and edges(loaded) == (-150.0, 150.0)
 
 
 def test_cuda_request_without_a_gpu_is_one_line() -> None:

@@ -2,8 +2,8 @@
 
 Defaults follow the published agent as Acme ships it (Barth-Maron et al., ICLR 2018; Acme's
 D4PG on the Control Suite): policy 256×256×256, critic LayerNorm MLP 512×512×256, 51 atoms on
-[-150, 150], n-step 5, batch 256, Adam 1e-4 for both networks, target networks copied every
-100 updates, Gaussian exploration.
+[-150, 150] times a dmc: task's action repeat (Acme's has none), n-step 5, batch 256, Adam 1e-4
+for both networks, target networks copied every 100 updates, Gaussian exploration.
 """
 
 from __future__ import annotations
@@ -45,10 +45,13 @@ class D4PGConfig(OffPolicyConfig):
     """Hidden widths of the distributional critic (LayerNorm on the first layer)."""
     num_atoms: int = 51
     """Atoms of the categorical return distribution."""
-    v_min: float = -150.0
-    """Lowest atom (return)."""
-    v_max: float = 150.0
-    """Highest atom (return)."""
+    v_min: float | None = None
+    """Lowest atom (return); default: -150 × action_repeat (see v_max)."""
+    v_max: float | None = None
+    """Highest atom (return); default: 150 × action_repeat on dmc: ids, else 150. Acme's ±150
+    is for one control step per action (rewards in [0, 1]: discounted returns below
+    1/(1-gamma), 100 at gamma 0.99); a repeat sums its rewards, so returns grow with it (up to
+    200 at action_repeat 2), and a return past the top atom is clipped onto it."""
     n_step: int = 5
     """n of the n-step return targets."""
     batch_size: int = 256
@@ -77,9 +80,20 @@ class D4PGConfig(OffPolicyConfig):
         extra = {"action_repeat": self.action_repeat} if self.env.startswith("dmc:") else {}
         return {**super().env_kwargs(), **extra}
 
+    def support(self) -> tuple[float, float]:
+        """(lowest, highest) atom: v_min and v_max where given, else Acme's ±150 (Barth-Maron
+        et al., ICLR 2018, on the Control Suite) times the action repeat the environment gets.
+        Resolved where used, never written back: a run's config.json keeps what the user gave,
+        and an older one, which holds ±150 whatever its repeat, keeps the support it ran with."""
+        scale = 150.0 * self.env_kwargs().get("action_repeat", 1)
+        lo = -scale if self.v_min is None else self.v_min
+        hi = scale if self.v_max is None else self.v_max
+        return lo, hi
+
     def validate(self) -> None:
         super().validate()
-        if not self.v_min < self.v_max:
-            raise ConfigError(f"need --v-min < --v-max, got {self.v_min} and {self.v_max}")
+        v_min, v_max = self.support()
+        if not v_min < v_max:
+            raise ConfigError(f"need --v-min < --v-max, got {v_min} and {v_max}")
         if not self.sigma_min <= self.sigma_max:
             raise ConfigError("need --sigma-min <= --sigma-max")
