@@ -230,3 +230,51 @@ def test_actors_count_training_as_whole_games_on_the_raw_score(engine: str) -> N
     assert games == [played]  # one game, its evaluation's score and length
     assert lives == 3  # three learner episodes: one a life
     assert played[0] > clipped > 0  # invaders score 5..30 points: clipping counts them 1
+
+
+class _Lives(gym.Env[np.ndarray, int]):
+    """An ALE-like game of 10 points a step and 3 lives: a life lost at step ``lose``, the game
+    over at step ``over``."""
+
+    observation_space = gym.spaces.Box(0, 255, (2, 2), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, lose: int, over: int) -> None:
+        self.lose, self.over, self.t, self.n = lose, over, 0, 3
+        self.ale = self  # EpisodicLife reads env.unwrapped.ale.lives()
+
+    def lives(self) -> int:
+        return self.n
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        self.t, self.n = 0, 3
+        return np.zeros((2, 2), np.uint8), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        self.n -= int(self.t == self.lose)
+        return np.full((2, 2), self.t, np.uint8), 10.0, self.t == self.over, False, {}
+
+
+def test_a_game_the_serve_ends_is_reported_with_its_points() -> None:
+    """The no-op after a lost life ends the game (inside the vector env's reset): the game's
+    end and the no-op's points come with that step, then the next game counts from zero."""
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from actorq.core.loop import GameTally
+    from actorq.envs.atari import ClipReward, EpisodicLife, GameScore
+
+    def make() -> gym.Env:
+        life = EpisodicLife(_Lives(lose=2, over=3))
+        return GameScore(ClipReward(life), life)
+
+    vec = SyncVectorEnv([make], autoreset_mode=AutoresetMode.SAME_STEP)
+    vec.reset(seed=0)
+    tally, games = GameTally(1), []
+    for _ in range(4):
+        _, r, term, trunc, info = vec.step(np.zeros(1, np.int64))
+        games += tally.step(info, term | trunc) or []
+    assert r.tolist() == [1.0]  # clipped for the learner
+    # game 1: steps 1, 2 (a life lost) and the serve's no-op (step 3, game over): 30 points in
+    # 2 agent steps; game 2: a life lost at its step 2, its no-op ending it again
+    assert games == [(30.0, 2), (30.0, 2)]

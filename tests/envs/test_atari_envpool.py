@@ -184,13 +184,13 @@ def test_training_reports_the_games_raw_points_the_serves_and_their_end(
 
     monkeypatch.setattr(pool, "step", raw)
     vec.reset(seed=0)
-    _, rew, _, _, info = vec.step(np.zeros(2, np.int64))  # env 1 loses a life; its serve
-    assert rew.tolist() == [1.0, 1.0] and info["score"].tolist() == [10.0, 10.0]
-    # ... of three steps: FIRE ends env 1's game at its step 3 (then EnvPool's reset step)
+    _, rew, _, _, info = vec.step(np.zeros(2, np.int64))  # env 1 loses a life; its serve's
+    # no-op and FIRE (its steps 2, 3) end its game: their points are that game's last
+    assert rew.tolist() == [1.0, 1.0] and info["score"].tolist() == [10.0, 30.0]
     assert info["game_over"].tolist() == [False, True]
-    # env 0 loses a life at its step 2; env 1's second game goes as its first
+    # env 0 loses a life at its step 2; env 1's second game goes as its first, its first
+    # step's points with those of EnvPool's reset step that started it
     _, _, term, _, info = vec.step(np.zeros(2, np.int64))
-    # env 1: the serve's no-op and FIRE and EnvPool's reset step, then game 2's first step
     assert info["score"].tolist() == [10.0, 40.0] and term.tolist() == [True, True]
     assert info["game_over"].tolist() == [False, True]
     _, _, _, _, info = vec.step(np.zeros(2, np.int64))

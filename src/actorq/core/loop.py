@@ -107,9 +107,10 @@ def fetch_newer(source: ParameterSource, version: int) -> tuple[int, bytes] | No
 
 
 def _step_info(info: dict[str, Any], key: str, done: np.ndarray) -> np.ndarray | None:
-    """Each env's ``info[key]`` of this step, or None if the env reports none. A Gymnasium
-    vector env files an ended env's step info under ``info["final_info"]`` (its top-level one is
-    the reset's), masked by ``"_" + key``; actorq's own vector envs give every env's at the top."""
+    """Each env's ``info[key]`` of this step, summed over the step and the reset that followed
+    it, or None if the env reports none. A Gymnasium vector env files an ended env's step info
+    under ``info["final_info"]`` and its reset's at the top, each masked by ``"_" + key``;
+    actorq's own vector envs give every env's at the top."""
     final = info.get("final_info") or {}
     if key not in info and key not in final:
         return None
@@ -119,7 +120,7 @@ def _step_info(info: dict[str, Any], key: str, done: np.ndarray) -> np.ndarray |
             mask = np.asarray(where.get("_" + key, np.ones(len(done), bool)), bool)
             if where is final:
                 mask &= done
-            out[mask] = np.asarray(where[key], np.float64)[mask]
+            out[mask] += np.asarray(where[key], np.float64)[mask]
     return out
 
 

@@ -191,11 +191,20 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         #: raw points since :class:`GameScore` last took them: every emulator step's through
         #: here, the serve's steps inside resets too (above, clipping changes the reward)
         self.points = 0.0
+        #: set by :class:`GameScore` while its reset runs: a game that ends then (the serve
+        #: after a lost life ended it) leaves its points in ``ended`` for GameScore to report
+        self.in_reset = False
+        self.ended: float | None = None
+
+    def _game_ended_in_reset(self) -> None:
+        self.ended, self.points = (self.ended or 0.0) + self.points, 0.0
 
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.points += float(reward)
         self.game_over = bool(terminated or truncated)
+        if self.game_over and self.in_reset:  # FIRE's serve ended the game (FireReset's)
+            self._game_ended_in_reset()
         lives = int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
         if 0 < lives < self.lives:
             terminated = True
@@ -212,6 +221,8 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
             obs, reward, terminated, truncated, info = self.env.step(0)
             self.points += float(reward)
             if terminated or truncated:  # the no-op ended the game (rare): start a new one
+                if self.in_reset:
+                    self._game_ended_in_reset()
                 obs, info = self.env.reset(options=options)
                 self.new_game = True
         self.game_over = False
@@ -263,7 +274,8 @@ class GameScore(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
     """Training's outermost wrapper: each step's raw points (``info["score"]``, taken from
     :class:`EpisodicLife` below the clipping, the serve's steps of the reset before included)
     and whether the game ended on it (``info["game_over"]``): what actors report as the
-    training episode's return (:data:`actorq.envs.SCORE`)."""
+    training episode's return (:data:`actorq.envs.SCORE`). A game the serve after a lost life
+    ended (inside the reset) is reported by the reset's info."""
 
     def __init__(self, env: gym.Env[np.ndarray, int], life: EpisodicLife) -> None:
         super().__init__(env)
@@ -273,8 +285,17 @@ class GameScore(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         if seed is not None:  # a new game from its start: earlier points are not its own
-            self.life.points = 0.0
-        return self.env.reset(seed=seed, options=options)
+            self.life.points, self.life.ended = 0.0, None
+        self.life.in_reset = True
+        try:
+            obs, info = self.env.reset(seed=seed, options=options)
+        finally:
+            self.life.in_reset = False
+        if self.life.ended is not None:  # the serve after a lost life ended that game: its
+            # end and last points come with the reset (a vector env's info of that step)
+            info = {**info, "score": self.life.ended, "game_over": True}
+            self.life.ended = None
+        return obs, info
 
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)

@@ -172,6 +172,8 @@ class EnvPoolVector:
                 term |= lost
             else:  # a game that ended during the serve is cut there, as FullGames does
                 trunc |= lost & restart
+            over = lost & restart  # the serve's points are the game's that ended: its last
+            score[over], self._points[over] = score[over] + self._points[over], 0.0
         done = np.logical_or(term, trunc)
         info: dict[str, Any] = {}
         if done.any():
@@ -190,7 +192,7 @@ class EnvPoolVector:
         info["lives"] = lives.copy()
         if self._train:  # games on the raw score for the actors' training curves
             # a game the serve after a lost life ended is over too; a restart's own points
-            # (the next game's) went to self._points, for its first step
+            # (the next game's) go to self._points, for its first step
             info["score"], info["game_over"] = score, game_over | (lost & restart)
         return self._stacks.copy(), np.asarray(rew, np.float64), term, trunc, info
 
