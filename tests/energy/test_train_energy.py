@@ -125,3 +125,30 @@ def test_a_resume_past_its_budget_adds_no_energy(
     first = train(_cfg(tmp_path, total_steps=2_000))
     again = train(_cfg(tmp_path, resume=str(tmp_path), total_steps=2_000, run_dir=None))
     assert first.energy_kwh is not None and again.energy_kwh == first.energy_kwh
+
+
+def test_actors_get_their_first_snapshot_after_the_tracker_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """codecarbon's start takes ~1.5 s; actors step from their first snapshot on, so a tracker
+    started after the first publish leaves that work outside the run's clock and energy."""
+    from actorq.run import loop
+    from actorq.run.publisher import Publisher
+
+    events: list[str] = []
+
+    class Tracker(_Clock):
+        def start(self) -> None:
+            events.append("tracker")
+            super().start()
+
+    real = Publisher.publish
+
+    def publish(self: Publisher, *args: object, **kw: object) -> None:
+        events.append("publish")
+        real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "EnergyTracker", Tracker)
+    monkeypatch.setattr(Publisher, "publish", publish)
+    train(_cfg(tmp_path, actors=1, total_steps=1_000))
+    assert events[:2] == ["tracker", "publish"]

@@ -218,13 +218,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     interval = IntervalLogger(logger, progress, c)
     if warm:
         logger.log(c.env_steps, warm)
-    publisher.publish(c, first)
-    # Energy is tracked over the window the run's clock measures (time to target, wall time:
-    # from here), not the actors' start before it: its ratios and the time's cover the same
-    # work. A run past its budget trains nothing: its checkpoint's total stands.
-    energy = None if past_budget else _start_energy(cfg, c, loaded is not None)
-
-    return _Run(
+    r = _Run(
         run_dir=run_dir,
         learner=learner,
         io=io,
@@ -232,7 +226,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         target=target,
         fp32_bytes=fp32_bytes,
         publisher=publisher,
-        energy=energy,
+        energy=None,
         stop=stop,
         backend=backend,
         checkpointer=checkpointer,
@@ -241,8 +235,19 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         evaluator=evaluator,
         interval=interval,
         past_budget=past_budget,
-        start_wall=time.perf_counter() - c.wall_time_s,  # the run's clock, after the publish
     )
+    try:
+        # Energy is tracked over the window the run's clock measures (time to target, wall
+        # time), not the actors' start before it: its ratios and the time's cover the same
+        # work. Before the first publish: actors idle until it, and codecarbon's start takes
+        # ~1.5 s. A run past its budget trains nothing: its checkpoint's total stands.
+        r.energy = None if past_budget else _start_energy(cfg, c, loaded is not None)
+        publisher.publish(c, first)
+    except BaseException:
+        _close_failed_run(r)
+        raise
+    r.start_wall = time.perf_counter() - c.wall_time_s  # the run's clock, after the publish
+    return r
 
 
 def _loop(
@@ -327,8 +332,9 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
     c = r.c
     r.publisher.close()
     try:
-        st = r.backend.stats()
+        # first: codecarbon's threads stop even where the backend's stats fail
         reading = r.energy.stop() if r.energy is not None else None  # the run, not the report
+        st = r.backend.stats()
         if r.past_budget:  # nothing trained: the checkpoint's total is the run's
             reading = _energy_before(c, resumed=True) if c.energy_kwh is not None else None
         c.env_steps = st.env_steps
