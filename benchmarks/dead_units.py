@@ -5,8 +5,8 @@ A ReLU unit that is off on every state passes no gradient back; a layer whose un
 makes the Q-values independent of the frame (one greedy action everywhere: Pong lost 21-0), and
 no update revives it, since the weights before it get zero gradients. The checkpoint's Adam first
 moments show that directly: ``|m|`` of a layer that gets no gradient decays to float32's
-smallest numbers. docs/atari.md cites this for SB3's DQN Pong seed 0; SB3's own tracker has the
-same symptom on Pong with rl-zoo's settings (DLR-RM/stable-baselines3 issues 214 and 1446).
+smallest numbers. docs/atari.md cites this for SB3's DQN Pong seed 0 (DLR-RM/stable-baselines3
+issue 1446 reports the symptom, one action everywhere, without a diagnosis).
 
     python benchmarks/dead_units.py RESULTS SB3_CELL [ACTORQ_CELL ...] [--states N] [--out DIR]
 

@@ -73,7 +73,12 @@ def _eval_rows(cell: Path) -> list[tuple[int, float, float, float | None]]:
 def cell_window(cell: Path, summary: dict[str, Any]) -> tuple[float, float, str] | None:
     """(start, end, what) in unix seconds: the loop's start to the start of the evaluation that
     reached the target ("to target"), or to the loop's end ("whole loop, target not reached");
-    None where the logs do not place it (a run without ``perf/run_s`` that did not reach it)."""
+    None where the logs do not place it: a run without ``perf/run_s`` that did not reach it, or
+    one resumed across segments (its clock leaves out the stops between them; the machine's
+    does not, so no one span of the samples is its training)."""
+    record = cell / "cell.json"
+    if record.is_file() and int(json.loads(record.read_text()).get("segment", 1)) > 1:
+        return None
     rows = _eval_rows(cell)
     to = summary.get("time_to_target_s")
     if to is not None:
@@ -124,7 +129,7 @@ def main() -> None:
             "wall_s_per_1k_steps_evals_in": 1000 * s["wall_time_s"] / s["env_steps"],
             "publish_ms": s.get("publish_ms"), "publish_blocked_ms": s.get("publish_blocked_ms"),
             "gpu_wh": e[0] if e else None, "gpu_mean_w": e[1] if e else None,
-            "energy_window": window[2] if window else "not placed by the logs",
+            "energy_window": window[2] if window else "not placed: resumed, or no clock logged",
             "energy_window_s": window[1] - window[0] if window else None,
         })  # fmt: skip
 

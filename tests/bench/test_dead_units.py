@@ -75,3 +75,23 @@ def test_a_cell_that_is_not_dqn_is_one_line(dead_units: Any, tmp_path: Path) -> 
         dead_units._cell(tmp_path, "c")
     with pytest.raises(ActorQError, match="not a cell's record"):
         dead_units._cell(tmp_path, "missing")
+
+
+def test_sb3s_adam_moments_are_read_layer_by_layer(dead_units: Any) -> None:
+    """The mapping the docs' 5.6e-45 rests on: SB3's optimizer state, in q_net's parameter
+    order, onto conv1..conv3, fc and the head (one layer's moments zeroed, only it reads 0)."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    from tests.agents.pixel_task import Pixels
+
+    model = sb3.DQN("CnnPolicy", Pixels(), buffer_size=100, learning_starts=0, seed=0, device="cpu")
+    opt = model.policy.optimizer
+    x = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (8, 4, 36, 36))).float()
+    model.policy.q_net(x).pow(2).mean().backward()
+    opt.step()
+    layers, _ = dead_units._sb3_layers(model)
+    for p in (layers[1].weight, layers[1].bias):  # conv2's
+        opt.state[p]["exp_avg"].zero_()
+    _, moments = dead_units._sb3_layers(model)
+    assert [type(m).__name__ for m in layers] == ["Conv2d"] * 3 + ["Linear"] * 2
+    assert (moments["layer1"] == 0).all()
+    assert all((moments[f"layer{i}"] > 0).all() for i in (0, 2, 3, 4))

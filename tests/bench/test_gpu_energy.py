@@ -82,3 +82,13 @@ def test_a_cell_short_of_its_target_counts_its_whole_loop_where_the_clock_is_log
     (tmp_path / "b").mkdir()
     old = _cell(tmp_path / "b", _evals(), {})
     assert gpu_energy.cell_window(old, {"time_to_target_s": None, "wall_time_s": 15.0}) is None
+
+
+def test_a_cell_resumed_across_segments_is_not_placed(gpu_energy: Any, tmp_path: Path) -> None:
+    # its clock (time to target) leaves out the stop between its segments; the samples do not
+    summary = {"time_to_target_s": 10.0, "steps_to_target": 200}
+    cell = _cell(tmp_path, _evals(), summary)
+    (cell / "cell.json").write_text(json.dumps({"segment": 2}))
+    assert gpu_energy.cell_window(cell, summary) is None
+    (cell / "cell.json").write_text(json.dumps({"segment": 1}))
+    assert gpu_energy.cell_window(cell, summary) is not None

@@ -182,8 +182,8 @@ def test_report_table_matches_hand_computation(results: Path) -> None:
     # fp16's one measured run (0.003 kWh) ran its budget where fp32's seed 1 stopped at the
     # target: different work, no ratio, and said so
     assert fp16.endswith(
-        "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | — (0 of 2 common seeds ended alike and "
-        "measured) | — (0 of 2 common seeds ended alike and measured) |"
+        "| 0.003 (1/2 runs) | 0.0012 (1/2 runs) | — (0 of 2 vs fp32 4 seeds paired) "
+        "| — (0 of 2 vs fp32 4 seeds paired) |"
     )
     int4 = _row(text, "| cartpole | 64x64 | int4 |")
     # one seed: no CI to give; fp32's seed 0 took 100 s
@@ -674,7 +674,7 @@ def test_energy_ratios_pair_seeds_that_ended_alike(tmp_path: Path) -> None:
     rows = {x["precision"]: x for x in json.loads((r / "report.json").read_text())["table"]}
     assert rows["int8"]["kwh_ratio"] == pytest.approx(2.0)
     int8 = _row((r / "report.md").read_text(), "| cartpole | 64x64 | int8 |")
-    assert "| 2.00× (1 of 2 common seeds ended alike and measured) |" in int8
+    assert "| 2.00× (1 of 2 vs fp32 2 seeds paired) |" in int8
     assert (
         "a ratio of estimated energies is about the ratio of the runs' wall times"
         in (r / "report.md").read_text()

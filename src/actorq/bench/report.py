@@ -18,8 +18,9 @@ Definitions (the report repeats them):
   counted and shown, never dropped silently.
 * speedup: mean fp32 time to target / mean time to target at the precision, over the seeds
   finished on both sides: a seed that never reached the target counts as never (no finite mean).
-* energy: ``energy_kwh`` / ``energy_kg_co2`` of each run's ``summary.json`` (whole machine, the
-  whole run); ratio: mean fp32 energy per run / mean energy per run at the precision.
+* energy: ``energy_kwh`` / ``energy_kg_co2`` of each run's ``summary.json`` (whole machine,
+  over the run's clock); ratio: fp32's energy / the precision's, summed over the seeds both
+  sides finished the same way (both at the target or both at the budget), fewer said.
 * curves: a run that stopped (e.g. at its target) keeps its last evaluation afterwards; time
   is the run's own clock (``perf/run_s``, the clock of its time to target: a resumed run's
   stops are not on it; older runs: :meth:`Run.eval_curve`).
@@ -504,14 +505,15 @@ def _ratio(fp32: Group | None, g: Group, key: str) -> tuple[float | None, str]:
         return None, "—"
     mine, theirs = {r.seed: r for r in g.finished}, {r.seed: r for r in fp32.finished}
     common = sorted(mine.keys() & theirs.keys())
+    most = max(len(mine), len(theirs))  # seeds finished on one side only are said too
     pairs = [(theirs[s], mine[s]) for s in common
              if theirs[s].energy(key) is not None and mine[s].energy(key) is not None]  # fmt: skip
     if not pairs:
         return None, "not recorded" if not (g.energy(key) and fp32.energy(key)) else "—"
     alike = [(a, b) for a, b in pairs if _end(a) is not None and _end(a) == _end(b)]
     notes = []
-    if len(alike) < len(common):
-        notes.append(f"{len(alike)} of {len(common)} common seeds ended alike and measured")
+    if len(alike) < most:
+        notes.append(f"{len(alike)} of {len(mine)} vs fp32 {len(theirs)} seeds paired")
     b = sum(float(r.energy(key) or 0.0) for _, r in alike)
     if not alike or b <= 0:
         return None, f"—{_paren(*notes)}"
@@ -684,7 +686,10 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
         'at the precision, means over the seeds finished at both ("k common seeds of n vs fp32 '
         'm finished" when fewer than either finished; one that never reached the target counts '
         "as never: 0× or ∞×, or no ratio when both sides have one). "
-        "Energy: whole machine, whole run, mean per run; ratio = fp32 / precision.",
+        "Energy: whole machine, over the run's clock, mean per run; ratio = fp32 / precision "
+        "over the seeds both finished the same way (both at the target, or both at the "
+        'budget: the same return or the same steps, both measured: "k of n vs fp32 m seeds '
+        'paired" when fewer).',
         "",
         "| task | policy | precision | runs | reached target | time to target s | speedup vs fp32 "
         "| final return IQM [95% CI] | kWh per run | kg CO2 per run | kWh ratio | CO2 ratio |",
@@ -738,8 +743,7 @@ def _quarl_table(groups: GroupMap, reps: int, rows: list[dict[str, Any]]) -> lis
             "power from its TDP and load (and RAM power from its size); it covers the whole "
             "machine, other processes included. On a machine kept busy that power is nearly "
             "constant, so a ratio of estimated energies is about the ratio of the runs' wall "
-            "times, not separate evidence. Energy ratios pair seeds that ended alike on both "
-            "sides (both at the target, or both at the budget).",
+            "times, not separate evidence.",
         ]
     return lines
 
