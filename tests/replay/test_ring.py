@@ -47,3 +47,33 @@ def test_save_load_roundtrip(tmp_path) -> None:
     rb2.load(tmp_path / "r.npz")
     assert rb2.inserts == 6 and rb2.size == 4
     np.testing.assert_array_equal(rb2.all()["reward"], rb.all()["reward"])
+
+
+@pytest.mark.parametrize("added", [3, 8, 11, 16])
+def test_a_loaded_ring_samples_and_overwrites_as_the_saved_one(tmp_path, added: int) -> None:
+    """``sample`` draws slots: a load that put the items back oldest-first from slot 0 made a
+    resumed run's restored generator draw other transitions than the run it continues."""
+    rb = ReplayBuffer(8, SPECS)
+    for start in range(0, added, 3):  # as actors add: a few at a time, wrapping the ring
+        rb.add(batch(start, min(3, added - start)))
+    rb.save(tmp_path / "r.npz")
+    back = ReplayBuffer(8, SPECS)
+    back.load(tmp_path / "r.npz")
+    a, b = np.random.default_rng(3), np.random.default_rng(3)
+    np.testing.assert_array_equal(rb.sample(16, a)["reward"], back.sample(16, b)["reward"])
+    rb.add(batch(100, 2))
+    back.add(batch(100, 2))  # the same oldest items go
+    np.testing.assert_array_equal(rb.all()["reward"], back.all()["reward"])
+
+
+def test_a_ring_saved_without_its_slot_or_with_a_bad_one(tmp_path) -> None:
+    rb = ReplayBuffer(4, SPECS)
+    rb.add(batch(0, 6))
+    data = {"_inserts": np.array(6), **rb.all()}
+    np.savez(tmp_path / "old.npz", **data)  # an older checkpoint's: oldest first from slot 0
+    old = ReplayBuffer(4, SPECS)
+    old.load(tmp_path / "old.npz")
+    np.testing.assert_array_equal(old.all()["reward"], rb.all()["reward"])
+    np.savez(tmp_path / "bad.npz", _next=np.array(9), **data)
+    with pytest.raises(ValueError, match="_next 9 is not a slot of its 4 items"):
+        ReplayBuffer(4, SPECS).load(tmp_path / "bad.npz")

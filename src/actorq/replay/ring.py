@@ -54,8 +54,14 @@ class ReplayBuffer:
 
     # -- safe persistence (npz, never pickle) ------------------------------------------------
     def save(self, path: str | Path) -> None:
+        """Oldest first, with the slot the next item goes to (``_next``): a load puts every
+        item back in its slot, so a resumed run's restored generator samples what it would
+        have (``sample`` draws slots, not ages)."""
         data = self.all()
-        arrays: dict[str, np.ndarray] = {"_inserts": np.array(self.inserts, np.int64), **data}
+        arrays: dict[str, np.ndarray] = {
+            "_inserts": np.array(self.inserts, np.int64), "_next": np.array(self._next, np.int64),
+            **data,
+        }  # fmt: skip
         np.savez(path, **arrays)  # type: ignore[arg-type]
 
     def load(self, path: str | Path) -> None:
@@ -67,11 +73,13 @@ class ReplayBuffer:
             raise ValueError(f"replay file lacks fields {sorted(missing)}")
         for k, spec in self.specs.items():  # dtypes: after reading (a same-kind cast is taken)
             check_header(headers, k, tuple(spec.shape), most=self.capacity)
-        if "_inserts" in headers:
-            check_header(headers, "_inserts", ())
+        for k in ("_inserts", "_next"):
+            if k in headers:
+                check_header(headers, k, ())
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in self.specs}
             inserts = z["_inserts"] if "_inserts" in z.files else None
+            slot = z["_next"] if "_next" in z.files else None
         lengths = {len(v) if v.ndim else -1 for v in data.values()}
         if len(lengths) != 1 or -1 in lengths:
             raise ValueError("replay fields differ in length")
@@ -87,8 +95,15 @@ class ReplayBuffer:
                     f"replay field {k!r} holds values outside [{spec.low}, {spec.high}]"
                 )
         n = lengths.pop()
-        if inserts is not None and (inserts.shape != () or inserts.dtype.kind not in "iu"):
-            raise ValueError("replay _inserts is not an integer")
+        for name, x in (("_inserts", inserts), ("_next", slot)):
+            if x is not None and (x.shape != () or x.dtype.kind not in "iu"):
+                raise ValueError(f"replay {name} is not an integer")
+        if slot is not None and not 0 <= int(slot) <= n:
+            raise ValueError(f"replay _next {int(slot)} is not a slot of its {n} items")
         self._next, self.size = 0, 0
         self.add(data)
+        if slot is not None and n == self.capacity:  # a full ring: each item to its own slot
+            for arr in self._data.values():
+                arr[:] = np.roll(arr, int(slot), axis=0)
+            self._next = int(slot)
         self.inserts = max(int(inserts), n) if inserts is not None else n
