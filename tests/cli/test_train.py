@@ -206,6 +206,8 @@ def test_the_atari_preset_is_what_the_atari_bench_spec_runs() -> None:
     from actorq.envs.atari import PRESETS
 
     spec = load_spec(Path(__file__).parents[2] / "benchmarks/specs/atari.toml")
+    # a task that is a deliberate variant of the preset, and the settings it varies
+    variants = {"dqn-pong-ddn3": {"n_step", "double_q", "dueling"}}
     seen = set()
     for cell in spec.cells:
         if cell.framework != "actorq":
@@ -215,6 +217,9 @@ def test_the_atari_preset_is_what_the_atari_bench_spec_runs() -> None:
             if name == "learner_threads":  # auto in the preset, this 2-core machine's in the spec
                 preset = dataclasses.replace(cfg, learner_threads=value)
                 assert preset.learner_torch_threads(2) == cfg.learner_torch_threads(2)
+                continue
+            if name in variants.get(cell.task, set()):
+                assert getattr(cfg, name) != value, (cell.name, name, "no longer varied")
                 continue
             assert getattr(cfg, name) == value, (cell.name, name)
         seen.add(cell.agent)

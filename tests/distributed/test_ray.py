@@ -74,8 +74,10 @@ def faulty_run(ray_local: Any, tmp_path_factory: pytest.TempPathFactory) -> dict
             return False
         if seen["phase"] == 0 and info["env_steps"] >= 1500 and info["updates"] > 0:
             seen["actor_info"] = backend.actor_info()
-            if not all(i.get("cache") for i in seen["actor_info"]):
-                return True  # one actor still starting (a loaded machine): the other made 1,500
+            if not all(i.get("cache") and i.get("version", -1) >= 0 for i in seen["actor_info"]):
+                # one actor still starting, or not yet acting on the first snapshot (a loaded
+                # machine): the other made the 1,500 steps
+                return True
             procs = backend.processes()
             seen["killed"] = (procs["actors"][0], procs["replay_shards"][0])
             os.kill(procs["actors"][0], signal.SIGKILL)
