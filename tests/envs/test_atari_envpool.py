@@ -215,6 +215,33 @@ def test_a_new_seed_makes_a_new_pool_and_a_list_of_seeds_counts_from_its_first(
     vec.reset()
     vec.reset(seed=[7, 8])
     assert seeds == [0, 3, 7]  # the spaces' probe, then one pool per seed
+    # EnvPool's seeds are int32 and env i takes seed + i: a run's (numpy's range) fit
+    vec.reset(seed=2**32 - 1)
+    vec.reset(seed=2**32 - 1)  # the same seed: the same pool
+    assert seeds[3:] == [(2**32 - 1) % (2**31 - 2)] and seeds[3] + 1 < 2**31
+
+
+def test_rows_come_back_in_env_order_whatever_order_the_pool_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One EnvPool thread returns envs in id order; more threads need not: rows are put in env
+    order by ``info["env_id"]`` (a frame filed under the wrong env corrupts its stacks)."""
+    vec, pool = fake_vector(monkeypatch, 3, {})
+    vec.reset(seed=0)
+    real_step = pool.step
+
+    def reversed_rows(actions: np.ndarray, env_id: np.ndarray | None = None) -> tuple[Any, ...]:
+        obs, rew, term, trunc, info = real_step(actions, env_id)
+        if env_id is not None:
+            return obs, rew, term, trunc, info
+        flip = slice(None, None, -1)
+        info = {k: v[flip] for k, v in info.items()}
+        return obs[flip], rew[flip], term[flip], trunc[flip], info
+
+    monkeypatch.setattr(pool, "step", reversed_rows)
+    obs, *_ = vec.step(np.array([1, 2, 3]))
+    assert obs[:, -1, 0, 0].tolist() == [0, 1, 2]  # each env's own frame: [[i, t], ...]
+    assert obs[:, -1, 1, 1].tolist() == [1, 2, 3]  # and the action it took
 
 
 def test_engine_choice_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -120,10 +120,15 @@ class EnvPoolVector:
         """New games in every env; a new pool for a new seed (EnvPool seeds its envs when it
         makes them: env ``i`` with ``seed + i``, so a list of seeds counts from its first)."""
         first = seed[0] if isinstance(seed, list) else seed
+        if first is not None:
+            # EnvPool's seeds are int32 (it asserts so) and env i takes seed + i: a run's
+            # seeds reach 2**32 - 1 (numpy's, torch's), and a resumed run's actors' grow with
+            # its steps, so they are taken modulo what fits
+            first = int(first) % (2**31 - self.num_envs)
         if self._pool is None or (first is not None and first != self._seed):
             if self._pool is not None:
                 self._pool.close()
-            self._seed = 0 if first is None else int(first)
+            self._seed = 0 if first is None else first
             self._pool = self._make(self._seed)
         obs, info = self._pool.reset()
         self._points[:] = 0.0
@@ -149,6 +154,11 @@ class EnvPoolVector:
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rew, term, trunc, got = self._pool.step(np.asarray(actions, np.int32))
+        if "env_id" in got:  # rows in env order: one thread returns them so, more might not
+            order = np.argsort(np.asarray(got["env_id"]), kind="stable")
+            obs, rew, term, trunc = (np.asarray(x)[order] for x in (obs, rew, term, trunc))
+            got = {k: np.asarray(v)[order] if isinstance(v, np.ndarray) and len(v) == len(order)
+                   else v for k, v in got.items()}  # fmt: skip
         term, trunc = np.asarray(term, bool).copy(), np.asarray(trunc, bool).copy()
         score = self._points + _raw(rew, got)  # the serve's points before this step's
         self._points[:] = 0.0
