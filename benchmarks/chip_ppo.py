@@ -192,7 +192,8 @@ def report(out: Path) -> None:  # fmt: skip
         r = json.loads(path.read_text())
         g, rnd = r["greedy"], r["random_legal"]
         sa = r.get("sa")
-        sa_txt = f"{sa['proxy']:.4f} ({sa['snapped_proxy']:.4f})" if sa else "-"
+        snapped = sa.get("snapped_proxy") if sa else None  # None: the grid's snap did not fit
+        sa_txt = f"{sa['proxy']:.4f} ({'—' if snapped is None else f'{snapped:.4f}'})" if sa else "-"
         gap = r["logprob_gap"]
         rows.append([
             r["netlist"], r["precision"], str(r["seed"]), f"{r['env_steps']:,}",

@@ -101,6 +101,10 @@ def test_no_legal_cell_left_ends_the_episode() -> None:
     a = int(np.flatnonzero(info["action_mask"])[0])
     _, r, term, _, info = env.step(a)
     assert term and r == -2.0 and info["reason"].startswith("no legal cell for macro B")
+    # the random legal baseline counts such an episode as the policy is scored: the penalty
+    from actorq.chip.env import random_legal_proxies
+
+    assert random_legal_proxies(env, 3, seed=0).tolist() == [2.0, 2.0, 2.0]
 
 
 def test_episode_time_is_dominated_by_fd_on_a_small_netlist() -> None:

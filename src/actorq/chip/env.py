@@ -291,16 +291,18 @@ class ChipPlacementEnv(gym.Env[np.ndarray, Any]):
 
 def random_legal_proxies(env: ChipPlacementEnv, episodes: int, seed: int) -> np.ndarray:
     """The random legal placement baseline in the env's own action space: each macro on a
-    uniformly random legal cell, soft macros by FD; the proxy cost of each of ``episodes``."""
+    uniformly random legal cell, soft macros by FD; the proxy cost of each of ``episodes``. An
+    episode that ends infeasible (no legal cell left for a macro) counts as the env's penalty,
+    its ``-reward``, as a policy's does."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(episodes):
         _, info = env.reset(seed=0)
         while True:
             a = int(rng.choice(np.flatnonzero(info["action_mask"])))
-            _, _, term, trunc, info = env.step(a)
+            _, reward, term, trunc, info = env.step(a)
             if term or trunc:
-                out.append(float(info["proxy"]))
+                out.append(float(info["proxy"]) if "proxy" in info else -float(reward))
                 break
     return np.asarray(out)
 

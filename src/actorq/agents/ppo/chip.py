@@ -5,7 +5,7 @@ trains with PPO (Schulman et al., 2017).
 
 The policy is not an MLP, so it is not quantized layer by layer: each publish exports the whole
 network to ONNX at the run's precision (:func:`actorq.agents.ppo.chip_networks.chip_policy_onnx`:
-GraphSAGE and the canvas head's hidden convolution in int8, input and output layers fp32) and wraps
+GraphSAGE in int8; the canvas head's convolutions, input and output layers fp32) and wraps
 it in a :class:`~actorq.quant.model_snapshot.ModelSnapshot` of kind
 :data:`~actorq.quant.runtimes.OBS_LOGITS`, which every actor (:class:`actorq.core.loop.
 VectorActor`) decodes, validates and runs in onnxruntime, sampling from the masked logits and
