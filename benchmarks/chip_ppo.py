@@ -193,7 +193,8 @@ def report(out: Path) -> None:  # fmt: skip
         g, rnd = r["greedy"], r["random_legal"]
         sa = r.get("sa")
         snapped = sa.get("snapped_proxy") if sa else None  # None: the grid's snap did not fit
-        sa_txt = f"{sa['proxy']:.4f} ({'—' if snapped is None else f'{snapped:.4f}'})" if sa else "-"
+        shown = "—" if snapped is None else f"{snapped:.4f}"
+        sa_txt = f"{sa['proxy']:.4f} ({shown})" if sa else "-"
         gap = r["logprob_gap"]
         rows.append([
             r["netlist"], r["precision"], str(r["seed"]), f"{r['env_steps']:,}",
