@@ -340,3 +340,15 @@ def test_search_is_seeded_and_anneal_never_ends_worse(sim: Simulator) -> None:
     s0 = penalized(sim, sim.run(start.placement, upward_rank(sim)))
     end = anneal(sim, start, budget=20, seed=1)
     assert penalized(sim, sim.run(end.placement, end.priority)) <= s0
+
+
+@pytest.mark.parametrize("t0", [0.05, 0.0])  # anneal, climb
+def test_anneal_and_climb_make_exactly_their_budget_of_simulator_calls(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, t0: float
+) -> None:
+    """Budgets count simulator calls (docs/graphopt.md): the start's score is one of them."""
+    calls = []
+    run = sim.run
+    monkeypatch.setattr(sim, "run", lambda *a, **k: calls.append(1) or run(*a, **k))
+    anneal(sim, Decision(expert(sim).placement), budget=20, seed=1, t0=t0)
+    assert len(calls) == simulator_calls("anneal", 20) == 20

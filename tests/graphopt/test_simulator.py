@@ -98,6 +98,26 @@ def test_fusion_saves_overhead_and_memory_traffic() -> None:
     assert fused.peak_memory[0] == pytest.approx(4.0)
 
 
+def test_fusion_saves_only_traffic_the_ops_had() -> None:
+    """A view (no traffic, no output of its own) carries a's tensor on its edges: fusing it to
+    its reader saves nothing (the reader still reads a's output from memory), and fusing the
+    whole chain saves a's write and relu's read through it, never more (the write of relu's
+    output stays): a fused edge's bytes are the tensor's size, not traffic of its ends."""
+    t = 4.0
+    ops = [
+        {"name": "a", "bytes_written": t, "out_bytes": t},
+        {"name": "view", "out_bytes": 0},
+        {"name": "relu", "bytes_read": t, "bytes_written": t, "out_bytes": t},
+    ]
+    g = make_graph("view", ops, [("a", "view", t), ("view", "relu", t)])
+    sim = Simulator(g, unit_cluster(1))
+    assert sim.run([0, 0, 0]).step_time == pytest.approx(3 * t)  # a 4, view 0, relu 8
+    assert sim.run([0, 0, 0], fusion=[False, True]).step_time == pytest.approx(3 * t)
+    assert sim.run([0, 0, 0], fusion=[True, True]).step_time == pytest.approx(t)
+    # fused into a view alone: a's write is still needed by relu, nothing is saved
+    assert sim.run([0, 0, 0], fusion=[True, False]).step_time == pytest.approx(3 * t)
+
+
 def test_fused_output_used_outside_the_group_is_materialized() -> None:
     # a feeds b (fused) and c (on the other device): a's 2 bytes are still written, allocated
     # and sent, but only when the fused kernel {a, b} finishes

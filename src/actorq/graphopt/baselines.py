@@ -593,8 +593,8 @@ def anneal(
 
     cur = sim.check_placement(start.placement).copy()
     best = cur
-    if nd > 1:
-        best = _anneal_loop(score, cur, score(cur), gi, roots.size, nd, budget, rng, t0)
+    if nd > 1:  # ``budget`` calls in all: the start's score is one of them
+        best = _anneal_loop(score, cur, score(cur), gi, roots.size, nd, budget - 1, rng, t0)
     return Decision(best, prio, greedy_fusion(sim, best) if fuse else None)
 
 

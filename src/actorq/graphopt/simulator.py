@@ -129,12 +129,19 @@ def _fused_groups(
     out_ptr: np.ndarray,
     flops: np.ndarray,
     moved: np.ndarray,
+    out_bytes: np.ndarray,
     prio: np.ndarray,
     rank: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fused groups (gid = the out-tree's root: the op with no fused producer): per op its
     group and whether its output is materialized; per group id its FLOPs, memory traffic,
-    priority (max), topological rank (min) and whether it is a group."""
+    priority (max), topological rank (min) and whether it is a group.
+
+    Fusion saves only traffic an op had: a fused input is not read back from memory where a
+    member of the group computed it (a view or a saved buffer, which outputs nothing of its
+    own, passes on its fused producer's values; fused to an op outside the group, its reader
+    still reads memory), and an output nobody outside the group needs is not written, up to
+    what the op writes. An edge's bytes are the tensor's size, not traffic of its ends."""
     n = flops.shape[0]
     gid = np.empty(n, dtype=np.int64)
     for k in range(n):
@@ -151,6 +158,10 @@ def _fused_groups(
     for u in range(n):
         deg = out_ptr[u + 1] - out_ptr[u]
         materialize[u] = deg == 0 or nfused[u] < deg
+    for k in range(n - 1, -1, -1):  # a view read outside its group: its producer's output is
+        v = topo[k]  # what is read (a view has none of its own), so that one is written
+        if materialize[v] and out_bytes[v] == 0 and fprev[v] >= 0:
+            materialize[fprev[v]] = True
     gflops = np.zeros(n)
     gmoved = np.zeros(n)
     gprio = np.full(n, -np.inf)
@@ -163,10 +174,15 @@ def _fused_groups(
         gprio[g] = max(gprio[g], prio[u])
         grank[g] = min(grank[g], rank[u])
         ismember[g] = True
-        if fprev[u] >= 0:  # the fused input is not read back from memory
-            gmoved[g] -= fbytes[u]
+        save = 0.0
+        if fprev[u] >= 0:  # the fused input is not read back from memory ...
+            src = fprev[u]
+            while out_bytes[src] == 0 and fprev[src] >= 0:  # a view passes values on
+                src = fprev[src]
+            save += min(fbytes[u], out_bytes[src])
         if not materialize[u]:  # ... nor written, when nobody outside the group needs it
-            gmoved[g] -= fwrite[u]
+            save += min(fwrite[u], out_bytes[u])
+        gmoved[g] -= min(save, moved[u])
     return gid, materialize, gflops, gmoved, gprio, grank, ismember
 
 
@@ -279,7 +295,7 @@ def _simulate(
     n = flops.shape[0]
     nd = flop_s.shape[0]
     gid, materialize, gflops, gmoved, gprio, grank, ismember = _fused_groups(
-        topo, fprev, fbytes, out_ptr, flops, moved, prio, rank
+        topo, fprev, fbytes, out_ptr, flops, moved, out_bytes, prio, rank
     )
     mptr, members = _group_members(gid, topo)
     gtime = np.zeros(n)

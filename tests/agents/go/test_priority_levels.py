@@ -81,3 +81,15 @@ def test_runs_carry_the_levels_and_refuse_a_warm_start_across_them(
         with pytest.raises(ConfigError, match=r"priority.levels"):
             GOConfig(**kw, priority_levels=n).validate()  # type: ignore[arg-type]
     capsys.readouterr()
+
+
+def test_actions_hold_every_level_and_device_the_config_allows() -> None:
+    """Actions were int8: level 150 of 200 (or a device past 127 of a 1,024-device cluster file)
+    came back as -106, and the learner's log-probabilities read another level's column."""
+    cfg = GOConfig(env=ENV, actors=0, priority_levels=256)
+    cfg.validate()
+    spec = BUILDER.env_spec(cfg)
+    for dtype in (spec.action.dtype, BUILDER.data_specs(cfg, spec)["actions"].dtype):
+        assert np.iinfo(np.dtype(dtype)).max >= 1023  # levels to 256, devices to 1,024
+    actions = np.array([[3, 150]], np.dtype(BUILDER.data_specs(cfg, spec)["actions"].dtype))
+    assert actions[0, 1] == 150

@@ -304,7 +304,7 @@ class GraphActor:
         k, m = self.k, self.max_ops
         items: Batch = {
             "graph": np.zeros(k, np.int32),
-            "actions": np.zeros((k, m, len(HEADS)), np.int8),
+            "actions": np.zeros((k, m, len(HEADS)), np.int16),
             "log_prob": np.zeros((k, m, len(HEADS)), np.float32),
             "reward": np.zeros(k, np.float32),
             "explore": np.zeros(k, np.int8),

@@ -52,7 +52,7 @@ class GOBuilder:
         return EnvSpec(
             cfg.env,
             ArraySpec((tasks[0].inputs.x.shape[1],), "float32"),  # per op; the graph is the state
-            ArraySpec((max_ops, len(HEADS)), "int8"),
+            ArraySpec((max_ops, len(HEADS)), "int16"),  # levels to 256, devices to 1,024
             num_actions=tasks[0].env.cluster.num_devices,
         )
 
@@ -67,7 +67,7 @@ class GOBuilder:
         per_op = (max_ops, len(HEADS))
         return {
             "graph": ArraySpec((), "int32"),
-            "actions": ArraySpec(per_op, "int8"),
+            "actions": ArraySpec(per_op, "int16"),
             "log_prob": ArraySpec(per_op, "float32"),
             "reward": ArraySpec((), "float32"),
             "explore": ArraySpec((), "int8"),  # 1: a run-move decision, not a policy sample
