@@ -93,8 +93,11 @@ def faulty_run(ray_local: Any, tmp_path_factory: pytest.TempPathFactory) -> dict
                 and info["updates"] > seen["updates"] + 20
             ):
                 seen["after_restart_info"] = backend.actor_info()
-                # stop once every actor answers again (the restarted one included)
-                return not all(i["alive"] for i in seen["after_restart_info"])
+                # stop once every actor answers again and has stepped (the restarted one
+                # included: on a loaded machine it answers seconds before its first step)
+                return not all(
+                    i["alive"] and i.get("env_steps", 0) > 0 for i in seen["after_restart_info"]
+                )
         return True
 
     result = train(_cfg(run_dir), callback=cb)
