@@ -503,21 +503,25 @@ def _ratio(fp32: Group | None, g: Group, key: str) -> tuple[float | None, str]:
     about the runs' wall-time ratio, as the report's note on estimated energy says.)"""
     if fp32 is None:
         return None, "—"
-    mine, theirs = {r.seed: r for r in g.finished}, {r.seed: r for r in fp32.finished}
-    common = sorted(mine.keys() & theirs.keys())
-    most = max(len(mine), len(theirs))  # seeds finished on one side only are said too
-    pairs = [(theirs[s], mine[s]) for s in common
-             if theirs[s].energy(key) is not None and mine[s].energy(key) is not None]  # fmt: skip
-    if not pairs:
-        return None, "not recorded" if not (g.energy(key) and fp32.energy(key)) else "—"
-    alike = [(a, b) for a, b in pairs if _end(a) is not None and _end(a) == _end(b)]
+    # each run's energy read once (an older summary's is read from its metrics.csv)
+    mine = {r.seed: (r.energy(key), _end(r)) for r in g.finished}
+    theirs = {r.seed: (r.energy(key), _end(r)) for r in fp32.finished}
+    common = mine.keys() & theirs.keys()
+    if not any(mine[s][0] is not None and theirs[s][0] is not None for s in common):
+        measured = all(any(e is not None for e, _ in x.values()) for x in (mine, theirs))
+        return None, "—" if measured else "not recorded"
+    alike: list[tuple[float, float]] = []
+    for s in common:
+        (e, end), (ef, end_f) = mine[s], theirs[s]
+        if e is not None and ef is not None and end is not None and end == end_f:
+            alike.append((ef, e))
     notes = []
-    if len(alike) < most:
+    if len(alike) < max(len(mine), len(theirs)):  # seeds finished on one side only said too
         notes.append(f"{len(alike)} of {len(mine)} vs fp32 {len(theirs)} seeds paired")
-    b = sum(float(r.energy(key) or 0.0) for _, r in alike)
+    b = sum(float(y) for _, y in alike)
     if not alike or b <= 0:
         return None, f"—{_paren(*notes)}"
-    ratio = sum(float(r.energy(key) or 0.0) for r, _ in alike) / b
+    ratio = sum(float(x) for x, _ in alike) / b
     return ratio, f"{ratio:.2f}×{_paren(*notes)}"
 
 

@@ -136,8 +136,8 @@ class GameTally:
     def step(self, info: dict[str, Any], done: np.ndarray) -> list[tuple[float, int]] | None:
         """The games that ended on this step; None where the env reports no games."""
         score = _step_info(info, SCORE, done)
-        over = _step_info(info, GAME_OVER, done)
-        if score is None or over is None:
+        over = None if score is None else _step_info(info, GAME_OVER, done)
+        if score is None or over is None:  # most envs: one look at info, every step
             return None
         self.score += score
         self.steps += 1

@@ -54,6 +54,7 @@ from typing import Any, Literal, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from actorq.envs import GAME_OVER, SCORE
 from actorq.errors import EnvIdError, first_line
 
 ATARI_EXTRA_HINT = "atari: environments need the [atari] extra: pip install 'actorq[atari]'"
@@ -293,13 +294,13 @@ class GameScore(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
             self.life.in_reset = False
         if self.life.ended is not None:  # the serve after a lost life ended that game: its
             # end and last points come with the reset (a vector env's info of that step)
-            info = {**info, "score": self.life.ended, "game_over": True}
+            info = {**info, SCORE: self.life.ended, GAME_OVER: True}
             self.life.ended = None
         return obs, info
 
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        info = {**info, "score": self.life.points, "game_over": self.life.game_over}
+        info = {**info, SCORE: self.life.points, GAME_OVER: self.life.game_over}
         self.life.points = 0.0
         return obs, reward, terminated, truncated, info
 

@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from actorq.envs import GAME_OVER, SCORE
 from actorq.envs.atari import AtariOptions, resolve_engine
 from actorq.errors import EnvIdError
 
@@ -182,8 +183,10 @@ class EnvPoolVector:
                 term |= lost
             else:  # a game that ended during the serve is cut there, as FullGames does
                 trunc |= lost & restart
-            over = lost & restart  # the serve's points are the game's that ended: its last
-            score[over], self._points[over] = score[over] + self._points[over], 0.0
+        served_out = lost & restart  # games the serve after a lost life ended
+        if served_out.any():  # the serve's points are the game's that ended: its last
+            score[served_out] += self._points[served_out]
+            self._points[served_out] = 0.0
         done = np.logical_or(term, trunc)
         info: dict[str, Any] = {}
         if done.any():
@@ -203,7 +206,7 @@ class EnvPoolVector:
         if self._train:  # games on the raw score for the actors' training curves
             # a game the serve after a lost life ended is over too; a restart's own points
             # (the next game's) go to self._points, for its first step
-            info["score"], info["game_over"] = score, game_over | (lost & restart)
+            info[SCORE], info[GAME_OVER] = score, game_over | served_out
         return self._stacks.copy(), np.asarray(rew, np.float64), term, trunc, info
 
     def close(self) -> None:

@@ -105,5 +105,5 @@ class ReplayBuffer:
         if slot is not None and n == self.capacity:  # a full ring: each item to its own slot
             for arr in self._data.values():
                 arr[:] = np.roll(arr, int(slot), axis=0)
-            self._next = int(slot)
+            self._next = int(slot) % self.capacity
         self.inserts = max(int(inserts), n) if inserts is not None else n

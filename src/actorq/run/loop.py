@@ -336,7 +336,7 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
         reading = r.energy.stop() if r.energy is not None else None  # the run, not the report
         st = r.backend.stats()
         if r.past_budget:  # nothing trained: the checkpoint's total is the run's
-            reading = _energy_before(c, resumed=True) if c.energy_kwh is not None else None
+            reading = _energy_before(c, resumed=True)  # not measured: not ok, no total
         c.env_steps = st.env_steps
         r.interval.keep_totals(c, st, r.publisher)  # every segment's
         r.interval.add_episodes(r.backend.drain_episodes())
