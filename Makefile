@@ -9,11 +9,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+WORKERS = $(shell $(PY) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
 
 .PHONY: run test test-cluster lint format typecheck bench clean
 
-$(RUN_STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+# The Makefile is a prerequisite too: its torch pin and extras lists are part of what is installed.
+# A venv left without pip (ensurepip missing on the first try) is made again, not reused.
+$(RUN_STAMP): pyproject.toml Makefile
+	$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV); $(PY) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q torch==2.13.0 $(TORCH_PIP)
 	$(BIN)/python -m pip install -q -e .
 	touch $(RUN_STAMP)
@@ -26,12 +29,14 @@ $(STAMP): $(RUN_STAMP)
 run: $(RUN_STAMP)
 	$(BIN)/actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
 
-# Both cores (pytest-xdist; at most 4 workers): the suite is one core's work otherwise. The Ray
+# Every CPU this process may use (pytest-xdist; at most 4 workers): the suite is one core's work
+# otherwise. Counted from the affinity mask, not xdist's `auto` (physical cores: one worker on a
+# 2-vCPU VM of 1 core x 2 threads, the host's count in a CPU-limited container). The Ray
 # tests share one worker (xdist_group "ray"), one Ray cluster at a time. The 15 slowest tests
 # are listed at the end (the suite's budget is 15 minutes with its set-up).
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -m "not slow" -n auto --maxprocesses=4 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -q -m "not slow" -n $(WORKERS) --dist loadgroup --durations=15
 
 # A real Ray cluster as users start one (ray start, token auth, two raylets): ~1-3 minutes.
 test-cluster: $(STAMP)
