@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--snapshots", default=None,
         help="also evaluate these snapshots (+gptq: GPTQ on replay states); default "
-        "int8,int8+gptq,int4,int4+gptq (a convolutional policy: fp16,int8)",
+        f"int8,int8+gptq,int4,int4+gptq (a convolutional policy: {','.join(PIXEL_SNAPSHOTS)})",
     )  # fmt: skip
     ap.add_argument("--episodes", type=int, default=10, help="episodes per seed")
     ap.add_argument("--seeds", type=ints, default=[0, 1, 2])
