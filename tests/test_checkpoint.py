@@ -467,3 +467,46 @@ def test_read_state_verifies_the_state_alone(tmp_path: Path) -> None:
     (d / "state.json").write_text(json.dumps({**state, "counters": {"env_steps": 9}}))
     with pytest.raises(CheckpointError, match=r"checksum mismatch.*state\.json"):
         ckpt.read_state(d)
+
+
+def test_saves_through_a_linked_checkpoint_directory_keep_the_link(tmp_path: Path) -> None:
+    """``checkpoint/`` may link to another disk (RunDir.prepare allows it): each save replaces
+    the directory linked to, its copies beside that one, and leaves the link as it was (the
+    second save once found the link moved to checkpoint.old and stopped the run)."""
+    import torch
+
+    run, disk = tmp_path / "run", tmp_path / "disk"
+    run.mkdir()
+    (disk / "ck").mkdir(parents=True)
+    link = run / "checkpoint"
+    link.symlink_to(disk / "ck")
+    state = {"learner": {}, "counters": {}, "rng": {}}
+    for v in range(3):
+        ckpt.save(link, {"w": torch.full((2,), float(v))}, {**state, "v": v})
+        assert link.is_symlink() and link.resolve() == (disk / "ck").resolve()
+        assert json.loads((disk / "ck" / "state.json").read_text())["v"] == v
+        assert sorted(p.name for p in run.iterdir()) == ["checkpoint"]
+        assert sorted(p.name for p in disk.iterdir()) == ["ck"]
+    # a save cut between its renames leaves ck.old on that disk, which a read falls back to
+    (disk / "ck").rename(disk / "ck.old")
+    assert ckpt.read_state(link) == (ckpt.previous(link), {**state, "v": 2})
+    ckpt.save(link, {"w": torch.zeros(2)}, {**state, "v": 3})
+    assert link.is_symlink() and ckpt.read_state(link) == (link, {**state, "v": 3})
+    assert sorted(p.name for p in disk.iterdir()) == ["ck"]
+
+
+def test_a_checkpoint_old_that_cannot_be_removed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy a save moves the checkpoint to must be gone first: where it cannot be removed,
+    one CheckpointError line, and the checkpoint stays as it was."""
+    import torch
+
+    d = tmp_path / "checkpoint"
+    ckpt.save(d, {"w": torch.zeros(2)}, {"v": 1})
+    (tmp_path / "checkpoint.old").mkdir()
+    (tmp_path / "checkpoint.old" / "state.json").write_text("{}")
+    monkeypatch.setattr(shutil, "rmtree", lambda *a, **k: None)  # EBUSY, a mount point...
+    with pytest.raises(CheckpointError, match=r"cannot remove .*checkpoint\.old.*move it away"):
+        ckpt.save(d, {"w": torch.ones(2)}, {"v": 2})
+    assert json.loads((d / "state.json").read_text()) == {"v": 1}

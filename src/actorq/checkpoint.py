@@ -3,7 +3,8 @@ hyper-parameters), npz (replay). A manifest holds each file's sha256, so a trunc
 altered checkpoint is refused with one clear line instead of loading garbage.
 
 Written to a temporary directory and renamed into place: a crash mid-write leaves the previous
-checkpoint intact.
+checkpoint intact. A checkpoint directory may be a symlink (to another disk): the save replaces
+the directory it points to, its copies beside that one, and the link stays.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def save(
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
-    tmp = ckpt_dir.with_name(ckpt_dir.name + ".tmp")
+    real = _real(ckpt_dir)
+    tmp = real.with_name(real.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
@@ -78,13 +80,45 @@ def save(
     except BaseException:  # a bug, or Ctrl-C mid-save: no half-written copy left behind either
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = ckpt_dir.with_name(ckpt_dir.name + ".old")
-    if ckpt_dir.exists():  # else ``old`` may be the only complete checkpoint (a cut save's)
-        shutil.rmtree(old, ignore_errors=True)
-        ckpt_dir.rename(old)
-    tmp.rename(ckpt_dir)
-    _fsync(ckpt_dir.parent)  # the renames themselves survive a power loss
+    _swap(real, tmp)
+
+
+def _swap(real: Path, tmp: Path) -> None:
+    """Make the complete copy ``tmp`` the checkpoint ``real``, the one it replaces kept as
+    ``real.old`` until then (a kill between the two renames leaves it for :func:`read`)."""
+    old = previous(real)
+    try:
+        if real.exists():  # else ``old`` may be the only complete checkpoint (a cut save's)
+            shutil.rmtree(old, ignore_errors=True)
+            if old.is_symlink():  # rmtree refuses a link; removing it removes no data
+                old.unlink()
+            if os.path.lexists(old):  # left (not empty, a file): the rename would fail on it
+                raise CheckpointError(f"cannot remove {old} to save the checkpoint; move it away")
+            real.rename(old)
+        tmp.rename(real)
+    except OSError as e:
+        raise CheckpointError(
+            f"cannot put the checkpoint in place in {real.parent}: {e.strerror or e}"
+        ) from None
+    _fsync(real.parent)  # the renames themselves survive a power loss
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _real(ckpt_dir: Path) -> Path:
+    """The directory a checkpoint at ``ckpt_dir`` is: ``ckpt_dir``, or where it links to (on
+    another disk, say), so that a save's copies sit beside it, on its disk, and the renames
+    replace it rather than the link (which a second save could then not move aside)."""
+    try:
+        return ckpt_dir.resolve() if ckpt_dir.is_symlink() else ckpt_dir
+    except (OSError, RuntimeError):  # not to be looked at, a link loop: the uses below say so
+        return ckpt_dir
+
+
+def previous(ckpt_dir: Path) -> Path:
+    """Where a save cut between its two renames leaves the checkpoint it was replacing
+    (``<dir>.old``, beside the directory a link at ``ckpt_dir`` points to)."""
+    real = _real(ckpt_dir)
+    return real.with_name(real.name + ".old")
 
 
 def _fsync(path: Path) -> None:
@@ -176,7 +210,7 @@ def _complete(ckpt_dir: Path) -> Path:
     """``ckpt_dir`` where it holds a manifest, else its cut save's ``.old`` copy; one line if
     neither does. A save in progress is between its renames for microseconds: it is waited
     for, so a live run's checkpoint is not taken for a cut save."""
-    old = ckpt_dir.with_name(ckpt_dir.name + ".old")
+    old = previous(ckpt_dir)
     for _ in range(10):
         try:
             if (ckpt_dir / MANIFEST).is_file():

@@ -100,7 +100,7 @@ class RunDir:
         if which != "best":
             raise CheckpointError(f"which policy: 'latest' or 'best', not {which!r}")
         # a save cut between its two renames leaves best.old, which loading falls back to
-        if not (self.best.exists() or self.best.with_name("best.old").exists()):
+        if not (self.best.exists() or ckpt.previous(self.best).exists()):
             raise CheckpointError(
                 f"{shown(self.path)} has no best policy yet (it is kept at each periodic "
                 "evaluation that beats the earlier ones)"
@@ -148,8 +148,7 @@ class RunDir:
     def has_checkpoint(self) -> bool:
         """A checkpoint, or the previous one a save cut between its two renames left
         (``checkpoint.old``, which :meth:`load_checkpoint` falls back to)."""
-        old = self.checkpoint.with_name(self.checkpoint.name + ".old")
-        return self.checkpoint.exists() or old.exists()
+        return self.checkpoint.exists() or ckpt.previous(self.checkpoint).exists()
 
     def owns(self, p: Path) -> bool:
         """Whether ``p`` is, or lies in, an entry this run (or its bench cell) writes: a path an
