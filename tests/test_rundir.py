@@ -88,12 +88,65 @@ def test_a_second_resume_of_a_running_run_is_refused(
 
 def test_a_lock_is_taken_once_per_process_and_released(tmp_path: Path) -> None:
     lock = tmp_path / ".lock"
-    assert lock_file(lock, "x") is True and lock_file(lock, "x") is False  # nested: no-op
-    unlock_file(lock)
+    fd = lock_file(lock, "x")
+    assert fd is not None and lock_file(lock, "x") is None  # nested in this thread: no-op
+    unlock_file(fd)
     t0 = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-c", f"from actorq.rundir import lock_file; from pathlib import Path; "
          f"print(lock_file(Path({str(lock)!r}), 'x'))"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert out.stdout.strip() == "True" and time.monotonic() - t0 < 60
+    assert out.stdout.strip().isdigit() and time.monotonic() - t0 < 60
+
+
+def _lockable(lock: Path) -> bool:
+    """Whether another process can take ``lock`` now."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from actorq.rundir import "
+         "lock_file; lock_file(Path(sys.argv[1]), 'held')", str(lock)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return out.returncode == 0
+
+
+def test_a_second_run_from_another_thread_is_refused(
+    tiny: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A lock held by one thread is not a nested take for another: a second train() into the
+    same directory from another thread of the process is refused, as from another process."""
+    import threading
+
+    run = RunDir(tmp_path / "run")
+    run.prepare()
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with run.lock():
+            held.set()
+            done.wait(60)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(60)
+        with pytest.raises(ConfigError, match="another actorq process is writing this run"):
+            train(tiny("dqn", total_steps=300, min_replay_size=100))
+        assert not run.is_run()  # nothing written
+    finally:
+        done.set()
+        t.join()
+
+
+def test_a_lock_taken_by_a_relative_path_is_released_after_a_change_of_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock released is the one taken, not whatever its path names once the working
+    directory (or the run directory) moved: that one leaked, and the run stayed locked."""
+    (tmp_path / "a" / "run").mkdir(parents=True)
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    with RunDir(Path("run")).lock():
+        monkeypatch.chdir(tmp_path / "b")
+        assert not _lockable(tmp_path / "a" / "run" / ".lock")
+    assert _lockable(tmp_path / "a" / "run" / ".lock")

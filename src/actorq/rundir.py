@@ -341,15 +341,14 @@ class RunDir:
         interleaving its checkpoints and metrics with this one's. The lock is an advisory
         ``flock`` on ``RUN/.lock``: the kernel drops it when the holder exits, however it
         exits, so a killed run never leaves a stale lock behind."""
-        path = self.path / ".lock"
-        taken = lock_file(
-            path, f"{shown(self.path)}: another actorq process is writing this {what}"
+        fd = lock_file(
+            self.path / ".lock",
+            f"{shown(self.path)}: another actorq process is writing this {what}",
         )
         try:
             yield
         finally:
-            if taken:
-                unlock_file(path)
+            unlock_file(fd)
 
 
 def some(names: list[str]) -> str:
@@ -441,19 +440,21 @@ def _probe(directory: Path) -> tuple[int, str]:
     return tempfile.mkstemp(prefix=PROBE_PREFIX, dir=directory)
 
 
-_HELD: dict[str, int] = {}  # path -> fd: locks this process holds (one per directory)
+#: the locks this process holds, by their file's identity (device, inode): the descriptor that
+#: holds each and the thread that took it. Not by path: a relative path resolves elsewhere once
+#: the directory moves or the working directory changes, and the lock would leak.
+_HELD: dict[tuple[int, int], tuple[int, int]] = {}
 
 
-def lock_file(path: Path, message: str) -> bool:
-    """Take an exclusive ``flock`` on ``path``; False if this process already holds it (a nested
-    writer), True if taken now; :class:`ConfigError` with ``message`` and the holder's pid if
-    another process holds it. Released by :func:`unlock_file`, or by the kernel when the
-    process exits."""
+def lock_file(path: Path, message: str) -> int | None:
+    """Take an exclusive ``flock`` on ``path``: the descriptor holding it, for
+    :func:`unlock_file`; None if this thread already holds it (a nested writer); one
+    :class:`ConfigError` line with ``message`` and the holder's pid if another process holds it,
+    or another thread of this one (which writes there: a second ``train()`` in a thread). Dropped
+    by the kernel when the process exits, too."""
     import fcntl
+    import threading
 
-    key = str(path.resolve())
-    if key in _HELD:
-        return False
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # O_NOFOLLOW: a link left at the lock's name is not followed to write a pid there
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
@@ -461,7 +462,12 @@ def lock_file(path: Path, message: str) -> bool:
         raise ConfigError(
             f"{shown(path)} cannot be a lock file ({_why(e)}); move it away"
         ) from None
-    try:
+    st = os.fstat(fd)
+    held = _HELD.get((st.st_dev, st.st_ino))
+    if held is not None and held[1] == threading.get_ident():
+        os.close(fd)  # another descriptor's close leaves the flock of the one holding it
+        return None
+    try:  # another thread's lock refuses this one too: a flock is per open file description
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
@@ -470,12 +476,15 @@ def lock_file(path: Path, message: str) -> bool:
     with contextlib.suppress(OSError):  # a full disk: the lock holds without its pid
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    _HELD[key] = fd
-    return True
+    _HELD[(st.st_dev, st.st_ino)] = (fd, threading.get_ident())
+    return fd
 
 
-def unlock_file(path: Path) -> None:
-    """Release a lock :func:`lock_file` took in this process (no-op if it holds none)."""
-    fd = _HELD.pop(str(path.resolve()), None)
-    if fd is not None:
-        os.close(fd)  # closing the descriptor drops the flock
+def unlock_file(fd: int | None) -> None:
+    """Release a lock :func:`lock_file` took (its descriptor; None, a nested take: no-op)."""
+    if fd is None:
+        return
+    for key, (held, _) in list(_HELD.items()):
+        if held == fd:
+            del _HELD[key]
+    os.close(fd)  # closing the descriptor drops the flock

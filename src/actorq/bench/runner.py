@@ -446,15 +446,15 @@ def run_matrix(
         raise ResultsError(f"cannot make {results}: {e.strerror or e}") from None
     # one runner per results directory: a second one is refused rather than running every
     # cell a second time into the same cell directories
-    lock = results / ".lock"
-    taken = lock_file(lock, f"{shown(results)}: another actorq bench is running these results")
+    lock = lock_file(
+        results / ".lock", f"{shown(results)}: another actorq bench is running these results"
+    )
     try:
         plan = plan_matrix(spec, results)  # again, under the lock: what is finished now
         out = MatrixOutcome(skipped=[c.name for c in plan.finished])
         return _run_plan(spec, results, plan, out, runner, progress)
     finally:
-        if taken:
-            unlock_file(lock)
+        unlock_file(lock)
 
 
 def _run_plan(
