@@ -150,3 +150,24 @@ def test_a_lock_taken_by_a_relative_path_is_released_after_a_change_of_directory
         monkeypatch.chdir(tmp_path / "b")
         assert not _lockable(tmp_path / "a" / "run" / ".lock")
     assert _lockable(tmp_path / "a" / "run" / ".lock")
+
+
+def test_clear_refuses_a_run_still_being_written_and_removes_nothing(
+    tmp_path: Path, holder: Callable[[Path], Any]
+) -> None:
+    """A bench cell outlives a killed `actorq bench` (it runs in its own session): the next
+    bench must not delete the directory it still writes."""
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "cell.json").write_text('{"name": "c", "agent": "dqn", "env": "gym:CartPole-v1"}')
+    (cell / "log.txt").write_text("training")
+    p = holder(cell / ".lock")
+    before = sorted(f.name for f in cell.iterdir())
+    with pytest.raises(ConfigError, match=rf"cell is still being written \(pid {p.pid}\)"):
+        RunDir(cell).clear()
+    assert sorted(f.name for f in cell.iterdir()) == before
+    assert (cell / "log.txt").read_text() == "training"
+    p.kill()
+    p.wait()
+    RunDir(cell).clear()  # its writer gone: removed
+    assert not cell.exists()

@@ -214,9 +214,10 @@ class RunDir:
 
     def clear(self) -> None:
         """Remove this run directory to start it over (a benchmark's cell killed midway);
-        :class:`ConfigError` (nothing removed) if it is a link or not a directory, or holds
+        :class:`ConfigError` (nothing removed) if it is a link or not a directory, holds
         what is not a run's (:meth:`foreign_entries`; filesystem litter too, which a new run
-        may live beside but a removal would take)."""
+        may live beside but a removal would take), or is still being written
+        (:meth:`unwritten`)."""
         if not os.path.lexists(self.path):
             return
         if self.path.is_symlink() or not self.path.is_dir():
@@ -228,10 +229,11 @@ class RunDir:
                 f"{shown(self.path)} holds what is not a run's ({some(foreign)}): not removed; "
                 "move it away"
             )
-        try:
-            shutil.rmtree(self.path)
-        except OSError as e:
-            raise ConfigError(f"cannot remove {shown(self.path)}: {_why(e)}") from None
+        with self.unwritten():  # held through the removal: no writer starts meanwhile
+            try:
+                shutil.rmtree(self.path)
+            except OSError as e:
+                raise ConfigError(f"cannot remove {shown(self.path)}: {_why(e)}") from None
 
     def _config_is_a_run(self) -> bool:
         if not _plain(self.config_file):
@@ -345,6 +347,20 @@ class RunDir:
             self.path / ".lock",
             f"{shown(self.path)}: another actorq process is writing this {what}",
         )
+        try:
+            yield
+        finally:
+            unlock_file(fd)
+
+    @contextlib.contextmanager
+    def unwritten(self) -> Iterator[None]:
+        """Hold the run's lock while changing a run no process may be writing (a bench clearing
+        a cell, or readying one to resume): one :class:`ConfigError` line, "RUN is still being
+        written (pid N)", where one is. A bench's cell runs in its own session, so a killed
+        ``actorq bench`` can leave it running there."""
+        fd = lock_file(self.path / ".lock", f"{shown(self.path)} is still being written")
+        if fd is None:  # this thread writes it: no less a writer than another process
+            raise ConfigError(f"{shown(self.path)} is still being written (pid {os.getpid()})")
         try:
             yield
         finally:

@@ -535,3 +535,68 @@ def test_a_failed_cell_says_why_not_just_its_exit_status(
     failed = json.loads((results / out.failed[0] / "failed.json").read_text())
     assert failed["why"] == f"exit status 2: {why}"
     assert why in " ".join(capsys.readouterr().out.split())
+
+
+def _hold(lock: Path) -> Any:
+    """A process holding ``lock``, as a cell's run left running by a killed bench does."""
+    import subprocess
+
+    hold = (
+        "import sys, time; from pathlib import Path; from actorq.rundir import lock_file; "
+        "lock_file(Path(sys.argv[1]), 'held'); print('locked', flush=True); time.sleep(120)"
+    )
+    p = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+    return p
+
+
+def test_a_cell_a_process_still_writes_is_not_cleared(tmp_path: Path) -> None:
+    """A cell's run outlives a SIGKILLed `actorq bench` (its own session): the next bench
+    refuses with one line rather than deleting the directory under it, and runs nothing."""
+    from actorq.errors import ConfigError
+
+    spec = load_spec(_spec(tmp_path, GOOD))
+    results = tmp_path / "results"
+    run_matrix(spec, results, lambda c, d, t: 0, progress=False)  # every cell partial
+    cell_dir = results / spec.cells[0].name
+    (cell_dir / "log.txt").write_text("still training")
+    p = _hold(cell_dir / ".lock")
+    try:
+        calls: list[str] = []
+        with pytest.raises(ConfigError, match=rf"is still being written \(pid {p.pid}\)"):
+            run_matrix(spec, results, lambda c, d, t: calls.append(c.name) or 0, progress=False)
+        assert calls == [] and (cell_dir / "log.txt").read_text() == "still training"
+        assert (cell_dir / "cell.json").is_file()
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_sighup_to_the_runner_stops_its_cell_as_ctrl_c_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terminal closing (SIGHUP) stops the cell in flight through its checkpoint, as
+    SIGTERM does, instead of leaving it training in its own session; the disposition is put
+    back."""
+    import threading
+
+    marker = tmp_path / "got-sigint"
+    spec = _hanging_cell(tmp_path, monkeypatch, _cell_recording_sigint(marker))
+    spec.timeout_s = 30.0
+
+    def mine(signum: int, frame: object) -> None:  # this process's own (never dies here)
+        pass
+
+    old = signal.signal(signal.SIGHUP, mine)
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGHUP))
+    timer.start()
+    t = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_matrix(spec, tmp_path / "r", progress=False)
+        assert signal.getsignal(signal.SIGHUP) is mine  # put back
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGHUP, old)
+    assert time.perf_counter() - t < 25  # stopped at once, not at the cell's time limit
+    assert marker.read_text() == "checkpointed"

@@ -398,3 +398,41 @@ def test_an_sb3_cell_resumes_with_other_threads_but_not_other_settings(tmp_path:
         else:
             with pytest.raises(ResultsError, match=r"\(settings\.train_freq: 3 -> 4\)"):
                 plan_matrix(spec, tmp_path / "r")
+
+
+def test_a_cell_still_running_is_not_readied_to_resume(tmp_path: Path) -> None:
+    """A resumed cell's stale files are removed before it runs again: never under a segment
+    still running (left by a killed bench), which is refused with one line, nothing touched."""
+    import subprocess
+    import sys
+
+    from actorq.errors import ConfigError
+
+    spec = _spec(tmp_path, DQN.format(fw="actorq"))
+    results = tmp_path / "r"
+
+    def partial(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+        (cell_dir / "checkpoint").mkdir()
+        return 1
+
+    run_matrix(spec, results, partial, progress=False)
+    cell_dir = results / spec.cells[0].name
+    assert plan_matrix(spec, results).resumes == {spec.cells[0].name}
+    before = {p.name: p.read_bytes() for p in cell_dir.iterdir() if p.is_file()}
+    hold = (
+        "import sys, time; from pathlib import Path; from actorq.rundir import lock_file; "
+        "lock_file(Path(sys.argv[1]), 'held'); print('locked', flush=True); time.sleep(120)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", hold, str(cell_dir / ".lock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+        with pytest.raises(ConfigError, match=rf"is still being written \(pid {p.pid}\)"):
+            run_matrix(spec, results, lambda c, d, t: 0, progress=False)
+        after = {p.name: p.read_bytes() for p in cell_dir.iterdir() if p.is_file()}
+        assert after.keys() == before.keys() | {".lock"} and "failed.json" in after
+        assert all(after[k] == v for k, v in before.items() if k != ".lock")
+    finally:
+        p.kill()
+        p.wait()

@@ -53,3 +53,34 @@ def test_a_signal_as_the_run_ends_keeps_its_checkpoint_and_summary(
     again = actorq.train(tiny("dqn", **RUN, eval_episodes=2, resume=str(run)))
     assert not again.interrupted and again.eval_return is not None
     assert again.updates == result.updates
+
+
+def test_a_hangup_stops_a_run_as_sigterm_does(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGHUP (the terminal closed, an ssh session dropped) killed a run without its final
+    checkpoint or summary; it stops the run through the clean path, as SIGTERM does."""
+    cfg = tiny("dqn", **{**RUN, "total_steps": 5_000}, eval_episodes=2, checkpoint_every=10)
+    save = Checkpointer.save
+    saves: list[bytes | None] = []
+
+    def hung_up_save(self: Checkpointer, snapshot: bytes | None = None) -> None:
+        if not saves:  # the first periodic checkpoint: the run goes on past it unless stopped
+            os.kill(os.getpid(), signal.SIGHUP)
+        saves.append(snapshot)
+        save(self, snapshot)
+
+    monkeypatch.setattr(Checkpointer, "save", hung_up_save)
+
+    def mine(signum: int, frame: Any) -> None:  # this process's own (never dies here)
+        pass
+
+    old = signal.signal(signal.SIGHUP, mine)
+    try:
+        result = actorq.train(cfg)
+        assert signal.getsignal(signal.SIGHUP) is mine  # the run's handler is gone again
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    summary = json.loads((Path(cfg.run_dir) / "summary.json").read_text())
+    assert result.interrupted and summary["interrupted"]
+    assert result.env_steps < 5_000 and len(saves) == 2  # stopped, its final checkpoint saved

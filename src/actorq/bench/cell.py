@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from actorq.bench.frameworks import NATIVE, get_adapter
     from actorq.errors import ActorQError
+    from actorq.rundir import RunDir
 
     path = Path(args[0])
     try:
@@ -38,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     from actorq.experiment import train
 
     try:
-        if framework != NATIVE:  # another framework's cell, through its adapter
-            return 130 if get_adapter(framework).run(cfg, cell, path.parent) else 0
+        if framework != NATIVE:  # another framework's cell, through its adapter; locked as
+            # train() locks its run, so that no bench clears the cell while it runs
+            with RunDir(path.parent).lock("cell"):
+                return 130 if get_adapter(framework).run(cfg, cell, path.parent) else 0
         result = train(cfg)
     except ActorQError as e:  # a diverging learner, a run dir it cannot write: the runner
         print(f"actorq: error: {e}", file=sys.stderr)  # shows this line beside the status

@@ -383,8 +383,9 @@ def _prepare_cell(spec: Spec, plan: Plan, cell: Cell, cell_dir: Path) -> bool:
     if resume:
         old = read_cell_json(cell_dir / "cell.json") or {}
         segment = int(old.get("segment", 1)) + 1
-        for stale in ("failed.json", "summary.json"):  # an interrupted segment's
-            (cell_dir / stale).unlink(missing_ok=True)
+        with RunDir(cell_dir).unwritten():  # not under a segment still running
+            for stale in ("failed.json", "summary.json"):  # an interrupted segment's
+                (cell_dir / stale).unlink(missing_ok=True)
     else:
         _fresh_dir(cell_dir)
     write_atomic(
@@ -469,7 +470,7 @@ def _run_plan(
     if todo:  # a session that runs nothing leaves no trace
         _record_session(results, spec, plan.sessions)
     bar = _Bar(progress, len(spec.cells), len(out.skipped))
-    term = _TermAsInterrupt()  # SIGTERM stops the running cell as Ctrl-C does, not orphaned
+    term = _TermAsInterrupt()  # SIGTERM/SIGHUP stop the running cell as Ctrl-C does
     bar.print(
         f"bench {spec.name}: {len(spec.cells)} cells, {len(out.skipped)} finished, "
         f"{len(todo)} to run -> {results}"
@@ -504,25 +505,28 @@ def _run_plan(
 
 
 class _TermAsInterrupt:
-    """SIGTERM raised as KeyboardInterrupt in the main thread while a matrix runs: the cell in
-    flight is then stopped through the Ctrl-C path (SIGINT to its process group: it checkpoints
-    and stops its actors) instead of left training as an orphan in its own session."""
+    """SIGTERM, and SIGHUP (the terminal closed, an ssh session dropped), raised as
+    KeyboardInterrupt in the main thread while a matrix runs: the cell in flight is then
+    stopped through the Ctrl-C path (SIGINT to its process group: it checkpoints and stops its
+    actors) instead of left training as an orphan in its own session."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         import threading
 
-        self._prev: Any = None
+        self._prev: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            self._prev = signal.signal(signal.SIGTERM, self._handle)
+            self._prev = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
     @staticmethod
     def _handle(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     def restore(self) -> None:
-        if self._prev is not None:
-            signal.signal(signal.SIGTERM, self._prev)
-            self._prev = None
+        for s, prev in self._prev.items():
+            signal.signal(s, prev)
+        self._prev = {}
 
 
 class _Bar:

@@ -93,6 +93,7 @@ def run(cfg: dict) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner owns Ctrl-C and stops us
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and a hangup, which it checkpoints on
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     _die_with_parent()
     with open(sys.argv[1]) as f:

@@ -237,10 +237,11 @@ def log_interval(
 
 
 class StopOnSignal:
-    """Ctrl-C (SIGINT) and SIGTERM (what ``kill``, ``docker stop``, Slurm and Kubernetes send
-    before they kill) ask the learner loop to stop at its next iteration, through the clean
-    path: final checkpoint, summary, actors stopped, shared memory removed. A second one
-    interrupts at once.
+    """Ctrl-C (SIGINT), SIGTERM (what ``kill``, ``docker stop``, Slurm and Kubernetes send
+    before they kill) and SIGHUP (the terminal closed, an ssh session dropped: by default it
+    killed the run without its checkpoint) ask the learner loop to stop at its next iteration,
+    through the clean path: final checkpoint, summary, actors stopped, shared memory removed.
+    A second one interrupts at once.
 
     A flag rather than Python's default KeyboardInterrupt: that exception is raised wherever
     the main thread happens to be, and when that is a finalizer (``__del__`` of an env or a
@@ -248,7 +249,7 @@ class StopOnSignal:
     an unlucky Ctrl-C would be lost and the run would go on. Only installed in the main thread.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self.requested = False
