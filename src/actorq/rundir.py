@@ -31,6 +31,7 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,6 +67,9 @@ _SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9_]{6,}")
 SYSTEM_NAMES = frozenset({"lost+found", ".DS_Store"})
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
 PROBE_PREFIX = ".write-probe-"
+#: A run directory :meth:`RunDir.clear` is removing, renamed out of its name first:
+#: ``.NAME.removing-<hex>`` beside it (:func:`remove_trash` finishes a removal cut short).
+_TRASH = re.compile(r"\..+\.removing-[0-9a-f]{12}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,9 +233,14 @@ class RunDir:
                 f"{shown(self.path)} holds what is not a run's ({some(foreign)}): not removed; "
                 "move it away"
             )
+        # renamed away first, at once: a removal cut short (Ctrl-C) leaves no part of a run at
+        # its name, which would count as not a run's and refuse every later start there
+        stem = os.fsdecode(os.fsencode(self.path.name)[:200])  # within a name's 255 bytes
+        trash = self.path.with_name(f".{stem}.removing-{secrets.token_hex(6)}")
         with self.unwritten():  # held through the removal: no writer starts meanwhile
             try:
-                shutil.rmtree(self.path)
+                os.rename(self.path, trash)
+                shutil.rmtree(trash)
             except OSError as e:
                 raise ConfigError(f"cannot remove {shown(self.path)}: {_why(e)}") from None
 
@@ -365,6 +374,23 @@ class RunDir:
             yield
         finally:
             unlock_file(fd)
+
+
+def is_trash(name: str) -> bool:
+    """Whether ``name`` is a run directory's that :meth:`RunDir.clear` was removing."""
+    return _TRASH.fullmatch(name) is not None
+
+
+def remove_trash(directory: Path) -> None:
+    """Finish the removals of run directories in ``directory`` that :meth:`RunDir.clear` left
+    cut short (what remains of them is no run anyone reads: it goes)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for n in names:
+        if is_trash(n):
+            shutil.rmtree(directory / n, ignore_errors=True)
 
 
 def some(names: list[str]) -> str:

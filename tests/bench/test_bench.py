@@ -600,3 +600,42 @@ def test_sighup_to_the_runner_stops_its_cell_as_ctrl_c_does(
         signal.signal(signal.SIGHUP, old)
     assert time.perf_counter() - t < 25  # stopped at once, not at the cell's time limit
     assert marker.read_text() == "checkpointed"
+
+
+@pytest.mark.parametrize("first", ["cell.json", "log.txt"])
+def test_a_cell_clear_cut_short_leaves_nothing_that_stops_the_next_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """Ctrl-C while a partial cell is removed to start over (its entries go in any order):
+    what was left of it (a log.txt without its cell.json) counted as not a cell's, and every
+    later bench refused the cell. Nothing of it stays at the cell's name; the next bench runs
+    it, and the report does not list the remains as a cell."""
+    import shutil
+
+    from actorq.bench.report import load_runs
+
+    spec = load_spec(_spec(tmp_path, GOOD))
+    results = tmp_path / "results"
+
+    def partial(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+        (cell_dir / "log.txt").write_text("killed")
+        return 1
+
+    run_matrix(spec, results, partial, progress=False)
+
+    def cut(path: Any, *args: Any, **kwargs: Any) -> None:  # Ctrl-C after the first entry
+        (Path(path) / first).unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run_matrix(spec, results, partial, progress=False)
+    monkeypatch.undo()
+    runs = load_runs(results, skipped=[])
+    assert sorted(r.name for r in runs) == sorted(c.name for c in spec.cells[1:])
+    calls: list[str] = []
+    out = run_matrix(spec, results, lambda c, d, t: calls.append(c.name) or 1, progress=False)
+    assert calls == [c.name for c in spec.cells] and len(out.failed) == len(spec.cells)
+    assert sorted(p.name for p in results.iterdir()) == sorted(
+        [".lock", "machine.json", "spec.toml", *calls]
+    )

@@ -72,7 +72,7 @@ from actorq.inputs import read_input
 from actorq.logging import CONFIRM_METRIC, EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
 from actorq.output import check_output
 from actorq.quant.formats import PRECISIONS
-from actorq.rundir import RunDir
+from actorq.rundir import RunDir, is_trash
 
 EVAL = EVAL_METRIC
 #: a gap in a resumed run's metrics.csv longer than its logging interval and evaluations by
@@ -204,7 +204,8 @@ def load_runs(
     damaged one is often why the cell failed), whose frames are then those it logged: why goes
     to ``unread``, or stderr."""
     try:
-        dirs = sorted(p for p in results.iterdir() if p.is_dir())
+        # (not a cell a bench was clearing when it was stopped: it runs again)
+        dirs = sorted(p for p in results.iterdir() if p.is_dir() and not is_trash(p.name))
     except OSError as e:
         raise ResultsError(f"cannot read {results}: {e.strerror or e}") from None
     runs = []

@@ -52,7 +52,7 @@ from actorq.bench.spec import Cell, Spec
 from actorq.config import RESUME_OVERRIDES
 from actorq.errors import shown
 from actorq.output import open_append
-from actorq.rundir import RunDir, lock_file, some, unlock_file
+from actorq.rundir import RunDir, lock_file, remove_trash, some, unlock_file
 
 #: runs one cell into its directory, within a time limit; returns an exit status
 CellRunner = Callable[[Cell, Path, float | None], int]
@@ -451,6 +451,7 @@ def run_matrix(
         results / ".lock", f"{shown(results)}: another actorq bench is running these results"
     )
     try:
+        remove_trash(results)  # cells an earlier bench was clearing when it was stopped
         plan = plan_matrix(spec, results)  # again, under the lock: what is finished now
         out = MatrixOutcome(skipped=[c.name for c in plan.finished])
         return _run_plan(spec, results, plan, out, runner, progress)
