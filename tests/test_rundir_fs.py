@@ -236,7 +236,8 @@ def test_a_directory_that_cannot_be_listed_is_left_to_prepare(
 @pytest.mark.parametrize(
     "entries",
     [
-        {"cell.json.tmp": "{"},  # the bench killed writing cell.json
+        {"cell.json.tmp": "{"},  # the bench killed writing cell.json (older versions)
+        {".cell.json.0123456789ab.tmp": "{", "log.txt": ""},  # ... through write_output
         {"cell.json": CELL, "failed.json.tmp": "{", "log.txt": ""},  # ... writing failed.json
         {"cell.json": CELL, ".metrics.csv.299d41e70b6f.tmp": "step", "log.txt": ""},  # SB3's
         {"cell.json": CELL, "metrics.csv.tmp": "", "config.json": ""},  # older versions' temp

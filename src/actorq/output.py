@@ -6,8 +6,9 @@ or not at all, and never anything but a regular file in the place the user named
   regular file (a device node such as ``/dev/null``, a FIFO, a socket) is never replaced.
 * :func:`write_output` writes to a fresh temporary file beside the target (created exclusively,
   so it never follows a symlink someone left at a predictable name and never touches a file of
-  the user's), flushes it to disk, and renames it over the target; a failure leaves the target
-  as it was and removes the temporary file.
+  the user's), flushes it to disk, renames it over the target and flushes the directory (the
+  rename survives a power loss); a failure leaves the target as it was and removes the
+  temporary file.
 """
 
 from __future__ import annotations
@@ -69,13 +70,13 @@ def write_output(
     path: Path, content: Content, flag: str, *, error: type[ActorQError] = ActorQError
 ) -> None:
     """Write ``content`` (bytes, text, or a function writing to a binary file) to ``path``
-    whole or not at all; call :func:`check_output` first."""
+    whole or not at all; call :func:`check_output` first. ``flag`` names the output in a
+    message ("" for none: the path alone)."""
+    what = f"{flag} {shown(path)}" if flag else shown(path)
     try:
         fd, tmp = _new_temp(path)
     except OSError as e:  # a directory we may not write in (or cannot: /proc)
-        raise error(
-            f"cannot write {flag} {shown(path)}: {e.strerror or type(e).__name__}"
-        ) from None
+        raise error(f"cannot write {what}: {e.strerror or type(e).__name__}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             if isinstance(content, str):
@@ -87,15 +88,31 @@ def write_output(
             f.flush()
             os.fsync(f.fileno())
         if _not_regular(path):  # appeared while we worked
-            raise error(f"{flag} {shown(path)} is not a regular file; not replacing it")
+            raise error(f"{what} is not a regular file; not replacing it")
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
         if isinstance(e, OSError):
             why = e.strerror or type(e).__name__
-            raise error(f"cannot write {flag} {shown(path)}: {why}") from None
+            raise error(f"cannot write {what}: {why}") from None
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Flush a directory's entries (a rename in it) to disk; where the filesystem cannot (some
+    network mounts refuse a directory's fsync) it keeps its own guarantees."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _new_temp(path: Path) -> tuple[int, Path]:

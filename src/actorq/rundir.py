@@ -56,8 +56,9 @@ _METRICS_HEAD = ",".join(METRICS_HEADER).encode()
 CONFIG_KEYS = frozenset({"env", "precision", "seed", "total_steps", "run_dir", "actors"})
 #: The checkpoint directories' names: the save, its copy being written, the one it replaced.
 SAVE_TAILS = ("", ".tmp", ".old")
-#: A file written whole through a temporary copy: ``NAME.tmp`` (the bench's results) or
-#: ``.NAME.<hex>.tmp`` (:func:`actorq.output.write_output`); group 1 is NAME.
+#: A file written whole through a temporary copy: ``.NAME.<hex>.tmp``
+#: (:func:`actorq.output.write_output`) or ``NAME.tmp`` (what older versions of the bench
+#: left); group 1 or 2 is NAME.
 _TEMP = re.compile(r"(?:\.(.+)\.[0-9a-f]{12}|(?!\.)(.+))\.tmp")
 #: an actor's config and log, and write_output's copy of a config cut while written
 _ACTOR_FILE = re.compile(r"actor[0-9]+\.(?:json|log)|\.actor[0-9]+\.json\.[0-9a-f]{12}\.tmp")
@@ -185,9 +186,12 @@ class RunDir:
         except OSError:
             return []
         run = self.config_file.name in names and self._config_is_a_run()
-        # a run killed writing its first config.json leaves only write_output's copy of it
-        run = run or any(_temp_of(n) == self.config_file.name for n in names)
-        cell = _is_cell_json(self.path / CELL_FILE) or f"{CELL_FILE}.tmp" in names  # (cut)
+        # a run killed writing its first config.json (a cell, its cell.json) leaves only the
+        # temporary copy of it: a regular file (a directory or link there is a user's)
+        run = run or any(self._temp_copy(n, self.config_file.name) for n in names)
+        cell = _is_cell_json(self.path / CELL_FILE) or any(
+            self._temp_copy(n, CELL_FILE) for n in names
+        )
         files = {self.summary_file.name, self.precision_auto.name, *BENCH_CELL_FILES}
         dirs = {**dict.fromkeys(self._saves(), _is_checkpoint_file)}
         dirs |= {self.tensorboard.name: _is_event_file, self.actors.name: _is_actor_file}
@@ -205,7 +209,7 @@ class RunDir:
             elif n in dirs:  # a cut save's copies are deleted by the next save: a run's only
                 ok = _holds_only(p, dirs[n]) and (run or cell or not n.endswith(SAVE_TAILS[1:]))
             elif _temp_of(n) in files | {self.config_file.name, self.metrics.name}:
-                ok = run or cell
+                ok = _plain(p) and (run or cell)
             elif n == CELL_FILE:
                 ok = cell
             elif n in files:  # a summary, the auto table, a bench's log: a run's or a cell's
@@ -215,6 +219,10 @@ class RunDir:
             if not ok:
                 out.append(n)
         return out
+
+    def _temp_copy(self, name: str, of: str) -> bool:
+        """Whether entry ``name`` is a temporary copy of file ``of`` (:data:`_TEMP`)."""
+        return _temp_of(name) == of and _plain(self.path / name)
 
     def clear(self) -> None:
         """Remove this run directory to start it over (a benchmark's cell killed midway);

@@ -15,6 +15,7 @@ from actorq.bench.results import (
     read_checkpoint_steps,
     read_metrics,
 )
+from actorq.errors import ConfigError
 from actorq.rundir import RunDir
 
 HEADER = b"step,wall_time,metric,value\r\n"
@@ -82,3 +83,66 @@ def test_a_metrics_file_the_report_skips_as_cut_in_its_header_the_bench_clears(
     assert RunDir(tmp_path).foreign_entries() == []
     (tmp_path / "metrics.csv").write_bytes(HEADER[:cut] + b"x")  # no header, cut or whole
     assert RunDir(tmp_path).foreign_entries() == ["metrics.csv"]
+
+
+def test_write_atomic_follows_no_link_at_its_temporary_or_target_name(tmp_path: Path) -> None:
+    """A link left at ``NAME.tmp`` (the name the bench wrote through) or at NAME itself: the
+    file it points to is never written, truncated or replaced; NAME becomes a regular file."""
+    from actorq.bench.results import write_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    (tmp_path / "cell.json.tmp").symlink_to(victim)
+    write_atomic(tmp_path / "cell.json", '{"name": "c"}')
+    assert victim.read_text() == "mine" and (tmp_path / "cell.json.tmp").is_symlink()
+    (tmp_path / "spec.toml").symlink_to(victim)
+    write_atomic(tmp_path / "spec.toml", b"name = 'x'")
+    assert victim.read_text() == "mine"
+    for name in ("cell.json", "spec.toml"):
+        p = tmp_path / name
+        assert not p.is_symlink() and p.is_file()
+    assert json.loads((tmp_path / "cell.json").read_text()) == {"name": "c"}
+
+
+def test_write_atomic_flushes_the_file_and_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole on disk before the rename, and the rename itself too (a power loss after it)."""
+    import os
+    import stat
+
+    from actorq.bench.results import write_atomic
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_atomic(tmp_path / "machine.json", "{}")
+    assert synced == ["file", "dir"]
+
+
+@pytest.mark.parametrize("kind", ["dir", "link"])
+@pytest.mark.parametrize("name", ["cell.json.tmp", ".cell.json.0123456789ab.tmp"])
+def test_a_users_entry_at_a_cell_files_temporary_name_is_not_the_cells(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    """A directory (or link) at the name of cell.json's temporary copy is no cell's file cut
+    short: it does not make the directory a cell's, nor is it removed with one."""
+    victim = tmp_path / "mine"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("mine")
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "log.txt").write_text("a bench's?")
+    if kind == "dir":
+        shutil.move(victim, d / name)
+    else:
+        (d / name).symlink_to(victim, target_is_directory=True)
+    assert name in RunDir(d).foreign_entries()
+    with pytest.raises(ConfigError, match="not removed"):
+        RunDir(d).clear()
+    assert (d / name / "thesis.tex").read_text() == "mine"

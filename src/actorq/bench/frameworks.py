@@ -37,6 +37,7 @@ from actorq.logging import (
     rewrite_metrics,
     whole_lines,
 )
+from actorq.output import write_output
 
 if TYPE_CHECKING:
     from actorq.config import ExperimentConfig
@@ -227,6 +228,6 @@ class Record:
             "time_to_target_s": None if self.hit is None else self.hit[1],
             "interrupted": False, **extra,
         }  # fmt: skip
-        tmp = self.run_dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=1, allow_nan=False))
-        os.replace(tmp, self.run_dir / "summary.json")
+        write_output(
+            self.run_dir / "summary.json", json.dumps(summary, indent=1, allow_nan=False), ""
+        )

@@ -21,7 +21,6 @@ import csv
 import io
 import json
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from actorq import checkpoint as ckpt
 from actorq.bench.spec import one_line
 from actorq.errors import ActorQError, CheckpointError, shown
 from actorq.inputs import read_input
+from actorq.output import write_output
 from actorq.rundir import METRICS_HEADER as RUN_METRICS_HEADER
 from actorq.rundir import RunDir, within_metrics_header
 
@@ -394,19 +394,11 @@ def _metric_row(path: Path, line: int, fields: list[str], keep: Callable[[str], 
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write ``path`` whole or not at all (a tmp file, then a rename), so that a process killed
-    mid-write leaves the old file or none, never half of one."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        if isinstance(content, bytes):
-            tmp.write_bytes(content)
-        else:
-            tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise ResultsError(f"cannot write {path}: {e.strerror or e}") from None
+    """Write ``path`` whole or not at all, so that a process killed mid-write leaves the old
+    file or none, never half of one: :func:`actorq.output.write_output` (a temporary file of
+    its own, never one a link at a predictable name leads elsewhere; on disk before the
+    rename, and the rename too)."""
+    write_output(path, content, "", error=ResultsError)
 
 
 def strict_json(obj: Any) -> str:
