@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
+from actorq import checkpoint as ckpt
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.ppo.config import PPOConfig
 from actorq.cli.train import parse_config
@@ -113,10 +116,14 @@ def test_a_resume_of_a_broken_run_is_one_line(
     assert "not an actorq run directory" in capsys.readouterr().err
 
 
-def _best(run: Path, best_eval: float, steps: int) -> None:
-    (run / "best").mkdir(parents=True)
-    counters = {"best_eval": best_eval, "best_eval_steps": steps}
-    (run / "best" / "state.json").write_text(json.dumps({"counters": counters}))
+def _best(run: Path, best_eval: Any, steps: Any) -> None:
+    """A best policy kept at ``best_eval`` (a checkpoint, its manifest and all)."""
+    state = {
+        "learner": {},
+        "rng": {},
+        "counters": {"best_eval": best_eval, "best_eval_steps": steps},
+    }
+    ckpt.save(run / "best", {"w": torch.zeros(1)}, state)
 
 
 def test_a_resume_keeps_a_better_best_kept_after_its_checkpoint(tmp_path: Path) -> None:
@@ -131,15 +138,34 @@ def test_a_resume_keeps_a_better_best_kept_after_its_checkpoint(tmp_path: Path) 
     assert (c.best_eval, c.best_eval_steps) == (300.0, 3000)
     # non-finite, past float's range, a bool, steps not a count: ignored, even by a run whose
     # checkpoint knew no best (any number would beat it)
-    for record, steps in (("NaN", 9), ("1" + "0" * 400, 9), ("true", 9), ("5", "true")):
-        state = f'{{"counters": {{"best_eval": {record}, "best_eval_steps": {steps}}}}}'
-        (tmp_path / "best" / "state.json").write_text(state)
+    for record, steps in ((float("nan"), 9), (10**400, 9), (True, 9), (5, True)):
+        _best(tmp_path, record, steps)
         for k in (Counters(best_eval=300.0, best_eval_steps=3000), Counters()):
             before = (k.best_eval, k.best_eval_steps)
             adopt_best(k, RunDir(tmp_path))
             assert (k.best_eval, k.best_eval_steps) == before, record
     adopt_best(c, RunDir(tmp_path / "none"))
     assert c.best_eval == 300.0
+
+
+def test_a_resume_keeps_a_best_a_kill_left_in_best_old(tmp_path: Path) -> None:
+    """Killed between a best's two renames, the policy is in best.old alone: the resumed run
+    still counts it, so a worse one later does not replace it (that save deletes best.old)."""
+    _best(tmp_path, 225.7, 2000)
+    (tmp_path / "best").rename(tmp_path / "best.old")
+    c = Counters(best_eval=73.7, best_eval_steps=400)
+    adopt_best(c, RunDir(tmp_path))
+    assert (c.best_eval, c.best_eval_steps) == (225.7, 2000)
+
+
+def test_a_best_whose_state_does_not_match_its_manifest_is_not_adopted(tmp_path: Path) -> None:
+    _best(tmp_path, 73.7, 400)
+    state = json.loads((tmp_path / "best" / "state.json").read_text())
+    state["counters"]["best_eval"] = 1e9  # altered behind the manifest
+    (tmp_path / "best" / "state.json").write_text(json.dumps(state))
+    c = Counters(best_eval=100.0, best_eval_steps=500)
+    adopt_best(c, RunDir(tmp_path))
+    assert (c.best_eval, c.best_eval_steps) == (100.0, 500)
 
 
 def test_a_resume_drops_the_metrics_its_checkpoint_had_not_seen(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import copy
 import csv
 import dataclasses
 import io
-import json
 import random
 import sys
 import time
@@ -23,12 +22,11 @@ from actorq.config import RESUME_OVERRIDES, ExperimentConfig, device_problem, is
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
 from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
-from actorq.inputs import read_input
 from actorq.logging import rewrite_metrics, whole_lines
 from actorq.replay.frames import MAX_COUNT
 from actorq.replay.npz import missing_shards
 from actorq.run.directory import run_config_from_json
-from actorq.rundir import MAX_JSON_BYTES, RunDir, some
+from actorq.rundir import RunDir, some
 from actorq.settings import flag, flat_items
 
 
@@ -325,12 +323,13 @@ def load_replay(replay: Any, path: Path) -> None:
 def adopt_best(counters: Counters, run: RunDir) -> None:
     """Take ``RUN/best``'s evaluation as the best so far when it beats the checkpoint's: a run
     killed after keeping a new best but before its next checkpoint resumes with the older
-    record, and its next, worse, best would replace the better policy kept there."""
+    record, and its next, worse, best would replace the better policy kept there. Read as a
+    checkpoint is (its manifest checked): a kill between a best's two renames leaves it in
+    ``best.old`` alone, which the next best, thought better, would delete."""
     try:
-        raw = read_input(run.best / "state.json", "best/state.json", limit=MAX_JSON_BYTES)
-        saved = json.loads(raw)["counters"]
+        saved = ckpt.read_state(run.best)[1]["counters"]
         best, steps = saved["best_eval"], saved["best_eval_steps"]
-    except (ActorQError, ValueError, KeyError, TypeError, RecursionError):  # none, unreadable
+    except (ActorQError, KeyError, TypeError):  # none, unreadable
         return
     # abs() <= the largest float: False for NaN, ±inf and a whole number past float's range
     # (JSON's ints have no bound; math.isfinite would raise OverflowError on one)
