@@ -105,6 +105,57 @@ def test_bad_spec_is_one_line_and_nothing_runs(
     assert not results.exists()
 
 
+GO_TASK = """
+precisions = ["fp32", "int8"]
+[defaults]
+actors = 0
+[[tasks]]
+agent = "go"
+env = "graphopt:placement/synthetic-20-s0"
+[tasks.config]
+graphs = ["rnnlm-s"]
+"""
+
+
+def test_a_go_task_has_no_width_axis_and_names_its_graphs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GO's config has no width fields (its width is one int, ``hidden``): its cells are
+    one per seed and precision, named without a width, and its ``graphs`` list is read."""
+    path = _spec(tmp_path, GO_TASK)
+    spec = load_spec(path)
+    spec.validate()
+    assert [c.name for c in spec.cells] == [
+        "go-graphopt-placement-synthetic-20-s0-fp32-s0",
+        "go-graphopt-placement-synthetic-20-s0-int8-s0",
+    ]
+    assert all(c.width == () for c in spec.cells)
+    assert spec.cells[0].make_config().graphs == ("rnnlm-s",)  # type: ignore[attr-defined]
+    results = tmp_path / "results"
+    assert main(["bench", str(path), "--results", str(results), "--dry-run"]) == 0
+    assert "2 cells" in capsys.readouterr().out and not results.exists()
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (('agent = "go"', 'agent = "go"\nwidths = ["64"]'), "agent 'go' has no widths axis"),
+        (('graphs = ["rnnlm-s"]', "graphs = [1]"), "does not fit its type"),
+        (("rnnlm-s", "no-such-graph"), "--graphs: unknown graph"),
+    ],
+)
+def test_a_bad_go_task_is_one_line(
+    edit: tuple[str, str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert edit[0] in GO_TASK
+    results = tmp_path / "results"
+    path = _spec(tmp_path, GO_TASK.replace(*edit))
+    assert main(["bench", str(path), "--results", str(results), "--dry-run"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and needle in err[0], err
+    assert not results.exists()
+
+
 def test_missing_spec_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"spec .*nope.toml: cannot read \(No such file"):
         load_spec(tmp_path / "nope.toml")

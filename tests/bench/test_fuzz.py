@@ -277,6 +277,38 @@ def test_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delete: b
     check_spec(to_toml(_mutate(SPEC, place, value, delete and len(place) > 0)).encode())
 
 
+#: a GO task: no width fields (its ``hidden`` is one int), a list of graph names
+GO_SPEC: dict[str, Any] = {
+    "precisions": ["fp32", "int8"],
+    "defaults": {"actors": 0},
+    "tasks": [
+        {
+            "agent": "go",
+            "env": "graphopt:placement/synthetic-20-s0",
+            "config": {"graphs": ["rnnlm-s"], "batch_graphs": 8, "envs_per_actor": 8},
+        }
+    ],
+}
+GO_PLACES: list[tuple[Any, ...]] = [
+    *[("tasks", 0, k) for k in ("agent", "env", "label", "widths", "seeds", "config")],
+    *[("tasks", 0, "config", k) for k in ("graphs", "hidden", "batch_graphs", "envs_per_actor",
+                                          "cluster", "imitate", "segment", "total_steps")],
+    ("tasks", 0, "config", "graphs", 0),
+]  # fmt: skip
+
+
+@FUZZ
+@given(st.sampled_from(GO_PLACES), values, st.booleans())
+@example(("tasks", 0, "widths"), ["64,64"], False)
+@example(("tasks", 0, "config", "graphs"), ["rnnlm-s", "synthetic-30-s1"], False)
+def test_go_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delete: bool) -> None:
+    check_spec(to_toml(_mutate(GO_SPEC, place, value, delete)).encode())
+
+
+def test_the_go_spec_is_valid() -> None:
+    assert len(load_spec_bytes(to_toml(GO_SPEC).encode()).cells) == 2
+
+
 #: a matrix with SB3 beside actorq (its settings table, the framework axis, resume and order)
 SB3_SPEC: dict[str, Any] = {
     "precisions": ["int8"],

@@ -210,7 +210,10 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return value in typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_type_ok(value, a) for a in typing.get_args(hint) if a is not type(None))
-    if origin is tuple:  # widths: "W,W,..." or [W, W, ...]
+    if origin is tuple:
+        if typing.get_args(hint)[:1] == (str,):  # names (GO's graphs): ["a", "b"]
+            return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        # widths: "W,W,..." or [W, W, ...]
         return isinstance(value, str) or (
             isinstance(value, list) and all(isinstance(v, int) for v in value)
         )
@@ -374,7 +377,14 @@ def _top_level(path: Path, raw: dict[str, Any], overrides: dict[str, Any]) -> _A
 def _widths(where: str, task: dict[str, Any], cls: Any, fields: dict[str, Any],
             explicit: dict[str, Any]) -> list[tuple[int, ...]]:  # fmt: skip
     """The task's widths axis: ``widths``, else the config's width field (an override of that
-    field replaces the axis)."""
+    field replaces the axis). An agent without width fields (GO: its width is one int,
+    ``hidden``) has one cell per seed and column, of no width."""
+    if not cls.width_fields:
+        if "widths" in task:
+            raise SpecError(
+                f"{where}: agent {cls.agent!r} has no widths axis; set its config fields instead"
+            )
+        return [()]
     wfield = cls.width_fields[0]
     try:
         if "widths" in task and wfield not in explicit["overrides"]:
@@ -436,16 +446,18 @@ def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
                 else [(fw, fw, framework_settings(f"{where}.{fw}", fw, agent, task.get(fw, {})))]
             )
         ]
-    wfield = cls.width_fields[0]
+    wfield = cls.width_fields[0] if cls.width_fields else None
     # seed-major: the precisions and frameworks alternate cell by cell, so that a slow patch of
     # a shared machine (or the end of a short lease) hits each of them alike
     order = [(w, s, c) for w in widths for s in seeds for c in columns]
     cells = []
     for width, seed, (fw, column, settings) in order:
         prec = column if fw == NATIVE else "fp32"  # another framework's cells: fp32 only
-        config = {**fields, wfield: list(width), "env": env, "precision": prec, "seed": seed}
+        wcol = {} if wfield is None else {wfield: list(width)}
+        config = {**fields, **wcol, "env": env, "precision": prec, "seed": seed}
         config["progress"] = False
-        cell_name = f"{label}-{width_slug(width)}-{column}-s{seed}"
+        slug = "" if wfield is None else f"-{width_slug(width)}"  # no width axis: none in names
+        cell_name = f"{label}{slug}-{column}-s{seed}"
         _dir_name(where, "cell name", cell_name, _MAX_NAME_BYTES, "; shorten its label")
         cell = Cell(cell_name, label, agent, env, column, seed, width, config)
         cells.append(dataclasses.replace(cell, framework=fw, frameworks=tuple(frameworks),
