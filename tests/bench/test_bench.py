@@ -156,6 +156,28 @@ def test_a_bad_go_task_is_one_line(
     assert not results.exists()
 
 
+def test_a_go_cells_results_are_reported(tmp_path: Path) -> None:
+    """What a GO cell writes (its config.json's ``hidden`` is one int, not a width list) is
+    read by the report and by a resumed bench."""
+    from actorq.bench.report import load_runs
+    from actorq.bench.runner import plan_matrix
+
+    spec = load_spec(_spec(tmp_path, GO_TASK))
+    results = tmp_path / "results"
+
+    def runner(cell: Cell, cell_dir: Path, timeout: float | None) -> int:
+        config = {**cell.make_config().to_json(), "hidden": 32}
+        (cell_dir / "config.json").write_text(json.dumps(config))
+        _fake_summary(cell, cell_dir)
+        return 0
+
+    run_matrix(spec, results, runner, progress=False)
+    runs = load_runs(results)
+    assert sorted(r.name for r in runs) == sorted(c.name for c in spec.cells)
+    assert all(r.width == () and r.agent == "go" for r in runs)
+    assert len(plan_matrix(spec, results).finished) == 2
+
+
 def test_missing_spec_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"spec .*nope.toml: cannot read \(No such file"):
         load_spec(tmp_path / "nope.toml")

@@ -57,6 +57,7 @@ from actorq.bench.results import (
     read_sessions,
     read_summary,
     strict_json,
+    width_keys,
     write_atomic,
 )
 from actorq.bench.spec import load_spec, one_line, width_slug
@@ -230,7 +231,8 @@ def load_runs(
         cfg = cfg or cell.get("config") or {}  # the run's own, else what the matrix asked for
         agent = cfg.get("agent") or cell.get("agent", "dqn")
         env = cfg.get("env") or cell.get("env", "?")
-        width = cell.get("width") or cfg.get("hidden") or cfg.get("policy_hidden_sizes") or []
+        widths: list[Any] = [cfg[k] for k in width_keys(agent) if cfg.get(k)]
+        width = cell.get("width") or (widths[0] if widths else [])
         framework = cell.get("framework", NATIVE)
         checkpoint_steps = None
         if summary is None and env.startswith("atari:"):

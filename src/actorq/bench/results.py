@@ -200,7 +200,7 @@ def read_cell_json(path: Path) -> dict[str, Any] | None:
     f.widths("width")
     config = f.table("config")
     if config is not None:  # the report reads it when the run wrote no config.json
-        check_run_config(Fields(path, config, "config."))
+        check_run_config(Fields(path, config, "config."), d.get("agent"))
     return d
 
 
@@ -214,12 +214,24 @@ def read_run_config(path: Path) -> dict[str, Any] | None:
     return d
 
 
-def check_run_config(f: Fields) -> None:
+def width_keys(agent: Any) -> tuple[str, ...]:
+    """The config keys that may hold the acting network's widths (a list), as the report reads
+    them: the agent's first width field; none for GO, whose ``hidden`` is one int; for an agent
+    this actorq does not know, DQN's and the actor-critics'."""
+    from actorq.agents import AGENTS, config_class
+
+    if isinstance(agent, str) and agent in AGENTS:
+        return config_class(agent).width_fields[:1]
+    return ("hidden", "policy_hidden_sizes")
+
+
+def check_run_config(f: Fields, agent: Any = None) -> None:
+    """``agent``: whose config it is, where the object does not say (a cell.json's config)."""
     for key in ("agent", "env", "precision"):
         f.text(key)
     f.integer("seed")
-    f.widths("hidden")
-    f.widths("policy_hidden_sizes")
+    for key in width_keys(f.d.get("agent", agent)):
+        f.widths(key)
     if f.has("log_every") and (f.number("log_every") or 0.0) <= 0:
         raise f.bad("log_every", "a positive number")
     f.number("target_return", nullable=True)  # a running cell's evaluations are compared to it
