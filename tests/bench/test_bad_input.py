@@ -140,6 +140,34 @@ def test_dry_run_rejects_config_values_that_validate_rejects(
 @pytest.mark.parametrize(
     "edit, needle",
     [
+        (("gym:CartPole-v1", "gym:Pendulum-v1"), "DQN needs discrete actions"),
+        (("total_steps = 2000", "replay_size = 10000000000"), "--replay-size"),
+    ],
+    ids=["env-the-agent-cannot-act-in", "run-too-big-for-memory"],
+)
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
+def test_what_train_refuses_before_writing_the_spec_refuses_before_writing(
+    edit: tuple[str, str],
+    needle: str,
+    dry: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The builder's env checks and the memory check ``train()`` makes before its first write
+    are made for every cell up front: one line, and not a results directory, lock or cell dir."""
+    assert edit[0] in SPEC
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.replace(*edit))
+    results = tmp_path / "results"
+    args = ["bench", str(path), "--results", str(results), "--no-progress"]
+    assert main([*args, "--dry-run"] if dry else args) == 2
+    _one_error(capsys, needle)
+    assert not results.exists()
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
         (("timeout_s = 300", "timeout_s = nan"), "timeout_s"),
         (("timeout_s = 300", "timeout_s = inf"), "timeout_s"),
         (("timeout_s = 300", "timeout_s = -inf"), "timeout_s"),

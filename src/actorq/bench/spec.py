@@ -147,19 +147,33 @@ class Spec:
 
     def validate(self) -> None:
         """Build each cell's config as its process will and run the config's own checks
-        (``validate()``: types, ranges, finite numbers, precision, device, grid) and the env id's.
+        (``validate()``: types, ranges, finite numbers, precision, device, grid) and the env id's;
+        then, for actorq's cells, what ``train()`` checks before it writes a file: the agent's
+        builder reads the env (``env_spec``: an env the agent cannot act in, a pixel setting it
+        does not run) and the run must fit in memory (``check_run_memory``). Those checks run
+        once per distinct config: the seed changes none of them.
         """
+        from actorq.agents import builder_for
         from actorq.envs import validate_env_id
+        from actorq.run.memory import check_run_memory
 
         for fw in sorted({c.framework for c in self.cells} - {NATIVE}):
             missing = get_adapter(fw).missing()
             if missing:
                 raise SpecError(f"{self.path}: framework {fw!r} needs {missing}")
+        checked: set[str] = set()
         for cell in self.cells:
             try:
                 cfg = run_config(cell.agent, cell.config, self.country)
                 cfg.validate()
                 validate_env_id(cfg.env)
+                key = json.dumps([cell.agent, {**cell.config, "seed": 0}], sort_keys=True)
+                if cell.framework == NATIVE and key not in checked:
+                    checked.add(key)
+                    builder = builder_for(cfg)
+                    env = builder.env_spec(cfg)
+                    builder.check_spec(env)
+                    check_run_memory(cfg, builder, env)
             except ActorQError as e:
                 raise SpecError(f"{self.path}: cell {cell.name}: {e}") from None
 
