@@ -84,6 +84,27 @@ def test_spec_nested_too_deep_for_the_toml_parser_is_one_line(
     assert not results.exists()
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["9" * 4301, "-" + "9" * 5000, "0x" + "f" * 4000],
+    ids=["decimal", "negative-decimal", "hex"],
+)
+@pytest.mark.parametrize("where", ["spec", "override"])
+def test_an_integer_too_long_to_write_as_text_is_one_line(
+    value: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python writes no int of more than 4,300 digits as text: tomllib raises a ValueError
+    (not its TOMLDecodeError) for a decimal one, and reads a hex one that every message
+    quoting it would then fail on."""
+    if where == "spec":
+        rc, results = _dry_run(tmp_path, SPEC.replace("seeds = [0, 1]", f"seeds = [0, {value}]"))
+    else:
+        rc, results = _dry_run(tmp_path, SPEC, "--override", f"hidden=[64, {value}]")
+    assert rc == 2
+    _one_error(capsys, "an integer of more than 4,300 digits")
+    assert not results.exists()
+
+
 # ---------------------------------------------------------------- 2. values --dry-run must reject
 
 

@@ -97,9 +97,19 @@ NASTY_TEXT = ["", "64,64", "0", "-1", "nan", "inf", "cuda", "cuda:7", "foo", "fp
 NASTY_NUMBERS = [0, -1, 1, 2**31, 2**32, 2**63 - 1, -(2**63), math.nan, math.inf, -math.inf,
                  1e308, -0.0, 5e-324, 0.5]  # fmt: skip
 
+
+class Raw(str):
+    """A TOML value written as it is: a literal that no Python value is written as."""
+
+
+#: integers past the 4,300 digits Python writes as text: tomllib refuses the decimal ones
+#: (a ValueError, not its TOMLDecodeError) and reads the others, which no message can quote
+HUGE_INTS = ["9" * 4301, "-" + "9" * 5000, "0x" + "f" * 4000, "0o" + "7" * 6000, "0b" + "1" * 15000]
+
 scalars = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.sampled_from(NASTY_NUMBERS),
+    st.sampled_from(HUGE_INTS).map(Raw),
     st.floats(allow_nan=True, allow_infinity=True),
     st.booleans(),
     st.text(max_size=12),
@@ -125,6 +135,8 @@ def _toml_str(s: str) -> str:
 
 
 def _toml_value(v: Any) -> str:
+    if isinstance(v, Raw):
+        return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -273,6 +285,9 @@ def _mutate(doc: Any, place: tuple[Any, ...], value: Any, delete: bool) -> Any:
     values,
     st.booleans(),
 )
+@example(("seeds",), [Raw(HUGE_INTS[0])], False)  # decimal: tomllib's own ValueError
+@example(("timeout_s",), Raw(HUGE_INTS[2]), False)  # hex: read, then quoted in a message
+@example(("tasks", 0, "config", "hidden"), [64, Raw(HUGE_INTS[4])], False)
 def test_spec_with_a_field_mutated(place: tuple[Any, ...], value: Any, delete: bool) -> None:
     check_spec(to_toml(_mutate(SPEC, place, value, delete and len(place) > 0)).encode())
 
@@ -405,11 +420,15 @@ def test_the_sb3_spec_is_valid() -> None:
         st.tuples(
             st.sampled_from(["actors", "device", "hidden", "log_every", "seed", "gamma", "x-y"])
             | st.text(max_size=8),
-            st.sampled_from([str(x) for x in NASTY_NUMBERS + NASTY_TEXT]) | st.text(max_size=12),
+            st.sampled_from([str(x) for x in NASTY_NUMBERS + NASTY_TEXT + HUGE_INTS])
+            | st.sampled_from(HUGE_INTS).map(lambda n: f"[1, {n}]")
+            | st.text(max_size=12),
         ),
         max_size=3,
     )
 )
+@example([("actors", HUGE_INTS[1])])
+@example([("hidden", f"[64, {HUGE_INTS[2]}]")])
 def test_random_overrides(items: list[tuple[str, str]]) -> None:
     check_spec(VALID, tuple(f"{k}={v}" for k, v in items if "\x00" not in k + v))
 

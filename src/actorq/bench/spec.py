@@ -37,6 +37,7 @@ import fnmatch
 import hashlib
 import json
 import re
+import sys
 import tomllib
 import types
 import typing
@@ -48,7 +49,7 @@ from actorq.agents import AGENTS, config_class
 from actorq.bench.frameworks import FRAMEWORKS, NATIVE, get_adapter
 from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
-from actorq.errors import ActorQError, shown
+from actorq.errors import ActorQError, short, shown
 from actorq.inputs import read_input
 from actorq.settings import flat_hints
 
@@ -290,6 +291,37 @@ def framework_settings(where: str, framework: str, agent: str, settings: Any) ->
     return settings
 
 
+def _has_huge_int(doc: Any) -> bool:
+    """Whether ``doc`` holds an integer past Python's limit on writing one as text (4,300
+    digits by default): tomllib refuses such a decimal literal, but reads one written in hex,
+    octal or binary, and every message that quotes the value would then raise."""
+    limit = sys.get_int_max_str_digits()
+    bound = 10**limit if limit else None
+    todo = [doc]
+    while todo:  # a loop, not recursion: tomllib reads lists nested deeper than a stack holds
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, int) and bound is not None and abs(v) >= bound:
+            return True
+    return False
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    """``tomllib.loads``, with every integer too long to write as text refused as tomllib
+    refuses a decimal one: a ValueError that is not a TOMLDecodeError."""
+    doc = tomllib.loads(text)
+    if _has_huge_int(doc):
+        raise ValueError("an integer too long")
+    return doc
+
+
+def _huge_int_msg() -> str:
+    return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
+
+
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``["device=cuda", "actors=15"]`` → ``{"device": "cuda", "actors": 15}``: each value is
     read as a TOML value (numbers, booleans, quoted strings), else taken as a plain string."""
@@ -300,10 +332,12 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key:
             raise SpecError(f"--override {item!r}: expected KEY=VALUE, e.g. device=cuda")
         try:
-            parsed = tomllib.loads(f"v = {value}")
+            parsed = _toml_loads(f"v = {value}")
         except (tomllib.TOMLDecodeError, RecursionError):
             out[key] = value
             continue
+        except ValueError:  # not TOML's syntax: a number no message can quote
+            raise SpecError(f"--override {short(item)}: {_huge_int_msg()}") from None
         # "1\nseed = 3" parses as two keys: never take the first and drop the rest silently
         if list(parsed) != ["v"]:
             raise SpecError(f"--override {item!r}: expected one TOML value after '='")
@@ -331,9 +365,11 @@ def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
     except UnicodeDecodeError as e:
         raise SpecError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
     try:
-        return text, tomllib.loads(text)
+        return text, _toml_loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: invalid TOML: {e}") from None
+    except ValueError:  # not a TOMLDecodeError: an integer too long (_toml_loads)
+        raise SpecError(f"{path}: invalid TOML: {_huge_int_msg()}") from None
     except RecursionError:  # tomllib recurses into nested arrays and inline tables
         raise SpecError(f"{path}: invalid TOML: nested too deep") from None
 
