@@ -7,10 +7,16 @@ a MemoryError after filling the memory), ``/dev/stdin`` or a FIFO (opening one w
 writer: a hang), a directory. A file larger than its bound (by default, a quarter of the memory
 this process can still use: decoding and parsing hold several bytes per byte) is one line too,
 and nothing past the bound is read even from a file that grows while it is read.
+
+What is at a path a user names is asked through :func:`stat_path` (and :func:`is_file`,
+:func:`is_dir`, :func:`exists`): Python 3.11's ``Path.is_file()``, ``is_dir()`` and ``exists()``
+raise a bare OSError for a name longer than the filesystem takes (ENAMETOOLONG) or a directory
+that may not be searched (EACCES), which is one line here too.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -28,6 +34,43 @@ _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+#: What ``os.stat`` raises where nothing is at a path: pathlib's ``exists()`` says False for
+#: these (a missing file, a file used as a directory, a symbolic link loop)
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def stat_path(
+    path: str | Path, where: str, error: type[ActorQError] = ActorQError
+) -> os.stat_result | None:
+    """``os.stat(path)``, or None where nothing is there (as pathlib's ``exists()`` says);
+    one ``error`` line starting with ``where`` for any other failure (module docstring)."""
+    try:
+        return os.stat(path)
+    except ValueError:  # an embedded NUL: no file has that name (pathlib: False)
+        return None
+    except OSError as e:
+        if e.errno in _ABSENT:
+            return None
+        raise error(f"{where}: cannot read ({e.strerror or type(e).__name__})") from None
+
+
+def is_file(path: str | Path, where: str, error: type[ActorQError] = ActorQError) -> bool:
+    """``Path(path).is_file()``, with :func:`stat_path`'s one line for what it cannot tell."""
+    st = stat_path(path, where, error)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
+def is_dir(path: str | Path, where: str, error: type[ActorQError] = ActorQError) -> bool:
+    """``Path(path).is_dir()``, with :func:`stat_path`'s one line for what it cannot tell."""
+    st = stat_path(path, where, error)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def exists(path: str | Path, where: str, error: type[ActorQError] = ActorQError) -> bool:
+    """``Path(path).exists()``, with :func:`stat_path`'s one line for what it cannot tell."""
+    return stat_path(path, where, error) is not None
 
 
 def _kind(mode: int) -> str:

@@ -180,7 +180,9 @@ def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
                                        "graphopt:joint/gnmt-s", "synthetic-50-s0",
                                        "8xgpu-nvlink", "best", "heft", "atari:Pong",
                                        "atari:Pongg", "0.25", "ale", "envpool", "numpy",
-                                       "compile", "int4"]),
+                                       "compile", "int4", "a" * 300 + ".json",
+                                       "graphopt:placement/" + "a" * 300 + ".json",
+                                       "chip:" + "a" * 300]),
                       st.text(max_size=6)),
         ),
         max_size=3,
@@ -189,6 +191,7 @@ def test_eval_and_export_read_a_gpu_trained_run_without_a_gpu(
 @example(agent="dqn", flags=[("--policy-hidden-sizes", "-h")])  # a help flag where a value goes
 @example(agent="ppo", flags=[("--env", "atari:Pong"), ("--runtime", "numpy")])  # not the note
 @example(agent="dqn", flags=[("--env", "atari:Pong"), ("--precision", "int4")])
+@example(agent="go", flags=[("--graphs", "a" * 300 + ".json")])  # too long a file name
 def test_random_flags_are_one_line_or_a_validated_config(
     agent: str, flags: list[tuple[str, str]]
 ) -> None:

@@ -69,7 +69,7 @@ from actorq.energy import (
     SUMMARY_KWH,
 )
 from actorq.errors import ActorQError, shown
-from actorq.inputs import read_input
+from actorq.inputs import is_dir, read_input
 from actorq.logging import CONFIRM_METRIC, EVAL_METRIC, EVAL_S_METRIC, RUN_CLOCK_METRIC
 from actorq.output import check_output
 from actorq.quant.formats import PRECISIONS
@@ -1042,7 +1042,7 @@ def write_report(results: Path, reps: int = 2000) -> Path:
     written whole (a tmp file, then a rename), report.md last: a bad input writes nothing.
     """
     check_reps(reps)
-    if not results.is_dir():
+    if not is_dir(results, f"results directory {shown(results)}", ResultsError):
         raise ResultsError(f"results directory not found: {shown(results)}")
     # every output checked before the first is written: a directory at report.md's name was
     # found only when report.json and the plots had been written (and before the work: cheap)

@@ -51,6 +51,7 @@ from actorq.bench.results import (
 from actorq.bench.spec import Cell, Spec
 from actorq.config import RESUME_OVERRIDES
 from actorq.errors import shown
+from actorq.inputs import exists, is_dir
 from actorq.output import open_append
 from actorq.rundir import RunDir, lock_file, remove_trash, some, unlock_file
 
@@ -82,7 +83,8 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
     """Read and check every results file a run of ``spec`` into ``results`` reads (each
     cell's summary.json, machine.json), writing nothing: `actorq bench --dry-run` and
     :func:`run_matrix` fail alike, with one line naming the file, before anything is written."""
-    if results.exists() and not results.is_dir():
+    where = f"results {shown(results)}"
+    if exists(results, where, ResultsError) and not is_dir(results, where, ResultsError):
         raise ResultsError(f"results {results} is not a directory")
     finished: list[Cell] = []
     todo: list[Cell] = []

@@ -48,7 +48,8 @@ from actorq.chip.netlist import (
     netlist_names,
 )
 from actorq.chip.plc import Placement, load_plc
-from actorq.errors import EnvIdError, NetlistError
+from actorq.errors import EnvIdError, NetlistError, shown
+from actorq.inputs import is_file
 
 STATIC_FEATURES = 3
 PLACED_FEATURES = 3
@@ -60,20 +61,20 @@ def resolve_netlist(spec: str) -> tuple[Netlist, Placement | None]:
     if spec in netlist_names():
         return get_netlist(spec), load_plc(netlist_dir(spec) / "initial.plc")
     p = Path(spec)
-    if not p.is_file():
+    if not is_file(p, f"chip:{shown(spec)}", EnvIdError):
         raise EnvIdError(
             f"chip:{spec}: not a shipped netlist ({', '.join(netlist_names())}) nor a file"
         )
     nl = load_netlist(p)
     plc = p.parent / "initial.plc"
-    return nl, (load_plc(plc) if plc.is_file() else None)
+    return nl, (load_plc(plc) if is_file(plc, shown(plc), EnvIdError) else None)
 
 
 def validate_chip_id(name: str) -> None:
     """Raise :class:`EnvIdError` unless ``chip:<name>`` names a shipped netlist or a file."""
     if name in netlist_names():
         return
-    if not Path(name).is_file():
+    if not is_file(name, f"chip:{shown(name)}", EnvIdError):
         raise EnvIdError(
             f"unknown chip netlist {name!r}: expected one of {', '.join(netlist_names())} "
             "or a netlist file path"

@@ -38,6 +38,7 @@ import tyro
 
 from actorq.cli.args import parse
 from actorq.errors import NetlistError, shown
+from actorq.inputs import is_file
 from actorq.output import check_output, write_output
 
 if TYPE_CHECKING:
@@ -138,13 +139,13 @@ def load_netlist_arg(spec: str) -> tuple[Netlist, Path | None]:
     if spec in netlist_names():
         return get_netlist(spec), netlist_dir(spec) / "initial.plc"
     p = Path(spec)
-    if not p.is_file():
+    if not is_file(p, shown(p), NetlistError):
         raise NetlistError(
             f"{shown(p)}: no such netlist file (or a shipped name: {', '.join(netlist_names())})"
         )
     nl = load_netlist(p)
     beside = p.parent / "initial.plc"
-    return nl, (beside if beside.is_file() else None)
+    return nl, (beside if is_file(beside, shown(beside), NetlistError) else None)
 
 
 def _placement_cost(

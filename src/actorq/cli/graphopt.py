@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorq.cli.args import parse
 from actorq.errors import ActorQError, GraphError, first_line, short, shown
+from actorq.inputs import is_dir
 from actorq.output import check_output, write_output
 from actorq.quant.onnx import ONNX_PRECISIONS
 
@@ -303,7 +304,7 @@ def go_run_config(source: str | None) -> ExperimentConfig | None:
     the shipped policy); an unreadable one is one :class:`GraphError` line naming the flag."""
     from actorq.run import load_run_config
 
-    if source is None or not Path(source).is_dir():
+    if source is None or not is_dir(source, f"--policy {shown(Path(source))}", GraphError):
         return None
     try:
         return load_run_config(Path(source), device="cpu")

@@ -20,7 +20,7 @@ import tyro
 
 from actorq.cli.args import parse
 from actorq.cli.train import cmd_train, fail
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, first_line, shown
 from actorq.quant.formats import Precision
 
 
@@ -144,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ActorQError as e:
         return fail(str(e))
+    except OSError as e:
+        # a backstop: a file system error that no reader turned into its own line (readers ask
+        # through actorq.inputs; Python 3.11's Path.is_file() and friends raise, e.g. for a
+        # name longer than the filesystem takes) is still one line, not a traceback
+        where = f"{shown(e.filename)}: " if e.filename is not None else ""
+        return fail(f"{where}{e.strerror or first_line(e)}")
     except KeyboardInterrupt:
         return 130
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ import numpy as np
 
 from actorq.errors import GraphError
 from actorq.graphopt.files import LIMIT, index, naming, number, read_json, short, shown
+from actorq.inputs import exists, stat_path
 
 DEVICE_FIELDS = ("flop_s", "mem_bw", "memory", "op_overhead")
 LINK_FIELDS = ("bandwidth", "latency")
@@ -207,7 +209,7 @@ def get_cluster(spec: str | Path) -> Cluster:
         devs = [Device(f"gpu{i}", **numbers) for i in range(n)]
         return _uniform(s, devs, *links[kind])
     p = Path(s)
-    if p.suffix == ".json" or p.exists():
+    if p.suffix == ".json" or exists(p, f"cluster {shown(p)}", GraphError):
         return load_cluster(p)
     raise GraphError(
         f"unknown cluster {s!r}; presets: {', '.join(preset_names())}, or a .json file"
@@ -218,10 +220,11 @@ def load_cluster(path: str | Path) -> Cluster:
     """Read a cluster file (format in the module docstring); every missing field is named. Anything
     wrong with the file is one :class:`GraphError` line that starts with the path."""
     p = Path(path)
-    if not p.is_file():
-        if p.exists():  # a directory, FIFO, device: never opened
-            raise GraphError(f"{shown(p)} is not a regular file; give a cluster file")
+    st = stat_path(p, shown(p), GraphError)
+    if st is None:
         raise GraphError(f"cluster file not found: {shown(p)}")
+    if not stat.S_ISREG(st.st_mode):  # a directory, FIFO, device: never opened
+        raise GraphError(f"{shown(p)} is not a regular file; give a cluster file")
     with naming(p):
         return cluster_from_dict(read_json(p), name=p.stem, where=shown(p))
 

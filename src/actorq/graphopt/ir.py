@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from actorq.graphopt.files import (
     short,
     shown,
 )
+from actorq.inputs import stat_path
 
 FORMAT = "actorq.graphopt/1"
 COST_FIELDS = ("flops", "bytes_read", "bytes_written", "out_bytes", "param_bytes")
@@ -416,10 +418,11 @@ def load_graph(path: str | Path) -> Graph:
 
     Anything wrong with the file is one :class:`GraphError` line that starts with the path."""
     p = Path(path)
-    if not p.is_file():
-        if p.exists():  # a directory, FIFO, device: never opened
-            raise GraphError(f"{shown(p)} is not a regular file; give a graph file")
+    st = stat_path(p, shown(p), GraphError)
+    if st is None:
         raise GraphError(f"graph file not found: {shown(p)}")
+    if not stat.S_ISREG(st.st_mode):  # a directory, FIFO, device: never opened
+        raise GraphError(f"{shown(p)} is not a regular file; give a graph file")
     with naming(p):
         if p.suffix == ".json":
             return _graph_from_json(read_json(p), p.stem)

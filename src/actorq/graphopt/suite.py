@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actorq.errors import GraphError
+from actorq.errors import GraphError, shown
 from actorq.graphopt.files import short
 from actorq.graphopt.ir import Graph, load_graph
+from actorq.inputs import is_file
 
 #: Bump when the importer or a model changes, so stale cached graphs are not reused.
 SUITE_VERSION = 6
@@ -290,7 +291,7 @@ def is_graph_name(name: str) -> bool:
         return True
     if _VARIANT.fullmatch(name):
         return int(name.rsplit("-v", 1)[1]) <= MAX_VARIANT_SEED
-    return name.endswith((".json", ".npz")) and Path(name).is_file()
+    return name.endswith((".json", ".npz")) and is_file(name, f"graph {shown(name)}", GraphError)
 
 
 def suite_names(family: str | None = None) -> list[str]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorq.config import ARCHIVE_COMMIT
 from actorq.errors import ActorQError, GraphError, first_line, short, shown
+from actorq.inputs import is_dir, is_file
 
 if TYPE_CHECKING:
     from actorq.agents.go.networks import GOPolicy
@@ -178,7 +179,7 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
     from safetensors import safe_open
 
     where = f"--policy {shown(path)}"
-    if not path.is_file():
+    if not is_file(path, where, GraphError):
         raise GraphError(f"{where}: no such file")
     if path.stat().st_size > MAX_BYTES:
         raise GraphError(f"{where}: {path.stat().st_size:,} bytes (more than {MAX_BYTES:,})")
@@ -332,7 +333,7 @@ def load_policy(
         model, info = load_policy_file(path)
     else:
         p = Path(source)
-        if p.is_dir():
+        if is_dir(p, f"--policy {shown(p)}", GraphError):
             if run_config is None:
                 raise TypeError("load_policy: a run directory needs its run_config")
             model, info = load_policy_run(p, run_config)
