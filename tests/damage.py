@@ -5,6 +5,10 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 HOWS = ("flip", "truncate", "random")
+#: JSON that Python's parser fails on with what is not a JSONDecodeError: nesting past its
+#: stack (a RecursionError) and integers past its 4,300 digits (a bare ValueError)
+HOSTILE_JSON = [b"[" * 100_000, b'{"a": ' * 50_000, b'{"a": ' + b"9" * 5000 + b"}",
+                b"[-" + b"1" * 4301 + b"]"]  # fmt: skip
 
 
 def damaged(blob: bytes, how: str, data: st.DataObject, random_size: int = 64) -> bytes:

@@ -23,11 +23,12 @@ from actorq import DQNConfig, train
 from actorq import checkpoint as ckpt
 from actorq.agents import builder_for
 from actorq.bench.results import MAX_MAGNITUDE, read_checkpoint_steps
+from actorq.cli import main
 from actorq.envs import env_spec
 from actorq.errors import ActorQError, CheckpointError
 from actorq.experiment import Counters, load_replay, restore
 from actorq.run import load_run_config
-from tests.damage import HOWS, damaged
+from tests.damage import HOSTILE_JSON, HOWS, damaged
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def _with_a_step_field(raw: bytes, data: Any) -> bytes:
 )
 @given(
     target=st.sampled_from(_FILES),
-    how=st.sampled_from([*HOWS, "json", "step"]),
+    how=st.sampled_from([*HOWS, "json", "step", "hostile"]),
     reseal=st.booleans(),
     cut_save=st.booleans(),
     data=st.data(),
@@ -155,6 +156,8 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
         blob = bytearray(json.dumps(value).encode())  # fmt: skip
     elif how == "step":
         blob = bytearray(_with_a_step_field(path.read_bytes(), data))
+    elif how == "hostile":  # JSON's parser's own RecursionError or digit-limit ValueError
+        blob = bytearray(data.draw(st.sampled_from(HOSTILE_JSON)))
     path.write_bytes(bytes(blob))
     if reseal and target != ckpt.MANIFEST:
         _reseal(d)
@@ -183,6 +186,27 @@ def test_damaged_checkpoints_load_or_fail_in_one_line(
         else:
             assert steps is None or (type(steps) is int and 0 <= steps <= MAX_MAGNITUDE)
     assert sorted(p.name for p in root.rglob("*")) == before  # nothing written
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_JSON, ids=["deep", "deep-objects", "big", "neg"])
+@pytest.mark.parametrize("target", [ckpt.MANIFEST, "state.json", "../config.json"])
+def test_json_the_parser_raises_other_errors_on_is_one_line(
+    saved: Path, tmp_path: Path, target: str, hostile: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nesting past the parser's stack (RecursionError) and an integer past Python's 4,300
+    digits (a ValueError that is not a JSONDecodeError), in a checkpoint's manifest, its state
+    (resealed: only the parser sees it) or the run's config.json: eval and export are one line."""
+    d = _copy(saved, tmp_path / "r")
+    (d / target).write_bytes(hostile)
+    if target == "state.json":
+        _reseal(d)
+    for argv in (["eval", str(d.parent), "--episodes", "1"], ["export", str(d.parent),
+                 "--out", str(tmp_path / "p.onnx")]):  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("actorq: error: "), err
+        assert "not valid JSON" in err
+    assert not (tmp_path / "p.onnx").exists()
 
 
 def test_config_json_must_match_the_checkpoint(

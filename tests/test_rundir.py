@@ -17,6 +17,7 @@ import pytest
 from actorq.errors import ConfigError
 from actorq.experiment import train
 from actorq.rundir import RunDir, lock_file, unlock_file
+from tests.damage import HOSTILE_JSON
 
 HOLD = """
 import sys, time
@@ -171,3 +172,13 @@ def test_clear_refuses_a_run_still_being_written_and_removes_nothing(
     p.wait()
     RunDir(cell).clear()  # its writer gone: removed
     assert not cell.exists()
+
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_JSON, ids=["deep", "deep-objects", "big", "neg"])
+def test_a_summary_the_json_parser_raises_on_is_no_summary(tmp_path: Path, hostile: bytes) -> None:
+    """``read_summary`` says None for what it cannot read: nesting past the parser's stack,
+    and an integer past Python's 4,300 digits (its bare ValueError) too."""
+    run = RunDir(tmp_path)
+    run.summary_file.write_bytes(hostile)
+    assert run.read_summary() is None

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from actorq.errors import CheckpointError, first_line
+from actorq.inputs import load_json
 
 MANIFEST = "manifest.json"
 #: the policy snapshot the actors ran with the checkpoint's weights, where it cannot be made
@@ -282,9 +283,10 @@ def _read_state(where: Path, fd: int) -> dict[str, Any]:
 def _manifest(where: Path, fd: int) -> dict[str, str]:
     """The manifest of the directory open as ``fd``: file name -> sha256, checked."""
     try:
-        manifest = json.loads(_take(fd, where, MANIFEST)[1])
-    except (json.JSONDecodeError, UnicodeDecodeError, CheckpointError):
+        raw = _take(fd, where, MANIFEST)[1]
+    except CheckpointError:
         raise CheckpointError(f"corrupt checkpoint manifest in {where}") from None
+    manifest = load_json(raw, f"corrupt checkpoint manifest in {where}", CheckpointError)
     if not isinstance(manifest, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in manifest.items()
     ):
@@ -307,10 +309,7 @@ def _verified(where: Path, fd: int, manifest: dict[str, str], name: str) -> byte
 
 
 def _state(where: Path, raw: bytes) -> dict[str, Any]:
-    try:
-        state = json.loads(raw)
-    except Exception as e:
-        raise CheckpointError(f"cannot read checkpoint in {where}: {first_line(e)}") from None
+    state = load_json(raw, f"cannot read checkpoint in {where}", CheckpointError)
     if not isinstance(state, dict) or not {"learner", "counters", "rng"} <= set(state):
         raise CheckpointError(f"checkpoint state.json in {where} lacks learner/counters/rng")
     return state

@@ -12,16 +12,24 @@ What is at a path a user names is asked through :func:`stat_path` (and :func:`is
 :func:`is_dir`, :func:`exists`): Python 3.11's ``Path.is_file()``, ``is_dir()`` and ``exists()``
 raise a bare OSError for a name longer than the filesystem takes (ENAMETOOLONG) or a directory
 that may not be searched (EACCES), which is one line here too.
+
+JSON a user can hand actorq (a run's files, a checkpoint's manifest, a snapshot's or a policy
+file's metadata) is parsed through :func:`load_json`: besides what is not JSON, Python's parser
+raises a bare ValueError for an integer of more than 4,300 digits and a RecursionError for
+nesting deeper than its stack, and both are one line there.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
+import sys
 from pathlib import Path
+from typing import Any
 
-from actorq.errors import ActorQError
+from actorq.errors import ActorQError, first_line
 from actorq.resources import available_memory, gib
 
 #: What a reader may hold by default: this share of the memory available (module docstring).
@@ -120,3 +128,17 @@ def read_input(
     if len(data) > limit:  # it grew while being read
         raise error(f"{where}: more than {_size(limit)} ({why})")
     return data
+
+
+def load_json(data: str | bytes, where: str, error: type[ActorQError] = ActorQError) -> Any:
+    """``json.loads(data)``; one ``error`` line starting with ``where`` for what is not JSON
+    (or not UTF-8), an integer past Python's digit limit or nesting past its stack."""
+    try:  # UTF-8 only: json.loads would take bytes in UTF-16 and UTF-32 too
+        return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
+    except RecursionError:
+        raise error(f"{where}: not valid JSON (nested too deeply)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{where}: not valid JSON ({first_line(e, 160)})") from None
+    except ValueError:  # the parser's only other one: int()'s limit on digits
+        digits = sys.get_int_max_str_digits()
+        raise error(f"{where}: not valid JSON (a number of more than {digits:,} digits)") from None

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from actorq import checkpoint as ckpt
-from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
-from actorq.inputs import read_input
+from actorq.errors import ActorQError, CheckpointError, ConfigError, shown
+from actorq.inputs import load_json, read_input
 from actorq.output import write_output
 
 #: A run's config.json and summary.json are a few KB: a file past this is not one.
@@ -287,13 +287,7 @@ class RunDir:
                 f"{shown(self.path)} is not an actorq run directory (no config.json)"
             )
         raw = read_input(self.config_file, shown(self.config_file), CheckpointError, MAX_JSON_BYTES)
-        try:
-            d = json.loads(raw.decode("utf-8"))
-        except (ValueError, RecursionError) as e:  # ValueError: JSON's, UTF-8's, a
-            # number past Python's digit limit; RecursionError: nesting deeper than it parses
-            raise CheckpointError(
-                f"corrupt config.json in {shown(self.path)}: {first_line(e)}"
-            ) from None
+        d = load_json(raw, f"corrupt config.json in {shown(self.path)}", CheckpointError)
         if not isinstance(d, dict):
             raise CheckpointError(f"corrupt config.json in {shown(self.path)}: not a JSON object")
         return d
@@ -313,8 +307,8 @@ class RunDir:
     def read_summary(self) -> dict[str, Any] | None:
         """``summary.json`` (None while the run has not ended or if it is unreadable)."""
         try:
-            d = json.loads(read_input(self.summary_file, "summary.json", limit=MAX_JSON_BYTES))
-        except (ActorQError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            d = load_json(read_input(self.summary_file, "summary.json", limit=MAX_JSON_BYTES), "")
+        except ActorQError:  # a number past the digit limit too (a bare ValueError)
             return None
         return d if isinstance(d, dict) else None
 
@@ -466,8 +460,8 @@ def _is_cell_json(p: Path) -> bool:
     if not _plain(p):
         return False
     try:
-        d = json.loads(read_input(p, "cell.json", limit=MAX_JSON_BYTES))
-    except (ActorQError, ValueError, RecursionError):
+        d = load_json(read_input(p, "cell.json", limit=MAX_JSON_BYTES), "cell.json")
+    except ActorQError:
         return False
     return isinstance(d, dict) and {"name", "agent", "env"} <= set(d)
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from actorq.errors import SnapshotError
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, make_snapshot
-from tests.damage import HOWS, damaged
+from tests.damage import HOSTILE_JSON, HOWS, damaged
 
 
 def layers(spec: PolicySpec, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -135,8 +135,12 @@ def test_corrupted_snapshots_are_refused_in_one_line(data: Any) -> None:
     spec = PolicySpec(4, (16, 16), 3, head=data.draw(st.sampled_from(["q", "categorical"])))
     blob = make_snapshot(layers(spec), spec, data.draw(st.sampled_from(
         ["fp32", "fp16", "int8", "int4"])), 3).to_bytes()  # fmt: skip
-    how = data.draw(st.sampled_from(HOWS))
-    blob = damaged(blob, how, data, random_size=256)
+    how = data.draw(st.sampled_from([*HOWS, "hostile"]))
+    if how == "hostile":  # a header of JSON the parser raises other errors on
+        header = data.draw(st.sampled_from(HOSTILE_JSON))
+        blob = struct.pack("<Q", len(header)) + header + blob[8 + _header_bytes(blob)[0] :]
+    else:
+        blob = damaged(blob, how, data, random_size=256)
     try:
         PolicySnapshot.from_bytes(blob)
     except SnapshotError as e:

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-from actorq.errors import SnapshotError
+from actorq.errors import SnapshotError, first_line
+from actorq.inputs import load_json
 from actorq.quant.formats import FORMATS
 from actorq.quant.snapshot import _checksum, read_metadata
 
@@ -78,7 +79,7 @@ class ModelSnapshot:
         if model.dtype != np.uint8 or model.ndim != 1 or model.size > MAX_MODEL_BYTES:
             raise SnapshotError("model snapshot: the model must be a uint8 byte vector")
         try:
-            extra = json.loads(meta["meta"])
+            extra = load_json(meta["meta"], "model snapshot metadata", SnapshotError)
             snap = cls(
                 version=int(meta["version"]),
                 precision=str(meta["precision"]),
@@ -86,8 +87,8 @@ class ModelSnapshot:
                 model=model.tobytes(),
                 meta=extra if isinstance(extra, dict) else {},
             )
-        except (KeyError, ValueError, json.JSONDecodeError) as e:
-            raise SnapshotError(f"model snapshot metadata invalid: {e}") from None
+        except (KeyError, ValueError, TypeError) as e:  # TypeError: meta not a JSON string
+            raise SnapshotError(f"model snapshot metadata invalid: {first_line(e)}") from None
         snap.validate(inputs)
         return snap
 

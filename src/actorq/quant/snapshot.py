@@ -22,6 +22,7 @@ import numpy as np
 import safetensors.numpy
 
 from actorq.errors import SnapshotError, first_line
+from actorq.inputs import load_json
 from actorq.quant.formats import FORMATS, layer_format, weight_format
 from actorq.quant.heads import HEADS, Head, head
 from actorq.quant.quantizer import Granularity
@@ -166,7 +167,7 @@ class PolicySnapshot:
         if _checksum(header, tensors) != meta.get("checksum"):
             raise SnapshotError("snapshot checksum mismatch (corrupt or torn copy)")
         try:
-            spec = PolicySpec.from_json(json.loads(meta["spec"]))
+            spec = PolicySpec.from_json(load_json(meta["spec"], "snapshot spec", SnapshotError))
             snap = cls(
                 version=int(meta["version"]),
                 precision=meta["precision"],
@@ -283,11 +284,10 @@ def read_metadata(data: bytes, fmt: str = FORMAT) -> dict[str, str]:
     (n,) = struct.unpack("<Q", data[:8])
     if n > len(data) - 8 or n > 100_000_000:
         raise SnapshotError("snapshot header length out of range")
-    try:
-        header = json.loads(data[8 : 8 + n])
-        meta = header.get("__metadata__", {})
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        raise SnapshotError("snapshot header is not valid JSON") from None
+    header = load_json(data[8 : 8 + n], "snapshot header", SnapshotError)
+    if not isinstance(header, dict):
+        raise SnapshotError("snapshot header is not a JSON object")
+    meta = header.get("__metadata__", {})
     if not isinstance(meta, dict) or meta.get("format") != fmt:
         raise SnapshotError(f"not an actorq snapshot ({fmt})")
     return meta

@@ -30,6 +30,7 @@ from actorq.errors import GraphError
 from actorq.graphopt.cluster import get_cluster
 from actorq.graphopt.simulator import Simulator
 from actorq.graphopt.suite import get_graph
+from tests.damage import HOSTILE_JSON
 
 GRAPH = "synthetic-120-s0"
 
@@ -338,6 +339,9 @@ MUTATIONS = st.one_of(
         st.one_of(st.integers(), st.floats(), st.none(), st.text(max_size=4), st.booleans()),
     ).map(lambda kv: ("config", lambda d: _with_header(d, _set_config(*kv)))),
     st.just(("nan", _nan_weight)),
+    st.tuples(st.sampled_from(["config", "trained_on"]), st.sampled_from(HOSTILE_JSON)).map(
+        lambda kv: ("meta", lambda d: _with_header(d, _set_meta(kv[0], kv[1].decode())))
+    ),
 )
 
 
@@ -347,6 +351,8 @@ MUTATIONS = st.one_of(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(mutation=MUTATIONS)
+@example(mutation=("meta", lambda d: _with_header(d, _set_meta("config", "[" * 100_000))))
+@example(mutation=("meta", lambda d: _with_header(d, _set_meta("trained_on", "[" + "9" * 5000))))
 def test_corrupt_policy_files_are_one_error_line(
     tmp_path: Path, mutation: tuple[str, Callable[[bytes], bytes]]
 ) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorq.config import ARCHIVE_COMMIT
 from actorq.errors import ActorQError, GraphError, first_line, short, shown
-from actorq.inputs import is_dir, is_file
+from actorq.inputs import is_dir, is_file, load_json
 
 if TYPE_CHECKING:
     from actorq.agents.go.networks import GOPolicy
@@ -202,11 +202,8 @@ def load_policy_file(path: Path) -> tuple[GOPolicy, PolicyInfo]:
     missing = [k for k in _META_KEYS if k not in meta]
     if missing:
         raise GraphError(f"{where}: metadata lacks {missing[0]!r}")
-    try:
-        raw_config = json.loads(meta["config"])
-        trained_on = json.loads(meta["trained_on"])
-    except ValueError as e:
-        raise GraphError(f"{where}: corrupt metadata ({first_line(e, 160)})") from None
+    raw_config = load_json(meta["config"], f"{where}: corrupt metadata config", GraphError)
+    trained_on = load_json(meta["trained_on"], f"{where}: corrupt metadata trained_on", GraphError)
     if not isinstance(trained_on, list) or not all(isinstance(g, str) for g in trained_on):
         raise GraphError(f"{where}: metadata trained_on is not a list of graph names")
     from actorq.agents.go.actor import TASK_HEADS
