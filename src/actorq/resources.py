@@ -80,15 +80,21 @@ def available_memory() -> tuple[int, str]:
     return min(known)
 
 
-def check_memory(parts: dict[str, int], what: str) -> None:
+def check_memory(
+    parts: dict[str, int],
+    what: str,
+    room: tuple[int, str] | None = None,
+    where: str = "this machine",
+) -> None:
     """Raise :class:`ResourceError` (one line) if ``parts`` (label → bytes) add up to more
-    than :func:`available_memory`; the line names the total and its largest part."""
+    than ``room`` (bytes, and what bounds them; default :func:`available_memory`) in
+    ``where``; the line names the total and its largest part."""
     need = sum(parts.values())
-    have, bound = available_memory()
+    have, bound = available_memory() if room is None else room
     if need <= have:
         return
     label, biggest = max(parts.items(), key=lambda kv: kv[1])
     raise ResourceError(
-        f"{what} needs about {gib(need)} of memory, {gib(biggest)} of it for {label}; this "
-        f"machine has {gib(have)} {bound}"
+        f"{what} needs about {gib(need)} of memory, {gib(biggest)} of it for {label}; "
+        f"{where} has {gib(have)} {bound}"
     )
