@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from actorq import D4PGConfig, DQNConfig, PPOConfig
 from actorq.agents import AGENTS, config_class
 from actorq.agents.go.config import GOConfig
+from actorq.energy.tracker import grid_countries
 from actorq.errors import ConfigError
 from actorq.settings import flat_hints, flat_items, group_types
 
@@ -36,6 +37,9 @@ NAN, INF = float("nan"), float("inf")
         ({"hidden": (1 << 20,)}, "at most 64 layers of at most 65536 units"),
         ({"target_return": NAN}, "--target-return must be a finite number"),
         ({"energy_country": "xx"}, "--energy-country must be an ISO 3166 alpha-3 code"),
+        ({"energy_country": "usa"}, "--energy-country must be an ISO 3166 alpha-3 code"),
+        ({"energy_country": "ÄÖÜ"}, "--energy-country must be an ISO 3166 alpha-3 code"),
+        ({"energy_country": "U1A"}, "--energy-country must be an ISO 3166 alpha-3 code"),
         ({"backend": "k8s"}, "--backend must be one of local, ray"),
         # "" read as absent: train(DQNConfig(resume="")) started a new run
         ({"resume": ""}, "--resume is empty; give one"),
@@ -47,6 +51,16 @@ def test_bad_values_are_one_line_errors(kw: dict[str, Any], needle: str) -> None
     with pytest.raises(ConfigError) as e:
         DQNConfig(**kw).validate()
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_country_codecarbon_has_no_energy_mix_for_is_one_line() -> None:
+    """ZZZ has the form of an ISO 3166 alpha-3 code; codecarbon would take the world average
+    for it, silently, and report that as the country's CO2."""
+    pytest.importorskip("codecarbon")
+    for code in ("USA", "FRA", "DEU"):
+        DQNConfig(energy_country=code).validate()
+    with pytest.raises(ConfigError, match=r"^--energy-country ZZZ: codecarbon has no energy mix"):
+        DQNConfig(energy_country="ZZZ").validate()
 
 
 def test_defaults_are_valid() -> None:
@@ -62,6 +76,7 @@ def _value_strategy() -> st.SearchStrategy[Any]:
         st.floats(allow_nan=True, allow_infinity=True),
         st.text(max_size=12),
         st.tuples(st.integers(-5, 70_000)),
+        st.sampled_from(["USA", "ZZZ", "usa", "ÄÖÜ", "Usa"]),  # country codes, good and not
     )
 
 
@@ -85,6 +100,10 @@ def test_random_field_values_give_one_line_or_a_valid_config(agent: type, data: 
     for name, v in flat_items(cfg):
         if isinstance(v, float):
             assert math.isfinite(v), (name, v)
+    code = cfg.energy_country  # a grid codecarbon knows (where it is installed)
+    assert code.isascii() and code.isupper() and len(code) == 3
+    known = grid_countries()
+    assert known is None or code in known
 
 
 def test_json_round_trip_validates_too() -> None:

@@ -269,11 +269,11 @@ class ExperimentConfig(Grouped):
             )
         if self.backend == "ray" and self.actors == 0:
             raise ConfigError("--backend ray needs --actors >= 1 (0 means one in-process actor)")
-        if not (len(self.energy_country) == 3 and self.energy_country.isalpha()):
-            raise ConfigError(
-                f"--energy-country must be an ISO 3166 alpha-3 code (e.g. USA), "
-                f"got {self.energy_country!r}"
-            )
+        from actorq.energy import country_problem
+
+        problem = country_problem(self.energy_country)
+        if problem:
+            raise ConfigError(f"--energy-country {problem}")
         self._check_device()
         if self.learner_mode == "graph" and not self.device.startswith("cuda"):
             raise ConfigError("--learner-mode graph needs --device cuda (a CUDA graph)")

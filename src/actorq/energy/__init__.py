@@ -17,6 +17,7 @@ from actorq.energy.tracker import (
     EnergyTracker,
     RunEnergy,
     codecarbon_installed,
+    country_problem,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "EnergyTracker",
     "RunEnergy",
     "codecarbon_installed",
+    "country_problem",
 ]

@@ -40,11 +40,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import json
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from actorq.errors import short
 
 #: metrics.csv / TensorBoard names (fixed names: the same in every run, every backend)
 METRIC_KWH = "energy/kwh"
@@ -123,6 +127,34 @@ def codecarbon_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("codecarbon") is not None
+
+
+@functools.cache
+def grid_countries() -> frozenset[str] | None:
+    """The ISO 3166 alpha-3 codes codecarbon has an energy mix for (its global energy mix data:
+    for any other code it silently takes the world average), or None without codecarbon or
+    where its data cannot be read (a release that moved it)."""
+    if not codecarbon_installed():
+        return None
+    try:
+        from codecarbon.input import DataSource  # its data's paths; no pandas, no tracker
+
+        with open(DataSource().global_energy_mix_data_path, encoding="utf-8") as f:
+            return frozenset(code for code in json.load(f) if isinstance(code, str))
+    except Exception:  # any failure: the code's form is still checked
+        return None
+
+
+def country_problem(code: str) -> str | None:
+    """Why ``code`` is not a grid a run's CO2 can be computed for (the tail of a line that
+    names the setting), or None: three ASCII capital letters (ISO 3166 alpha-3, e.g. USA), and
+    one codecarbon has an energy mix for where it is installed."""
+    if not (len(code) == 3 and code.isascii() and code.isalpha() and code.isupper()):
+        return f"must be an ISO 3166 alpha-3 code in capitals (e.g. USA), got {short(code)}"
+    known = grid_countries()
+    if known is not None and code not in known:
+        return f"{code}: codecarbon has no energy mix for this code (ISO 3166 alpha-3, e.g. USA)"
+    return None
 
 
 class EnergyTracker:
