@@ -143,6 +143,14 @@ def test_cli_baselines_on_a_small_graph(tmp_path: Path, capsys: pytest.CaptureFi
             "unknown baseline",
         ),
         (["graphopt", "frobnicate"], "unknown graphopt command"),
+        (
+            ["graphopt", "baselines", "--graph", "synthetic-20-s0", "--only", ","],
+            "names no baseline",
+        ),
+        (
+            ["graphopt", "baselines", "--graph", "synthetic-20-s0", "--only", " "],
+            "names no baseline",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from actorq.cli import main
@@ -312,6 +312,31 @@ def test_cli_baselines(files: tuple[str | bytes, str | bytes]) -> None:
             lines = err.read().strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("actorq: error: "), lines
             assert sorted(os.listdir(d)) == ["c.json", "g.json"]
+
+
+@FAST
+@given(
+    st.lists(st.sampled_from([*NAMES, "", " ", "psychic"]), max_size=4).map(",".join)
+    | st.text(max_size=8)
+)
+@example(",")  # names no baseline: ran none and succeeded
+@example("")
+def test_cli_baselines_only(only: str) -> None:
+    """``--only``: the named baselines' rows, at least one, or one line and no --json."""
+    with in_empty_dir() as d:
+        argv = ["graphopt", "baselines", "--graph", "synthetic-20-s0", "--budget", "2"]
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main([*argv, f"--only={only}", "--json", "out.json"])
+        event(f"exit status {rc}")
+        if rc == 0:
+            rows = json.loads((d / "out.json").read_text())["rows"]
+            named = {s.strip() for s in only.split(",")} - {""}
+            assert rows and {r["baseline"] for r in rows} <= named
+        else:
+            lines = err.getvalue().strip().splitlines()
+            assert rc == 2 and len(lines) == 1 and lines[0].startswith("actorq: error: "), lines
+            assert not (d / "out.json").exists()
 
 
 VARIANT_NAMES = st.one_of(

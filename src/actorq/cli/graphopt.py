@@ -172,6 +172,8 @@ def baseline_rows(
     if not 0 <= seed < 2**31:  # numpy's generators take no negative seed, METIS a C int
         raise GraphError(f"--seed must be in 0..{2**31 - 1}, got {seed}")
     names = NAMES if only is None else tuple(s.strip() for s in only.split(",") if s.strip())
+    if not names:  # "" or ",": nothing would run, and the command would still succeed
+        raise GraphError(f"--only names no baseline; give some of {', '.join(NAMES)}")
     c = get_cluster(cluster)
     g = get_graph(graph)
     sim = Simulator(g, c)
