@@ -174,7 +174,6 @@ def test_clear_refuses_a_run_still_being_written_and_removes_nothing(
     assert not cell.exists()
 
 
-
 @pytest.mark.parametrize("hostile", HOSTILE_JSON, ids=["deep", "deep-objects", "big", "neg"])
 def test_a_summary_the_json_parser_raises_on_is_no_summary(tmp_path: Path, hostile: bytes) -> None:
     """``read_summary`` says None for what it cannot read: nesting past the parser's stack,
