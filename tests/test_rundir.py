@@ -131,7 +131,9 @@ def test_a_second_run_from_another_thread_is_refused(
     t.start()
     try:
         assert held.wait(60)
-        with pytest.raises(ConfigError, match="another actorq process is writing this run"):
+        with pytest.raises(
+            ConfigError, match=rf"writing this run \(pid {os.getpid()}, another thread of this"
+        ):
             train(tiny("dqn", total_steps=300, min_replay_size=100))
         assert not run.is_run()  # nothing written
     finally:

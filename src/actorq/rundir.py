@@ -516,6 +516,8 @@ def lock_file(path: Path, message: str) -> int | None:
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
         os.close(fd)
+        if holder == str(os.getpid()):  # a pid would name this very process: say which part
+            holder = f"{holder}, another thread of this process"
         raise ConfigError(f"{message} (pid {holder}); wait for it to finish or stop it") from None
     with contextlib.suppress(OSError):  # a full disk: the lock holds without its pid
         os.ftruncate(fd, 0)

@@ -132,17 +132,18 @@ def is_auth_failure(error: BaseException, log: str) -> bool:
 
 @contextlib.contextmanager
 def _kept_signal_handlers() -> Iterator[None]:
-    """Keep this process's SIGINT and SIGTERM handlers across ``ray.init``. It installs its own
-    SIGTERM handler (``sys.exit``; a head it starts, one that kills Ray and exits 1), which
+    """Keep this process's SIGINT, SIGTERM and SIGHUP handlers across ``ray.init``. It installs
+    its own SIGTERM handler (``sys.exit``; a head it starts, one that kills Ray and exits 1), which
     replaced the run's :class:`~actorq.run.monitor.StopOnSignal`: a SIGTERM (kill, Slurm,
     Kubernetes) then failed the run, without its final checkpoint or summary. Ray's processes
     still stop: :meth:`RayBackend.close` shuts down a Ray it started (its node caches remove
     their shared memory first), and Ray's atexit hook kills them if the learner exits
-    otherwise. Only the main thread can set handlers (Ray sets none elsewhere)."""
+    otherwise. Ray 2.60 sets no SIGHUP handler; kept all the same, as the run stops on one
+    too. Only the main thread can set handlers (Ray sets none elsewhere)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

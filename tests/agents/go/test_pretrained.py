@@ -68,6 +68,20 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert info.task == "placement" and info.trained_on == ("x",)
 
 
+def test_a_policy_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    """A policy file goes through actorq's output writer (a fresh temporary file, fsync'd,
+    renamed): a directory it cannot write in is one GraphError line, and a link left at a
+    temporary name is not followed."""
+    with pytest.raises(GraphError, match="cannot write policy file"):
+        _policy_file(tmp_path / "missing" / "p.safetensors")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "p.safetensors.tmp").symlink_to(victim)
+    p = _policy_file(tmp_path / "p.safetensors")
+    assert victim.read_text() == "keep"
+    assert load_policy_file(p)[1].task == "placement"
+
+
 def test_a_policy_with_position_octaves_round_trips_and_places(tmp_path: Path) -> None:
     """``pos_freqs`` travels in the file's config: the loaded network is the saved one, and a
     header that claims another count no longer fits the tensors (one line)."""

@@ -96,8 +96,12 @@ def save_policy(
     command: str,
     reference: str = "expert",
 ) -> Path:
-    """Write ``model`` as a policy file (atomically: a temporary file renamed into place)."""
-    from safetensors.torch import save_file
+    """Write ``model`` as a policy file, whole or not at all (:func:`actorq.output.write_output`:
+    a fresh exclusive temporary file, fsync'd and renamed; never through a link left at a
+    predictable ``NAME.tmp``)."""
+    from safetensors.torch import save
+
+    from actorq.output import write_output
 
     meta = {
         "format": FORMAT,
@@ -111,9 +115,7 @@ def save_policy(
         "start": "none",  # the retired start input's key, for readers that expect it
     }
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=meta)
-    tmp.replace(path)
+    write_output(path, save(tensors, metadata=meta), "policy file", error=GraphError)
     return path
 
 
