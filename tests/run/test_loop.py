@@ -84,3 +84,26 @@ def test_a_hangup_stops_a_run_as_sigterm_does(
     summary = json.loads((Path(cfg.run_dir) / "summary.json").read_text())
     assert result.interrupted and summary["interrupted"]
     assert result.env_steps < 5_000 and len(saves) == 2  # stopped, its final checkpoint saved
+
+
+def test_a_resume_of_a_run_that_stopped_at_its_target_trains_nothing_more(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an untrained CartPole policy scores ~9: a target of 5 is reached at the first evaluation
+    kw = {**RUN, "total_steps": 3_000, "eval_every": 100, "target_return": 5.0, "eval_episodes": 2}
+    report = loop.final_report
+
+    def signalled_report(*args: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's stop, in the final evaluation
+        return report(*args)
+
+    monkeypatch.setattr(loop, "final_report", signalled_report)
+    result = actorq.train(tiny("dqn", **kw))
+    assert result.interrupted and result.reached_target and result.env_steps < 3_000
+    monkeypatch.undo()
+    run = Path(tiny("dqn", **kw).run_dir)
+    again = actorq.train(tiny("dqn", **kw, resume=str(run)))
+    # it stops where it stopped (not on to --total-steps) and runs the skipped evaluation
+    assert (again.env_steps, again.updates) == (result.env_steps, result.updates)
+    assert not again.interrupted and again.eval_return is not None
+    assert json.loads((run / "summary.json").read_text())["stop"] == "target"

@@ -116,7 +116,10 @@ class _Run:
     progress: Progress
     evaluator: Evaluator
     interval: IntervalLogger
+    #: nothing left to train (a resume past its budget, or of a run that stopped at its target)
     past_budget: bool
+    #: the stop reason of a run with nothing left to train
+    done_by: str = "budget"
     start_wall: float = 0.0
 
 
@@ -204,13 +207,8 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         progress.print(f"learner: {torch.get_num_threads()} torch threads (--learner-threads 0)")
     if loaded is not None:
         progress.print(resume_plan(cfg, c, RunDir(run_dir)))
-    past_budget = loaded is not None and c.env_steps >= cfg.total_steps
-    if past_budget:
-        progress.print(
-            f"{run_dir} is already at {c.env_steps:,} env steps of --total-steps "
-            f"{cfg.total_steps:,}: nothing to train, summarising its checkpoint (raise "
-            "--total-steps to go on)"
-        )
+    done_by = _done_before(cfg, c, run_dir, progress.print) if loaded is not None else None
+    past_budget = done_by is not None
     evaluator = Evaluator(
         cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s, c.next_eval
     )
@@ -235,6 +233,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         evaluator=evaluator,
         interval=interval,
         past_budget=past_budget,
+        done_by=done_by or "budget",
     )
     try:
         # Energy is tracked over the window the run's clock measures (time to target, wall
@@ -250,13 +249,39 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     return r
 
 
+def _done_before(
+    cfg: ExperimentConfig, c: Counters, run_dir: Path, say: Callable[[str], None]
+) -> str | None:
+    """Why a resumed run has nothing left to train, said: ``"budget"`` (already past
+    ``--total-steps``) or ``"target"``; None if it trains on."""
+    # With --stop-at-target a run that reached its target is done, resumed or not (one signalled
+    # in its final evaluation is resumed for its summary): the evaluator counts a target once,
+    # so it would otherwise train on to the budget.
+    if cfg.stop_at_target and c.steps_to_target is not None:
+        say(
+            f"{run_dir} reached its target at {c.steps_to_target:,} env steps (--stop-at-target):"
+            " nothing to train, summarising its checkpoint (--no-stop-at-target to go on)"
+        )
+        return "target"
+    if c.env_steps >= cfg.total_steps:
+        say(
+            f"{run_dir} is already at {c.env_steps:,} env steps of --total-steps "
+            f"{cfg.total_steps:,}: nothing to train, summarising its checkpoint (raise "
+            "--total-steps to go on)"
+        )
+        return "budget"
+    return None
+
+
 def _loop(
     cfg: ExperimentConfig, r: _Run, callback: Callable[[dict[str, Any]], bool | None] | None
 ) -> str:
     """Train until the budget, the target or the callback stops the run; returns which
     (``"budget"``, ``"target"``, ``"callback"``). A stop signal raises KeyboardInterrupt."""
     c, backend, interval = r.c, r.backend, r.interval
-    while not r.past_budget:  # past it: not one env step or update, only the summary
+    if r.past_budget:  # not one env step or update, only the summary
+        return r.done_by
+    while True:
         if r.stop.requested:
             raise KeyboardInterrupt
         t_poll = time.perf_counter()

@@ -48,9 +48,10 @@ def test_resume_continues_counters_and_logs(
     first = train(small(tmp_path, total_steps=2_000, **kw))
     state = json.loads((tmp_path / "checkpoint/state.json").read_text())
     assert state["counters"]["env_steps"] == first.env_steps >= 2_000
-    second = train(
-        DQNConfig(resume=str(tmp_path), total_steps=4_000, progress=False, log_every=1e9)
-    )
+    # the library's resume takes the caller's stop rule: this run reaches its target (475) by
+    # 1,000 steps, and with --stop-at-target a resume of it would train nothing
+    again = dict(resume=str(tmp_path), progress=False, stop_at_target=False)
+    second = train(DQNConfig(total_steps=4_000, log_every=1e9, **again))  # type: ignore[arg-type]
     assert second.env_steps >= 4_000
     assert second.updates > first.updates
     evals = [
@@ -61,9 +62,10 @@ def test_resume_continues_counters_and_logs(
     assert evals == sorted(evals) and evals[-1] >= 4_000 and min(evals) <= 2_000
     # a budget the run is already past trains nothing, and says so
     capsys.readouterr()
-    third = train(DQNConfig(resume=str(tmp_path), total_steps=3_000, progress=False))
+    third = train(DQNConfig(total_steps=3_000, **again))  # type: ignore[arg-type]
     assert (third.env_steps, third.updates) == (second.env_steps, second.updates)
-    assert "nothing to train" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "is already at" in out and "nothing to train" in out  # past its budget
 
 
 def test_a_resumed_replay_keeps_the_rate_limiters_place_so_learning_goes_on_as_unbroken(
