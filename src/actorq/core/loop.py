@@ -16,6 +16,7 @@ import numpy as np
 
 from actorq.core.exploration import Behaviour, make_behaviour, to_env_action
 from actorq.core.interfaces import Actor, ParameterSource
+from actorq.core.seeds import clear_of_evaluations
 from actorq.envs import GAME_OVER, SCORE, make_vector_env
 from actorq.errors import SnapshotError, first_line
 from actorq.quant.model_snapshot import ModelSnapshot
@@ -27,11 +28,14 @@ from actorq.replay.specs import AdderSpec, GateSpec, adder_from_json
 from actorq.types import Batch, EnvSpec
 
 
-def actor_seed(base: int, slot: int, incarnation: int = 0) -> int:
+def actor_seed(base: int, slot: int, incarnation: int = 0, envs: int = 1) -> int:
     """The one rule for actor seeds: slot 0 is the in-process actor (``actors=0``), slot
     ``i + 1`` actor process ``i``; each restart (incarnation) gets fresh seeds, so a restarted
-    actor does not replay its history."""
-    return base + 1000 * slot + 7919 * incarnation
+    actor does not replay its history. ``base + 1000 * slot + 7919 * incarnation``, unless the
+    actor's ``envs`` environments would then take seeds the evaluations use (slot 10 of seed
+    0 would train on the periodic evaluation's episodes): those are moved past them
+    (:func:`~actorq.core.seeds.clear_of_evaluations`)."""
+    return clear_of_evaluations(base + 1000 * slot + 7919 * incarnation, envs)
 
 
 @dataclasses.dataclass
@@ -70,7 +74,9 @@ class ActorSetup:
             "noise": self.noise[i],
             "adder": self.adder.to_json(),
             "gate": self.gate.to_json(),
-            "seed": actor_seed(self.seed, 0 if in_process else i + 1, incarnation),
+            "seed": actor_seed(
+                self.seed, 0 if in_process else i + 1, incarnation, self.envs_per_actor
+            ),
             "runtime": self.runtime,
             "threads": self.threads,
             "kind": self.kind,

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from actorq.core.interfaces import ParameterSource
+from actorq.core.seeds import clear_of_evaluations
 from actorq.distributed import wire
 from actorq.distributed.shm import SharedSnapshotCache, shm_dir
 from actorq.replay.rate_limiter import SampleToInsertRatio
@@ -612,7 +613,11 @@ class RayActorWorker:
         cfg = self.cfg
         source, where = make_source(self.tier, float(cfg.get("poll_s", 0.0)))
         incarnation = int(self.incarnation[:6], 16) % 1000
-        actor = make_actor({**cfg, "seed": int(cfg["seed"]) + 7919 * incarnation}, source)
+        # actor_seed's rule, the incarnation known only here: clear of the evaluations' seeds
+        seed = clear_of_evaluations(
+            int(cfg["seed"]) + 7919 * incarnation, int(cfg["envs_per_actor"])
+        )
+        actor = make_actor({**cfg, "seed": seed}, source)
         self._actor, self._where = actor, where
         on_policy = gate_from_json(cfg["gate"]).on_policy
         chunk = int(cfg.get("insert_chunk", 64))
