@@ -250,7 +250,12 @@ class VectorActor(Actor):
             self.behaviour.set_snapshot(snap)
         except (SnapshotError, ValueError):
             self.rejected += 1
-            self.version = got[0]  # don't retry the same bad version every step
+            # Not retried every step, and the items go on under this version although the
+            # last good policy acts: a synchronous on-policy learner takes only data of its
+            # latest version (its queue drops older items, the gate holds older actors), so
+            # honest tags would starve it; the recorded log-probs are the acting policy's,
+            # so its importance ratio stays exact. Off-policy items carry no version.
+            self.version = got[0]
             return False
         self.runtime = runtime
         self.version = snap.version
