@@ -107,3 +107,10 @@ def test_a_resume_of_a_run_that_stopped_at_its_target_trains_nothing_more(
     assert (again.env_steps, again.updates) == (result.env_steps, result.updates)
     assert not again.interrupted and again.eval_return is not None
     assert json.loads((run / "summary.json").read_text())["stop"] == "target"
+
+
+def test_the_last_partial_intervals_learner_metrics_are_logged(tiny: Callable[..., Any]) -> None:
+    r = actorq.train(tiny("dqn", **RUN))  # log_every 1e9: the run's end is its only interval
+    rows = [ln.split(",") for ln in (Path(r.run_dir) / "metrics.csv").read_text().splitlines()]
+    losses = [int(step) for step, _, name, _ in rows[1:] if name == "losses/td_loss"]
+    assert losses == [r.env_steps]

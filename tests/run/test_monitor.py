@@ -58,3 +58,19 @@ def test_a_resumed_segment_adds_its_counts_to_the_earlier_segments() -> None:
 def test_a_run_with_no_publish_timed_has_a_mean_of_zero() -> None:
     assert Counters().mean_ms("publish") == 0.0
     assert Counters(totals={"publish_n": 0.0, "publish_s": 0.0}).mean_ms("publish") == 0.0
+
+
+def test_learner_metrics_are_means_over_the_intervals_updates() -> None:
+    logger = _Logger()
+    progress: Any = SimpleNamespace(update=lambda *a: None)
+    publisher: Any = SimpleNamespace(times=[], blocked=[], skipped=0, latest=b"", publishes=0)
+    c = Counters(updates=100)
+    interval = IntervalLogger(logger, progress, c)  # type: ignore[arg-type]
+    # a checkpoint's read after 10 updates, the log's after 30 more: 10 x 1.0 and 30 x 5.0
+    interval.add_metrics({"losses/td_loss": 1.0}, 110)
+    interval.add_metrics({"losses/td_loss": 5.0}, 140)
+    c.updates = 140
+    m = interval.log(1e9, c, _stats(), publisher, 10, {})
+    assert m["losses/td_loss"] == pytest.approx(4.0)  # not (1.0 + 5.0) / 2
+    interval.add_metrics({"losses/td_loss": 2.0}, 150)  # the next interval starts afresh
+    assert interval.means() == {"losses/td_loss": 2.0}

@@ -366,6 +366,8 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
         r.interval.keep_totals(c, st, r.publisher)  # every segment's
         r.interval.add_episodes(r.backend.drain_episodes())
         c.episodes += len(r.interval.ep_returns)  # the last, partial interval's (not logged)
+        if r.interval.window:  # its learner metrics are: the last updates' losses
+            r.logger.log(c.env_steps, r.interval.means())
         if not interrupted and not r.past_budget:  # past it, the run's own end already ran
             _finish_learner(r.learner, r.logger, c)
         c.wall_time_s = time.perf_counter() - r.start_wall

@@ -93,13 +93,16 @@ def _num(x: float) -> str:
 
 
 class IntervalLogger:
-    """Every ``log_every`` seconds: learner metrics (means over the interval), throughput,
-    waits, communication, faults, energy and episode returns, to CSV/TensorBoard and the
-    progress bar."""
+    """Every ``log_every`` seconds: learner metrics (means over the interval's updates),
+    throughput, waits, communication, faults, energy and episode returns, to CSV/TensorBoard and
+    the progress bar."""
 
     def __init__(self, logger: MetricLogger, progress: Progress, c: Counters) -> None:
         self.logger, self.progress = logger, progress
-        self.window: dict[str, list[float]] = {}
+        # per metric: the sum of the learner's means, each times the updates it is a mean over,
+        # and those updates (reads of unequal length: a checkpoint's inside an interval)
+        self.window: dict[str, tuple[float, float]] = {}
+        self.read_at = c.updates  # the learner's updates at its last read
         self.ep_returns: list[float] = []
         self.ep_lengths: list[int] = []
         self.last = {"steps": c.env_steps, "updates": c.updates, "t": time.perf_counter(),
@@ -130,15 +133,23 @@ class IntervalLogger:
         before = self.totals_before
         c.totals = {k: before.get(k, 0.0) + seg.get(k, 0.0) for k in before.keys() | seg.keys()}
 
-    def add_update(self, metrics: dict[str, float], seconds: float = 0.0) -> None:
+    def add_update(self, metrics: dict[str, float], seconds: float = 0.0, n: float = 1.0) -> None:
+        """``metrics``: means over ``n`` updates."""
         for k, v in metrics.items():
-            self.window.setdefault(k, []).append(v)
+            total, count = self.window.get(k, (0.0, 0.0))
+            self.window[k] = (total + n * v, count + n)
         self.update_s += seconds
 
     def add_metrics(self, metrics: dict[str, float], updates: int) -> None:
-        """The learner's means since its last read (stops a diverged run: a non-finite loss)."""
+        """The learner's means since its last read, at ``updates`` (stops a diverged run: a
+        non-finite loss)."""
         check_losses(metrics, updates)
-        self.add_update(metrics)
+        self.add_update(metrics, n=max(updates - self.read_at, 1))
+        self.read_at = updates
+
+    def means(self) -> dict[str, float]:
+        """The learner's metrics over the updates read since the last log."""
+        return {k: total / count for k, (total, count) in self.window.items()}
 
     def add_episodes(self, episodes: list[tuple[float, int]]) -> None:
         for ret, length in episodes:
@@ -161,7 +172,7 @@ class IntervalLogger:
         dt = now - last["t"]
         busy = st.actor_busy_s - last["busy"]
         wait = st.actor_wait_s - last["wait"]
-        m: dict[str, float] = {k: float(np.mean(v)) for k, v in self.window.items()}
+        m = self.means()
         self.keep_totals(c, st, publisher)
         m.update(
             {
