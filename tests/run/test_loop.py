@@ -114,3 +114,48 @@ def test_the_last_partial_intervals_learner_metrics_are_logged(tiny: Callable[..
     rows = [ln.split(",") for ln in (Path(r.run_dir) / "metrics.csv").read_text().splitlines()]
     losses = [int(step) for step, _, name, _ in rows[1:] if name == "losses/td_loss"]
     assert losses == [r.env_steps]
+
+
+def test_a_resume_past_its_budget_sends_its_actors_no_snapshot(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.distributed.local import LocalBackend
+
+    first = actorq.train(tiny("dqn", **RUN, actors=1))
+    sent: list[int] = []
+    publish = LocalBackend.publish
+
+    def recorded(self: LocalBackend, version: int, data: bytes) -> None:
+        sent.append(version)
+        publish(self, version, data)
+
+    monkeypatch.setattr(LocalBackend, "publish", recorded)
+    again = actorq.train(tiny("dqn", **RUN, actors=1, resume=first.run_dir))
+    # without a snapshot the actor processes take no step (docs/reliability.md: resuming)
+    assert sent == [] and (again.env_steps, again.updates) == (first.env_steps, first.updates)
+    assert again.snapshot_bytes == first.snapshot_bytes and again.eval_return is not None
+
+
+def test_steps_the_actors_take_after_the_learner_stopped_are_not_counted(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorq.distributed.local import SyncBackend
+
+    read: list[int] = []  # the env steps the learner's loop read, the last one last
+    env_steps, stats = SyncBackend.env_steps, SyncBackend.stats
+
+    def reading(self: SyncBackend) -> int:
+        read.append(env_steps(self))
+        return read[-1]
+
+    def stepped_on(self: SyncBackend) -> Any:
+        monkeypatch.setattr(SyncBackend, "env_steps", env_steps)  # the loop has ended
+        for _ in range(3):  # as actor processes do until they are closed
+            self._step_actor()
+        return stats(self)
+
+    monkeypatch.setattr(SyncBackend, "env_steps", reading)
+    monkeypatch.setattr(SyncBackend, "stats", stepped_on)  # only the run's end reads them
+    r = actorq.train(tiny("dqn", **RUN))
+    state = json.loads((Path(r.run_dir) / "checkpoint" / "state.json").read_text())
+    assert r.env_steps == read[-1] == state["counters"]["env_steps"]

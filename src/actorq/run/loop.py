@@ -155,7 +155,8 @@ def _train(
 
 def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loaded | None) -> _Run:
     """Open the run directory, make (or restore) the learner, start the backend with the first
-    snapshot published, and the loggers; the run's clock starts last."""
+    snapshot published (none where nothing is left to train), and the loggers; the run's clock
+    starts last."""
     target = cfg.target_return if cfg.target_return is not None else registered_threshold(cfg.env)
     run_dir = open_run_dir(cfg)
 
@@ -241,7 +242,10 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         # work. Before the first publish: actors idle until it, and codecarbon's start takes
         # ~1.5 s. A run past its budget trains nothing: its checkpoint's total stands.
         r.energy = None if past_budget else _start_energy(cfg, c, loaded is not None)
-        publisher.publish(c, first)
+        if past_budget:  # no snapshot, no env step: kept for the summary and checkpoint only
+            publisher.latest, publisher.latest_updates = first, c.updates
+        else:
+            publisher.publish(c, first)
     except BaseException:
         _close_failed_run(r)
         raise
@@ -362,7 +366,8 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
         st = r.backend.stats()
         if r.past_budget:  # nothing trained: the checkpoint's total is the run's
             reading = _energy_before(c, resumed=True)  # not measured: not ok, no total
-        c.env_steps = st.env_steps
+        # c.env_steps stays the loop's last reading: actor processes step on until closed, and
+        # their steps after the learner stopped were never learned from
         r.interval.keep_totals(c, st, r.publisher)  # every segment's
         r.interval.add_episodes(r.backend.drain_episodes())
         c.episodes += len(r.interval.ep_returns)  # the last, partial interval's (not logged)
