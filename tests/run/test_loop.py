@@ -1,20 +1,31 @@
-"""The end of a run (:mod:`actorq.run.loop`): a stop signal as the run finishes (a scheduler's
-SIGTERM at the end of its time) still leaves the checkpoint and the summary."""
+"""The learner's loop (:mod:`actorq.run.loop`): a stop signal as the run finishes (a
+scheduler's SIGTERM at the end of its time) still leaves the checkpoint and the summary; a
+resume with nothing left to train steps nothing; what the run's end counts, logs and keeps."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 import actorq
+from actorq import DQNConfig
+from actorq import checkpoint as ckpt
+from actorq.agents import builder_for
+from actorq.distributed.local import LocalBackend, SyncBackend
+from actorq.envs import env_spec
 from actorq.run import loop
-from actorq.run.publisher import Checkpointer
+from actorq.run.publisher import Checkpointer, Publisher
+from actorq.run.resume import Counters
 
 RUN = {"env": "gym:CartPole-v1", "total_steps": 400, "min_replay_size": 100, "batch_size": 32}
 
@@ -119,8 +130,6 @@ def test_the_last_partial_intervals_learner_metrics_are_logged(tiny: Callable[..
 def test_a_resume_past_its_budget_sends_its_actors_no_snapshot(
     tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actorq.distributed.local import LocalBackend
-
     first = actorq.train(tiny("dqn", **RUN, actors=1))
     sent: list[int] = []
     publish = LocalBackend.publish
@@ -139,8 +148,6 @@ def test_a_resume_past_its_budget_sends_its_actors_no_snapshot(
 def test_steps_the_actors_take_after_the_learner_stopped_are_not_counted(
     tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actorq.distributed.local import SyncBackend
-
     read: list[int] = []  # the env steps the learner's loop read, the last one last
     env_steps, stats = SyncBackend.env_steps, SyncBackend.stats
 
@@ -159,3 +166,39 @@ def test_steps_the_actors_take_after_the_learner_stopped_are_not_counted(
     r = actorq.train(tiny("dqn", **RUN))
     state = json.loads((Path(r.run_dir) / "checkpoint" / "state.json").read_text())
     assert r.env_steps == read[-1] == state["counters"]["env_steps"]
+
+
+def test_a_checkpoint_with_a_publish_in_the_background_keeps_its_snapshot(tmp_path: Path) -> None:
+    # int8 rounded with GPTQ: a snapshot the weights alone do not make again
+    cfg = DQNConfig(actors=1, precision="int8", calibration="gptq", publish_every=2,
+                    checkpoint_every=2, run_dir=str(tmp_path))  # fmt: skip
+    spec = env_spec(cfg.env)
+    builder = builder_for(cfg)
+    learner = builder.make_learner(cfg, spec)
+    publisher = Publisher(cfg, builder.policy_io(cfg, spec, learner), asynchronous=True)
+    sent: list[bytes] = []
+    landed = threading.Event()
+
+    def slow_send(version: int, data: bytes) -> None:  # still sending when the checkpoint starts
+        assert landed.wait(30)
+        sent.append(data)
+
+    publisher.backend = SimpleNamespace(publish=slow_send)  # type: ignore[assignment]
+    c = Counters(updates=1)
+    checkpointer = Checkpointer(tmp_path, learner, c, np.random.default_rng(0), None, False)
+    checkpointer.publisher = publisher
+    r: Any = SimpleNamespace(
+        c=c, publisher=publisher, checkpointer=checkpointer, energy=None,
+        start_wall=time.perf_counter(),
+        learner=SimpleNamespace(learn=lambda batch: None, read_metrics=dict),
+        interval=SimpleNamespace(update_s=0.0, add_metrics=lambda metrics, updates: None),
+        backend=SimpleNamespace(env_steps=lambda: 0, ready_batch=lambda: None),
+    )  # fmt: skip
+    threading.Timer(0.5, landed.set).start()
+    try:
+        loop._learn(cfg, r, batch={})  # update 2: a publish, then a checkpoint
+    finally:
+        landed.set()
+        publisher.close()
+    assert c.updates == 2 and len(sent) == 1
+    assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == sent[0]
