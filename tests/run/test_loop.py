@@ -21,7 +21,8 @@ import actorq
 from actorq import DQNConfig
 from actorq import checkpoint as ckpt
 from actorq.agents import builder_for
-from actorq.distributed.local import LocalBackend, SyncBackend
+from actorq.core.loop import VectorActor
+from actorq.distributed.local import LocalBackend, SyncBackend, _LocalCache
 from actorq.envs import env_spec
 from actorq.run import loop
 from actorq.run.publisher import Checkpointer, Publisher
@@ -202,3 +203,18 @@ def test_a_checkpoint_with_a_publish_in_the_background_keeps_its_snapshot(tmp_pa
         publisher.close()
     assert c.updates == 2 and len(sent) == 1
     assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == sent[0]
+
+
+def test_replay_sampling_and_the_in_process_actors_exploration_draw_apart(tmp_path: Path) -> None:
+    cfg = DQNConfig(env="gym:CartPole-v1", actors=0, seed=3, run_dir=str(tmp_path))
+    spec = env_spec(cfg.env)
+    builder = builder_for(cfg)
+    *_, rng, _ = loop._prepare_learner(cfg, builder, spec, None, tmp_path)  # the run's sampler
+    setup = builder.actor_setup(cfg, spec)
+    actor = VectorActor.from_config(setup.actor_config(0, in_process=True), _LocalCache())
+    try:
+        # one stream for both would tie which transitions are sampled to which actions explore
+        explore = actor.behaviour.rng.random(64)  # type: ignore[attr-defined]
+        assert not np.allclose(rng.random(64), explore)
+    finally:
+        actor.close()

@@ -490,7 +490,9 @@ def _prepare_learner(
             raise TypeError(f"--precision auto needs an MLP policy, not {type(learner).__name__}")
         write_config(cfg, run_dir)
     c = Counters()
-    rng = np.random.default_rng(cfg.seed)
+    # the seed's first child, not the seed: the seed is the in-process actor's
+    # (actor_seed(seed, 0)), whose exploration would draw the very numbers replay sampling does
+    rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(1)[0])
     warm: dict[str, float] = {}
     if loaded is not None:
         rng = restore(loaded, learner, c)
