@@ -712,3 +712,18 @@ def test_a_cell_clear_cut_short_leaves_nothing_that_stops_the_next_bench(
     assert sorted(p.name for p in results.iterdir()) == sorted(
         [".lock", "machine.json", "spec.toml", *calls]
     )
+
+
+def test_a_hangup_nohup_ignores_stays_ignored_by_the_runner() -> None:
+    """``nohup actorq bench ...`` (docs/atari.md's long runs): the runner's SIGTERM handler
+    leaves the ignored hangup ignored, so the bench outlives its ssh session."""
+    from actorq.bench.runner import _TermAsInterrupt
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        term = _TermAsInterrupt()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        term.restore()
+    finally:
+        signal.signal(signal.SIGHUP, old)

@@ -74,3 +74,26 @@ def test_learner_metrics_are_means_over_the_intervals_updates() -> None:
     assert m["losses/td_loss"] == pytest.approx(4.0)  # not (1.0 + 5.0) / 2
     interval.add_metrics({"losses/td_loss": 2.0}, 150)  # the next interval starts afresh
     assert interval.means() == {"losses/td_loss": 2.0}
+
+
+def test_a_hangup_nohup_ignores_stays_ignored() -> None:
+    """``nohup`` (the docs' long runs) ignores SIGHUP so a run outlives its ssh session: the
+    run's stop handler takes SIGINT and SIGTERM and leaves that hangup ignored; without
+    ``nohup`` a hangup stops the run as SIGTERM does."""
+    import signal
+
+    from actorq.run.monitor import StopOnSignal
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        stop = StopOnSignal()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == stop._handle
+        stop.restore()
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        stop = StopOnSignal()
+        assert signal.getsignal(signal.SIGHUP) == stop._handle
+        stop.restore()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, old)

@@ -520,7 +520,12 @@ class _TermAsInterrupt:
 
         self._prev: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            self._prev = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+            # a hangup `nohup` ignores stays ignored (a bench left running past a logout)
+            self._prev = {
+                s: signal.signal(s, self._handle)
+                for s in self.SIGNALS
+                if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN
+            }
 
     @staticmethod
     def _handle(signum: int, frame: Any) -> None:

@@ -250,8 +250,9 @@ def log_interval(
 class StopOnSignal:
     """Ctrl-C (SIGINT), SIGTERM (what ``kill``, ``docker stop``, Slurm and Kubernetes send
     before they kill) and SIGHUP (the terminal closed, an ssh session dropped: by default it
-    killed the run without its checkpoint) ask the learner loop to stop at its next iteration,
-    through the clean path: final checkpoint, summary, actors stopped, shared memory removed.
+    killed the run without its checkpoint; not under ``nohup``, which ignores it) ask the
+    learner loop to stop at its next iteration, through the clean path: final checkpoint,
+    summary, actors stopped, shared memory removed.
     A second one interrupts at once.
 
     A flag rather than Python's default KeyboardInterrupt: that exception is raised wherever
@@ -267,7 +268,13 @@ class StopOnSignal:
         self._at_once = False
         self._prev: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            self._prev = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+            # a hangup ignored on purpose (`nohup`, the docs' long runs) stays ignored: the run
+            # outlives the session it was started from, as its user asked
+            self._prev = {
+                s: signal.signal(s, self._handle)
+                for s in self.SIGNALS
+                if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN
+            }
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested or self._at_once:
