@@ -519,6 +519,32 @@ def test_saves_through_a_linked_checkpoint_directory_keep_the_link(tmp_path: Pat
     assert sorted(p.name for p in disk.iterdir()) == ["ck"]
 
 
+def test_a_users_directory_beside_a_linked_checkpoint_is_never_removed(tmp_path: Path) -> None:
+    """A save's copies sit beside the directory ``checkpoint/`` links to: there, a name like
+    ``ck.old`` or ``ck.tmp`` may be the user's own. Refused in one line, left as it was."""
+    import torch
+
+    run, disk = tmp_path / "run", tmp_path / "disk"
+    run.mkdir()
+    (disk / "ck").mkdir(parents=True)
+    link = run / "checkpoint"
+    link.symlink_to(disk / "ck")
+    state = {"learner": {}, "counters": {}, "rng": {}}
+    ckpt.save(link, {"w": torch.zeros(2)}, {**state, "v": 1})
+    for name in ("ck.old", "ck.tmp"):
+        mine = disk / name
+        mine.mkdir()
+        (mine / "thesis.tex").write_text("mine")
+        with pytest.raises(CheckpointError, match=rf"{name} holds what is not a checkpoint's"):
+            ckpt.save(link, {"w": torch.ones(2)}, {**state, "v": 2})
+        assert (mine / "thesis.tex").read_text() == "mine"
+        assert ckpt.read_state(link) == (link, {**state, "v": 1})
+        (mine / "thesis.tex").unlink()
+        mine.rmdir()
+    ckpt.save(link, {"w": torch.ones(2)}, {**state, "v": 2})  # its own copies go as before
+    assert ckpt.read_state(link) == (link, {**state, "v": 2})
+
+
 def test_a_checkpoint_old_that_cannot_be_removed_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -32,6 +33,8 @@ SNAPSHOT = "snapshot.bin"
 REQUIRED = ("learner.safetensors", "state.json")  # every checkpoint has these, in its manifest
 #: Every file a checkpoint directory may hold (the replay where the run saves it).
 FILES = frozenset({*REQUIRED, MANIFEST, SNAPSHOT, "replay.npz"})
+#: The temporary name safetensors writes a file under before renaming it (``.tmpXXXXXX``).
+SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9_]{6,}")
 
 
 def _sha256(path: Path) -> str:
@@ -56,7 +59,7 @@ def save(
 
     real = _real(ckpt_dir)
     tmp = real.with_name(real.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    _remove_copy(tmp)
     try:
         tmp.mkdir(parents=True)
         save_file(tensors, str(tmp / "learner.safetensors"))
@@ -81,7 +84,11 @@ def save(
     except BaseException:  # a bug, or Ctrl-C mid-save: no half-written copy left behind either
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _swap(real, tmp)
+    try:
+        _swap(real, tmp)
+    except CheckpointError:  # the previous checkpoint stays; the copy would only fill the disk
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _swap(real: Path, tmp: Path) -> None:
@@ -90,11 +97,7 @@ def _swap(real: Path, tmp: Path) -> None:
     old = previous(real)
     try:
         if real.exists():  # else ``old`` may be the only complete checkpoint (a cut save's)
-            shutil.rmtree(old, ignore_errors=True)
-            if old.is_symlink():  # rmtree refuses a link; removing it removes no data
-                old.unlink()
-            if os.path.lexists(old):  # left (not empty, a file): the rename would fail on it
-                raise CheckpointError(f"cannot remove {old} to save the checkpoint; move it away")
+            _remove_copy(old)
             real.rename(old)
         tmp.rename(real)
     except OSError as e:
@@ -103,6 +106,32 @@ def _swap(real: Path, tmp: Path) -> None:
         ) from None
     _fsync(real.parent)  # the renames themselves survive a power loss
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_copy(p: Path) -> None:
+    """Remove a save's copy at ``p`` (``.tmp`` or ``.old``) left by an earlier save: only what
+    a checkpoint holds. Beside a linked checkpoint's directory (on another disk) that name
+    may be a user's own (``/data/ckpts.old``): refused in one line, never removed."""
+    if not os.path.lexists(p):
+        return
+    if p.is_symlink():  # rmtree refuses a link; removing it removes no data
+        p.unlink()
+        return
+    try:
+        ours = p.is_dir() and all(
+            (n in FILES or SAFETENSORS_TEMP.fullmatch(n) is not None)
+            and stat.S_ISREG(os.lstat(p / n).st_mode)
+            for n in os.listdir(p)
+        )
+    except OSError:
+        ours = False
+    if not ours:
+        raise CheckpointError(
+            f"{p} holds what is not a checkpoint's, where a save puts its copy; move it away"
+        )
+    shutil.rmtree(p, ignore_errors=True)
+    if os.path.lexists(p):  # left (a file we may not remove): the rename would fail on it
+        raise CheckpointError(f"cannot remove {p} to save the checkpoint; move it away")
 
 
 def _real(ckpt_dir: Path) -> Path:

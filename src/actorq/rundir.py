@@ -63,7 +63,7 @@ _TEMP = re.compile(r"(?:\.(.+)\.[0-9a-f]{12}|(?!\.)(.+))\.tmp")
 #: an actor's config and log, and write_output's copy of a config cut while written
 _ACTOR_FILE = re.compile(r"actor[0-9]+\.(?:json|log)|\.actor[0-9]+\.json\.[0-9a-f]{12}\.tmp")
 #: safetensors' own temporary copy of learner.safetensors (in a save cut short)
-_SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9_]{6,}")
+_SAFETENSORS_TEMP = ckpt.SAFETENSORS_TEMP
 #: What a filesystem or a desktop puts in any directory: not a user's data a run could mix with.
 SYSTEM_NAMES = frozenset({"lost+found", ".DS_Store"})
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
@@ -339,6 +339,12 @@ class RunDir:
         for p in dirs:  # a symlink to a directory (on another disk, say) is fine
             if (p.exists() or p.is_symlink()) and not p.is_dir():
                 raise ConfigError(f"{shown(p)} is not a directory; {move}")
+        for p in (self.checkpoint, self.best):  # each save replaces the directory linked to:
+            if p.is_symlink() and os.path.ismount(p):  # a mount point cannot be renamed
+                raise ConfigError(
+                    f"{shown(p)} links to a mount point, which a save cannot replace; link it "
+                    "to a directory inside that disk"
+                )
         try:  # a probe: permissions, a read-only mount, a full disk's inode table
             fd, probe = _probe(self.path)
             os.close(fd)
