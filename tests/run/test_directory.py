@@ -94,6 +94,13 @@ def test_an_old_run_whose_config_says_empty_for_not_given_loads(tmp_path: Path) 
     )
 
 
+def test_an_old_run_saved_with_a_lower_case_country_loads(tmp_path: Path) -> None:
+    # --energy-country took any three letters until codes had to be capitals: such a run
+    # still resumes, evaluates and exports (its code read in capitals)
+    got = load_run_config(_run(tmp_path, {**DQNConfig().to_json(), "energy_country": "usa"}))
+    assert got.energy_country == "USA"
+
+
 # ----------------------------------------------------- the policy `actorq eval` / export read
 
 

@@ -53,6 +53,8 @@ def run_config_from_json(
         cls = config_class(agent)
         # an older actorq took "" for "not given" (a Ray address: a local cluster): read so
         d = {**d, **{k: None for k in cls.named_places if d.get(k) == ""}}
+        if isinstance(d.get("energy_country"), str):  # saved before codes had to be capitals
+            d = {**d, "energy_country": d["energy_country"].upper()}
         cfg = cls.from_json({**cls.saved_run_defaults, **d})  # what an older run ran with
     except ConfigError as e:  # e.g. a retired setting at a value it no longer has
         raise CheckpointError(f"{path}: {e}") from None
