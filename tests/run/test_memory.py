@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,6 +186,16 @@ def test_a_cuda_learners_batch_and_replay_copy_are_checked_on_its_device(
     assert any(k.startswith("the replay's copy of 1,000,000 items") for k in parts)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (GiB // 4, 80 * GiB))
     with pytest.raises(ResourceError, match=r"learner needs .*; cuda has 256 MiB free$"):
+        check_run_memory(cfg, builder, spec)
+    # a bench checking its spec asks no GPU (a CUDA context would outlive the check)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: pytest.fail("asked the GPU"))
+    check_run_memory(cfg, builder, spec, device=False)
+
+    def busy(d: Any) -> tuple[int, int]:
+        raise RuntimeError("CUDA error: all CUDA-capable devices are busy or unavailable\nmore")
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", busy)
+    with pytest.raises(ResourceError, match=r"^--device cuda: cannot use it \(CUDA error: all"):
         check_run_memory(cfg, builder, spec)
 
 

@@ -17,8 +17,9 @@ import numpy as np
 from actorq.agents.builder import Builder
 from actorq.agents.pixels import is_pixels
 from actorq.config import ExperimentConfig
+from actorq.errors import first_line
 from actorq.replay.specs import QueueSpec
-from actorq.resources import check_memory
+from actorq.resources import ResourceError, check_memory
 from actorq.types import EnvSpec
 
 #: One actor process beside its policy and environments: Python, numpy, gymnasium and
@@ -124,14 +125,22 @@ def device_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dic
     return parts
 
 
-def check_run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> None:
+def check_run_memory(
+    cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, device: bool = True
+) -> None:
     """Refuse a run whose estimate (:func:`run_memory`) exceeds the memory available here, or
-    whose CUDA learner's (:func:`device_memory`) exceeds its device's free memory."""
+    whose CUDA learner's (:func:`device_memory`) exceeds its device's free memory. ``device``
+    False: the host's check only (a bench checking its spec: asking a GPU what is free makes a
+    CUDA context, which would hold its memory, or the GPU itself where it is exclusive, for
+    the whole bench while its cells run in their own processes)."""
     check_memory(run_memory(cfg, builder, spec), "this run")
-    if cfg.device.startswith("cuda"):
+    if device and cfg.device.startswith("cuda"):
         import torch
 
-        free, _ = torch.cuda.mem_get_info(torch.device(cfg.device))
+        try:
+            free, _ = torch.cuda.mem_get_info(torch.device(cfg.device))
+        except RuntimeError as e:  # a busy or exclusive GPU, a driver that fails
+            raise ResourceError(f"--device {cfg.device}: cannot use it ({first_line(e)})") from None
         check_memory(
             device_memory(cfg, builder, spec), "this run's learner", (free, "free"), cfg.device
         )
