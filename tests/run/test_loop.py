@@ -205,6 +205,46 @@ def test_a_checkpoint_with_a_publish_in_the_background_keeps_its_snapshot(tmp_pa
     assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == sent[0]
 
 
+def test_a_checkpoint_after_a_skipped_publish_keeps_the_snapshot_of_its_weights(
+    tmp_path: Path,
+) -> None:
+    """A publish due while the previous one still flies is skipped (a slow GPTQ publish): the
+    checkpoint then makes the snapshot of the weights it saves, in line, and keeps it."""
+    cfg = DQNConfig(actors=1, precision="int8", calibration="gptq", publish_every=1,
+                    checkpoint_every=2, updates_per_turn=1, run_dir=str(tmp_path))  # fmt: skip
+    spec = env_spec(cfg.env)
+    builder = builder_for(cfg)
+    learner = builder.make_learner(cfg, spec)
+    publisher = Publisher(cfg, builder.policy_io(cfg, spec, learner), asynchronous=True)
+    sent: list[bytes] = []
+    landed = threading.Event()
+
+    def slow_send(version: int, data: bytes) -> None:  # the first still flies at update 2
+        assert landed.wait(30)
+        sent.append(data)
+
+    publisher.backend = SimpleNamespace(publish=slow_send)  # type: ignore[assignment]
+    c = Counters()
+    checkpointer = Checkpointer(tmp_path, learner, c, np.random.default_rng(0), None, False)
+    checkpointer.publisher = publisher
+    r: Any = SimpleNamespace(
+        c=c, publisher=publisher, checkpointer=checkpointer, energy=None,
+        start_wall=time.perf_counter(),
+        learner=SimpleNamespace(learn=lambda batch: None, read_metrics=dict),
+        interval=SimpleNamespace(update_s=0.0, add_metrics=lambda metrics, updates: None),
+        backend=SimpleNamespace(env_steps=lambda: 0, ready_batch=lambda: None),
+    )  # fmt: skip
+    try:
+        loop._learn(cfg, r, batch={})  # update 1: a publish, still in flight
+        threading.Timer(0.5, landed.set).start()
+        loop._learn(cfg, r, batch={})  # update 2: its publish skipped, then a checkpoint
+    finally:
+        landed.set()
+        publisher.close()
+    assert c.updates == 2 and publisher.skipped == 1 and len(sent) == 2
+    assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == sent[-1]
+
+
 def test_replay_sampling_and_the_in_process_actors_exploration_draw_apart(tmp_path: Path) -> None:
     cfg = DQNConfig(env="gym:CartPole-v1", actors=0, seed=3, run_dir=str(tmp_path))
     spec = env_spec(cfg.env)

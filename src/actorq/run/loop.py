@@ -325,9 +325,9 @@ def _learn(cfg: ExperimentConfig, r: _Run, batch: Any) -> int:
         if c.updates % cfg.publish_every == 0:
             r.publisher.publish(c)  # refuses non-finite weights
         if c.updates % cfg.checkpoint_every == 0:
-            # a background publish of these weights lands first: the checkpoint keeps the
-            # snapshot the actors run (checkpoint_every is mostly a multiple of publish_every)
-            r.publisher.settle()
+            # the snapshot of these weights reaches the actors first: the checkpoint keeps the
+            # snapshot they run (one in flight lands; one skipped while it flew is made)
+            r.publisher.publish_for_checkpoint(c)
             r.interval.add_metrics(r.learner.read_metrics(), c.updates)
             c.env_steps = r.backend.env_steps()
             c.wall_time_s = time.perf_counter() - r.start_wall  # time to target on resume

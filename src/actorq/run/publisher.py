@@ -156,6 +156,15 @@ class Publisher:
         if c.updates != c.updates_at_publish:
             self.publish(c, in_line=True)
 
+    def publish_for_checkpoint(self, c: Counters) -> None:
+        """Before a checkpoint: where its snapshot is kept (:meth:`calibrates`), the weights it
+        saves are the ones published, in flight or skipped while one was (a slow GPTQ or pixel
+        publish); else the publish in flight lands (its error is the run's)."""
+        if self.calibrates():
+            self.publish_for_evaluation(c)
+        else:
+            self.settle()
+
     def _send(self, version: int, make: Callable[[], bytes], t0: float, updates: int) -> None:
         assert self.backend is not None
         data = make()
