@@ -186,3 +186,17 @@ def test_synthetic_is_seeded_and_connected() -> None:
     assert np.all(a.out_degree[: 300 - a.meta["last_layer"]] > 0)
     with pytest.raises(GraphError):
         layered_dag(1)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_a_graph_file_is_written_whole_or_is_one_line(tmp_path: Path, suffix: str) -> None:
+    """Through actorq's output writer: a link left at the old predictable ``NAME.tmp`` is not
+    written through, and a directory that cannot take the file is one GraphError line."""
+    g = diamond()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / f"g{suffix}.tmp").symlink_to(victim)
+    assert load_graph(g.save(tmp_path / f"g{suffix}")).num_ops == g.num_ops
+    assert victim.read_text() == "keep"
+    with pytest.raises(GraphError, match="cannot write graph"):
+        g.save(tmp_path / "missing" / f"g{suffix}")

@@ -27,9 +27,9 @@ import dataclasses
 import functools
 import json
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -218,16 +218,22 @@ class Graph:
 
     # ---- saving and loading ------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write ``.json`` or ``.npz`` (by suffix), atomically."""
+        """Write ``.json`` or ``.npz`` (by suffix), whole or not at all
+        (:func:`actorq.output.write_output`: a fresh exclusive temporary file, fsync'd and
+        renamed, so processes building the same cached graph at once never write into each
+        other's copy); a file that cannot be written is one :class:`GraphError` line."""
+        from actorq.output import write_output
+
         p = Path(path)
-        tmp = p.with_name(p.name + ".tmp")
+        content: str | Callable[[BinaryIO], None]
         if p.suffix == ".json":
-            tmp.write_text(json.dumps(self.to_json()))
+            content = json.dumps(self.to_json())
         elif p.suffix == ".npz":
             vocab = sorted(set(self.op_types))
             code = {t: i for i, t in enumerate(vocab)}
             header = {"format": FORMAT, "name": self.name, "meta": self.meta, "type_vocab": vocab}
-            with tmp.open("wb") as f:
+
+            def content(f: BinaryIO) -> None:
                 np.savez_compressed(
                     f,
                     header=np.array(json.dumps(header)),
@@ -241,7 +247,7 @@ class Graph:
                 )
         else:
             raise GraphError(f"unknown graph file type {p.suffix!r} (use .json or .npz)")
-        tmp.replace(p)
+        write_output(p, content, "graph", error=GraphError)
         return p
 
     def to_json(self) -> dict[str, Any]:
