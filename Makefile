@@ -9,14 +9,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
-WORKERS = $(shell $(PY) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
+WORKERS = $(shell $(PY) -c 'import os; f = getattr(os, "sched_getaffinity", None); print(min(4, len(f(0)) if f else os.cpu_count() or 1))' 2>/dev/null || echo 1)
 
 .PHONY: run test test-cluster lint format typecheck bench clean
 
 # The Makefile is a prerequisite too: its torch pin and extras lists are part of what is installed.
-# A venv left without pip (ensurepip missing on the first try) is made again, not reused.
+# A venv left without pip (ensurepip missing on the first try) is made again, not reused (pip's
+# presence asked by an import: `pip --version` also fails on a bad pip.conf, which a new venv
+# would not mend).
 $(RUN_STAMP): pyproject.toml Makefile
-	$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV); $(PY) -m venv $(VENV); }
+	$(BIN)/python -c 'import pip' >/dev/null 2>&1 || { rm -rf $(VENV); $(PY) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q torch==2.13.0 $(TORCH_PIP)
 	$(BIN)/python -m pip install -q -e .
 	touch $(RUN_STAMP)
@@ -30,8 +32,8 @@ run: $(RUN_STAMP)
 	$(BIN)/actorq train dqn --env gym:CartPole-v1 --precision int8 --actors 2
 
 # Every CPU this process may use (pytest-xdist; at most 4 workers): the suite is one core's work
-# otherwise. Counted from the affinity mask, not xdist's `auto` (physical cores: one worker on a
-# 2-vCPU VM of 1 core x 2 threads, the host's count in a CPU-limited container). The Ray
+# otherwise. Counted from the affinity mask (a container's cpuset; not a `docker --cpus`
+# quota), not xdist's `auto` (physical cores: one worker on a 2-vCPU VM of 1 core x 2 threads). The Ray
 # tests share one worker (xdist_group "ray"), one Ray cluster at a time. The 15 slowest tests
 # are listed at the end (the suite's budget is 15 minutes with its set-up).
 test: $(STAMP)
