@@ -33,9 +33,9 @@ run: $(RUN_STAMP)
 
 # Every CPU this process may use (pytest-xdist; at most 4 workers): the suite is one core's work
 # otherwise. Counted from the affinity mask (a container's cpuset; not a `docker --cpus`
-# quota), not xdist's `auto` (physical cores: one worker on a 2-vCPU VM of 1 core x 2 threads). The Ray
-# tests share one worker (xdist_group "ray"), one Ray cluster at a time. The 15 slowest tests
-# are listed at the end (the suite's budget is 15 minutes with its set-up).
+# quota), not xdist's `auto` (physical cores: one worker on a 2-vCPU VM of 1 core x 2
+# threads). The Ray tests share one worker (xdist_group "ray"), one Ray cluster at a time. The
+# 15 slowest tests are listed at the end (the suite's budget is 15 minutes with its set-up).
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -m "not slow" -n $(WORKERS) --dist loadgroup --durations=15
