@@ -39,6 +39,7 @@ __all__ = [
     "ExperimentConfig",
     "Group",
     "OffPolicyConfig",
+    "check_action_repeat",
     "check_fields",
     "parse_hidden",
 ]
@@ -52,6 +53,16 @@ RESUME_OVERRIDES = (
 )  # fmt: skip
 MAX_WIDTH = 1 << 16  # a 65536-wide layer is already 16 GiB of fp32 weights per pair
 MAX_LAYERS = 64
+
+
+def check_action_repeat(env: str, action_repeat: int) -> None:
+    """``--action-repeat`` is the Control Suite wrapper's (``dmc:`` ids): elsewhere it would be
+    recorded in config.json but never applied (Atari repeats 4 frames itself), so refused."""
+    if action_repeat != 1 and not env.startswith("dmc:"):
+        raise ConfigError(
+            f"--action-repeat {action_repeat} applies to dmc: ids only; {env} steps once per "
+            "action (Atari ids repeat 4 frames themselves)"
+        )
 
 
 def parse_hidden(

@@ -105,6 +105,12 @@ class EnvSpec:
             n = int(act_space.n)
             return cls(env_id, obs, ArraySpec((), "int64", 0, n - 1), num_actions=n)
         if isinstance(act_space, gym.spaces.Box):
+            if not (np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all()):
+                # actions are squashed to [-1, 1] and mapped onto [low, high]: inf gives NaN
+                raise TypeError(
+                    f"{env_id}: unbounded action space {act_space} (continuous agents map "
+                    "their actions onto finite bounds)"
+                )
             return cls(
                 env_id,
                 obs,

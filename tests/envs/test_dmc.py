@@ -36,6 +36,13 @@ def test_seeded_resets_repeat_and_action_repeat_sums_rewards() -> None:
     assert r2 == pytest.approx(r1)
 
 
+def test_a_seed_past_32_bits_resets_as_its_low_bits_do() -> None:
+    """A resumed long run (or a --seed near its top plus an actor's offset) seeds past 2**32,
+    which the task's RandomState refused (every dmc: actor failed to start)."""
+    a, b = make_env("dmc:cartpole-swingup"), make_env("dmc:cartpole-swingup")
+    np.testing.assert_array_equal(a.reset(seed=2**32 + 7)[0], b.reset(seed=7)[0])
+
+
 def test_episodes_end_by_time_limit_as_truncation() -> None:
     env = make_vector_env("dmc:cartpole-balance", 1, action_repeat=8)
     env.reset(seed=0)

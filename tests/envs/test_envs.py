@@ -70,3 +70,13 @@ def test_a_vector_env_of_no_envs_is_one_line(n: object) -> None:
     with pytest.raises(EnvIdError, match="num_envs must be a positive integer"):
         make_vector_env("gym:CartPole-v1", n)  # type: ignore[arg-type]
     make_vector_env("gym:CartPole-v1", np.int64(2)).close()
+
+
+def test_an_unbounded_action_space_is_refused() -> None:
+    """Continuous agents map actions onto [low, high]: infinite bounds gave NaN actions."""
+    from actorq.types import EnvSpec
+
+    obs = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    with pytest.raises(TypeError, match="x: unbounded action space"):
+        EnvSpec.from_spaces("x", obs, gym.spaces.Box(-np.inf, np.inf, (2,), np.float32))
+    assert EnvSpec.from_spaces("x", obs, gym.spaces.Box(-2.0, 2.0, (2,))).action_high == (2.0, 2.0)

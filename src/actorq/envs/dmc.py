@@ -85,8 +85,9 @@ class DMCEnv(gym.Env[np.ndarray, np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
-            # The task draws its initial state from its own RandomState: reseed that one.
-            self._env.task.random.seed(seed)
+            # The task draws its initial state from its own RandomState: reseed that one (it
+            # takes 32 bits; a resumed long run's or a large --seed's seeds pass 2**32)
+            self._env.task.random.seed(seed % 2**32)
         return self._obs(self._env.reset()), {}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:

@@ -95,9 +95,11 @@ def test_default_support_scales_with_the_action_repeat(tmp_path: Path) -> None:
     assert edges(D4PGConfig(action_repeat=2, **dmc)) == (-300.0, 300.0)
     assert edges(D4PGConfig(action_repeat=4, v_max=50.0, **dmc)) == (-600.0, 50.0)
     assert edges(D4PGConfig(action_repeat=2, v_min=-10.0, v_max=10.0, **dmc)) == (-10.0, 10.0)
-    # Gymnasium ids get no repeat (env_kwargs), so their support does not scale
-    gym = D4PGConfig(env="gym:Pendulum-v1", action_repeat=2, **small)
-    assert edges(gym) == (-150.0, 150.0)
+    # Gymnasium ids: Acme's ±1000 (rewards not normalised: HalfCheetah's discount to ~1000),
+    # and no action repeat (refused: it would be recorded, never applied)
+    assert edges(D4PGConfig(env="gym:Pendulum-v1", **small)) == (-1000.0, 1000.0)
+    with pytest.raises(ConfigError, match=r"--action-repeat 2 applies to dmc: ids only"):
+        D4PGConfig(env="gym:Pendulum-v1", action_repeat=2, **small).validate()
     # a new run's config.json keeps "default", resolved again on resume from the same repeat
     new = D4PGConfig.from_json(json.loads(json.dumps(D4PGConfig(action_repeat=2, **dmc).to_json())))
     assert edges(new) == (-300.0, 300.0)

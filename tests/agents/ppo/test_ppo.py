@@ -161,3 +161,10 @@ def test_bad_ppo_options_are_one_line_errors() -> None:
     ):
         with pytest.raises(ConfigError):
             PPOConfig(**kw).validate()  # type: ignore[arg-type]
+
+
+def test_an_action_repeat_off_the_control_suite_is_one_line() -> None:
+    """Recorded in config.json but never applied (only dmc: ids take it): refused."""
+    with pytest.raises(ConfigError, match=r"^--action-repeat 4 applies to dmc: ids only"):
+        PPOConfig(env="gym:Pendulum-v1", action_repeat=4).validate()
+    PPOConfig(env="gym:Pendulum-v1").validate()

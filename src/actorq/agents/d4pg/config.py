@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from actorq.config import FINITE, POSITIVE, Bound, OffPolicyConfig, Widths
+from actorq.config import FINITE, POSITIVE, Bound, OffPolicyConfig, Widths, check_action_repeat
 from actorq.errors import ConfigError
 
 
@@ -81,17 +81,24 @@ class D4PGConfig(OffPolicyConfig):
         return {**super().env_kwargs(), **extra}
 
     def support(self) -> tuple[float, float]:
-        """(lowest, highest) atom: v_min and v_max where given, else Acme's ±150 (Barth-Maron
-        et al., ICLR 2018, on the Control Suite) times the action repeat the environment gets.
-        Resolved where used, never written back: a run's config.json keeps what the user gave,
-        and an older one, which holds ±150 whatever its repeat, keeps the support it ran with."""
-        scale = 150.0 * self.env_kwargs().get("action_repeat", 1)
+        """(lowest, highest) atom: v_min and v_max where given, else Acme's per suite (its D4PG
+        baselines, after Barth-Maron et al., ICLR 2018): ±150 on the Control Suite, times the
+        action repeat the environment gets (rewards in [0, 1] per control step), and ±1000 on
+        Gymnasium's ids, whose rewards are not normalised (HalfCheetah's ~10 a step discounts
+        to ~1000; ±150 clamped every such target onto the top atom). Resolved where used,
+        never written back: a run's config.json keeps what the user gave, and an older one,
+        which holds ±150 whatever its env, keeps the support it ran with."""
+        if not self.env.startswith("dmc:"):
+            scale = 1000.0
+        else:
+            scale = 150.0 * self.env_kwargs().get("action_repeat", 1)
         lo = -scale if self.v_min is None else self.v_min
         hi = scale if self.v_max is None else self.v_max
         return lo, hi
 
     def validate(self) -> None:
         super().validate()
+        check_action_repeat(self.env, self.action_repeat)
         v_min, v_max = self.support()
         if not v_min < v_max:
             raise ConfigError(f"need --v-min < --v-max, got {v_min} and {v_max}")

@@ -17,7 +17,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Literal
 
-from actorq.config import NON_NEGATIVE, POSITIVE, Bound, ExperimentConfig, Widths
+from actorq.config import (
+    NON_NEGATIVE,
+    POSITIVE,
+    Bound,
+    ExperimentConfig,
+    Widths,
+    check_action_repeat,
+)
 from actorq.errors import ConfigError
 from actorq.quant.onnx import ONNX_PRECISIONS
 
@@ -149,6 +156,7 @@ class PPOConfig(ExperimentConfig):
 
     def validate(self) -> None:
         super().validate()
+        check_action_repeat(self.env, self.action_repeat)
         if self.network == "chip":
             self._validate_chip()
         if self.publish_every != 1:
