@@ -72,7 +72,8 @@ class D4PGConfig(OffPolicyConfig):
     """Stop once the greedy evaluation mean reaches this (e.g. 900 for dmc:cartpole-balance);
     default: none (Control Suite tasks register no threshold), so runs use total_steps."""
     total_steps: int = 200_000
-    """Budget of environment steps (all actors together)."""
+    """Budget of environment steps (all actors together): agent decisions, each `--action-repeat`
+    control steps on a dmc: task."""
     eval_every: int = 20_000
     """Environment steps between greedy evaluations with the actors' snapshot."""
 

@@ -81,7 +81,8 @@ class PPOConfig(ExperimentConfig):
     PPO (every chunk from the current policy); larger K lets actors run ahead (asynchronous,
     APPO-like), the importance ratio against the actors' recorded log-probs correcting it."""
     total_steps: int = 500_000
-    """Budget of environment steps (all actors together)."""
+    """Budget of environment steps (all actors together): agent decisions, each `--action-repeat`
+    control steps on a dmc: task."""
     learning_rate: float = 2.5e-4
     """Adam learning rate (policy and value networks, one optimizer)."""
     anneal_lr: bool = True
