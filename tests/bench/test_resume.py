@@ -197,6 +197,13 @@ def test_an_sb3_dqn_cell_resumes_with_the_replay_it_had(
     assert np.array_equal(rb.actions[:pos], saved["acts"][:pos])
     # its random actions (learning_starts, epsilon) go on where they were, not from the seed
     assert model.action_space.np_random.bit_generator.state == saved["space"]
+    assert model.exploration_rate == 0.0  # a new model's, until SB3's first step sets it
+    sb3_checkpoint.resume_exploration(model, cfg.total_steps)
+    assert (
+        model.exploration_rate
+        == pytest.approx(model.exploration_schedule(1.0 - model.num_timesteps / cfg.total_steps))
+        and model.exploration_rate > 0
+    )
     model.get_env().close()
     # an older checkpoint: no replay in it (the manifest re-sealed without it)
     manifest = cell_dir / "checkpoint" / "manifest.json"

@@ -349,6 +349,8 @@ class _Segment:
             # new episodes on this segment's seeds (the first segment's were cfg.seed)
             # (10**6 apart: a segment's seeds never reach the evaluations' from EVAL_SEED up)
             model.get_env().seed(cfg.seed + SEGMENT_SEEDS * int(cell.get("segment", 2)))
+            if cfg.agent == "dqn":
+                sb3_checkpoint.resume_exploration(model, cfg.total_steps)
             if cfg.agent == "dqn" and not replayed:  # an older checkpoint: refill, off budget
                 kw = model.replay_buffer.buffer_size, max(model.learning_starts, model.batch_size)
                 need = min(*kw, model.num_timesteps)

@@ -195,13 +195,19 @@ def _finite(v: Any, key: str) -> float:
     return float(v)
 
 
+def resume_exploration(model: Any, total_steps: int) -> None:
+    """A resumed DQN's ε where its schedule is at the resumed step: a new model's is 0.0 until
+    SB3's first ``_on_step``, so the resumed segment's first action was greedy."""
+    model.exploration_rate = model.exploration_schedule(1.0 - model.num_timesteps / total_steps)
+
+
 def refill_replay(model: Any, steps: int, total_steps: int) -> tuple[int, float]:
     """Collect ``steps`` transitions into a resumed DQN's empty replay buffer with its
     restored policy's ε-greedy actions (ε where the schedule is at the resumed step), without
     counting them in ``num_timesteps``; returns (steps, seconds)."""
     t = time.perf_counter()
     env = model.get_env()
-    model.exploration_rate = model.exploration_schedule(1.0 - model.num_timesteps / total_steps)
+    resume_exploration(model, total_steps)
     model._last_obs = env.reset()
     if model._vec_normalize_env is not None:
         model._last_original_obs = model._vec_normalize_env.get_original_obs()

@@ -64,7 +64,7 @@ ENVPOOL_HINT = "--atari-engine envpool needs EnvPool: pip install 'actorq[envpoo
 
 #: What ``actorq train ppo|dqn --env atari:<Game>`` starts from (flags override each field;
 #: :func:`actorq.envs.preset`): rl-baselines3-zoo's ``atari`` hyperparameters (``ppo.yml`` at
-#: 00128b5, ``dqn.yml`` at ce95481; CleanRL's ``ppo_atari.py``/``dqn_atari.py`` differ in
+#: 00128b5, ``dqn.yml`` at 22e3ff2; CleanRL's ``ppo_atari.py``/``dqn_atari.py`` differ in
 #: details), on actorq's fields, over 10M frames (2.5M agent steps) with an evaluation of 10
 #: full games every 1M frames: the settings ``benchmarks/specs/atari.toml`` runs (a test holds
 #: them equal). The generic defaults are CartPole's and do not learn Atari in a useful time.
