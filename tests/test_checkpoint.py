@@ -493,29 +493,38 @@ def test_read_state_verifies_the_state_alone(tmp_path: Path) -> None:
         ckpt.read_state(d)
 
 
+#: the least a state.json holds (what a save's read checks)
+STATE = {"learner": {}, "counters": {}, "rng": {}}
+
+
+def _linked_checkpoint(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(run, disk, RUN/checkpoint): the checkpoint a link to ``disk/ck`` (on another disk)."""
+    run, disk = tmp_path / "run", tmp_path / "disk"
+    run.mkdir()
+    (disk / "ck").mkdir(parents=True)
+    link = run / "checkpoint"
+    link.symlink_to(disk / "ck")
+    return run, disk, link
+
+
 def test_saves_through_a_linked_checkpoint_directory_keep_the_link(tmp_path: Path) -> None:
     """``checkpoint/`` may link to another disk (RunDir.prepare allows it): each save replaces
     the directory linked to, its copies beside that one, and leaves the link as it was (the
     second save once found the link moved to checkpoint.old and stopped the run)."""
     import torch
 
-    run, disk = tmp_path / "run", tmp_path / "disk"
-    run.mkdir()
-    (disk / "ck").mkdir(parents=True)
-    link = run / "checkpoint"
-    link.symlink_to(disk / "ck")
-    state = {"learner": {}, "counters": {}, "rng": {}}
+    run, disk, link = _linked_checkpoint(tmp_path)
     for v in range(3):
-        ckpt.save(link, {"w": torch.full((2,), float(v))}, {**state, "v": v})
+        ckpt.save(link, {"w": torch.full((2,), float(v))}, {**STATE, "v": v})
         assert link.is_symlink() and link.resolve() == (disk / "ck").resolve()
         assert json.loads((disk / "ck" / "state.json").read_text())["v"] == v
         assert sorted(p.name for p in run.iterdir()) == ["checkpoint"]
         assert sorted(p.name for p in disk.iterdir()) == ["ck"]
     # a save cut between its renames leaves ck.old on that disk, which a read falls back to
     (disk / "ck").rename(disk / "ck.old")
-    assert ckpt.read_state(link) == (ckpt.previous(link), {**state, "v": 2})
-    ckpt.save(link, {"w": torch.zeros(2)}, {**state, "v": 3})
-    assert link.is_symlink() and ckpt.read_state(link) == (link, {**state, "v": 3})
+    assert ckpt.read_state(link) == (ckpt.previous(link), {**STATE, "v": 2})
+    ckpt.save(link, {"w": torch.zeros(2)}, {**STATE, "v": 3})
+    assert link.is_symlink() and ckpt.read_state(link) == (link, {**STATE, "v": 3})
     assert sorted(p.name for p in disk.iterdir()) == ["ck"]
 
 
@@ -524,25 +533,20 @@ def test_a_users_directory_beside_a_linked_checkpoint_is_never_removed(tmp_path:
     ``ck.old`` or ``ck.tmp`` may be the user's own. Refused in one line, left as it was."""
     import torch
 
-    run, disk = tmp_path / "run", tmp_path / "disk"
-    run.mkdir()
-    (disk / "ck").mkdir(parents=True)
-    link = run / "checkpoint"
-    link.symlink_to(disk / "ck")
-    state = {"learner": {}, "counters": {}, "rng": {}}
-    ckpt.save(link, {"w": torch.zeros(2)}, {**state, "v": 1})
+    _, disk, link = _linked_checkpoint(tmp_path)
+    ckpt.save(link, {"w": torch.zeros(2)}, {**STATE, "v": 1})
     for name in ("ck.old", "ck.tmp"):
         mine = disk / name
         mine.mkdir()
         (mine / "thesis.tex").write_text("mine")
         with pytest.raises(CheckpointError, match=rf"{name} holds what is not a checkpoint's"):
-            ckpt.save(link, {"w": torch.ones(2)}, {**state, "v": 2})
+            ckpt.save(link, {"w": torch.ones(2)}, {**STATE, "v": 2})
         assert (mine / "thesis.tex").read_text() == "mine"
-        assert ckpt.read_state(link) == (link, {**state, "v": 1})
+        assert ckpt.read_state(link) == (link, {**STATE, "v": 1})
         (mine / "thesis.tex").unlink()
         mine.rmdir()
-    ckpt.save(link, {"w": torch.ones(2)}, {**state, "v": 2})  # its own copies go as before
-    assert ckpt.read_state(link) == (link, {**state, "v": 2})
+    ckpt.save(link, {"w": torch.ones(2)}, {**STATE, "v": 2})  # its own copies go as before
+    assert ckpt.read_state(link) == (link, {**STATE, "v": 2})
 
 
 def test_a_checkpoint_old_that_cannot_be_removed_is_one_line(

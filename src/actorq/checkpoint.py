@@ -25,6 +25,7 @@ import numpy as np
 
 from actorq.errors import CheckpointError, first_line
 from actorq.inputs import load_json
+from actorq.output import fsync
 
 MANIFEST = "manifest.json"
 #: the policy snapshot the actors ran with the checkpoint's weights, where it cannot be made
@@ -33,8 +34,14 @@ SNAPSHOT = "snapshot.bin"
 REQUIRED = ("learner.safetensors", "state.json")  # every checkpoint has these, in its manifest
 #: Every file a checkpoint directory may hold (the replay where the run saves it).
 FILES = frozenset({*REQUIRED, MANIFEST, SNAPSHOT, "replay.npz"})
-#: The temporary name safetensors writes a file under before renaming it (``.tmpXXXXXX``).
-SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9_]{6,}")
+#: The temporary name safetensors writes a file under before renaming it (``.tmp`` and six or
+#: more letters, digits or underscores), left in a save cut short.
+_SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9_]{6,}")
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """Whether a file named ``name`` in a checkpoint directory is one a save writes."""
+    return name in FILES or _SAFETENSORS_TEMP.fullmatch(name) is not None
 
 
 def _sha256(path: Path) -> str:
@@ -71,8 +78,8 @@ def save(
         names = sorted(p.name for p in tmp.iterdir())
         (tmp / MANIFEST).write_text(json.dumps({f: _sha256(tmp / f) for f in names}, indent=1))
         for name in (*names, MANIFEST):  # on disk before the renames make them the checkpoint
-            _fsync(tmp / name)
-        _fsync(tmp)
+            fsync(tmp / name)
+        fsync(tmp)
     # a full disk, a read-only filesystem (safetensors reports them as its own error): the old
     # checkpoint stays whole
     except (OSError, SafetensorError) as e:
@@ -104,7 +111,7 @@ def _swap(real: Path, tmp: Path) -> None:
         raise CheckpointError(
             f"cannot put the checkpoint in place in {real.parent}: {e.strerror or e}"
         ) from None
-    _fsync(real.parent)  # the renames themselves survive a power loss
+    fsync(real.parent)  # the renames themselves survive a power loss
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -119,9 +126,7 @@ def _remove_copy(p: Path) -> None:
         return
     try:
         ours = p.is_dir() and all(
-            (n in FILES or SAFETENSORS_TEMP.fullmatch(n) is not None)
-            and stat.S_ISREG(os.lstat(p / n).st_mode)
-            for n in os.listdir(p)
+            is_checkpoint_file(n) and stat.S_ISREG(os.lstat(p / n).st_mode) for n in os.listdir(p)
         )
     except OSError:
         ours = False
@@ -149,21 +154,6 @@ def previous(ckpt_dir: Path) -> Path:
     (``<dir>.old``, beside the directory a link at ``ckpt_dir`` points to)."""
     real = _real(ckpt_dir)
     return real.with_name(real.name + ".old")
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's (or a directory's entries') data to the disk; a filesystem that cannot
-    (some network mounts refuse a directory's fsync) is left to its own guarantees."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class Checkpoint(NamedTuple):

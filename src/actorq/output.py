@@ -97,14 +97,15 @@ def write_output(
             why = e.strerror or type(e).__name__
             raise error(f"cannot write {what}: {why}") from None
         raise
-    _fsync_dir(path.parent)
+    fsync(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Flush a directory's entries (a rename in it) to disk; where the filesystem cannot (some
-    network mounts refuse a directory's fsync) it keeps its own guarantees."""
+def fsync(path: Path) -> None:
+    """Flush a file's data (or a directory's entries: a rename in it) to disk; where the
+    filesystem cannot (some network mounts refuse a directory's fsync) it keeps its own
+    guarantees."""
     try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:

@@ -62,8 +62,6 @@ SAVE_TAILS = ("", ".tmp", ".old")
 _TEMP = re.compile(r"(?:\.(.+)\.[0-9a-f]{12}|(?!\.)(.+))\.tmp")
 #: an actor's config and log, and write_output's copy of a config cut while written
 _ACTOR_FILE = re.compile(r"actor[0-9]+\.(?:json|log)|\.actor[0-9]+\.json\.[0-9a-f]{12}\.tmp")
-#: safetensors' own temporary copy of learner.safetensors (in a save cut short)
-_SAFETENSORS_TEMP = ckpt.SAFETENSORS_TEMP
 #: What a filesystem or a desktop puts in any directory: not a user's data a run could mix with.
 SYSTEM_NAMES = frozenset({"lost+found", ".DS_Store"})
 #: The name of the file :meth:`RunDir.prepare` writes (and removes) to probe the directory.
@@ -193,7 +191,7 @@ class RunDir:
             self._temp_copy(n, CELL_FILE) for n in names
         )
         files = {self.summary_file.name, self.precision_auto.name, *BENCH_CELL_FILES}
-        dirs = {**dict.fromkeys(self._saves(), _is_checkpoint_file)}
+        dirs = {**dict.fromkeys(self._saves(), ckpt.is_checkpoint_file)}
         dirs |= {self.tensorboard.name: _is_event_file, self.actors.name: _is_actor_file}
         out = []
         for n in names:
@@ -455,10 +453,6 @@ def _temp_of(name: str) -> str | None:
     """The file whose temporary copy ``name`` is (:data:`_TEMP`), or None."""
     m = _TEMP.fullmatch(name)
     return None if m is None else m[1] or m[2]
-
-
-def _is_checkpoint_file(name: str) -> bool:
-    return name in ckpt.FILES or _SAFETENSORS_TEMP.fullmatch(name) is not None
 
 
 def _is_cell_json(p: Path) -> bool:

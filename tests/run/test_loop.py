@@ -169,10 +169,9 @@ def test_steps_the_actors_take_after_the_learner_stopped_are_not_counted(
     assert r.env_steps == read[-1] == state["counters"]["env_steps"]
 
 
-def test_a_checkpoint_with_a_publish_in_the_background_keeps_its_snapshot(tmp_path: Path) -> None:
-    # int8 rounded with GPTQ: a snapshot the weights alone do not make again
-    cfg = DQNConfig(actors=1, precision="int8", calibration="gptq", publish_every=2,
-                    checkpoint_every=2, run_dir=str(tmp_path))  # fmt: skip
+def _slow_publishing_run(cfg: DQNConfig, c: Counters, tmp_path: Path) -> tuple[Any, Any]:
+    """The pieces ``loop._learn`` drives, with a background publisher whose sends wait for the
+    returned event (set it to let them land) and are kept in ``r.sent``; a stub learner."""
     spec = env_spec(cfg.env)
     builder = builder_for(cfg)
     learner = builder.make_learner(cfg, spec)
@@ -180,29 +179,37 @@ def test_a_checkpoint_with_a_publish_in_the_background_keeps_its_snapshot(tmp_pa
     sent: list[bytes] = []
     landed = threading.Event()
 
-    def slow_send(version: int, data: bytes) -> None:  # still sending when the checkpoint starts
+    def slow_send(version: int, data: bytes) -> None:
         assert landed.wait(30)
         sent.append(data)
 
     publisher.backend = SimpleNamespace(publish=slow_send)  # type: ignore[assignment]
-    c = Counters(updates=1)
     checkpointer = Checkpointer(tmp_path, learner, c, np.random.default_rng(0), None, False)
     checkpointer.publisher = publisher
     r: Any = SimpleNamespace(
-        c=c, publisher=publisher, checkpointer=checkpointer, energy=None,
+        c=c, publisher=publisher, checkpointer=checkpointer, energy=None, sent=sent,
         start_wall=time.perf_counter(),
         learner=SimpleNamespace(learn=lambda batch: None, read_metrics=dict),
         interval=SimpleNamespace(update_s=0.0, add_metrics=lambda metrics, updates: None),
         backend=SimpleNamespace(env_steps=lambda: 0, ready_batch=lambda: None),
     )  # fmt: skip
-    threading.Timer(0.5, landed.set).start()
+    return r, landed
+
+
+def test_a_checkpoint_with_a_publish_in_the_background_keeps_its_snapshot(tmp_path: Path) -> None:
+    # int8 rounded with GPTQ: a snapshot the weights alone do not make again
+    cfg = DQNConfig(actors=1, precision="int8", calibration="gptq", publish_every=2,
+                    checkpoint_every=2, run_dir=str(tmp_path))  # fmt: skip
+    c = Counters(updates=1)
+    r, landed = _slow_publishing_run(cfg, c, tmp_path)
+    threading.Timer(0.5, landed.set).start()  # still sending when the checkpoint starts
     try:
         loop._learn(cfg, r, batch={})  # update 2: a publish, then a checkpoint
     finally:
         landed.set()
-        publisher.close()
-    assert c.updates == 2 and len(sent) == 1
-    assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == sent[0]
+        r.publisher.close()
+    assert c.updates == 2 and len(r.sent) == 1
+    assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == r.sent[0]
 
 
 def test_a_checkpoint_after_a_skipped_publish_keeps_the_snapshot_of_its_weights(
@@ -212,37 +219,17 @@ def test_a_checkpoint_after_a_skipped_publish_keeps_the_snapshot_of_its_weights(
     checkpoint then makes the snapshot of the weights it saves, in line, and keeps it."""
     cfg = DQNConfig(actors=1, precision="int8", calibration="gptq", publish_every=1,
                     checkpoint_every=2, updates_per_turn=1, run_dir=str(tmp_path))  # fmt: skip
-    spec = env_spec(cfg.env)
-    builder = builder_for(cfg)
-    learner = builder.make_learner(cfg, spec)
-    publisher = Publisher(cfg, builder.policy_io(cfg, spec, learner), asynchronous=True)
-    sent: list[bytes] = []
-    landed = threading.Event()
-
-    def slow_send(version: int, data: bytes) -> None:  # the first still flies at update 2
-        assert landed.wait(30)
-        sent.append(data)
-
-    publisher.backend = SimpleNamespace(publish=slow_send)  # type: ignore[assignment]
     c = Counters()
-    checkpointer = Checkpointer(tmp_path, learner, c, np.random.default_rng(0), None, False)
-    checkpointer.publisher = publisher
-    r: Any = SimpleNamespace(
-        c=c, publisher=publisher, checkpointer=checkpointer, energy=None,
-        start_wall=time.perf_counter(),
-        learner=SimpleNamespace(learn=lambda batch: None, read_metrics=dict),
-        interval=SimpleNamespace(update_s=0.0, add_metrics=lambda metrics, updates: None),
-        backend=SimpleNamespace(env_steps=lambda: 0, ready_batch=lambda: None),
-    )  # fmt: skip
+    r, landed = _slow_publishing_run(cfg, c, tmp_path)
     try:
         loop._learn(cfg, r, batch={})  # update 1: a publish, still in flight
         threading.Timer(0.5, landed.set).start()
         loop._learn(cfg, r, batch={})  # update 2: its publish skipped, then a checkpoint
     finally:
         landed.set()
-        publisher.close()
-    assert c.updates == 2 and publisher.skipped == 1 and len(sent) == 2
-    assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == sent[-1]
+        r.publisher.close()
+    assert c.updates == 2 and r.publisher.skipped == 1 and len(r.sent) == 2
+    assert (tmp_path / "checkpoint" / ckpt.SNAPSHOT).read_bytes() == r.sent[-1]
 
 
 def test_replay_sampling_and_the_in_process_actors_exploration_draw_apart(tmp_path: Path) -> None:

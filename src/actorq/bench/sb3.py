@@ -351,11 +351,14 @@ class _Segment:
             model.get_env().seed(cfg.seed + SEGMENT_SEEDS * int(cell.get("segment", 2)))
             if cfg.agent == "dqn":
                 sb3_checkpoint.resume_exploration(model, cfg.total_steps)
-            if cfg.agent == "dqn" and not replayed:  # an older checkpoint: refill, off budget
-                kw = model.replay_buffer.buffer_size, max(model.learning_starts, model.batch_size)
-                need = min(*kw, model.num_timesteps)
-                steps, secs = sb3_checkpoint.refill_replay(model, need, cfg.total_steps)
-                self.refills.append([steps, secs])
+                if not replayed:  # an older checkpoint: refill, off budget
+                    kw = (
+                        model.replay_buffer.buffer_size,
+                        max(model.learning_starts, model.batch_size),
+                    )
+                    need = min(*kw, model.num_timesteps)
+                    steps, secs = sb3_checkpoint.refill_replay(model, need)
+                    self.refills.append([steps, secs])
         else:
             self.record = Record(cfg, run_dir, "sb3")
 

@@ -201,13 +201,13 @@ def resume_exploration(model: Any, total_steps: int) -> None:
     model.exploration_rate = model.exploration_schedule(1.0 - model.num_timesteps / total_steps)
 
 
-def refill_replay(model: Any, steps: int, total_steps: int) -> tuple[int, float]:
+def refill_replay(model: Any, steps: int) -> tuple[int, float]:
     """Collect ``steps`` transitions into a resumed DQN's empty replay buffer with its
-    restored policy's ε-greedy actions (ε where the schedule is at the resumed step), without
-    counting them in ``num_timesteps``; returns (steps, seconds)."""
+    restored policy's ε-greedy actions (ε where the schedule is at the resumed step: set by
+    :func:`resume_exploration` first), without counting them in ``num_timesteps``; returns
+    (steps, seconds)."""
     t = time.perf_counter()
     env = model.get_env()
-    resume_exploration(model, total_steps)
     model._last_obs = env.reset()
     if model._vec_normalize_env is not None:
         model._last_original_obs = model._vec_normalize_env.get_original_obs()

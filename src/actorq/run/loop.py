@@ -116,11 +116,14 @@ class _Run:
     progress: Progress
     evaluator: Evaluator
     interval: IntervalLogger
-    #: nothing left to train (a resume past its budget, or of a run that stopped at its target)
-    past_budget: bool
-    #: the stop reason of a run with nothing left to train
-    done_by: str = "budget"
+    #: why a resumed run has nothing left to train ("budget", "target"), None if it trains
+    done_by: str | None = None
     start_wall: float = 0.0
+
+    @property
+    def past_budget(self) -> bool:
+        """Nothing left to train: not one env step or update, only the summary."""
+        return self.done_by is not None
 
 
 def _train(
@@ -209,7 +212,6 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     if loaded is not None:
         progress.print(resume_plan(cfg, c, RunDir(run_dir)))
     done_by = _done_before(cfg, c, run_dir, progress.print) if loaded is not None else None
-    past_budget = done_by is not None
     evaluator = Evaluator(
         cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s, c.next_eval
     )
@@ -233,16 +235,15 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         progress=progress,
         evaluator=evaluator,
         interval=interval,
-        past_budget=past_budget,
-        done_by=done_by or "budget",
+        done_by=done_by,
     )
     try:
         # Energy is tracked over the window the run's clock measures (time to target, wall
         # time), not the actors' start before it: its ratios and the time's cover the same
         # work. Before the first publish: actors idle until it, and codecarbon's start takes
         # ~1.5 s. A run past its budget trains nothing: its checkpoint's total stands.
-        r.energy = None if past_budget else _start_energy(cfg, c, loaded is not None)
-        if past_budget:  # no snapshot, no env step: kept for the summary and checkpoint only
+        r.energy = None if r.past_budget else _start_energy(cfg, c, loaded is not None)
+        if r.past_budget:  # no snapshot, no env step: kept for the summary and checkpoint only
             publisher.latest, publisher.latest_updates = first, c.updates
         else:
             publisher.publish(c, first)
@@ -283,7 +284,7 @@ def _loop(
     """Train until the budget, the target or the callback stops the run; returns which
     (``"budget"``, ``"target"``, ``"callback"``). A stop signal raises KeyboardInterrupt."""
     c, backend, interval = r.c, r.backend, r.interval
-    if r.past_budget:  # not one env step or update, only the summary
+    if r.done_by is not None:  # not one env step or update, only the summary
         return r.done_by
     while True:
         if r.stop.requested:

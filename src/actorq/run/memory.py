@@ -74,6 +74,21 @@ def batch_memory(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[str, int] | None
     return f"an update's activations on batches of {size:,} ({flags})", size * per_item * 4
 
 
+def _learner_parts(
+    cfg: ExperimentConfig, spec: EnvSpec, params: int, activations: bool
+) -> dict[str, int]:
+    """The learner's networks (``params`` of them, with gradients and optimizer moments) and,
+    where ``activations``, an update's activations (:func:`batch_memory`), by part."""
+    parts: dict[str, int] = {}
+    if params:
+        flags = " or ".join("--" + f.replace("_", "-") for f in cfg.width_fields)
+        parts[f"networks of {params:,} parameters ({flags})"] = params * 4 * LEARNER_COPIES
+    batch = batch_memory(cfg, spec) if activations else None
+    if batch is not None:
+        parts[batch[0]] = batch[1]
+    return parts
+
+
 def run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dict[str, int]:
     """Bytes a run will hold, by part (the parts that grow with the config); each label ends
     with the flags that size it, in parentheses."""
@@ -90,12 +105,8 @@ def run_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dict[s
         label = f"rollouts of {table.batch_items:,} items ({cfg.rollout_flags})"
         parts[label] = ROLLOUT_COPIES * table.batch_items * item
     params = mlp_params(cfg, spec)
-    if params:
-        flags = " or ".join("--" + f.replace("_", "-") for f in cfg.width_fields)
-        parts[f"networks of {params:,} parameters ({flags})"] = params * 4 * LEARNER_COPIES
-    batch = batch_memory(cfg, spec)
-    if batch is not None and not cfg.device.startswith("cuda"):  # a CUDA learner's: there
-        parts[batch[0]] = batch[1]
+    on_host = not cfg.device.startswith("cuda")  # a CUDA learner's activations: on its device
+    parts.update(_learner_parts(cfg, spec, params, activations=on_host))
     if cfg.actors:
         obs = spec.obs_dim * 4 * cfg.envs_per_actor * 64  # observations in flight and buffered
         each = ACTOR_PROCESS_BYTES + params * 4 * 2 + obs  # the policy: runtime and snapshot
@@ -109,14 +120,7 @@ def device_memory(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec) -> dic
     when the local backend keeps one there (``replay_on_device``)."""
     from actorq.replay.device import replay_bytes, replay_device  # torch: the learner side
 
-    parts: dict[str, int] = {}
-    params = mlp_params(cfg, spec)
-    if params:
-        flags = " or ".join("--" + f.replace("_", "-") for f in cfg.width_fields)
-        parts[f"networks of {params:,} parameters ({flags})"] = params * 4 * LEARNER_COPIES
-    batch = batch_memory(cfg, spec)
-    if batch is not None:
-        parts[batch[0]] = batch[1]
+    parts = _learner_parts(cfg, spec, mlp_params(cfg, spec), activations=True)
     capacity = builder.table_config(cfg, spec).ring_capacity()
     specs = builder.data_specs(cfg, spec)
     if capacity and cfg.backend == "local" and replay_device(cfg, capacity, specs):
