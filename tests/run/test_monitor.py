@@ -97,3 +97,33 @@ def test_a_hangup_nohup_ignores_stays_ignored() -> None:
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, old)
+
+
+def test_one_stop_delivered_twice_is_one_request_a_later_one_interrupts(monkeypatch) -> None:
+    """``pkill -f actorq`` or a shutdown signals the bench cell and its runner, which forwards a
+    SIGINT: the cell gets SIGTERM and SIGINT back to back. That is one stop (its checkpoint is
+    still written); a signal a second or more later is a person insisting, and interrupts."""
+    import os
+    import signal
+
+    from actorq.run import monitor
+    from actorq.run.monitor import StopOnSignal
+
+    stop = StopOnSignal()
+    try:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)  # the forwarded copy
+            for _ in range(100):  # handlers run between bytecodes of the main thread
+                pass
+        except KeyboardInterrupt:
+            pytest.fail("a stop delivered twice at once cut the run's stop short")
+        assert stop.requested
+        later = monitor.time.monotonic() + StopOnSignal.SAME_STOP_S
+        monkeypatch.setattr(monitor.time, "monotonic", lambda: later)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100):
+                pass
+    finally:
+        stop.restore()

@@ -253,7 +253,10 @@ class StopOnSignal:
     killed the run without its checkpoint; not under ``nohup``, which ignores it) ask the
     learner loop to stop at its next iteration, through the clean path: final checkpoint,
     summary, actors stopped, shared memory removed.
-    A second one interrupts at once.
+    A second one interrupts at once, unless it comes within ``SAME_STOP_S`` of the first: one
+    stop reaches a process twice when a whole process group or every process is signalled
+    (``pkill -f actorq``, a machine shutting down) and a parent forwards its own (``actorq
+    bench`` stops its cell with SIGINT), and escalating then cut the stop's checkpoint short.
 
     A flag rather than Python's default KeyboardInterrupt: that exception is raised wherever
     the main thread happens to be, and when that is a finalizer (``__del__`` of an env or a
@@ -262,9 +265,13 @@ class StopOnSignal:
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    #: signals this close after the first are the same stop (a person's second Ctrl-C to cut a
+    #: checkpoint short comes later than this)
+    SAME_STOP_S = 1.0
 
     def __init__(self) -> None:
         self.requested = False
+        self._first_at: float | None = None
         self._at_once = False
         self._prev: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
@@ -277,8 +284,13 @@ class StopOnSignal:
             }
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested or self._at_once:
+        now = time.monotonic()
+        if self._at_once:
             self.requested = True
+            raise KeyboardInterrupt
+        if self._first_at is None:
+            self._first_at = now
+        elif now - self._first_at >= self.SAME_STOP_S:
             raise KeyboardInterrupt
         self.requested = True
 
