@@ -147,3 +147,39 @@ def test_corrupted_snapshots_are_refused_in_one_line(data: Any) -> None:
         assert str(e) and "\n" not in str(e)
     else:  # accepted only if the corruption left every byte that matters intact
         assert how == "flip"
+
+
+_FORGED_SPEC = PolicySpec(4, (8, 8), 2, obs_norm=True, obs_clip=5.0)
+#: JSON values a forged header may carry: past float's and int64's range, non-finite, the wrong
+#: kind
+_HOSTILE_VALUES = [10**400, -(10**400), 2**63, float("inf"), float("nan"), -1, "8", None, [8, 8]]
+
+
+@pytest.mark.parametrize(
+    "value",
+    _HOSTILE_VALUES,
+    ids=["10**400", "-10**400", "2**63", "inf", "nan", "-1", "str", "null", "list"],
+)
+@pytest.mark.parametrize("name", [*_FORGED_SPEC.to_json(), "version"])
+def test_a_resealed_header_with_hostile_values_is_read_or_refused_in_one_line(
+    name: str, value: object
+) -> None:
+    """A header whose checksum was made over hostile values (a forged or resealed snapshot):
+    each spec field, or the version, at any of them decodes or is one SnapshotError."""
+    import safetensors.numpy
+
+    from actorq.quant.snapshot import _checksum
+
+    extras = {"obs_mean": np.zeros(4, np.float32), "obs_std": np.ones(4, np.float32)}
+    snap = make_snapshot(layers(_FORGED_SPEC), _FORGED_SPEC, "int8", 1, extras=extras)
+    header = snap.header()
+    if name == "version":
+        header["version"] = json.dumps(value)
+    else:
+        header["spec"] = json.dumps({**json.loads(header["spec"]), name: value})
+    meta = {**header, "checksum": _checksum(header, snap.tensors)}
+    blob = bytes(safetensors.numpy.save(snap.tensors, metadata=meta))
+    try:
+        PolicySnapshot.from_bytes(blob)
+    except SnapshotError as e:
+        assert "\n" not in str(e)

@@ -87,7 +87,8 @@ class ModelSnapshot:
                 model=model.tobytes(),
                 meta=extra if isinstance(extra, dict) else {},
             )
-        except (KeyError, ValueError, TypeError) as e:  # TypeError: meta not a JSON string
+        # TypeError: meta not a JSON string; OverflowError: an integer past float's range
+        except (KeyError, ValueError, TypeError, OverflowError) as e:
             raise SnapshotError(f"model snapshot metadata invalid: {first_line(e)}") from None
         snap.validate(inputs)
         return snap

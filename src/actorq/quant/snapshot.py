@@ -177,7 +177,8 @@ class PolicySnapshot:
             )
         except SnapshotError:
             raise
-        except (KeyError, ValueError, TypeError, AttributeError, json.JSONDecodeError) as e:
+        # OverflowError: a JSON integer past float's range (obs_clip: 10**400)
+        except (KeyError, ValueError, TypeError, AttributeError, OverflowError) as e:
             raise SnapshotError(f"snapshot metadata invalid: {first_line(e)}") from None
         snap.validate()
         return snap
