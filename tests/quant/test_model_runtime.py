@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,6 +88,64 @@ def test_sampler_never_draws_a_masked_action() -> None:
 def test_snapshots_an_actor_cannot_run_are_refused(snap: ModelSnapshot, match: str) -> None:
     with pytest.raises(SnapshotError, match=match):
         decode_snapshot(snap.to_bytes())
+
+
+def _plus_c(c_nodes: list[Any], extra: list[Any] | None = None) -> bytes:
+    """``logits = obs @ W + C``, ``C`` (5 floats) made by ``c_nodes``."""
+    x = helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 5])
+    nodes = [*c_nodes, helper.make_node("MatMul", ["obs", "w"], ["m"])]
+    nodes.append(helper.make_node("Add", ["m", "C"], ["logits"]))
+    inits = [numpy_helper.from_array(W, "w"), *(extra or [])]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], inits),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    model.ir_version = 9
+    return bytes(model.SerializeToString())
+
+
+def _branch(name: str, value: np.ndarray) -> Any:
+    out = helper.make_tensor_value_info(f"{name}_o", TensorProto.FLOAT, [5])
+    node = helper.make_node("Identity", [f"{name}_k"], [f"{name}_o"])
+    return helper.make_graph([node], name, [], [out], [numpy_helper.from_array(value, f"{name}_k")])
+
+
+def _external() -> Any:
+    t = numpy_helper.from_array(np.zeros(5, np.float32), "C")
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    t.external_data.add(key="location", value="/etc/hostname")
+    return t
+
+
+_BAD = np.array([np.nan, 0, 0, 0, np.inf], np.float32)
+_GOOD = np.zeros(5, np.float32)
+
+
+@pytest.mark.parametrize(
+    ("model", "match"),
+    [
+        (_plus_c([helper.make_node("Constant", [], ["C"], value=numpy_helper.from_array(_BAD))]),
+         "Constant node 'C'.s value has NaN"),
+        (_plus_c([helper.make_node("Constant", [], ["C"], value_floats=[*_BAD.tolist()])]),
+         "value_floats has NaN"),
+        (_plus_c([helper.make_node("If", ["cond"], ["C"], then_branch=_branch("then", _BAD),
+                                   else_branch=_branch("else", _GOOD))],
+                 [numpy_helper.from_array(np.array(True), "cond")]), "weight 'then_k' has NaN"),
+        (_plus_c([], [_external()]), "weight 'C' is outside the model"),
+    ],
+    ids=["constant-tensor", "constant-floats", "if-branch", "external-data"],
+)  # fmt: skip
+def test_non_finite_weights_anywhere_in_the_model_are_refused(model: bytes, match: str) -> None:
+    """A forged model hides a NaN outside the initializers actorq's exporters write (a
+    Constant node, a branch of an If) or points a weight at a file on the actor's host."""
+    with pytest.raises(SnapshotError, match=match):
+        decode_snapshot(ModelSnapshot(1, "fp32", OBS_LOGITS, model, META).to_bytes())
+    fine = _plus_c([helper.make_node("Constant", [], ["C"], value=numpy_helper.from_array(_GOOD))])
+    rt = make_runtime(decode_snapshot(ModelSnapshot(1, "fp32", OBS_LOGITS, fine, META).to_bytes()))
+    obs = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(rt(obs), obs @ W, rtol=1e-5, atol=1e-5)
 
 
 def test_a_model_without_logits_or_outside_onnxruntime_is_refused() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -111,10 +112,37 @@ class ModelSnapshot:
                     f"model snapshot ({self.kind}): inputs {sorted(have)} lack "
                     f"{sorted(set(inputs) - have)}"
                 )
-        for init in proto.graph.initializer:
+        for where, init in _carried_tensors(proto.graph):
+            if init.data_location == onnx.TensorProto.EXTERNAL:  # a file read on the actor's host
+                raise SnapshotError(f"model snapshot: {where} is outside the model")
             try:
                 arr = numpy_helper.to_array(init)
             except Exception:
-                raise SnapshotError(f"model snapshot: weight {init.name!r} unreadable") from None
+                raise SnapshotError(f"model snapshot: {where} unreadable") from None
             if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-                raise SnapshotError(f"model snapshot: weight {init.name!r} has NaN or Inf")
+                raise SnapshotError(f"model snapshot: {where} has NaN or Inf")
+
+
+def _carried_tensors(graph: Any) -> Iterator[tuple[str, Any]]:
+    """Every tensor an ONNX graph carries, with where it is: its initializers, its nodes'
+    tensor attributes (a ``Constant``'s value, as tensors or floats) and its subgraphs' (an
+    ``If``'s or a ``Loop``'s bodies), recursively. actorq's exporters write initializers only; a
+    forged model may hide a NaN anywhere (protobuf caps the nesting at 100 levels)."""
+    from onnx import numpy_helper
+
+    for t in graph.initializer:
+        yield f"weight {t.name!r}", t
+    for s in graph.sparse_initializer:
+        yield f"weight {s.values.name!r}", s.values
+    for node in graph.node:
+        where = f"{node.op_type} node {node.name or next(iter(node.output), '')!r}'s"
+        for a in node.attribute:
+            inner = [a.t] if a.HasField("t") else []
+            inner += [*a.tensors, *(s.values for s in a.sparse_tensors)]
+            inner += [a.sparse_tensor.values] if a.HasField("sparse_tensor") else []
+            if node.op_type == "Constant" and a.name in ("value_float", "value_floats"):
+                values = [a.f] if a.name == "value_float" else list(a.floats)
+                inner.append(numpy_helper.from_array(np.asarray(values, np.float32)))
+            yield from ((f"{where} {a.name}", t) for t in inner)
+            for g in [a.g] if a.HasField("g") else list(a.graphs):
+                yield from _carried_tensors(g)
