@@ -124,8 +124,9 @@ def test_a_batch_too_big_for_memory_is_one_line_and_writes_nothing(
     from actorq.cli import main
 
     run = tmp_path / "run"
-    argv = ["train", "dqn", "--hidden", "65536", "--batch-size", "1000000", "--actors", "0",
-            "--total-steps", "2000", "--min-replay-size", "100", "--run-dir", str(run)]  # fmt: skip
+    argv = ["train", "dqn", "--hidden", "65536", "--batch-size", "1000000", "--precision", "fp32",
+            "--actors", "0", "--total-steps", "2000", "--min-replay-size", "100",
+            "--run-dir", str(run)]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "batches of 1,000,000 (--batch-size, --hidden)" in err, err
@@ -159,7 +160,8 @@ def test_an_updates_activations_are_in_the_estimate(
     run = tmp_path / "run"
     env = "dmc:cartpole-balance" if agent == "d4pg" else "gym:CartPole-v1"
     cfg = config_class(agent)(env=env, run_dir=str(run), actors=0, total_steps=2000,
-                              progress=False, energy=False, log_every=1e9, **settings)  # fmt: skip
+                              progress=False, energy=False, log_every=1e9, precision="fp32",
+                              **settings)  # fmt: skip
     with pytest.raises(ResourceError, match=rf"an update's activations on batches .*\({flag}"):
         train(cfg)
     assert not run.exists()

@@ -30,8 +30,11 @@ from actorq.agents.policy_io import MLPPolicyIO, PolicyIO
 from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.core.loop import ActorSetup
+from actorq.errors import ConfigError
+from actorq.quant.formats import FORMATS
 from actorq.quant.snapshot import PolicySpec
 from actorq.replay.specs import AdderSpec, GateSpec, TableSpec
+from actorq.settings import flag
 from actorq.types import ArraySpec, EnvSpec
 
 
@@ -44,6 +47,10 @@ class Builder(Protocol):
 
     def check_spec(self, spec: EnvSpec) -> None:
         """Raise :class:`~actorq.errors.ConfigError` if the agent cannot act in this env."""
+
+    def check_new_run(self, cfg: Any, spec: EnvSpec) -> None:
+        """Raise :class:`~actorq.errors.ConfigError` if a new run of ``cfg`` would not do what
+        its settings say (a resumed run keeps what it ran with)."""
 
     def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec: ...
 
@@ -73,6 +80,31 @@ class MLPBuilder(abc.ABC):
         if is_pixels(spec) and not known:
             check_pixel_config(cfg, spec.env_id)
         return spec
+
+    def check_new_run(self, cfg: ExperimentConfig, spec: EnvSpec) -> None:
+        """An int8 or int4 MLP snapshot rounds its hidden-to-hidden layers only (the first and
+        last stay fp32, as QuaRL deploys them): with one hidden layer there are none, and the
+        run would be fp32 in all but its name."""
+        fmt = FORMATS.get(cfg.precision)  # None for auto: it measures, and fp32 wins a tie
+        if fmt is None or not fmt.io_fp32 or is_pixels(spec) or not self.runs_an_mlp(cfg):
+            return
+        widths = cfg.policy_hidden()
+        if len(widths) < 2:
+            name = flag(cfg.width_fields[0])
+            given = (
+                f"{name} {','.join(map(str, widths))} is one hidden layer"
+                if widths
+                else "no hidden layer"
+            )
+            raise ConfigError(
+                f"--precision {cfg.precision} rounds the layers between hidden layers (the first "
+                f"and last stay fp32), and {given}: nothing would be {cfg.precision}; give two "
+                f"or more widths ({name} 64,64) or --precision fp16"
+            )
+
+    def runs_an_mlp(self, cfg: Any) -> bool:
+        """Whether the actors run an MLP snapshot (PPO's chip policy is a graph network)."""
+        return True
 
     @abc.abstractmethod
     def policy_spec(self, cfg: Any, spec: EnvSpec) -> PolicySpec: ...

@@ -174,6 +174,7 @@ class Spec:
                     builder = builder_for(cfg)
                     env = builder.env_spec(cfg)
                     builder.check_spec(env)
+                    builder.check_new_run(cfg, env)
                     check_run_memory(cfg, builder, env, device=False)  # cells ask the GPU
             except ActorQError as e:
                 raise SpecError(f"{self.path}: cell {cell.name}: {e}") from None

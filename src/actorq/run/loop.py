@@ -86,6 +86,8 @@ def train(
     builder = builder_for(cfg)
     spec = builder.env_spec(cfg)
     builder.check_spec(spec)
+    if not cfg.resume:
+        builder.check_new_run(cfg, spec)
     check_run_memory(cfg, builder, spec)  # all input checked: from here on the run dir is written
     run = RunDir(Path(cfg.run_dir or ""))
     if not cfg.resume:  # said before the lock file is made, too

@@ -59,6 +59,9 @@ class GOBuilder:
     def check_spec(self, spec: EnvSpec) -> None:
         return None
 
+    def check_new_run(self, cfg: GOConfig, spec: EnvSpec) -> None:
+        return None  # GO's graph network is exported whole: every precision applies
+
     def policy_spec(self, cfg: GOConfig, spec: EnvSpec) -> PolicySpec:
         raise ConfigError("GO's policy is a graph network, not an MLP (no --precision auto)")
 

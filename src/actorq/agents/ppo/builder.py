@@ -24,6 +24,9 @@ class PPOBuilder(MLPBuilder):
     def check_spec(self, spec: EnvSpec) -> None:
         return None  # categorical for discrete actions, Gaussian for continuous ones
 
+    def runs_an_mlp(self, cfg: PPOConfig) -> bool:
+        return cfg.network == "mlp"
+
     def policy_spec(self, cfg: PPOConfig, spec: EnvSpec) -> PolicySpec:
         if cfg.network == "chip":
             raise ConfigError("--network chip's policy is not an MLP (no --precision auto)")
