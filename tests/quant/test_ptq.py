@@ -86,3 +86,20 @@ def test_a_convolutional_network_is_rounded_per_output_channel() -> None:
     assert torch.equal(kept.torso.convs[0].weight, net.torso.convs[0].weight)
     assert torch.equal(kept.head.weight, net.head.weight)
     assert not torch.equal(kept.torso.fc.weight, net.torso.fc.weight)
+
+
+def test_keep_io_fp32_keeps_both_heads_of_a_dueling_q_network() -> None:
+    """A dueling Q-network's output is its value and advantage heads together: rounding the
+    value head (the last module but one) while the advantage stays fp32 is neither "every
+    layer" nor "first and last fp32"."""
+    import torch
+
+    from actorq.agents.dqn.networks import NatureQNetwork
+
+    torch.manual_seed(0)
+    net = NatureQNetwork((4, 84, 84), 6, dueling=True)
+    kept = dict(fake_quantize_module(net, 4, keep_io_fp32=True).named_modules())
+    same = {n: torch.equal(m.weight, kept[n].weight) for n, m in net.named_modules()
+            if hasattr(m, "weight")}  # fmt: skip
+    assert same == {"torso.convs.0": True, "torso.convs.1": False, "torso.convs.2": False,
+                    "torso.fc": False, "value": True, "advantage": True}  # fmt: skip

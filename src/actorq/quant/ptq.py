@@ -55,8 +55,10 @@ def fake_quantize(
 def fake_quantize_module(net: Any, bits: int, *, keep_io_fp32: bool = False) -> Any:
     """A copy of the torch module ``net`` with the weight of each ``Conv2d`` / ``Linear``
     rounded as :func:`fake_quantize` rounds a layer's (per output channel, dequantized; biases
-    unrounded), in module order; ``keep_io_fp32`` leaves the first and last of them unrounded.
-    QuaRL's post-training study applied to a convolutional policy (the Nature-CNN)."""
+    unrounded); ``keep_io_fp32`` leaves the first of them unrounded and the output layers (the
+    network's ``output_layers()`` where it has them, a dueling Q-network's value and advantage
+    heads; else the last in module order). QuaRL's post-training study applied to a
+    convolutional policy (the Nature-CNN)."""
     import copy
 
     import torch
@@ -64,11 +66,15 @@ def fake_quantize_module(net: Any, bits: int, *, keep_io_fp32: bool = False) -> 
 
     out = copy.deepcopy(net)
     mods = [m for m in out.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    if keep_io_fp32 and mods:
+        heads = out.output_layers() if hasattr(out, "output_layers") else mods[-1:]
+        kept = {id(mods[0]), *map(id, heads)}
+        mods = [m for m in mods if id(m) not in kept]
     # (in, out) matrices: each output channel's weights form a column, as fake_quantize reads
     mats = [
         (m.weight.detach().cpu().reshape(len(m.weight), -1).T.numpy(), np.zeros(0)) for m in mods
     ]
-    rounded = fake_quantize(mats, bits, keep_io_fp32=keep_io_fp32)
+    rounded = fake_quantize(mats, bits)
     with torch.no_grad():
         for m, (w, _) in zip(mods, rounded, strict=True):
             m.weight.copy_(torch.from_numpy(np.ascontiguousarray(w.T)).reshape(m.weight.shape))

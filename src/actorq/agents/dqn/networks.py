@@ -29,6 +29,10 @@ class QHead(nn.Module):
         else:
             self.head = nn.Linear(width, out_dim)
 
+    def output_layers(self) -> list[nn.Linear]:
+        """The layers that make the network's output: a dueling head's two."""
+        return [self.value, self.advantage] if self.dueling else [self.head]
+
     def q_values(self, h: torch.Tensor) -> torch.Tensor:
         if not self.dueling:
             out: torch.Tensor = self.head(h)
