@@ -59,7 +59,9 @@ def test_a_first_layer_off_everywhere_is_seen_as_dead_with_no_gradient(dead_unit
     assert out["layers"][0]["alive"] == 0
     # after it units may be on through their biases, all alike on every state
     assert [x["varying"] for x in out["layers"]] == [0.0] * 4
-    assert out["max_q_std"] == 0 and len(out["greedy_actions"]) == 1
+    # alike up to float32 rounding: one batched matmul may round its rows differently (a CPU's
+    # kernel blocks them; 4e-9 on a fresh EPYC's oneDNN)
+    assert out["max_q_std"] < 1e-6 and len(out["greedy_actions"]) == 1
     moments = dead_units._moments(_adam_step(net, states), len(layers))
     # no gradient to the first layer, nor to the second's weights (their input is all zeros)
     assert (moments["layer0"] == 0).all() and moments["layer1"][0] == 0

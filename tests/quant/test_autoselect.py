@@ -95,18 +95,21 @@ def test_bad_arguments_are_refused() -> None:
         select_precision(ls, OBS, 1, spec=SPEC, candidates=("int8",), timer=lambda r, b: [1.0])
 
 
-def test_measured_on_this_machine_quantized_beats_fp32_at_3x2048() -> None:
-    """The real timer: at the paper's 3×2048 width int8 and int4 run ~3-5× faster than fp32
-    at batch 1 (docs/results.md), so even on a busy machine both beat fp32 and the
-    choice is one of them."""
+def test_the_real_timer_measures_every_candidate_and_the_choice_follows_its_rule() -> None:
+    """The real timer at the paper's 3×2048 width (how fast each precision runs here is a
+    benchmark's question, docs/results.md, never a test's): every candidate gets a positive
+    latency, and the choice is the rule applied to those measurements."""
     spec = PolicySpec(24, (2048, 2048, 2048), 6)
     obs = np.random.default_rng(0).standard_normal((256, 24)).astype(np.float32)
     choice = select_precision(
         layers(spec, seed=0), obs, 1, spec=spec, candidates=("int8", "int4"), min_agreement=0.0
     )
     us = {c.precision: c.latency_us for c in choice.candidates}
-    assert us["int8"] < us["fp32"] and us["int4"] < us["fp32"], choice.table()
-    assert choice.precision in ("int8", "int4"), choice.table()
+    assert set(us) == {"fp32", "int8", "int4"} and all(v > 0 for v in us.values()), us
+    fastest = min(("int8", "int4"), key=us.__getitem__)
+    expect = fastest if us["fp32"] >= 1.3 * us[fastest] else "fp32"
+    assert choice.precision == expect, choice.table()
+    assert [c.precision for c in choice.candidates if c.chosen] == [expect]
 
 
 def test_latency_turns_rotate_and_a_burst_times_one_model_call_after_call() -> None:
