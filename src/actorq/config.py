@@ -27,6 +27,7 @@ from actorq.settings import (
     check_fields,
     flag,
     flat_items,
+    group_types,
     leaf_paths,
 )
 
@@ -319,6 +320,31 @@ class ExperimentConfig(Grouped):
             return cores  # in-process actors, or actors waiting: nobody else computes
         return max(1, cores - self.actors * self.actor_threads)
 
+    def actors_shape_updates(self) -> bool:
+        """Whether the actor count shapes what the learner computes, so that a resume keeps it:
+        an on-policy update trains on the rollouts of ``actors × envs_per_actor`` environments
+        (PPO's batch, GO's graphs per actor)."""
+        return True
+
+    def placement(self) -> frozenset[str]:
+        """The settings that say where the run's actors run, which a resume may change (``actorq
+        train --resume RUN --backend ray``): the backend, each backend's settings group, and the
+        actor count where it does not shape the updates (:meth:`actors_shape_updates`). A
+        checkpoint holds no more of them than this: replay, counters and the rate limiter's
+        place read back on every backend (docs/distributed.md)."""
+        groups = group_types(type(self))
+        names = {"backend", *(n for g in self.backend_groups for n in leaf_paths(groups[g]))}
+        if not self.actors_shape_updates():
+            names.add("actors")
+        return frozenset(names)
+
+    @classmethod
+    def backend_of(cls, name: str) -> str | None:
+        """The backend whose settings group holds setting ``name`` (``ray`` for
+        ``replay_shards``), or None for a setting of every backend."""
+        group = leaf_paths(cls).get(name)
+        return None if group is None else cls.backend_groups.get(group)
+
     def cores_warning(self) -> str | None:
         """A warning when actor processes alone outnumber the cores. The learner does not count:
         the replay's rate limiter (samples per insert; PPO's synchronous update) makes it and
@@ -362,6 +388,15 @@ class ExperimentConfig(Grouped):
         from actorq.envs import preset
 
         return cls(**{**preset(env, cls.agent), **overrides, "env": env})
+
+
+def not_this_backend(given: str, owner: str, backend: str) -> str:
+    """The one line for flag ``given``, a setting of ``--backend owner``, on a run whose backend
+    is ``backend`` (a new run's command line, or a resume's)."""
+    return (
+        f"{given} is a setting of --backend {owner}, and this run's backend is {backend}: "
+        f"add --backend {owner}"
+    )
 
 
 #: The commit that last holds actorq's retired experiment knobs and the probes that used them.
@@ -423,6 +458,13 @@ class OffPolicyConfig(ExperimentConfig):
         super().validate()
         if self.min_replay_size > self.replay_size:
             raise ConfigError("--min-replay-size cannot exceed --replay-size")
+
+    def actors_shape_updates(self) -> bool:
+        """Off-policy updates sample a replay whatever fills it, but for pixels: their frame
+        replay keeps one ring per environment (``actors × envs_per_actor``, replay/frames.py)."""
+        from actorq.envs import observes_pixels
+
+        return observes_pixels(self.env)
 
     def resolved_error_buffer(self) -> float:
         from actorq.replay.rate_limiter import SampleToInsertRatio

@@ -199,7 +199,7 @@ def test_random_flags_are_one_line_or_a_validated_config(
 
     seen: list[Any] = []
 
-    def fake_train(cfg: Any) -> Any:  # parsing and validation only: no run
+    def fake_train(cfg: Any, **_: Any) -> Any:  # parsing and validation only: no run
         seen.append(cfg)
         return type("R", (), {"interrupted": False})()
 

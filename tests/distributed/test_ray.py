@@ -157,6 +157,57 @@ def test_resume_continues_a_ray_run(
     assert moved == [saved["replay_lead"]]  # the shards started where the checkpoint stood
 
 
+def _shards_by_age(replay: Any) -> tuple[dict[str, Any], int]:
+    """A Ray run's restored replay as its checkpoint gathers it (the shards' items by age) and
+    the shards' insert count."""
+    from actorq.distributed import wire
+    from actorq.distributed.ray_backend import by_age
+
+    parts = [wire.decode_batch(b)[0] for b in ray.get([s.dump.remote() for s in replay._b.shards])]
+    return by_age([p for p in parts if p]), sum(replay._b.shard_inserts())
+
+
+def test_a_run_moves_from_local_to_ray_and_home_keeping_replay_and_counters(
+    ray_local: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local run resumed with ``backend="ray"`` deals its replay to the shards (gathered by
+    age again, it is the checkpoint's item for item), their insert count and rate limiters'
+    place summing to the checkpoint's; resumed with ``--backend local`` the Ray run's replay,
+    count and summed place come home whole. Each segment trains on to its budget from the
+    counters it was given, and config.json records the backend it went to."""
+    from actorq.cli import main
+    from tests.run.restored import assert_same_items, placement, saved, watch
+
+    run = tmp_path / "run"
+    quiet = {"energy": False, "log_every": 1e9}
+    first = train(_cfg(run, backend="local", total_steps=1_500, **quiet))
+    items, inserts, lead, _ = saved(run)
+    seen = watch(monkeypatch, _shards_by_age)
+    deadline = time.monotonic() + 120  # a stuck run fails the test instead of hanging CI
+    on_ray = train(
+        _cfg(run, resume=str(run), total_steps=first.env_steps + 1_500, **quiet),
+        callback=lambda info: time.monotonic() < deadline,
+    )
+    assert (seen["backend"], seen["inserts"], seen["lead"]) == ("RayBackend", inserts, lead)
+    assert_same_items(seen["items"], items)
+    assert not on_ray.interrupted and on_ray.env_steps >= first.env_steps + 1_500
+    assert on_ray.updates > first.updates and placement(run) == ("ray", 2)
+
+    monkeypatch.undo()
+    items, inserts, lead, _ = saved(run)
+    seen = watch(monkeypatch)
+    home = on_ray.env_steps + 1_500
+    flags = ["--backend", "local", "--total-steps", str(home), "--no-progress", "--no-energy"]
+    assert main(["train", "dqn", "--resume", str(run), *flags]) == 0
+    assert (seen["backend"], seen["inserts"]) == ("LocalBackend", inserts)
+    assert seen["lead"] == seen["held"] == lead
+    assert_same_items(seen["items"], items)
+    state = json.loads((run / "checkpoint" / "state.json").read_text())["counters"]
+    assert state["env_steps"] >= home and state["updates"] > on_ray.updates
+    assert placement(run) == ("local", 2)
+    assert json.loads((run / "summary.json").read_text())["stop"] == "budget"
+
+
 def test_cache_none_pulls_once_per_actor(ray_local: Any, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
     deadline = time.monotonic() + 120

@@ -113,6 +113,15 @@ def test_a_saved_replay_is_dealt_to_the_shards_as_save_gathered_it(
     assert replay._b.refreshed_after == [2]  # type: ignore[attr-defined]
 
 
+def test_the_insert_count_is_dealt_to_the_shards_whole(
+    replay: ray_backend.ShardedReplay, tmp_path: Path
+) -> None:
+    """41 inserts over 2 shards: 21 and 20, so their sum (the next checkpoint's count) is the
+    file's; split by floor division, a count moved between backends lost one per move."""
+    replay.load(_save(tmp_path / "r.npz", 7, inserts=41))
+    assert [s.sent[0][1] for s in replay._b.shards] == [21, 20]  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     "over, why",
     [
@@ -167,12 +176,14 @@ def test_shards_smaller_than_their_count_read_their_own_checkpoint_back(
 class _Dumping:
     """A shard stand-in holding ``items`` oldest first, as ``ReplayShard.dump`` returns them."""
 
-    def __init__(self, rewards: list[int]) -> None:
+    def __init__(self, rewards: list[int], inserts: int | None = None) -> None:
         batch = {
             "obs": np.repeat(np.asarray(rewards, np.float32)[:, None], 3, axis=1),
             "reward": np.asarray(rewards, np.float32),
         }
-        self.dump = type("D", (), {"remote": staticmethod(lambda: wire.encode_batch(batch))})()
+        meta = None if inserts is None else {"inserts": inserts}  # the shard's count, dumped
+        reply = wire.encode_batch(batch, meta)
+        self.dump = type("D", (), {"remote": staticmethod(lambda: reply)})()
 
 
 def test_a_ray_replay_saved_and_resumed_keeps_each_shards_items_oldest_first(
@@ -197,6 +208,20 @@ def test_a_ray_replay_saved_and_resumed_keeps_each_shards_items_oldest_first(
     ray_backend.ShardedReplay(new).load(tmp_path / "r.npz")  # type: ignore[arg-type]
     got = [s.sent[0][0]["reward"].tolist() for s in new.shards]
     assert got == [list(range(0, 16, 2)), list(range(1, 16, 2))]
+
+
+def test_a_checkpoint_counts_each_shards_inserts_as_of_the_items_it_saves(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Actors insert on through a Ray checkpoint: the counts the learner last polled (5 a
+    shard) lag the 8 items each shard dumps. The file counts what the dumps say (9 and 8), so
+    a ring resumed from it (on either backend) counts the inserts its items took."""
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: _Ray)
+    b = _Backend(shards=2, capacity=16)
+    b.shards = [_Dumping(list(range(0, 16, 2)), 9), _Dumping(list(range(1, 16, 2)), 8)]  # type: ignore[list-item]
+    ray_backend.ShardedReplay(b).save(tmp_path / "r.npz")  # type: ignore[arg-type]
+    with np.load(tmp_path / "r.npz") as z:
+        assert int(z["_inserts"]) == 17 and len(z["reward"]) == 16
 
 
 def test_a_resumed_shard_starts_its_limiter_where_the_checkpoint_left_it() -> None:

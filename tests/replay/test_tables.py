@@ -171,3 +171,22 @@ def test_a_restored_replay_counts_as_inserted_up_to_the_minimum(tmp_path: Any) -
         assert control.total_inserts() == 11
     finally:
         control.file.unlink()
+
+
+def test_a_resumed_table_starts_at_the_checkpoints_lead_not_a_whole_insert_from_it(
+    tmp_path: Any,
+) -> None:
+    """The limiter's place a checkpoint saved (a local run's own, or a Ray run's shards summed)
+    is where the resumed table starts: 8,003 at 8 samples per insert is 1,001 inserts less 5
+    samples (rounded to 1,000 inserts, it was 8,000: three samples the learner skipped); at
+    2.5 per insert, within half a sample."""
+    for spi, lead in ((8.0, 8003.0), (8.0, 8000.0), (2.5, 1001.0), (8.0, -12.0)):
+        cfg = {**UNIFORM, "limiter": {**UNIFORM["limiter"], "samples_per_insert": spi}}
+        table = table_from_json(cfg).build(UNIFORM_SPECS)
+        table.insert({"obs": np.zeros((20, 2), np.float32), "reward": np.zeros(20, np.float32)})
+        table.save(tmp_path / "r.npz")
+        table.load(tmp_path / "r.npz")
+        table.resume_at(lead)
+        assert abs(table.lead - lead) <= 0.5 and table.samples >= 0, (spi, lead, table.lead)
+        assert table.credit == table.inserts and table.credit * spi >= lead
+    assert (table.credit, table.samples) == (0, 12)

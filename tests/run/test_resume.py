@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,102 @@ def test_tensorboard_hides_what_a_killed_segment_logged_past_the_checkpoint(
     acc.Reload()
     got = [(e.step, e.value) for e in acc.Scalars("charts/x")]
     assert got == [(10, 10.0), (20, 20.0), (30, 30.5), (40, 40.5)]
+
+
+def _moved(run: Path, *flags: str) -> int:
+    """``actorq train dqn --resume RUN FLAGS``, quiet."""
+    from actorq.cli import main
+
+    return main(["train", "dqn", "--resume", str(run), "--no-progress", "--no-energy", *flags])
+
+
+def test_a_run_moves_from_in_process_to_local_actors_and_back_keeping_replay_and_counters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--actors 0`` (the in-process backend) -> ``--actors 2`` (local processes) -> ``--actors
+    0`` again: each resume restores the checkpoint's replay item for item in its age order,
+    its insert count and the rate limiter's very place (not rounded to a whole insert), goes on
+    from its counters to its budget, and config.json records where the run went."""
+    from actorq import train
+    from tests.run.restored import assert_same_items, placement, saved, watch
+
+    run = tmp_path / "run"
+    first = train(DQNConfig(actors=0, hidden=(32, 32), envs_per_actor=4, total_steps=1_200,
+                            min_replay_size=400, samples_per_insert=3.0, stop_at_target=False,
+                            eval_every=10**9, eval_episodes=1, progress=False, energy=False,
+                            log_every=1e9, run_dir=str(run)))  # fmt: skip
+    for actors, total, backend in (("2", 2_400, "LocalBackend"), ("0", 3_200, "SyncBackend")):
+        items, inserts, lead, counters = saved(run)
+        seen = watch(monkeypatch)
+        assert _moved(run, "--actors", actors, "--total-steps", str(total)) == 0
+        assert_same_items(seen["items"], items)
+        assert seen["inserts"] == inserts and seen["lead"] == seen["held"] == lead
+        assert placement(run) == ("local", int(actors))
+        state = json.loads((run / "checkpoint" / "state.json").read_text())["counters"]
+        assert state["env_steps"] >= total and state["updates"] > counters["updates"]
+        assert json.loads((run / "summary.json").read_text())["stop"] == "budget"
+        assert seen["backend"] == backend
+    assert first.updates < state["updates"]
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_a_move_the_resume_cannot_make_is_one_line_and_writes_nothing(
+    tiny: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ray without actor processes (an in-process run moved with ``--backend ray`` alone), a
+    Ray setting for a run that stays local (from Python too: the command line refuses it as it
+    parses), another actor count for an on-policy run (its updates train on ``actors ×
+    envs_per_actor`` rollouts): one line, exit 2, the run directory as it was."""
+    from actorq import train
+    from actorq.cli import main
+
+    quiet = {"stop_at_target": False, "eval_every": 10**9, "eval_episodes": 1}
+    dqn = Path(train(tiny("dqn", "dqn", total_steps=300, min_replay_size=100, **quiet)).run_dir)
+    ppo = Path(train(tiny("ppo", "ppo", total_steps=600, **quiet)).run_dir)
+    before = {run: _files(run) for run in (dqn, ppo)}
+    capsys.readouterr()
+    for agent, run, flags, why in (
+        ("dqn", dqn, ["--backend", "ray"], "--backend ray needs --actors >= 1"),
+        ("dqn", dqn, ["--replay-shards", "4"], "--replay-shards is a setting of --backend ray"),
+        ("ppo", ppo, ["--actors", "2"], r"--actors 2 \(saved: 0\)"),
+    ):
+        assert main(["train", agent, "--resume", str(run), "--no-progress", *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("actorq: error: "), err
+        assert re.search(why, err), err
+    with pytest.raises(ConfigError, match="--replay-shards is a setting of --backend ray, and "
+                       "this run's backend is local"):  # fmt: skip
+        train(DQNConfig(resume=str(dqn), replay_shards=4, progress=False))
+    assert {run: _files(run) for run in (dqn, ppo)} == before
+
+
+def test_the_command_line_moves_a_run_with_the_flags_it_gives_even_at_their_defaults(
+    tmp_path: Path,
+) -> None:
+    """``--backend local`` takes a Ray run home although it is the default (the library cannot
+    tell it from one left out, so ``DQNConfig(resume=..., backend="local")`` keeps the run's
+    backend); a Ray run's own settings need no ``--backend ray``; what is not given stays the
+    run's."""
+    from actorq.cli.train import given_settings
+
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "local").mkdir()
+    ray_run = _saved(tmp_path / "ray", DQNConfig(backend="ray", actors=4, replay_shards=4))
+    local_run = _saved(tmp_path / "local", DQNConfig(actors=0))
+
+    def where(run: str, *flags: str) -> tuple[str, int, int]:
+        argv = ["--resume", run, *flags]
+        cfg = parse_config(DQNConfig, argv, "t")
+        out = resolve_run(cfg, given_settings(cfg, argv) if flags else None)
+        assert isinstance(out, DQNConfig)
+        return out.backend, out.actors, out.ray.replay_shards
+
+    assert where(ray_run, "--backend", "local") == ("local", 4, 4)
+    assert where(ray_run, "--replay-shards", "2") == ("ray", 4, 2)
+    assert where(ray_run, "--actors", "2") == ("ray", 2, 4)
+    assert where(ray_run) == ("ray", 4, 4)  # the library's DQNConfig(resume=...) too
+    assert where(local_run, "--backend", "ray", "--actors", "2") == ("ray", 2, 2)
+    assert where(local_run, "--actors", "3") == ("local", 3, 2)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 import tyro
 
 from actorq.cli.args import parse
-from actorq.config import ARCHIVE_COMMIT, ExperimentConfig
+from actorq.config import ARCHIVE_COMMIT, ExperimentConfig, not_this_backend
 from actorq.errors import ActorQError, ConfigError, EnvIdError
 from actorq.settings import flag, flat_items, group_types, leaf_paths
 
@@ -54,7 +54,7 @@ def cmd_train(algo: str, argv: list[str]) -> int:
         )
     from actorq.experiment import train
 
-    result = train(cfg)
+    result = train(cfg, given=given_settings(cfg, argv) if cfg.resume else None)
     if result.interrupted:
         print(
             f"actorq: interrupted; checkpoint saved. Resume with: actorq train {algo} "
@@ -77,7 +77,7 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
             raise ConfigError(
                 f"{name} was retired ({retired[name]}); run it from commit {ARCHIVE_COMMIT}"
             )
-    backend = _last_value(argv, "--backend", cls.backend)
+    backend = _last_value(argv, "--backend", _resumed_backend(argv, cls))
     hidden = [g for g, owner in cls.backend_groups.items() if owner != backend]
     for g in hidden:
         group = group_types(cls)[g]
@@ -85,11 +85,7 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
         flags |= {"--no-" + f[2:] for f in flags}
         for token in argv:
             if _flag_of(token) in flags:
-                owner = cls.backend_groups[g]
-                raise ConfigError(
-                    f"{_flag_of(token)} is a setting of --backend {owner}, and this run's "
-                    f"backend is {backend}: add --backend {owner}"
-                )
+                raise ConfigError(not_this_backend(_flag_of(token), cls.backend_groups[g], backend))
     start = _start(cls, argv)
     if not hidden:
         cfg = parse(cls, argv, prog, start)
@@ -101,6 +97,29 @@ def parse_config(cls: type[C], argv: list[str], prog: str) -> C:
     if cfg.resume:
         _resume_from_command_line(cfg, argv)
     return cfg
+
+
+def _resumed_backend(argv: list[str], cls: type[ExperimentConfig]) -> str:
+    """The backend of the run ``--resume`` names, which its resume keeps unless ``--backend``
+    is given (so ``--resume RAY_RUN --replay-shards 4`` needs no ``--backend ray``); the
+    class's default for a new run, or a run directory the resume itself refuses in one line."""
+    resume = _last_value(argv, "--resume", "")
+    if resume in ("", "None"):
+        return cls.backend
+    from actorq.rundir import RunDir
+
+    try:
+        backend = RunDir(Path(resume)).read_config_json().get("backend")
+    except (ActorQError, OSError):
+        return cls.backend
+    return str(backend) if backend in cls.backend_groups.values() else cls.backend
+
+
+def given_settings(cfg: ExperimentConfig, argv: list[str]) -> list[str]:
+    """The settings of ``cfg`` the command line ``argv`` gives a value, by flat name (a flag or
+    its ``--no-`` form), whatever the value: a resume takes or refuses each of them."""
+    given = {_flag_of(token) for token in argv}
+    return [n for n, _ in flat_items(cfg) if {flag(n), "--no-" + flag(n)[2:]} & given]
 
 
 def _start(cls: type[C], argv: list[str]) -> C:
@@ -138,8 +157,7 @@ def _resume_from_command_line(cfg: ExperimentConfig, argv: list[str]) -> None:
         return  # the resume itself says what is wrong with the run, in one line
     if saved.agent != cfg.agent:
         return  # likewise ("a dqn run; resume it with dqn")
-    names = [n for n, _ in flat_items(cfg) if {flag(n), "--no-" + flag(n)[2:]} & given]
-    refuse_conflicts(str(cfg.resume), given_conflicts(cfg, saved, names))
+    refuse_conflicts(str(cfg.resume), given_conflicts(cfg, saved, given_settings(cfg, argv)))
     for name, flags in _BUDGET_FLAGS.items():
         if not given.intersection(flags):
             setattr(cfg, name, getattr(saved, name))

@@ -263,9 +263,11 @@ class LocalBackend:
                 self.control.actor(actor)[shm.A_RELEASED] += items
 
     def _drain(self) -> None:
-        # the actors' gate counts a restored replay's credit as the table does (set once the
-        # checkpoint's replay is loaded, after the actors started)
+        # the actors' gate counts a restored replay's credit, and the samples its limiter's
+        # place starts at, as the table does (set once the checkpoint's replay is loaded, after
+        # the actors started)
         self.control.words[shm.INSERT_CREDIT] = self.table.credit
+        self.control.words[shm.SAMPLES] = self.table.samples
         for c in self.channels:
             items = c.drain()
             if items:

@@ -495,9 +495,13 @@ class ReplayShard:
         ]
 
     async def dump(self) -> bytes:
+        """The items held, oldest first, with the shard's insert count as of them (taken in one
+        step: actors insert on through a checkpoint, and the count the learner last polled can
+        lag the items, a resume's ring counting fewer inserts than it holds)."""
         if self.on_policy:
             return wire.encode_batch({})
-        return wire.encode_batch(self.replay.all() if self.replay.size else {})
+        items = self.replay.all() if self.replay.size else {}
+        return wire.encode_batch(items, {"inserts": self.inserts})
 
     async def load(self, payload: bytes, inserts: int) -> None:
         batch, _ = wire.decode_batch(payload)

@@ -395,8 +395,14 @@ class ShardedReplay:
             refs, None, "the checkpoint holds the other shards' items",
             lambda j: f"not its {sizes[j]:,}", lambda j: f"saving its {sizes[j]:,} items",
         )  # fmt: skip
-        parts = [p for p in (wire.decode_batch(b)[0] for b in got.values()) if p]
-        inserts = np.array(sum(self._b.shard_inserts()), np.int64)
+        dumps = {j: wire.decode_batch(b) for j, b in got.items()}
+        parts = [p for p, _ in dumps.values() if p]
+        # each shard's count as of its items (a shard left out: the count last polled)
+        polled = self._b.shard_inserts()
+        counts = [
+            int(dumps[j][1].get("inserts", n)) if j in dumps else n for j, n in enumerate(polled)
+        ]
+        inserts = np.array(sum(counts), np.int64)
         missing = [[j, sizes[j]] for j in refs if j not in got]
         lacks = {MISSING: np.array(missing, np.int64)} if missing else {}
         np.savez(path, _inserts=inserts, **lacks, **by_age(parts or [self._batch([])]))  # type: ignore[arg-type]
@@ -490,7 +496,10 @@ class ShardedReplay:
         for j, shard in enumerate(self._b.shards):
             part = {k: v[j::s] for k, v in data.items()}
             sizes[j] = batch_len(part) if part else 0
-            refs[j] = shard.load.remote(wire.encode_batch(part), total // s if n else 0)
+            # the whole-run insert count, dealt as the items are (shard j of s: its share, one
+            # more for the first total % s), so the shards' sum saved next is the file's
+            share = total // s + (j < total % s) if n else 0
+            refs[j] = shard.load.remote(wire.encode_batch(part), share)
         got = self._answers(
             refs, None, "the run goes on with the others",
             lambda j: f"its {sizes[j]:,} restored items lost",

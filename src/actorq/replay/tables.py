@@ -18,6 +18,7 @@ processes. numpy only (actors import the gates).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from pathlib import Path
 from typing import Protocol
@@ -192,9 +193,12 @@ class UniformTable:
         the restored replay counts as that many inserts. From the centre instead, a
         learner-bound run's actors ran ``error_buffer`` samples' worth of inserts ahead again
         after every resume (Atari DQN: 10k steps with no update), an actor-bound one's learner
-        as many samples."""
-        self.credit = max(0, round(lead / self.limiter.samples_per_insert))
-        self.inserts, self.samples = self.credit, 0
+        as many samples. The place itself, not rounded to a whole insert (up to half of
+        samples_per_insert off: a local run's own, or a Ray run's summed shards moved here):
+        the inserts that reach it, less the samples past it."""
+        spi = self.limiter.samples_per_insert
+        self.credit = max(0, math.ceil(lead / spi))
+        self.inserts, self.samples = self.credit, round(self.credit * spi - lead)
 
 
 class TrajectoryQueue:

@@ -17,7 +17,7 @@ import dataclasses
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from actorq.run.resume import (
     adopt_best,
     load_replay,
     open_run_dir,
+    record_move,
     refuse_held_output,
     resolve_run,
     restore,
@@ -69,20 +70,24 @@ from actorq.types import EnvSpec
 
 
 def train(
-    cfg: ExperimentConfig, callback: Callable[[dict[str, Any]], bool | None] | None = None
+    cfg: ExperimentConfig,
+    callback: Callable[[dict[str, Any]], bool | None] | None = None,
+    given: Collection[str] | None = None,
 ) -> TrainResult:
     """Train an agent (the config's type says which: DQN, D4PG, PPO) with quantized actors;
     returns a :class:`TrainResult`. ``cfg`` itself is not changed.
 
     ``callback(info)`` is called after each log interval with the latest metrics; return
-    ``False`` to stop training early.
+    ``False`` to stop training early. ``given``: for a resume, the settings the caller set
+    even where they equal the defaults (the command line's flags: ``--backend local`` moves a
+    Ray run home); by default those that differ from them (:func:`~actorq.run.resume.resolve_run`).
     """
     if not isinstance(cfg, ExperimentConfig):  # e.g. a dict: one line, not an AttributeError
         raise ConfigError(
             f"train() takes an agent's config (e.g. actorq.DQNConfig(env=...)), not a "
             f"{type(cfg).__name__}"
         )
-    cfg = resolve_run(cfg)
+    cfg = resolve_run(cfg, given)
     builder = builder_for(cfg)
     spec = builder.env_spec(cfg)
     builder.check_spec(spec)
@@ -188,10 +193,11 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         env_steps_offset=c.env_steps,
     )
     backend: Backend | None = None
+    moved: str | None = None
     try:
         backend = start_backend(ctx, loaded, stop)
         if loaded is not None:  # once the replay is read too: a refused resume writes nothing
-            first = _resume_where_it_stopped(publisher, backend, c, loaded, run_dir, first)
+            first, moved = _resume_where_it_stopped(cfg, publisher, backend, c, loaded, first)
     except BaseException:
         # a refused resume (its replay, its metrics) leaves nothing running in the caller's
         # process: the backend, the publisher's thread
@@ -212,7 +218,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     if cfg.learner_threads == 0:  # auto: say what it resolved to on this machine
         progress.print(f"learner: {torch.get_num_threads()} torch threads (--learner-threads 0)")
     if loaded is not None:
-        progress.print(resume_plan(cfg, c, RunDir(run_dir)))
+        progress.print(resume_plan(cfg, c, RunDir(run_dir), moved))
     done_by = _done_before(cfg, c, run_dir, progress.print) if loaded is not None else None
     evaluator = Evaluator(
         cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s, c.next_eval
@@ -455,21 +461,28 @@ def _keep_energy(c: Counters, reading: EnergyReading | None) -> None:
 
 
 def _resume_where_it_stopped(
-    publisher: Publisher, backend: Backend, c: Counters, loaded: Loaded, run_dir: Path, first: bytes
-) -> bytes:
+    cfg: ExperimentConfig,
+    publisher: Publisher,
+    backend: Backend,
+    c: Counters,
+    loaded: Loaded,
+    first: bytes,
+) -> tuple[bytes, str | None]:
     """Once a resumed run's replay is restored: its rate limiter where the checkpoint left it,
     the snapshot its actors start from (the checkpoint's own, or one calibrated on the restored
-    replay, not ``first``, made before it), and metrics.csv without what a killed segment
-    logged past the checkpoint. Returns the first snapshot."""
+    replay, not ``first``, made before it), metrics.csv without what a killed segment logged
+    past the checkpoint, and config.json with where the resume moved the run, if it did.
+    Returns the first snapshot and the move (:func:`~actorq.run.resume.record_move`)."""
+    run = RunDir(Path(cfg.run_dir or ""))
     resume_at = getattr(backend.replay, "resume_at", None)
     if c.replay_lead is not None and loaded.replay is not None and resume_at is not None:
         resume_at(c.replay_lead)
     if publisher.calibrates():
         publisher.replay = backend.replay
-        first = publisher.resumed(c.version, RunDir(run_dir).checkpoint, loaded, first)
+        first = publisher.resumed(c.version, run.checkpoint, loaded, first)
     saved_at = loaded.state.get("saved_at")
-    trim_metrics(RunDir(run_dir), c.env_steps, saved_at if isinstance(saved_at, float) else None)
-    return first
+    trim_metrics(run, c.env_steps, saved_at if isinstance(saved_at, float) else None)
+    return first, record_move(cfg, run)
 
 
 def _prepare_learner(
@@ -566,9 +579,12 @@ def keep_if_best(c: Counters, checkpointer: Checkpointer) -> bool:
     return True
 
 
-def resume_plan(cfg: ExperimentConfig, c: Counters, run: RunDir) -> str:
-    """What a resume will do, said before it does it."""
+def resume_plan(cfg: ExperimentConfig, c: Counters, run: RunDir, moved: str | None = None) -> str:
+    """What a resume will do, said before it does it (``moved``: where it moved the run,
+    :func:`~actorq.run.resume.record_move`)."""
     plan = f"resuming at {c.env_steps:,} env steps, to --total-steps {cfg.total_steps:,}"
+    if moved:
+        plan += f", moved to {moved} (config.json says so now)"
     if c.steps_to_target is not None:
         plan += f"; it reached its target at {c.steps_to_target:,} steps"
     if c.best_eval is not None and run.best.exists():

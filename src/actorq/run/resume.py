@@ -11,6 +11,7 @@ import io
 import random
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,13 @@ import numpy as np
 import torch
 
 from actorq import checkpoint as ckpt
-from actorq.config import RESUME_OVERRIDES, ExperimentConfig, device_problem, is_device_name
+from actorq.config import (
+    RESUME_OVERRIDES,
+    ExperimentConfig,
+    device_problem,
+    is_device_name,
+    not_this_backend,
+)
 from actorq.core.interfaces import Learner
 from actorq.envs import validate_env_id
 from actorq.errors import ActorQError, CheckpointError, ConfigError, first_line, shown
@@ -47,9 +54,15 @@ def resolve_config(cfg: ExperimentConfig) -> tuple[ExperimentConfig, Loaded | No
     return out, (RunDir(Path(out.resume)).load_checkpoint() if out.resume else None)
 
 
-def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
+def resolve_run(cfg: ExperimentConfig, given: Collection[str] | None = None) -> ExperimentConfig:
     """:func:`resolve_config` without reading the checkpoint, and with the run directory
-    decided (``run_dir`` set): everything checked before anything is written or locked."""
+    decided (``run_dir`` set): everything checked before anything is written or locked.
+
+    ``given``: the settings the caller set, by flat name, where it knows (the command line's
+    flags, even at their defaults); None: those that differ from the class's defaults (the
+    library cannot tell a default given from one left out). A resume takes the given ones it may
+    change (:data:`RESUME_OVERRIDES`, where it runs: :meth:`ExperimentConfig.placement`) and
+    refuses the others that differ from the saved run."""
     if not cfg.resume:
         out = copy.deepcopy(cfg)
         out.validate()
@@ -74,11 +87,12 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     saved.device = resume_device(cfg, resume_dir, saved_json.get("device", "cpu"))
     if saved.agent != cfg.agent:
         raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
-    refuse_conflicts(resume_dir, resume_conflicts(cfg, saved))
+    names = set_settings(cfg) if given is None else sorted(given)
+    refuse_conflicts(resume_dir, given_conflicts(cfg, saved, names))
     for f in RESUME_OVERRIDES:
         if hasattr(cfg, f):
             setattr(saved, f, getattr(cfg, f))
-    saved.ray.ray_address = cfg.ray.ray_address or saved.ray.ray_address  # a cluster's may move
+    move_run(cfg, saved, names)
     saved.resume, saved.run_dir = str(resume_dir), str(resume_dir)
     if not run.has_checkpoint():
         raise CheckpointError(f"{resume_dir} has no checkpoint to resume from")
@@ -87,9 +101,36 @@ def resolve_run(cfg: ExperimentConfig) -> ExperimentConfig:
     return saved
 
 
-_RESUME_FREE = (
-    *RESUME_OVERRIDES, "resume", "run_dir", "ray_address", "energy", "energy_country", "device",
-)  # fmt: skip
+_RESUME_FREE = (*RESUME_OVERRIDES, "resume", "run_dir", "energy", "energy_country", "device")
+
+
+def move_run(cfg: ExperimentConfig, saved: ExperimentConfig, names: Collection[str]) -> None:
+    """Where the resumed run's actors run: the placement settings (:meth:`~actorq.config.
+    ExperimentConfig.placement`: the backend, its settings, the actor count) among ``names``
+    (given) from ``cfg``, the rest the saved run's. One line for a backend's setting that would
+    be ignored (``replay_shards`` on a run that goes on locally)."""
+    backend = cfg.backend if "backend" in names else saved.backend
+    for name in names:
+        owner = saved.backend_of(name)
+        if owner not in (None, backend) and getattr(cfg, name) != getattr(saved, name):
+            raise ConfigError(not_this_backend(flag(name), str(owner), backend))
+    for name in saved.placement().intersection(names):
+        setattr(saved, name, getattr(cfg, name))
+
+
+def record_move(cfg: ExperimentConfig, run: RunDir) -> str | None:
+    """Once a resume's replay is read (a refused resume writes nothing): where the resume moved
+    the run (another backend, its settings, actor count), ``config.json`` says so from now on,
+    for later resumes and readers; returns what moved (``--backend ray, --replay-shards 4``),
+    None if nothing did. The rest of config.json stays the run's start's."""
+    saved = run.read_config_json()
+    defaults = dict(flat_items(type(cfg)()))
+    now = {k: v for k, v in cfg.to_json().items() if k in cfg.placement()}
+    moved = {k: v for k, v in now.items() if saved.get(k, defaults[k]) != v}
+    if not moved:
+        return None
+    run.write_config_json({**saved, **moved})
+    return ", ".join(f"{flag(k)} {v}" for k, v in sorted(moved.items()))
 
 
 def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
@@ -114,21 +155,31 @@ def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
     return "cpu"
 
 
+def set_settings(cfg: ExperimentConfig) -> list[str]:
+    """The settings of ``cfg`` that differ from its class's defaults, by flat name: what a
+    library call is taken to have given."""
+    defaults = dict(flat_items(type(cfg)()))
+    return [n for n, v in flat_items(cfg) if v != defaults[n]]
+
+
 def resume_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig) -> list[str]:
     """Options set on a resume (differing from the defaults) that differ from the saved run:
     they would be silently ignored, so they are refused (``--flag value (saved: x)``)."""
-    defaults = dict(flat_items(type(cfg)()))
-    return given_conflicts(cfg, saved, [n for n, v in flat_items(cfg) if v != defaults[n]])
+    return given_conflicts(cfg, saved, set_settings(cfg))
 
 
-def given_conflicts(cfg: ExperimentConfig, saved: ExperimentConfig, names: list[str]) -> list[str]:
+def given_conflicts(
+    cfg: ExperimentConfig, saved: ExperimentConfig, names: Collection[str]
+) -> list[str]:
     """Of the settings ``names`` (known to be given: the command line knows which), those a
-    resume would ignore because they differ from the saved run (``--flag value (saved: x)``)."""
+    resume would ignore because they differ from the saved run (``--flag value (saved: x)``);
+    where the run's actors run is no conflict (:func:`move_run` takes it)."""
     mine, was = dict(flat_items(cfg)), dict(flat_items(saved))
+    free = {*_RESUME_FREE, *saved.placement()}
     return [
         f"{flag(n)} {mine[n]} (saved: {was.get(n)})"
         for n in names
-        if n in mine and n not in _RESUME_FREE and mine[n] != was.get(n)
+        if n in mine and n not in free and mine[n] != was.get(n)
     ]
 
 
