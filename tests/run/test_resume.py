@@ -343,3 +343,24 @@ def test_the_command_line_moves_a_run_with_the_flags_it_gives_even_at_their_defa
     assert where(ray_run) == ("ray", 4, 4)  # the library's DQNConfig(resume=...) too
     assert where(local_run, "--backend", "ray", "--actors", "2") == ("ray", 2, 2)
     assert where(local_run, "--actors", "3") == ("local", 3, 2)
+
+
+def test_a_resume_that_raises_the_budget_keeps_it_for_the_next_resume(tmp_path: Path) -> None:
+    """A run resumed with a larger ``--total-steps`` and stopped again (Ctrl-C) prints "Resume
+    with: actorq train dqn --resume RUN": that resume goes on to the raised budget, not back
+    to the first one (which it would be past, summarising as if finished)."""
+    from actorq import train
+
+    run = tmp_path / "run"
+    quiet = {"progress": False, "energy": False, "log_every": 1e9, "eval_every": 10**9}
+    train(DQNConfig(actors=0, hidden=(32, 32), total_steps=600, min_replay_size=200,
+                    eval_episodes=1, stop_at_target=False, run_dir=str(run), **quiet))  # fmt: skip
+    train(DQNConfig(resume=str(run), total_steps=1_200, stop_at_target=False, **quiet))
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["total_steps"], saved["stop_at_target"], saved["hidden"]) == (
+        1_200,
+        False,
+        [32, 32],
+    )
+    again = resolve_run(parse_config(DQNConfig, ["--resume", str(run)], "t"))
+    assert (again.total_steps, again.stop_at_target) == (1_200, False)

@@ -102,6 +102,9 @@ def resolve_run(cfg: ExperimentConfig, given: Collection[str] | None = None) -> 
 
 
 _RESUME_FREE = (*RESUME_OVERRIDES, "resume", "run_dir", "energy", "energy_country", "device")
+#: a run's budget and stop rule: a resume that gives them trains to them and keeps them in
+#: config.json; one that does not keeps the run's (``actorq train --resume``)
+RESUME_BUDGET = frozenset({"total_steps", "stop_at_target"})
 
 
 def move_run(cfg: ExperimentConfig, saved: ExperimentConfig, names: Collection[str]) -> None:
@@ -119,18 +122,21 @@ def move_run(cfg: ExperimentConfig, saved: ExperimentConfig, names: Collection[s
 
 
 def record_move(cfg: ExperimentConfig, run: RunDir) -> str | None:
-    """Once a resume's replay is read (a refused resume writes nothing): where the resume moved
-    the run (another backend, its settings, actor count), ``config.json`` says so from now on,
-    for later resumes and readers; returns what moved (``--backend ray, --replay-shards 4``),
-    None if nothing did. The rest of config.json stays the run's start's."""
+    """Once a resume's replay is read (a refused resume writes nothing): ``config.json`` says
+    from now on where the resume moved the run (another backend, its settings, actor count) and
+    the budget it trains to (``--total-steps``, ``--stop-at-target``: the next resume, as an
+    interrupted one's hint gives it, goes on to that budget, not back to the first one).
+    Returns what moved (``--backend ray, --replay-shards 4``), None if nothing did. The rest of
+    config.json stays the run's start's."""
     saved = run.read_config_json()
     defaults = dict(flat_items(type(cfg)()))
-    now = {k: v for k, v in cfg.to_json().items() if k in cfg.placement()}
-    moved = {k: v for k, v in now.items() if saved.get(k, defaults[k]) != v}
-    if not moved:
-        return None
-    run.write_config_json({**saved, **moved})
-    return ", ".join(f"{flag(k)} {v}" for k, v in sorted(moved.items()))
+    kept = cfg.placement() | RESUME_BUDGET
+    now = {k: v for k, v in cfg.to_json().items() if k in kept}
+    changed = {k: v for k, v in now.items() if saved.get(k, defaults[k]) != v}
+    if changed:
+        run.write_config_json({**saved, **changed})
+    moved = sorted((k, v) for k, v in changed.items() if k in cfg.placement())
+    return ", ".join(f"{flag(k)} {v}" for k, v in moved) or None
 
 
 def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
