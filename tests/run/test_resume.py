@@ -364,3 +364,27 @@ def test_a_resume_that_raises_the_budget_keeps_it_for_the_next_resume(tmp_path: 
     )
     again = resolve_run(parse_config(DQNConfig, ["--resume", str(run)], "t"))
     assert (again.total_steps, again.stop_at_target) == (1_200, False)
+
+
+def test_device_cpu_on_the_command_line_takes_a_gpu_run_to_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine with a GPU a run trained there resumes there, unless the command line says
+    ``--device cpu`` (the default's value, so the library alone cannot tell it was given)."""
+    import actorq.run.resume as resume
+    from actorq.cli.train import given_settings
+
+    monkeypatch.setattr(resume, "device_problem", lambda device: None)  # as if CUDA were here
+    run = _saved(tmp_path, DQNConfig(actors=0))
+    (tmp_path / "config.json").write_text(
+        json.dumps({**json.loads((tmp_path / "config.json").read_text()), "device": "cuda"})
+    )
+
+    def device(*flags: str) -> str:
+        argv = ["--resume", run, *flags]
+        cfg = parse_config(DQNConfig, argv, "t")
+        monkeypatch.setattr(type(cfg), "validate", lambda self: None)  # no CUDA to check
+        return resolve_run(cfg, given_settings(cfg, argv)).device
+
+    assert device() == "cuda"
+    assert device("--device", "cpu") == "cpu"

@@ -84,10 +84,10 @@ def resolve_run(cfg: ExperimentConfig, given: Collection[str] | None = None) -> 
     run = RunDir(resume_dir)
     saved_json = run.read_config_json()  # once: the config, and the device it trained on
     saved = run_config_from_json(run, saved_json, device="cpu")  # where: decided here
-    saved.device = resume_device(cfg, resume_dir, saved_json.get("device", "cpu"))
+    names = set_settings(cfg) if given is None else sorted(given)
+    saved.device = resume_device(cfg, resume_dir, saved_json.get("device", "cpu"), names)
     if saved.agent != cfg.agent:
         raise ConfigError(f"{resume_dir} is a {saved.agent} run; resume it with {saved.agent}")
-    names = set_settings(cfg) if given is None else sorted(given)
     refuse_conflicts(resume_dir, given_conflicts(cfg, saved, names))
     for f in RESUME_OVERRIDES:
         if hasattr(cfg, f):
@@ -139,13 +139,17 @@ def record_move(cfg: ExperimentConfig, run: RunDir) -> str | None:
     return ", ".join(f"{flag(k)} {v}" for k, v in moved) or None
 
 
-def resume_device(cfg: ExperimentConfig, resume_dir: Path, ran_on: Any) -> str:
-    """Where a resumed run's learner computes: ``--device`` when given; else the device the run
-    trained on (``ran_on``, as its config.json says), if this machine has it; else the CPU, with
-    a warning (a run trained on a GPU goes on on a machine without one). Checkpoints hold CPU
-    tensors, so weights and optimizer state load onto either; updates on another device differ
-    in the last bits."""
-    if cfg.device != type(cfg)().device:
+def resume_device(
+    cfg: ExperimentConfig, resume_dir: Path, ran_on: Any, given: Collection[str] = ()
+) -> str:
+    """Where a resumed run's learner computes: ``--device`` when given (in ``given``, the
+    command line's even at its default: ``--device cpu`` takes a GPU run to the CPU on a machine
+    with a GPU; the library's when not the default); else the device the run trained on
+    (``ran_on``, as its config.json says), if this machine has it; else the CPU, with a warning
+    (a run trained on a GPU goes on on a machine without one). Checkpoints hold CPU tensors, so
+    weights and optimizer state load onto either; updates on another device differ in the last
+    bits."""
+    if "device" in given or cfg.device != type(cfg)().device:
         return cfg.device  # validated with the rest of the config
     path = RunDir(resume_dir).config_file
     if not is_device_name(ran_on):
