@@ -727,3 +727,39 @@ def test_a_hangup_nohup_ignores_stays_ignored_by_the_runner() -> None:
         term.restore()
     finally:
         signal.signal(signal.SIGHUP, old)
+
+
+ONE_HIDDEN = """
+name = "one"
+precisions = ["fp32", "int8"]
+seeds = [0]
+[[tasks]]
+agent = "dqn"
+env = "gym:CartPole-v1"
+label = "cp"
+[tasks.config]
+hidden = [64]
+total_steps = 2000
+"""
+
+
+def test_a_cell_train_would_refuse_as_new_is_refused_only_where_it_would_start(
+    tmp_path: Path,
+) -> None:
+    """An int8 MLP cell with one hidden layer is refused as a new run (nothing would be int8):
+    one line before anything is written when the bench would start it, but a results tree that
+    holds it finished (made before that check) is still read and the spec's other cells run."""
+    from actorq.bench.spec import SpecError
+
+    spec = load_spec(_spec(tmp_path, ONE_HIDDEN))
+    spec.validate()  # as `actorq bench` checks a spec: every other check passes
+    results = tmp_path / "results"
+    with pytest.raises(SpecError, match=r"cell cp-w64-int8-s0: --precision int8 .* nothing would"):
+        run_matrix(spec, results, lambda c, d, t: pytest.fail("ran a cell"), progress=False)
+    assert not results.exists()
+    spec.refused_if_new.clear()  # as a bench before the check made the cells
+    run_matrix(spec, results, lambda c, d, t: _fake_summary(c, d) or 0, progress=False)
+    again = load_spec(spec.path)
+    again.validate()
+    out = run_matrix(again, results, lambda c, d, t: 1, progress=False)
+    assert len(out.skipped) == 2 and not out.failed

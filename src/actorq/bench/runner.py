@@ -48,7 +48,7 @@ from actorq.bench.results import (
     read_summary,
     write_atomic,
 )
-from actorq.bench.spec import Cell, Spec
+from actorq.bench.spec import Cell, Spec, SpecError
 from actorq.config import RESUME_OVERRIDES
 from actorq.errors import shown
 from actorq.inputs import exists, is_dir
@@ -97,7 +97,11 @@ def plan_matrix(spec: Spec, results: Path) -> Plan:
         elif spec.resume and _can_resume(cell, cell_dir):
             resumes.add(cell.name)
         (finished if done else todo).append(cell)
-    _refuse_foreign(spec, results, [c for c in todo if c.name not in resumes])
+    fresh = [c for c in todo if c.name not in resumes]
+    for cell in fresh:
+        if cell.name in spec.refused_if_new:
+            raise SpecError(spec.refused_if_new[cell.name])
+    _refuse_foreign(spec, results, fresh)
     return Plan(finished, todo, read_sessions(results), resumes)
 
 

@@ -49,7 +49,7 @@ from actorq.agents import AGENTS, config_class
 from actorq.bench.frameworks import FRAMEWORKS, NATIVE, get_adapter
 from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
-from actorq.errors import ActorQError, short, shown
+from actorq.errors import ActorQError, ConfigError, short, shown
 from actorq.inputs import read_input
 from actorq.settings import flat_hints
 
@@ -140,6 +140,10 @@ class Spec:
     #: a partial cell with a checkpoint continues from it (its times span sessions) instead of
     #: starting over: for cells that run for hours (``resume = true``; docs/bench.md)
     resume: bool = False
+    #: cells a fresh start would refuse (``train()``'s new-run check: an int8 MLP with one
+    #: hidden layer), by name: one line when the plan would start one, not for a cell it
+    #: resumes or that finished (made before the check)
+    refused_if_new: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -162,7 +166,7 @@ class Spec:
             missing = get_adapter(fw).missing()
             if missing:
                 raise SpecError(f"{self.path}: framework {fw!r} needs {missing}")
-        checked: set[str] = set()
+        checked: dict[str, str | None] = {}  # a config's new-run refusal, None if none
         for cell in self.cells:
             try:
                 cfg = run_config(cell.agent, cell.config, self.country)
@@ -170,14 +174,19 @@ class Spec:
                 validate_env_id(cfg.env)
                 key = json.dumps([cell.agent, {**cell.config, "seed": 0}], sort_keys=True)
                 if cell.framework == NATIVE and key not in checked:
-                    checked.add(key)
                     builder = builder_for(cfg)
                     env = builder.env_spec(cfg)
                     builder.check_spec(env)
-                    builder.check_new_run(cfg, env)
                     check_run_memory(cfg, builder, env, device=False)  # cells ask the GPU
+                    try:
+                        builder.check_new_run(cfg, env)
+                        checked[key] = None
+                    except ConfigError as e:
+                        checked[key] = str(e)
             except ActorQError as e:
                 raise SpecError(f"{self.path}: cell {cell.name}: {e}") from None
+            if cell.framework == NATIVE and checked[key] is not None:
+                self.refused_if_new[cell.name] = f"{self.path}: cell {cell.name}: {checked[key]}"
 
 
 def only_tasks(spec: Spec, labels: Sequence[str]) -> Spec:
