@@ -85,7 +85,7 @@ class MLPBuilder(abc.ABC):
         """An int8 or int4 MLP snapshot rounds its hidden-to-hidden layers only (the first and
         last stay fp32, as QuaRL deploys them): with one hidden layer there are none, and the
         run would be fp32 in all but its name."""
-        fmt = FORMATS.get(cfg.precision)  # None for auto: it measures, and fp32 wins a tie
+        fmt = FORMATS.get(cfg.precision)  # None for auto: it never picks such a format here
         if fmt is None or not fmt.io_fp32 or is_pixels(spec) or not self.runs_an_mlp(cfg):
             return
         widths = cfg.policy_hidden()

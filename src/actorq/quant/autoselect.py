@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.quant.formats import PRECISIONS
+from actorq.quant.formats import FORMATS, PRECISIONS
 from actorq.quant.quantizer import Granularity
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, extra_shapes, make_snapshot
@@ -213,7 +213,15 @@ def select_precision(
     timer = timer or actor_latency
     head = spec.policy_head
 
-    precisions = ["fp32", *dict.fromkeys(c for c in candidates if c != "fp32")]
+    # a format that keeps the first and last layers fp32 quantizes nothing in a network of one
+    # hidden layer: its snapshot is fp32 under another name, which timing noise could pick
+    quantizes = len(spec.hidden) >= 2
+    precisions = [
+        "fp32",
+        *dict.fromkeys(
+            c for c in candidates if c != "fp32" and (quantizes or not FORMATS[c].io_fp32)
+        ),
+    ]
     runtimes: list[PolicyRuntime] = []
     agreement: list[float] = []
     nbytes: list[int] = []
