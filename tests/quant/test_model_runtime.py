@@ -90,16 +90,21 @@ def test_snapshots_an_actor_cannot_run_are_refused(snap: ModelSnapshot, match: s
         decode_snapshot(snap.to_bytes())
 
 
-def _plus_c(c_nodes: list[Any], extra: list[Any] | None = None) -> bytes:
-    """``logits = obs @ W + C``, ``C`` (5 floats) made by ``c_nodes``."""
+def _plus_c(
+    c_nodes: list[Any], extra: list[Any] | None = None, functions: list[Any] | None = None
+) -> bytes:
+    """``logits = obs @ W + C``, ``C`` (5 floats) made by ``c_nodes`` (and model-local
+    ``functions``, domain "local")."""
     x = helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", 3])
     y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 5])
     nodes = [*c_nodes, helper.make_node("MatMul", ["obs", "w"], ["m"])]
     nodes.append(helper.make_node("Add", ["m", "C"], ["logits"]))
     inits = [numpy_helper.from_array(W, "w"), *(extra or [])]
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
     model = helper.make_model(
         helper.make_graph(nodes, "g", [x], [y], inits),
-        opset_imports=[helper.make_opsetid("", 17)],
+        opset_imports=opsets,
+        functions=functions or [],
     )
     model.ir_version = 9
     return bytes(model.SerializeToString())
@@ -123,19 +128,35 @@ _BAD = np.array([np.nan, 0, 0, 0, np.inf], np.float32)
 _GOOD = np.zeros(5, np.float32)
 
 
+def _make_c() -> Any:
+    """A model-local function whose body's Constant holds NaN and Inf."""
+    body = [helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(_BAD)),
+            helper.make_node("Identity", ["k"], ["out"])]  # fmt: skip
+    return helper.make_function("local", "MakeC", [], ["out"], body, [helper.make_opsetid("", 17)])
+
+
 @pytest.mark.parametrize(
     ("model", "match"),
     [
         (_plus_c([helper.make_node("Constant", [], ["C"], value=numpy_helper.from_array(_BAD))]),
-         "Constant node 'C'.s value has NaN"),
+         r"Constant node 'C' \(value\) has NaN"),
         (_plus_c([helper.make_node("Constant", [], ["C"], value_floats=[*_BAD.tolist()])]),
-         "value_floats has NaN"),
+         r"\(value_floats\) has NaN"),
         (_plus_c([helper.make_node("If", ["cond"], ["C"], then_branch=_branch("then", _BAD),
                                    else_branch=_branch("else", _GOOD))],
                  [numpy_helper.from_array(np.array(True), "cond")]), "weight 'then_k' has NaN"),
         (_plus_c([], [_external()]), "weight 'C' is outside the model"),
+        (_plus_c([helper.make_node("MakeC", [], ["C"], domain="local")], functions=[_make_c()]),
+         r"'k' \(value\) has NaN"),
+        (_plus_c([helper.make_node("Cast", ["B"], ["C"], to=TensorProto.FLOAT)],
+                 [helper.make_tensor("B", TensorProto.BFLOAT16, [5], _BAD.tolist())]),
+         "weight 'B' is BFLOAT16"),
+        (_plus_c([helper.make_node("Constant", [], ["K"], value=numpy_helper.from_array(_GOOD)),
+                  helper.make_node("HardSigmoid", ["K"], ["C"], alpha=float("nan"))]),
+         r"HardSigmoid node 'C' \(alpha\) has NaN"),
     ],
-    ids=["constant-tensor", "constant-floats", "if-branch", "external-data"],
+    ids=["constant-tensor", "constant-floats", "if-branch", "external-data", "local-function",
+         "bfloat16", "float-attribute"],
 )  # fmt: skip
 def test_non_finite_weights_anywhere_in_the_model_are_refused(model: bytes, match: str) -> None:
     """A forged model hides a NaN outside the initializers actorq's exporters write (a

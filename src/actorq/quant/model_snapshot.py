@@ -112,9 +112,13 @@ class ModelSnapshot:
                     f"model snapshot ({self.kind}): inputs {sorted(have)} lack "
                     f"{sorted(set(inputs) - have)}"
                 )
-        for where, init in _carried_tensors(proto.graph):
+        nodes = [n for f in proto.functions for n in f.node]  # model-local functions' bodies
+        for where, init in [*_carried_tensors(proto.graph), *_node_tensors(nodes)]:
             if init.data_location == onnx.TensorProto.EXTERNAL:  # a file read on the actor's host
                 raise SnapshotError(f"model snapshot: {where} is outside the model")
+            if init.data_type not in _READ_TYPES:  # bfloat16, float8: not a numpy float
+                kind = onnx.TensorProto.DataType.Name(init.data_type)
+                raise SnapshotError(f"model snapshot: {where} is {kind}, which actorq never writes")
             try:
                 arr = numpy_helper.to_array(init)
             except Exception:
@@ -123,26 +127,45 @@ class ModelSnapshot:
                 raise SnapshotError(f"model snapshot: {where} has NaN or Inf")
 
 
-def _carried_tensors(graph: Any) -> Iterator[tuple[str, Any]]:
-    """Every tensor an ONNX graph carries, with where it is: its initializers, its nodes'
-    tensor attributes (a ``Constant``'s value, as tensors or floats) and its subgraphs' (an
-    ``If``'s or a ``Loop``'s bodies), recursively. actorq's exporters write initializers only; a
-    forged model may hide a NaN anywhere (protobuf caps the nesting at 100 levels)."""
-    from onnx import numpy_helper
+def _read_types() -> frozenset[int]:
+    from onnx import TensorProto as T
 
+    return frozenset(
+        {T.FLOAT, T.FLOAT16, T.DOUBLE, T.INT8, T.UINT8, T.INT16, T.UINT16, T.INT32, T.UINT32,
+         T.INT64, T.UINT64, T.BOOL, T.STRING, T.UNDEFINED}
+    )  # fmt: skip
+
+
+#: the tensor types a snapshot may carry: numpy's (the exporters' float32, float16, integers)
+_READ_TYPES = _read_types()
+
+
+def _carried_tensors(graph: Any) -> Iterator[tuple[str, Any]]:
+    """Every tensor an ONNX graph carries, with where it is: its initializers and its nodes'
+    (:func:`_node_tensors`). actorq's exporters write initializers only; a forged model may
+    hide a NaN anywhere (protobuf caps the nesting at 100 levels)."""
     for t in graph.initializer:
         yield f"weight {t.name!r}", t
     for s in graph.sparse_initializer:
         yield f"weight {s.values.name!r}", s.values
-    for node in graph.node:
-        where = f"{node.op_type} node {node.name or next(iter(node.output), '')!r}'s"
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Any) -> Iterator[tuple[str, Any]]:
+    """The tensors ``nodes`` carry: tensor attributes (a ``Constant``'s value), float ones (an
+    op's ``alpha``, a ``Constant``'s ``value_floats``) as tensors, and their subgraphs' (an
+    ``If``'s or a ``Loop``'s bodies), recursively."""
+    from onnx import AttributeProto, numpy_helper
+
+    for node in nodes:
+        where = f"{node.op_type} node {node.name or next(iter(node.output), '')!r}"
         for a in node.attribute:
             inner = [a.t] if a.HasField("t") else []
             inner += [*a.tensors, *(s.values for s in a.sparse_tensors)]
             inner += [a.sparse_tensor.values] if a.HasField("sparse_tensor") else []
-            if node.op_type == "Constant" and a.name in ("value_float", "value_floats"):
-                values = [a.f] if a.name == "value_float" else list(a.floats)
+            if a.type in (AttributeProto.FLOAT, AttributeProto.FLOATS):
+                values = [a.f] if a.type == AttributeProto.FLOAT else list(a.floats)
                 inner.append(numpy_helper.from_array(np.asarray(values, np.float32)))
-            yield from ((f"{where} {a.name}", t) for t in inner)
+            yield from ((f"{where} ({a.name})", t) for t in inner)
             for g in [a.g] if a.HasField("g") else list(a.graphs):
                 yield from _carried_tensors(g)
