@@ -388,3 +388,19 @@ def test_device_cpu_on_the_command_line_takes_a_gpu_run_to_the_cpu(
 
     assert device() == "cuda"
     assert device("--device", "cpu") == "cpu"
+
+
+def test_a_resume_that_moves_nothing_leaves_an_older_config_json_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """An older config.json says ``"ray_address": ""`` for no address (read as None): a resume
+    that moves nothing neither reports a move nor rewrites the file."""
+    from actorq.run.resume import record_move
+
+    run = _saved(tmp_path, DQNConfig(actors=0))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "ray_address": ""}))
+    before = path.read_bytes()
+    cfg = resolve_run(parse_config(DQNConfig, ["--resume", run], "t"))
+    assert record_move(cfg, RunDir(tmp_path)) is None
+    assert path.read_bytes() == before

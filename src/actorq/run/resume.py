@@ -129,10 +129,11 @@ def record_move(cfg: ExperimentConfig, run: RunDir) -> str | None:
     Returns what moved (``--backend ray, --replay-shards 4``), None if nothing did. The rest of
     config.json stays the run's start's."""
     saved = run.read_config_json()
-    defaults = dict(flat_items(type(cfg)()))
+    # compared as the resume read it (an older file's "" for no Ray address reads as None)
+    was = run_config_from_json(run, saved, device="cpu").to_json()
     kept = cfg.placement() | RESUME_BUDGET
     now = {k: v for k, v in cfg.to_json().items() if k in kept}
-    changed = {k: v for k, v in now.items() if saved.get(k, defaults[k]) != v}
+    changed = {k: v for k, v in now.items() if was.get(k) != v}
     if changed:
         run.write_config_json({**saved, **changed})
     moved = sorted((k, v) for k, v in changed.items() if k in cfg.placement())
