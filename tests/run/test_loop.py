@@ -245,3 +245,23 @@ def test_replay_sampling_and_the_in_process_actors_exploration_draw_apart(tmp_pa
         assert not np.allclose(rng.random(64), explore)
     finally:
         actor.close()
+
+
+def test_a_resume_past_its_budget_summarises_without_touching_its_checkpoint(
+    tiny: Callable[..., Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--resume RUN --total-steps`` below where RUN stands: nothing trains, so nothing of the
+    checkpoint is rewritten (it was, with 0.2 ms more wall time), the summary keeps the
+    checkpoint's clock, and the plan does not say that training on replaces the checkpoint."""
+    kw = {**RUN, "total_steps": 1_000, "eval_every": 500, "eval_episodes": 1}
+    first = actorq.train(tiny("dqn", **kw))
+    run = Path(first.run_dir)
+    assert (run / "best").is_dir()
+    files = {p: p.read_bytes() for p in sorted((run / "checkpoint").rglob("*")) if p.is_file()}
+    capsys.readouterr()
+    again = actorq.train(tiny("dqn", **{**kw, "total_steps": 500}, resume=str(run), progress=True))
+    out = capsys.readouterr()
+    assert "nothing to train" in out.out + out.err
+    assert "training on replaces" not in out.out + out.err
+    assert {p: p.read_bytes() for p in files} == files
+    assert again.wall_time_s == first.wall_time_s and again.env_steps == first.env_steps

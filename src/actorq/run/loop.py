@@ -217,9 +217,13 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     progress.print(f"run dir: {run_dir}")
     if cfg.learner_threads == 0:  # auto: say what it resolved to on this machine
         progress.print(f"learner: {torch.get_num_threads()} torch threads (--learner-threads 0)")
-    if loaded is not None:
-        progress.print(resume_plan(cfg, c, RunDir(run_dir), moved))
-    done_by = _done_before(cfg, c, run_dir, progress.print) if loaded is not None else None
+    done_by = None
+    if loaded is not None:  # the plan first, then why there is nothing to train, if so
+        why: list[str] = []
+        done_by = _done_before(cfg, c, run_dir, why.append)
+        progress.print(resume_plan(cfg, c, RunDir(run_dir), moved, trains=done_by is None))
+        for line in why:
+            progress.print(line)
     evaluator = Evaluator(
         cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s, c.next_eval
     )
@@ -387,13 +391,15 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
             r.logger.log(c.env_steps, r.interval.means())
         if not interrupted and not r.past_budget:  # past it, the run's own end already ran
             _finish_learner(r.learner, r.logger, c)
-        c.wall_time_s = time.perf_counter() - r.start_wall
+        if not r.past_budget:  # past it, the checkpoint's clock is the run's
+            c.wall_time_s = time.perf_counter() - r.start_wall
         _keep_energy(c, reading)
         if not interrupted:
             # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
             states = final_states(r.backend.replay, cfg.seed)
             final = r.publisher.snapshot(c.version + 1)
-        r.checkpointer.save(None if interrupted else final)
+        if not r.past_budget:  # nothing trained: the checkpoint on disk stays as it is
+            r.checkpointer.save(None if interrupted else final)
     finally:
         r.backend.close()
         r.progress.stop()
@@ -579,15 +585,18 @@ def keep_if_best(c: Counters, checkpointer: Checkpointer) -> bool:
     return True
 
 
-def resume_plan(cfg: ExperimentConfig, c: Counters, run: RunDir, moved: str | None = None) -> str:
+def resume_plan(
+    cfg: ExperimentConfig, c: Counters, run: RunDir, moved: str | None = None, trains: bool = True
+) -> str:
     """What a resume will do, said before it does it (``moved``: where it moved the run,
-    :func:`~actorq.run.resume.record_move`)."""
+    :func:`~actorq.run.resume.record_move`; ``trains``: whether it trains on, or only
+    summarises its checkpoint)."""
     plan = f"resuming at {c.env_steps:,} env steps, to --total-steps {cfg.total_steps:,}"
     if moved:
         plan += f", moved to {moved} (config.json says so now)"
     if c.steps_to_target is not None:
         plan += f"; it reached its target at {c.steps_to_target:,} steps"
-    if c.best_eval is not None and run.best.exists():
+    if trains and c.best_eval is not None and run.best.exists():
         plan += (
             f"; training on replaces the latest checkpoint, its best policy (eval "
             f"{c.best_eval:.4g} at {c.best_eval_steps:,} steps) stays in {run.best}"
