@@ -265,3 +265,15 @@ def test_a_resume_past_its_budget_summarises_without_touching_its_checkpoint(
     assert "training on replaces" not in out.out + out.err
     assert {p: p.read_bytes() for p in files} == files
     assert again.wall_time_s == first.wall_time_s and again.env_steps == first.env_steps
+
+
+def test_the_summary_says_where_the_best_evaluated_policy_is_kept(tiny: Callable[..., Any]) -> None:
+    """The summary's returns are the final policy's; the best periodic evaluation's policy is
+    kept in ``best/``, and the summary says so (``--which best`` loads it)."""
+    r = actorq.train(tiny("dqn", **{**RUN, "total_steps": 1_000, "eval_every": 500,
+                                     "eval_episodes": 1}))  # fmt: skip
+    rows = dict(map(tuple, r.summary_rows))
+    assert str(Path(r.run_dir) / "best") in rows["best policy kept"]
+    assert "--which best" in rows["best policy kept"]
+    saved = json.loads((Path(r.run_dir) / "summary.json").read_text())
+    assert ["best policy kept", rows["best policy kept"]] in saved["summary_rows"]

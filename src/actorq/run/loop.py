@@ -422,10 +422,21 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
         result,
         interrupted=interrupted,
         eval_time_s=r.evaluator.seconds,
+        summary_rows=[*result.summary_rows, *_best_kept(c, RunDir(r.run_dir))],
         **(reading.as_summary() if reading is not None else {}),
     )
     write_summary(result, stop_reason, r.logger, r.run_dir, c.env_steps)
     return result
+
+
+def _best_kept(c: Counters, run: RunDir) -> list[list[str]]:
+    """The summary's row for the best periodic evaluation's policy, kept in ``best/``: the
+    summary's returns are the final policy's, and ``eval``, ``export`` and ``actorq.load`` take
+    the latest unless told ``--which best`` (users of SB3's EvalCallback look for a best model)."""
+    if c.best_eval is None or c.best_eval_steps is None or not run.best.is_dir():
+        return []
+    where = f"{run.best} (--which best)"
+    return [["best policy kept", f"eval {c.best_eval:.4g} at {c.best_eval_steps:,} steps: {where}"]]
 
 
 def _start_energy(cfg: ExperimentConfig, c: Counters, resumed: bool) -> RunEnergy | None:

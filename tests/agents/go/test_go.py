@@ -164,7 +164,7 @@ def test_go_learns_a_placement_better_than_the_expert_split(
     assert r.action_agreement > 0.95 and r.logprob_gap is not None and r.logprob_gap < 0.05
     assert abs(r.eval_return - r.eval_return_fp32) < 0.1
     # the summary says what the gain is: the greedy decision's step time beside the expert's
-    ((label, value),) = r.summary_rows
+    label, value = r.summary_rows[0]  # then where the best evaluated policy is kept
     assert label == "step time on synthetic-300-s0" and value.endswith(
         f"({100 * r.eval_return:+.1f}%)"
     )
