@@ -127,3 +127,14 @@ def test_one_stop_delivered_twice_is_one_request_a_later_one_interrupts(monkeypa
                 pass
     finally:
         stop.restore()
+
+
+def test_the_progress_bar_closes_at_the_runs_last_count() -> None:
+    """The bar moves at each log interval; closed at the run's end it shows where the run
+    ended (it stopped at the last interval's count: 2,336 of a run's 3,008 steps)."""
+    from actorq.run.monitor import Progress
+
+    bar = Progress(True, total=3_000, start=0)
+    bar.update(2_336, "")
+    bar.stop(3_008)
+    assert bar.p.tasks[0].completed == 3_008

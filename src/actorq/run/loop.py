@@ -402,7 +402,7 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
             r.checkpointer.save(None if interrupted else final)
     finally:
         r.backend.close()
-        r.progress.stop()
+        r.progress.stop(c.env_steps)
 
     result = run_report(cfg, c, r.publisher, r.target, r.fp32_bytes)
     # No held-out evaluation after a stop signal: on Atari it takes minutes (a scheduler's

@@ -344,6 +344,10 @@ class Progress:
         else:
             print(msg, flush=True)
 
-    def stop(self) -> None:
+    def stop(self, steps: int | None = None) -> None:
+        """Close the bar at ``steps`` (the run's last count: the bar last moved at the last log
+        interval, short of where the run ended)."""
         if self.enabled:
+            if steps is not None:
+                self.p.update(self.task, completed=steps)
             self.p.stop()
