@@ -115,3 +115,17 @@ def test_whole_numbers_in_float_settings_become_floats_and_huge_ones_are_one_lin
         PPOConfig(learning_rate=10**5000).validate()
     with pytest.raises(ConfigError, match=r"^--seed must be .*an integer of 16610 bits"):
         PPOConfig(seed=10**5000).validate()
+
+
+def test_an_int_setting_takes_a_float_naming_a_whole_number() -> None:
+    """``total_steps=1e5`` (Python, config.json, a bench spec's TOML) is the int 100000; a float
+    naming no whole number is one line naming the flag."""
+    cfg = DQNConfig(total_steps=1e5, actors=2.0)  # type: ignore[arg-type]
+    cfg.validate()
+    assert (cfg.total_steps, cfg.actors) == (100_000, 2)
+    assert type(cfg.total_steps) is int and type(cfg.actors) is int
+    for bad in (1.5, 1e-3, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match=r"--total-steps has the wrong type: .*, not a whole"):
+            DQNConfig(total_steps=bad).validate()  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"--total-steps must be in \[1, "):
+        DQNConfig(total_steps=0.0).validate()  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import sys
 import types
 import typing
@@ -65,6 +66,17 @@ POSITIVE = Bound(0, None, lo_open=True)
 NON_NEGATIVE = Bound(0)
 AT_LEAST_1 = Bound(1)
 FINITE = Bound()
+
+
+def whole_number(v: float) -> int | None:
+    """``v`` as an int when it is a finite whole number (``1e5``, ``2.5e5``, ``1000.0``), else
+    None: SB3 and CleanRL users write step counts as ``1e5``, which Python and TOML read as a
+    float, and an integer setting takes it as the number it names."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    if isinstance(v, int):
+        return v
+    return int(v) if math.isfinite(v) and v.is_integer() else None
 
 
 def flag(name: str) -> str:
@@ -173,6 +185,14 @@ def check_fields(cfg: Any) -> None:
                 raise ConfigError(f"{f.name} settings must be {groups[f.name].__name__}, got {v!r}")
             check_fields(v)
             continue
+        if isinstance(v, float) and int_typed(hints[f.name]):
+            # 1e5 from TOML, JSON or Python: the int it names, or one line if it names none
+            n = whole_number(v)
+            if n is None:
+                bad = f"{short(v)}, not a whole number"
+                raise ConfigError(f"{flag(f.name)} has the wrong type: {bad}")
+            setattr(cfg, f.name, n)
+            v = n
         _check_type(f.name, v, hints[f.name])
         if f.name in bounds and isinstance(v, int | float) and not isinstance(v, bool):
             bounds[f.name].check(f.name, v)
@@ -193,6 +213,16 @@ def _is_float(hint: Any) -> bool:
     if origin in (typing.Union, types.UnionType):
         return any(_is_float(a) for a in args if a is not type(None)) and int not in args
     return hint is float
+
+
+def int_typed(hint: Any) -> bool:
+    """Whether a field's type is ``int`` (``Annotated`` or optional included), not a float."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return int_typed(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return int in args and float not in args
+    return hint is int
 
 
 def _check_type(name: str, v: Any, hint: Any) -> None:

@@ -214,10 +214,27 @@ def test_overrides_apply_to_every_cell_and_change_the_hash(tmp_path: Path) -> No
     assert {c.width for c in wide.cells if c.agent == "dqn"} == {(32, 32)}
 
 
+def test_an_int_override_takes_scientific_notation(tmp_path: Path) -> None:
+    """``--override total_steps=1e5`` (TOML reads a float) is the int 100000, in the cells'
+    configs and the spec's hash alike."""
+    spec = load_spec(_spec(tmp_path, GOOD), parse_overrides(["total_steps=1e5", "actors=2e0"]))
+    spec.validate()
+    assert spec.overrides == {"total_steps": 100_000, "actors": 2}
+    for c in spec.cells:
+        cfg = c.make_config()
+        assert (cfg.total_steps, cfg.actors) == (100_000, 2) and type(cfg.total_steps) is int
+    plain = load_spec(_spec(tmp_path, GOOD), {"total_steps": 100_000, "actors": 2})
+    assert spec.sha256 == plain.sha256
+
+
 @pytest.mark.parametrize(
     "items, needle",
     [
         (["actors"], "expected KEY=VALUE"),
+        (["actors=1.5"], "actors = 1.5 does not fit its type"),
+        (["total_steps=1e-3"], "total_steps = 0.001 does not fit its type"),
+        (["actors=inf"], "actors = inf does not fit its type"),
+        (["actors=1e9"], "--actors must be in [0, 100000], got 1000000000"),
         (["seed=3"], "'seed' is set by the matrix"),
         (["actorz=3"], "'actorz' is not a config field of any"),
         (['actors="many"'], "does not fit its type"),

@@ -227,7 +227,7 @@ def _bad_files(tmp: Path) -> dict[str, str]:
         (["chip", "cost", "sample_clustered"], "missing PLC"),
         (["chip", "place", TOY], "missing --out"),
         (["chip", "place", TOY, "--out", "OUT", "--steps", "-1"], "--steps must be"),
-        (["chip", "place", TOY, "--out", "OUT", "--steps", "1e3"], "--steps"),
+        (["chip", "place", TOY, "--out", "OUT", "--steps", "1e-3"], "'1e-3' is not a whole"),
         (["chip", "place", TOY, "--out", "OUT", "--seed", "-5"], "--seed must be"),
         (["chip", "place", TOY, "--out", "OUT", "--method", "rl"], "--method"),
         (["chip", "place", TOY, "--out", "OUT", "--density-weight", "-1"], "--density-weight"),

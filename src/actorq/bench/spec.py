@@ -51,7 +51,7 @@ from actorq.config import ExperimentConfig, parse_hidden
 from actorq.energy import DEFAULT_COUNTRY
 from actorq.errors import ActorQError, ConfigError, short, shown
 from actorq.inputs import read_input
-from actorq.settings import flat_hints
+from actorq.settings import flat_hints, int_typed, whole_number
 
 
 class SpecError(ActorQError):
@@ -244,8 +244,8 @@ def _type_ok(value: Any, hint: Any) -> bool:
         )
     if hint is bool:
         return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is int:  # 1e5 too (TOML's float): the config's check_fields takes it as 100000
+        return whole_number(value) is not None
     if hint is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is str:
@@ -264,6 +264,10 @@ def _check_fields(where: str, agent: str, fields: dict[str, Any]) -> None:
             raise SpecError(f"{where}: {key!r} is not a {cls.__name__} field")
         if not _type_ok(value, hints[key]):
             raise SpecError(f"{where}: {key} = {value!r} does not fit its type {hints[key]}")
+        if isinstance(value, float) and int_typed(hints[key]):
+            # 1e5 where only an int goes: the int, so cells, their configs and the spec's
+            # hash read `actors=2e0` as `actors=2`
+            fields[key] = whole_number(value)
 
 
 def _unique_list(where: str, v: Any, kind: type) -> list[Any]:
@@ -484,6 +488,7 @@ def _task_cells(where: str, task: Any, axes: _Axes) -> list[Cell]:
     known = set(flat_hints(cls))
     mine = {k: v for k, v in axes.overrides.items() if k in known or k in RESERVED}
     _check_fields("--override", agent, mine)
+    axes.overrides.update(mine)  # as _check_fields read them (1e5 for an int: 100000)
     axes.used.update(mine)
     fields = {**axes.defaults, **task_config, **mine}
     explicit = {"overrides": mine, "config": {**axes.defaults, **task_config}}

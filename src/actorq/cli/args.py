@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 import sys
 import textwrap
@@ -17,8 +18,10 @@ from collections.abc import Iterator, Sequence
 from typing import TypeVar, cast
 
 import tyro
+from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, PrimitiveTypeInfo
 
 from actorq.errors import ActorQError
+from actorq.settings import whole_number
 
 T = TypeVar("T")
 
@@ -35,7 +38,9 @@ def parse(cls: type[T], args: Sequence[str], prog: str, default: T | None = None
             contextlib.redirect_stderr(err),
             _docstring_lines_joined(),
         ):
-            result = cast(T, tyro.cli(cls, args=list(args), prog=prog, default=default))
+            result = cast(
+                T, tyro.cli(cls, args=list(args), prog=prog, default=default, registry=_REGISTRY)
+            )
     except SystemExit as e:
         sys.stdout.write(out.getvalue())
         if e.code in (0, None):  # --help
@@ -46,6 +51,42 @@ def parse(cls: type[T], args: Sequence[str], prog: str, default: T | None = None
     sys.stdout.write(out.getvalue())
     sys.stderr.write(err.getvalue())
     return result
+
+
+_REGISTRY = ConstructorRegistry()
+
+
+@_REGISTRY.primitive_rule
+def _int_rule(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec[int] | None:
+    """Every integer on the command line (a flag, a tuple's item, an optional one) also in
+    scientific or decimal notation when it names a whole number: ``--total-steps 1e5``, as
+    SB3 and CleanRL users write it. One rule for every command, not one per flag."""
+    if info.type is not int:
+        return None
+    return PrimitiveConstructorSpec(
+        nargs=1,
+        metavar="INT",
+        instance_from_str=lambda args: read_int(args[0]),
+        is_instance=lambda x: isinstance(x, int) and not isinstance(x, bool),
+        str_from_instance=lambda instance: [str(instance)],
+    )
+
+
+def read_int(text: str) -> int:
+    """``text`` as an int: a decimal integer, or a float's spelling of a finite whole number
+    (``1e5``, ``2.5e5``, ``1000.0``). A ValueError (tyro's parse error) otherwise."""
+    try:
+        return int(text)
+    except ValueError as e:
+        try:
+            x = float(text)
+        except ValueError:  # not a number at all: int()'s own message
+            raise e from None
+        n = whole_number(x)
+        if n is None:
+            what = "a whole number" if math.isfinite(x) else "a finite number"
+            raise ValueError(f"{text!r} is not {what}") from None
+        return n
 
 
 @contextlib.contextmanager
