@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from actorq.errors import ConfigError
+from actorq.errors import CheckpointError, ConfigError
 from actorq.experiment import train
 from actorq.rundir import RunDir, lock_file, unlock_file
 from tests.damage import HOSTILE_JSON
@@ -183,3 +183,18 @@ def test_a_summary_the_json_parser_raises_on_is_no_summary(tmp_path: Path, hosti
     run = RunDir(tmp_path)
     run.summary_file.write_bytes(hostile)
     assert run.read_summary() is None
+
+
+def test_a_path_that_is_no_directory_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A file or a FIFO where a run directory goes: said to be one, not "no config.json"."""
+    file, fifo = tmp_path / "policy.onnx", tmp_path / "pipe"
+    file.write_text("x")
+    os.mkfifo(fifo)
+    assert RunDir(file).not_a_directory() == f"{file} is a file, not a run directory"
+    assert RunDir(fifo).not_a_directory() == f"{fifo} is a special file, not a run directory"
+    for there in (tmp_path, tmp_path / "absent", file / "below", Path("a" * 5000)):
+        assert RunDir(there).not_a_directory() is None  # "not found" or "no config.json"
+    with pytest.raises(CheckpointError, match="is a file, not a run directory"):
+        RunDir(file).read_config_json()
+    with pytest.raises(CheckpointError, match="not an actorq run directory"):
+        RunDir(tmp_path / "absent").read_config_json()

@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,20 @@ class RunDir:
             return self.config_file.is_file()
         except OSError:
             return False
+
+    def not_a_directory(self) -> str | None:
+        """One line for a path that is there but is no directory (a file given where a run
+        directory goes: ``actorq eval policy.onnx``), which "not found" or "no config.json"
+        would misdescribe; None for a directory, a path that is not there or cannot be read
+        (the caller's own line says which)."""
+        try:
+            st = os.stat(self.path)
+        except (OSError, ValueError):  # absent, too long a name, a NUL byte
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        what = "a file" if stat.S_ISREG(st.st_mode) else "a special file"
+        return f"{shown(self.path)} is {what}, not a run directory"
 
     def has_checkpoint(self) -> bool:
         """A checkpoint, or the previous one a save cut between its two renames left
@@ -282,7 +297,8 @@ class RunDir:
         """``config.json`` as a JSON object; one :class:`CheckpointError` line otherwise."""
         if not self.is_run():
             raise CheckpointError(
-                f"{shown(self.path)} is not an actorq run directory (no config.json)"
+                self.not_a_directory()
+                or f"{shown(self.path)} is not an actorq run directory (no config.json)"
             )
         raw = read_input(self.config_file, shown(self.config_file), CheckpointError, MAX_JSON_BYTES)
         d = load_json(raw, f"corrupt config.json in {shown(self.path)}", CheckpointError)

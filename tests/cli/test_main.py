@@ -227,6 +227,28 @@ def test_random_flags_are_one_line_or_a_validated_config(
 
 
 @pytest.mark.parametrize(
+    "command",
+    [["eval"], ["export", "--out", "policy.onnx"], ["train", "dqn", "--resume"]],
+    ids=["eval", "export", "resume"],
+)
+def test_a_file_given_as_a_run_directory_is_called_a_file(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file where a run directory goes (``actorq eval policy.onnx``) is said to be a file,
+    not a run directory that is not there or lacks config.json: every reader of a run says
+    so."""
+    path = tmp_path / "policy.onnx"
+    path.write_bytes(b"not a run")
+    argv = [*command[:1], str(path), *command[1:]]
+    if command[0] == "train":
+        argv = [*command, str(path)]
+    assert main(argv) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert lines == [f"actorq: error: {path} is a file, not a run directory"], lines
+    assert path.read_bytes() == b"not a run" and sorted(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize(
     ("argv", "line"),
     [
         (["eval"], "missing RUN_DIR"),

@@ -87,7 +87,7 @@ def load_run_policy(
     except OSError as e:  # a name too long, a directory we may not look into
         raise ActorQError(f"cannot read run directory {shown(rd)}: {e.strerror}") from None
     if not found:
-        raise ActorQError(f"run directory not found: {shown(rd)}")
+        raise ActorQError(RunDir(rd).not_a_directory() or f"run directory not found: {shown(rd)}")
     # validated (config.json is input too); the learner only holds weights here: on the CPU
     cfg = load_run_config(rd, device="cpu")
     if require is not None:
