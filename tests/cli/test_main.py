@@ -249,6 +249,23 @@ def test_a_file_given_as_a_run_directory_is_called_a_file(
 
 
 @pytest.mark.parametrize(
+    ("label", "n", "said"),
+    [
+        ("held-out, {episodes} ep", 20, (" over 20 episodes", "held-out")),
+        ("held-out, {episodes} ep", 1, (" over 1 episode", "held-out")),
+        ("{episodes} ep", 3, (" over 3 episodes", "")),
+        ("greedy, mean of 3 graph(s)", 3, ("", "greedy, mean of 3 graph(s)")),
+        ("greedy placement (1 episode)", 1, ("", "greedy placement (1 episode)")),
+    ],
+)  # fmt: skip
+def test_eval_says_the_episode_count_once(label: str, n: int, said: tuple[str, str]) -> None:
+    """``actorq eval --episodes 20`` said "over 20 episodes (held-out, 20 ep; ...)"."""
+    from actorq.cli.main import _evaluated_over
+
+    assert _evaluated_over(label, n) == said
+
+
+@pytest.mark.parametrize(
     ("argv", "line"),
     [
         (["eval"], "missing RUN_DIR"),

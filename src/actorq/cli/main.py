@@ -13,6 +13,7 @@ checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from typing import Annotated, Literal
 
@@ -67,13 +68,24 @@ def cmd_eval(a: EvalArgs) -> int:
     cfg, io, data = load_run_policy(a.run_dir, a.precision, a.runtime, which=a.which)
     rets = io.evaluate(data, a.episodes, a.seed)
     prec = a.precision or cfg.precision
+    over, what = _evaluated_over(io.eval_label, len(rets))
+    spread = f"min {rets.min():.3g}, max {rets.max():.3g}"
     print(
-        f"{cfg.env} {prec}: mean return {rets.mean():.3g} ± {rets.std():.3g} over "
-        f"{len(rets)} {'episodes' if len(rets) == a.episodes else 'items'} "
-        f"({io.eval_label.format(episodes=len(rets))}; "
-        f"min {rets.min():.3g}, max {rets.max():.3g})"
+        f"{cfg.env} {prec}: mean return {rets.mean():.3g} ± {rets.std():.3g}{over} "
+        f"({'; '.join(p for p in (what, spread) if p)})"
     )
     return 0
+
+
+def _evaluated_over(label: str, n: int) -> tuple[str, str]:
+    """What ``actorq eval``'s ``n`` returns are over, the count said once: ``(" over N
+    episodes", label)``. A label that counts episodes (``"held-out, {episodes} ep"``, as the
+    summary says it) leaves its count to "over N episodes"; another (GO's "mean of 3
+    graph(s)", chip's "1 episode") says its own, and the line no other."""
+    if "{episodes}" not in label:
+        return "", label
+    rest = re.sub(r"[,;]?\s*\{episodes\}[^,;()]*", "", label).strip(" ,;")
+    return f" over {n} episode{'' if n == 1 else 's'}", rest
 
 
 def cmd_export(a: ExportArgs) -> int:
