@@ -217,13 +217,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
     progress.print(f"run dir: {run_dir}")
     if cfg.learner_threads == 0:  # auto: say what it resolved to on this machine
         progress.print(f"learner: {torch.get_num_threads()} torch threads (--learner-threads 0)")
-    done_by = None
-    if loaded is not None:  # the plan first, then why there is nothing to train, if so
-        why: list[str] = []
-        done_by = _done_before(cfg, c, run_dir, why.append)
-        progress.print(resume_plan(cfg, c, RunDir(run_dir), moved, trains=done_by is None))
-        for line in why:
-            progress.print(line)
+    done_by = None if loaded is None else _resumed_plan(cfg, c, run_dir, moved, progress.print)
     evaluator = Evaluator(
         cfg, io, target, logger, progress.print, c.env_steps, c.eval_time_s, c.next_eval
     )
@@ -264,6 +258,19 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         raise
     r.start_wall = time.perf_counter() - c.wall_time_s  # the run's clock, after the publish
     return r
+
+
+def _resumed_plan(
+    cfg: ExperimentConfig, c: Counters, run_dir: Path, moved: str | None, say: Callable[[str], None]
+) -> str | None:
+    """A resume's plan, said, then why it has nothing to train if so (:func:`_done_before`,
+    whose answer it returns)."""
+    why: list[str] = []
+    done_by = _done_before(cfg, c, run_dir, why.append)
+    say(resume_plan(cfg, c, RunDir(run_dir), moved, trains=done_by is None))
+    for line in why:
+        say(line)
+    return done_by
 
 
 def _done_before(
