@@ -277,3 +277,24 @@ def test_the_summary_says_where_the_best_evaluated_policy_is_kept(tiny: Callable
     assert "--which best" in rows["best policy kept"]
     saved = json.loads((Path(r.run_dir) / "summary.json").read_text())
     assert ["best policy kept", rows["best policy kept"]] in saved["summary_rows"]
+
+
+def test_a_resume_past_its_budget_keeps_the_snapshot_its_summary_evaluated(
+    tiny: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint saved without its weights' snapshot (interrupted while a publish was in
+    flight): resumed past its budget, the summary evaluates one calibrated on the restored
+    replay, which the checkpoint must then keep (else `actorq eval` makes another and scores a
+    policy the summary never saw). One that keeps its snapshot is left untouched."""
+    kw = {**RUN, "total_steps": 1_000, "eval_every": 10**9, "eval_episodes": 1}
+    with monkeypatch.context() as m:
+        m.setattr(Checkpointer, "_snapshot", lambda self, given: None)
+        first = actorq.train(tiny("dqn", **kw))
+    run = Path(first.run_dir)
+    state = run / "checkpoint" / "state.json"
+    assert json.loads(state.read_text()).get("snapshot") is None
+    actorq.train(tiny("dqn", **{**kw, "total_steps": 100}, resume=str(run)))
+    assert json.loads(state.read_text())["snapshot"]["file"] == ckpt.SNAPSHOT
+    files = {p: p.read_bytes() for p in sorted((run / "checkpoint").rglob("*")) if p.is_file()}
+    actorq.train(tiny("dqn", **{**kw, "total_steps": 100}, resume=str(run)))
+    assert {p: p.read_bytes() for p in files} == files

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import random
 import sys
 import time
@@ -401,11 +402,18 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
         if not r.past_budget:  # past it, the checkpoint's clock is the run's
             c.wall_time_s = time.perf_counter() - r.start_wall
         _keep_energy(c, reading)
+        kept: bytes | None = None
         if not interrupted:
             # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
             states = final_states(r.backend.replay, cfg.seed)
             final = r.publisher.snapshot(c.version + 1)
-        if not r.past_budget:  # nothing trained: the checkpoint on disk stays as it is
+            kept = _checkpoint_snapshot(r.run_dir) if r.past_budget else None
+            if kept is not None or (r.past_budget and r.publisher.calibrates()):
+                # past the budget nothing trained: the summary evaluates the snapshot `actorq
+                # eval` reads, the checkpoint's own, or the one the resume calibrated on the
+                # restored replay (an interrupted run keeps none), which the checkpoint keeps
+                final = kept or r.publisher.latest
+        if not r.past_budget or (not interrupted and kept is None and r.publisher.calibrates()):
             r.checkpointer.save(None if interrupted else final)
     finally:
         r.backend.close()
@@ -434,6 +442,18 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
     )
     write_summary(result, stop_reason, r.logger, r.run_dir, c.env_steps)
     return result
+
+
+def _checkpoint_snapshot(run_dir: Path) -> bytes | None:
+    """The snapshot the checkpoint in ``run_dir`` names as its weights' (what `actorq eval`
+    reads), or None."""
+    where = RunDir(run_dir).checkpoint
+    try:
+        state = json.loads((where / "state.json").read_text())
+        named = isinstance(state, dict) and isinstance(state.get("snapshot"), dict)
+        return (where / ckpt.SNAPSHOT).read_bytes() if named else None
+    except (OSError, ValueError):
+        return None
 
 
 def _best_kept(c: Counters, run: RunDir) -> list[list[str]]:
