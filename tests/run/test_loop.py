@@ -298,3 +298,19 @@ def test_a_resume_past_its_budget_keeps_the_snapshot_its_summary_evaluated(
     files = {p: p.read_bytes() for p in sorted((run / "checkpoint").rglob("*")) if p.is_file()}
     actorq.train(tiny("dqn", **{**kw, "total_steps": 100}, resume=str(run)))
     assert {p: p.read_bytes() for p in files} == files
+
+
+def test_a_summary_without_states_to_compare_on_is_strict_json(tiny: Callable[..., Any]) -> None:
+    """A run whose replay was not kept, resumed past its budget, has no replay states for the
+    int8-vs-fp32 comparison: its agreement is not measured (null), not a NaN that makes
+    summary.json invalid JSON for strict readers."""
+    kw = {**RUN, "total_steps": 600, "eval_every": 10**9, "eval_episodes": 1, "save_replay": False}
+    run = Path(actorq.train(tiny("dqn", **kw)).run_dir)
+    again = actorq.train(tiny("dqn", **{**kw, "total_steps": 100}, resume=str(run)))
+    assert again.eval_return is not None and again.action_agreement is None
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    saved = json.loads((run / "summary.json").read_text(), parse_constant=refuse)
+    assert saved["action_agreement"] is None and saved["eval_return"] is not None

@@ -125,15 +125,17 @@ def final_report(
     q_rets = io.evaluate(final, cfg.eval_episodes, FINAL_EVAL_SEED)
     f_rets = io.evaluate(fp32, cfg.eval_episodes, FINAL_EVAL_SEED)
     cmp = io.compare(final, fp32, states, cfg.seed)
+    # no states to compare on (a replay not kept, resumed): not measured, not a NaN in summary.json
+    measured = cmp.items > 0
     return dataclasses.replace(
         run,
         eval_return=float(q_rets.mean()),
         eval_return_std=float(q_rets.std()),
         eval_return_fp32=float(f_rets.mean()),
-        action_agreement=cmp.agreement,
+        action_agreement=cmp.agreement if measured else None,
         agreement_states=cmp.items,
-        action_mean_abs_diff=cmp.mean_abs_diff,
-        logprob_gap=cmp.logprob_gap,
+        action_mean_abs_diff=cmp.mean_abs_diff if measured else None,
+        logprob_gap=cmp.logprob_gap if measured else None,
         eval_label=io.eval_label.format(episodes=cfg.eval_episodes),
         agreement_on=cmp.items_label,
         summary_rows=[[k, v] for k, v in io.summary_rows(final)],
@@ -208,12 +210,7 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
     def add(label: str, value: str) -> None:
         t.add_row(escape(label), escape(value))  # "[bench]" and the like are text, not markup
 
-    if (
-        r.eval_return is None
-        or r.eval_return_std is None
-        or r.eval_return_fp32 is None
-        or r.action_agreement is None
-    ):
+    if r.eval_return is None or r.eval_return_std is None or r.eval_return_fp32 is None:
         add("final evaluation", "not run (interrupted): actorq eval RUN_DIR")
     else:
         pm = "±"
@@ -222,7 +219,9 @@ def print_summary(r: TrainResult, stop_reason: str = "") -> None:
             f"{_ret(r.eval_return)} {pm} {_ret(r.eval_return_std, r.eval_return)} ({r.precision})",
         )
         add("eval return, same weights fp32", _ret(r.eval_return_fp32))
-        if r.action_mean_abs_diff is None:
+        if r.action_agreement is None:
+            add("action agreement vs fp32", "not measured: no replay states to compare on")
+        elif r.action_mean_abs_diff is None:
             add(
                 "action agreement vs fp32",
                 f"{100 * r.action_agreement:.2f}% of {r.agreement_states} {r.agreement_on}",
