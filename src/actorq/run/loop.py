@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import random
 import sys
 import time
@@ -126,6 +125,8 @@ class _Run:
     interval: IntervalLogger
     #: why a resumed run has nothing left to train ("budget", "target"), None if it trains
     done_by: str | None = None
+    #: the snapshot the resumed checkpoint names as its weights' (what `actorq eval` reads)
+    kept_snapshot: bytes | None = None
     start_wall: float = 0.0
 
     @property
@@ -243,6 +244,7 @@ def _start(cfg: ExperimentConfig, builder: Builder, spec: EnvSpec, loaded: Loade
         evaluator=evaluator,
         interval=interval,
         done_by=done_by,
+        kept_snapshot=_named_snapshot(loaded),
     )
     try:
         # Energy is tracked over the window the run's clock measures (time to target, wall
@@ -402,18 +404,12 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
         if not r.past_budget:  # past it, the checkpoint's clock is the run's
             c.wall_time_s = time.perf_counter() - r.start_wall
         _keep_energy(c, reading)
-        kept: bytes | None = None
+        save = not r.past_budget  # past it, the checkpoint stays as it is, but for its snapshot
         if not interrupted:
             # Whatever reads replay comes before close(): a Ray backend's replay is its shards.
             states = final_states(r.backend.replay, cfg.seed)
-            final = r.publisher.snapshot(c.version + 1)
-            kept = _checkpoint_snapshot(r.run_dir) if r.past_budget else None
-            if kept is not None or (r.past_budget and r.publisher.calibrates()):
-                # past the budget nothing trained: the summary evaluates the snapshot `actorq
-                # eval` reads, the checkpoint's own, or the one the resume calibrated on the
-                # restored replay (an interrupted run keeps none), which the checkpoint keeps
-                final = kept or r.publisher.latest
-        if not r.past_budget or (not interrupted and kept is None and r.publisher.calibrates()):
+            final, save = _final_snapshot(r)
+        if save:
             r.checkpointer.save(None if interrupted else final)
     finally:
         r.backend.close()
@@ -444,16 +440,28 @@ def _finish_run(cfg: ExperimentConfig, r: _Run, interrupted: bool, stop_reason: 
     return result
 
 
-def _checkpoint_snapshot(run_dir: Path) -> bytes | None:
-    """The snapshot the checkpoint in ``run_dir`` names as its weights' (what `actorq eval`
-    reads), or None."""
-    where = RunDir(run_dir).checkpoint
-    try:
-        state = json.loads((where / "state.json").read_text())
-        named = isinstance(state, dict) and isinstance(state.get("snapshot"), dict)
-        return (where / ckpt.SNAPSHOT).read_bytes() if named else None
-    except (OSError, ValueError):
+def _final_snapshot(r: _Run) -> tuple[bytes, bool]:
+    """The snapshot the summary evaluates, and whether the checkpoint is to be saved with it.
+    A run that trained: its weights' next version, saved. Past its budget nothing trained, so
+    the summary evaluates what `actorq eval` reads: the checkpoint's own snapshot (nothing
+    saved); else, where calibration makes it, the one the resume calibrated on the restored
+    replay (an interrupted run's checkpoint keeps none), saved; else one made from the weights
+    alone, as `eval` makes it (nothing saved)."""
+    if not r.past_budget:
+        return r.publisher.snapshot(r.c.version + 1), True
+    if r.kept_snapshot is not None:
+        return r.kept_snapshot, False
+    if r.publisher.calibrates():
+        return r.publisher.latest, True
+    return r.publisher.snapshot(r.c.version + 1), False
+
+
+def _named_snapshot(loaded: Loaded | None) -> bytes | None:
+    """The snapshot a loaded checkpoint names as its weights' (its state's record, as
+    :func:`~actorq.run.directory.saved_snapshot` reads it for `actorq eval`), or None."""
+    if loaded is None or not isinstance(loaded.state.get("snapshot"), dict):
         return None
+    return loaded.snapshot
 
 
 def _best_kept(c: Counters, run: RunDir) -> list[list[str]]:
