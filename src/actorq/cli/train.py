@@ -134,13 +134,6 @@ def _start(cls: type[C], argv: list[str]) -> C:
         return cls()
 
 
-#: the budget a resume from the command line keeps unless one of its flags is given
-_BUDGET_FLAGS = {
-    "total_steps": ("--total-steps",),
-    "stop_at_target": ("--stop-at-target", "--no-stop-at-target"),
-}
-
-
 def _resume_from_command_line(cfg: ExperimentConfig, argv: list[str]) -> None:
     """``actorq train ALGO --resume RUN``: every option given that differs from RUN's saved
     settings is refused in one line, even at its default value (the library can only tell
@@ -148,19 +141,18 @@ def _resume_from_command_line(cfg: ExperimentConfig, argv: list[str]) -> None:
     unless the command line gives them (the library resumes with the config's values, and the
     default budget would cut a longer run short, e.g. an Atari preset's 2.5M steps at 500k)."""
     from actorq.run.directory import load_run_config
-    from actorq.run.resume import given_conflicts, refuse_conflicts
+    from actorq.run.resume import RESUME_BUDGET, given_conflicts, refuse_conflicts
 
-    given = {_flag_of(token) for token in argv}
     try:
         saved = load_run_config(Path(str(cfg.resume)), device="cpu")
     except ActorQError:
         return  # the resume itself says what is wrong with the run, in one line
     if saved.agent != cfg.agent:
         return  # likewise ("a dqn run; resume it with dqn")
-    refuse_conflicts(str(cfg.resume), given_conflicts(cfg, saved, given_settings(cfg, argv)))
-    for name, flags in _BUDGET_FLAGS.items():
-        if not given.intersection(flags):
-            setattr(cfg, name, getattr(saved, name))
+    given = given_settings(cfg, argv)
+    refuse_conflicts(str(cfg.resume), given_conflicts(cfg, saved, given))
+    for name in RESUME_BUDGET.difference(given):  # the run's own budget stands
+        setattr(cfg, name, getattr(saved, name))
 
 
 def _flag_of(token: str) -> str:

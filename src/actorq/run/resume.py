@@ -141,16 +141,16 @@ def record_move(cfg: ExperimentConfig, run: RunDir) -> str | None:
 
 
 def resume_device(
-    cfg: ExperimentConfig, resume_dir: Path, ran_on: Any, given: Collection[str] = ()
+    cfg: ExperimentConfig, resume_dir: Path, ran_on: Any, given: Collection[str]
 ) -> str:
-    """Where a resumed run's learner computes: ``--device`` when given (in ``given``, the
-    command line's even at its default: ``--device cpu`` takes a GPU run to the CPU on a machine
-    with a GPU; the library's when not the default); else the device the run trained on
-    (``ran_on``, as its config.json says), if this machine has it; else the CPU, with a warning
-    (a run trained on a GPU goes on on a machine without one). Checkpoints hold CPU tensors, so
-    weights and optimizer state load onto either; updates on another device differ in the last
-    bits."""
-    if "device" in given or cfg.device != type(cfg)().device:
+    """Where a resumed run's learner computes: ``--device`` when given (in ``given``: the
+    command line's even at its default, so ``--device cpu`` takes a GPU run to the CPU on a
+    machine with a GPU; the library's when not at its default, :func:`set_settings`); else the
+    device the run trained on (``ran_on``, as its config.json says), if this machine has it;
+    else the CPU, with a warning (a run trained on a GPU goes on on a machine without one).
+    Checkpoints hold CPU tensors, so weights and optimizer state load onto either; updates on
+    another device differ in the last bits."""
+    if "device" in given:
         return cfg.device  # validated with the rest of the config
     path = RunDir(resume_dir).config_file
     if not is_device_name(ran_on):
