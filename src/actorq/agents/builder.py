@@ -31,7 +31,7 @@ from actorq.config import ExperimentConfig
 from actorq.core.interfaces import Learner, MLPLearner
 from actorq.core.loop import ActorSetup
 from actorq.errors import ConfigError
-from actorq.quant.formats import FORMATS
+from actorq.quant.formats import quantizes_a_layer
 from actorq.quant.snapshot import PolicySpec
 from actorq.replay.specs import AdderSpec, GateSpec, TableSpec
 from actorq.settings import flag
@@ -85,11 +85,10 @@ class MLPBuilder(abc.ABC):
         """An int8 or int4 MLP snapshot rounds its hidden-to-hidden layers only (the first and
         last stay fp32, as QuaRL deploys them): with one hidden layer there are none, and the
         run would be fp32 in all but its name."""
-        fmt = FORMATS.get(cfg.precision)  # None for auto: it never picks such a format here
-        if fmt is None or not fmt.io_fp32 or is_pixels(spec) or not self.runs_an_mlp(cfg):
-            return
+        if cfg.precision in ("fp32", "auto") or is_pixels(spec) or not self.runs_an_mlp(cfg):
+            return  # auto never picks a format that quantizes nothing (quant.autoselect)
         widths = cfg.policy_hidden()
-        if len(widths) < 2:
+        if not quantizes_a_layer(cfg.precision, len(widths) + 1):
             name = flag(cfg.width_fields[0])
             given = (
                 f"{name} {','.join(map(str, widths))} is one hidden layer"

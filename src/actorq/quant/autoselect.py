@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.quant.formats import FORMATS, PRECISIONS
+from actorq.quant.formats import PRECISIONS, quantizes_a_layer
 from actorq.quant.quantizer import Granularity
 from actorq.quant.runtimes import PolicyRuntime, make_runtime
 from actorq.quant.snapshot import PolicySnapshot, PolicySpec, extra_shapes, make_snapshot
@@ -213,15 +213,10 @@ def select_precision(
     timer = timer or actor_latency
     head = spec.policy_head
 
-    # a format that keeps the first and last layers fp32 quantizes nothing in a network of one
-    # hidden layer: its snapshot is fp32 under another name, which timing noise could pick
-    quantizes = len(spec.hidden) >= 2
-    precisions = [
-        "fp32",
-        *dict.fromkeys(
-            c for c in candidates if c != "fp32" and (quantizes or not FORMATS[c].io_fp32)
-        ),
-    ]
+    # a candidate that quantizes no layer (int8 of one hidden layer) is fp32 under another
+    # name, which timing noise could pick
+    picks = (c for c in candidates if c != "fp32" and quantizes_a_layer(c, spec.num_layers))
+    precisions = ["fp32", *dict.fromkeys(picks)]
     runtimes: list[PolicyRuntime] = []
     agreement: list[float] = []
     nbytes: list[int] = []

@@ -231,3 +231,10 @@ def layer_format(precision: str, i: int, num_layers: int) -> WeightFormat:
     """The format layer ``i`` of a ``num_layers``-layer snapshot at ``precision`` is stored in."""
     f = weight_format(precision)
     return FORMATS["fp32"] if f.io_fp32 and i in (0, num_layers - 1) else f
+
+
+def quantizes_a_layer(precision: str, num_layers: int) -> bool:
+    """Whether a ``num_layers``-layer snapshot at ``precision`` stores any layer other than in
+    fp32: a format that keeps the first and last layers fp32 rounds none of two (one hidden
+    layer), its snapshot fp32 under another name."""
+    return any(layer_format(precision, i, num_layers).name != "fp32" for i in range(num_layers))
