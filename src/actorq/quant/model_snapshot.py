@@ -16,6 +16,7 @@ its last good one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -116,7 +117,7 @@ class ModelSnapshot:
         for where, init in [*_carried_tensors(proto.graph), *_node_tensors(nodes)]:
             if init.data_location == onnx.TensorProto.EXTERNAL:  # a file read on the actor's host
                 raise SnapshotError(f"model snapshot: {where} is outside the model")
-            if init.data_type not in _READ_TYPES:  # bfloat16, float8: not a numpy float
+            if init.data_type not in _read_types():  # bfloat16, float8: not a numpy float
                 kind = onnx.TensorProto.DataType.Name(init.data_type)
                 raise SnapshotError(f"model snapshot: {where} is {kind}, which actorq never writes")
             try:
@@ -127,17 +128,16 @@ class ModelSnapshot:
                 raise SnapshotError(f"model snapshot: {where} has NaN or Inf")
 
 
+@functools.cache
 def _read_types() -> frozenset[int]:
+    """The tensor types a snapshot may carry: numpy's (the exporters' float32, float16,
+    integers). Asked at the first check, as onnx itself is imported."""
     from onnx import TensorProto as T
 
     return frozenset(
         {T.FLOAT, T.FLOAT16, T.DOUBLE, T.INT8, T.UINT8, T.INT16, T.UINT16, T.INT32, T.UINT32,
          T.INT64, T.UINT64, T.BOOL, T.STRING, T.UNDEFINED}
     )  # fmt: skip
-
-
-#: the tensor types a snapshot may carry: numpy's (the exporters' float32, float16, integers)
-_READ_TYPES = _read_types()
 
 
 def _carried_tensors(graph: Any) -> Iterator[tuple[str, Any]]:
